@@ -1,0 +1,305 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	// Time zones of DateAndTime modifiers must resolve on machines without
+	// a zoneinfo database (containers).
+	_ "time/tzdata"
+)
+
+// Validation error classes; match them with errors.Is.
+var (
+	ErrInvalidName     = errors.New("invalid name: it must match ^[a-zA-Z0-9_]+$")
+	ErrDuplicateName   = errors.New("name is not unique")
+	ErrNestedIterator  = errors.New("an iterator may not be nested inside another iterator")
+	ErrInvalidRegex    = errors.New("invalid regular expression")
+	ErrInvalidAccessor = errors.New("invalid accessor")
+	ErrUnknownTimezone = errors.New("unknown time zone")
+	ErrInvalidNode     = errors.New("invalid node")
+	ErrInvalidOperator = errors.New("invalid operator")
+)
+
+// ValidationError names where in the tree a problem is: the node path
+// (names from the root, joined by dots), the rule if any, and the field.
+type ValidationError struct {
+	Path  []string
+	Rule  string
+	Field string
+	Err   error
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("node ")
+	b.WriteString(PathString(e.Path))
+	if e.Rule != "" {
+		fmt.Fprintf(&b, ", rule %s", e.Rule)
+	}
+	if e.Field != "" {
+		b.WriteString(", ")
+		b.WriteString(e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// maxValidationErrors bounds how many problems Validate reports at once.
+const maxValidationErrors = 50
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_]+$`)
+
+// ValidName reports whether s is a valid node, rule, variable or action name.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// Validate checks a whole tree rooted at n: names, unique sibling node names
+// and rule names, node kinds and their fields, no nested iterators, and that
+// every regular expression, accessor and time zone compiles. Unlike Tornado,
+// inactive nodes and rules are checked too. It returns every problem found
+// (up to a bound) joined; each is a *ValidationError.
+func Validate(n *Node) error {
+	v := &validator{}
+	v.node(nil, n, false)
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	errs []error
+	// where is the location being checked.
+	path []string
+	rule string
+}
+
+func (v *validator) add(fieldName string, err error) {
+	if len(v.errs) >= maxValidationErrors {
+		return
+	}
+	v.errs = append(v.errs, &ValidationError{Path: slices.Clone(v.path), Rule: v.rule, Field: fieldName, Err: err})
+}
+
+func (v *validator) node(parent []string, n *Node, underIterator bool) {
+	if n == nil {
+		v.path = parent
+		v.add("", fmt.Errorf("%w: missing node", ErrInvalidNode))
+		return
+	}
+	v.path = append(parent[:len(parent):len(parent)], n.Name)
+	v.rule = ""
+	if !ValidName(n.Name) {
+		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, n.Name))
+	}
+	switch n.Kind {
+	case KindFilter:
+		if n.Filter != nil {
+			v.operator("filter", n.Filter)
+		}
+	case KindIterator:
+		if underIterator {
+			v.add("", ErrNestedIterator)
+		}
+		if _, err := ParseTarget(n.Target); err != nil {
+			v.add("target", fmt.Errorf("%w: %w", ErrInvalidAccessor, err))
+		}
+	case KindRuleset:
+		if len(n.Children) > 0 {
+			v.add("nodes", fmt.Errorf("%w: a ruleset cannot have children", ErrInvalidNode))
+		}
+		v.rules(n.Rules)
+		return
+	default:
+		v.add("type", fmt.Errorf("%w: unknown kind %d", ErrInvalidNode, n.Kind))
+		return
+	}
+	if len(n.Rules) > 0 {
+		v.add("rules", fmt.Errorf("%w: only a ruleset has rules", ErrInvalidNode))
+	}
+	here := v.path
+	seen := make(map[string]bool, len(n.Children))
+	for _, c := range n.Children {
+		if c != nil && seen[c.Name] {
+			v.path = here
+			v.rule = ""
+			v.add("nodes", fmt.Errorf("%w: two children are named %q", ErrDuplicateName, c.Name))
+		}
+		if c != nil {
+			seen[c.Name] = true
+		}
+		v.node(here, c, underIterator || n.Kind == KindIterator)
+	}
+}
+
+func (v *validator) rules(rules []*Rule) {
+	seen := make(map[string]bool, len(rules))
+	for i, r := range rules {
+		if r == nil {
+			v.rule = ""
+			v.add(fmt.Sprintf("rules[%d]", i), fmt.Errorf("%w: missing rule", ErrInvalidNode))
+			continue
+		}
+		v.rule = r.Name
+		if !ValidName(r.Name) {
+			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, r.Name))
+		}
+		if seen[r.Name] {
+			v.add("name", fmt.Errorf("%w: two rules are named %q", ErrDuplicateName, r.Name))
+		}
+		seen[r.Name] = true
+		v.rule1(r)
+	}
+	v.rule = ""
+}
+
+func (v *validator) rule1(r *Rule) {
+	if r.Where != nil {
+		v.operator("constraint.WHERE", r.Where)
+	}
+	for _, name := range slices.Sorted(mapsKeys(r.With)) {
+		f := "constraint.WITH." + name
+		if !ValidName(name) {
+			v.add(f, fmt.Errorf("%w: variable %q", ErrInvalidName, name))
+		}
+		ex := r.With[name]
+		if ex == nil {
+			v.add(f, fmt.Errorf("%w: missing extractor", ErrInvalidNode))
+			continue
+		}
+		v.expr(f+".from", ex.From)
+		v.extractorRegex(f+".regex", ex.Regex)
+		for i, m := range ex.Modifiers {
+			v.modifier(fmt.Sprintf("%s.modifiers_post[%d]", f, i), m)
+		}
+	}
+	for i, a := range r.Actions {
+		f := fmt.Sprintf("actions[%d]", i)
+		if a == nil {
+			v.add(f, fmt.Errorf("%w: missing action", ErrInvalidNode))
+			continue
+		}
+		if !ValidName(a.ID) {
+			v.add(f+".id", fmt.Errorf("%w: action id %q", ErrInvalidName, a.ID))
+		}
+		if a.Payload == nil {
+			v.add(f+".payload", fmt.Errorf("%w: the payload must be an object", ErrInvalidNode))
+		}
+		v.payload(f+".payload", a.Payload)
+	}
+}
+
+// payload checks every string of an action payload, at any depth.
+func (v *validator) payload(f string, val any) {
+	switch x := val.(type) {
+	case string:
+		v.expr(f, x)
+	case map[string]any:
+		for _, k := range slices.Sorted(mapsKeys(x)) {
+			v.payload(f+"."+k, x[k])
+		}
+	case []any:
+		for i, e := range x {
+			v.payload(fmt.Sprintf("%s[%d]", f, i), e)
+		}
+	}
+}
+
+func (v *validator) expr(f, s string) {
+	if _, err := ParseExpr(s); err != nil {
+		v.add(f, fmt.Errorf("%w: %w", ErrInvalidAccessor, err))
+	}
+}
+
+func (v *validator) regex(f, pattern string) *regexp.Regexp {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		v.add(f, fmt.Errorf("%w: %w", ErrInvalidRegex, err))
+		return nil
+	}
+	return re
+}
+
+func (v *validator) operator(f string, op *Operator) {
+	if op == nil {
+		v.add(f, fmt.Errorf("%w: missing operator", ErrInvalidOperator))
+		return
+	}
+	if _, ok := ParseOpType(string(op.Type)); !ok {
+		v.add(f+".type", fmt.Errorf("%w: unknown operator %q", ErrInvalidOperator, op.Type))
+		return
+	}
+	switch op.Type {
+	case OpAnd, OpOr:
+		for i, c := range op.Operators {
+			v.operator(fmt.Sprintf("%s.operators[%d]", f, i), c)
+		}
+	case OpNot:
+		v.operator(f+".operator", op.Operator)
+	case OpRegex:
+		v.regex(f+".regex", op.Regex)
+		v.expr(f+".target", op.Target)
+	default:
+		if s, ok := op.First.(string); ok {
+			v.expr(f+".first", s)
+		}
+		if s, ok := op.Second.(string); ok {
+			v.expr(f+".second", s)
+		}
+	}
+}
+
+func (v *validator) extractorRegex(f string, re ExtractorRegex) {
+	switch re.Kind {
+	case RegexIndexed, RegexSingleKey:
+		v.regex(f, re.Pattern)
+	case RegexNamed:
+		if c := v.regex(f+".named_match", re.Pattern); c != nil && !slices.ContainsFunc(c.SubexpNames(), func(s string) bool { return s != "" }) {
+			v.add(f+".named_match", fmt.Errorf("%w: named_match needs at least one named group (?P<name>...)", ErrInvalidRegex))
+		}
+	default:
+		v.add(f, fmt.Errorf("%w: unknown extractor regex kind", ErrInvalidRegex))
+	}
+}
+
+func (v *validator) modifier(f string, m *Modifier) {
+	if m == nil {
+		v.add(f, fmt.Errorf("%w: missing modifier", ErrInvalidNode))
+		return
+	}
+	switch m.Type {
+	case ModLowercase, ModTrim, ModToNumber:
+	case ModMap:
+		if m.Mapping == nil {
+			v.add(f+".mapping", fmt.Errorf("%w: Map needs a mapping", ErrInvalidNode))
+		}
+	case ModReplaceAll:
+		if m.IsRegex {
+			v.regex(f+".find", m.Find)
+		}
+		v.expr(f+".replace", m.Replace)
+	case ModDateAndTime:
+		if _, err := LoadTimezone(m.Timezone); err != nil {
+			v.add(f+".timezone", err)
+		}
+	default:
+		v.add(f+".type", fmt.Errorf("%w: unknown modifier %q", ErrInvalidNode, m.Type))
+	}
+}
+
+// LoadTimezone resolves an IANA time zone name (surrounding spaces ignored).
+func LoadTimezone(name string) (*time.Location, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || name == "Local" {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTimezone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTimezone, name)
+	}
+	return loc, nil
+}
