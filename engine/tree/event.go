@@ -1,0 +1,281 @@
+package tree
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/valyala/fastjson"
+)
+
+// Event is an event as the processing tree sees it. Free-form JSON values
+// (payload, metadata, iterator items) are maps, slices, strings, bools, nil
+// and json.Number, so that integers and floats keep their written form.
+// An Event and its values must not be modified once evaluation started.
+type Event struct {
+	// TraceID is the legacy trace id; nil when absent (${event.trace_id} is then null).
+	TraceID   any
+	Type      string
+	CreatedMs uint64
+	Payload   map[string]any
+	Metadata  map[string]any
+	// Iterator is set on the events seen inside an iterator branch:
+	// {"iteration": index or key, "item": element}.
+	Iterator map[string]any
+}
+
+// ErrInvalidEvent classifies events that do not have the required shape.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// maxEventDepth bounds the nesting of event JSON (the parser refuses deeper input).
+const maxEventDepth = fastjson.MaxDepth
+
+var parserPool fastjson.ParserPool
+
+// DecodeEvent decodes an event: type (string) and created_ms (unsigned
+// integer) and payload (object) are required; metadata (object) and
+// trace_id (string or null) are optional; other top-level fields are ignored.
+func DecodeEvent(data []byte) (*Event, error) {
+	p := parserPool.Get()
+	defer parserPool.Put(p)
+	v, err := p.ParseBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	return eventFromValue(v)
+}
+
+func eventFromValue(v *fastjson.Value) (*Event, error) {
+	obj, err := v.Object()
+	if err != nil {
+		return nil, fmt.Errorf("%w: an event is a JSON object", ErrInvalidEvent)
+	}
+	ev := &Event{}
+	var seenType, seenCreated, seenPayload bool
+	var ferr error
+	obj.Visit(func(key []byte, fv *fastjson.Value) {
+		if ferr != nil {
+			return
+		}
+		switch string(key) {
+		case "type":
+			s, err := fv.StringBytes()
+			if err != nil {
+				ferr = fmt.Errorf("%w: type must be a string", ErrInvalidEvent)
+				return
+			}
+			ev.Type, seenType = string(s), true
+		case "created_ms":
+			n, err := fv.Uint64()
+			if err != nil || fv.Type() != fastjson.TypeNumber || bytes.ContainsAny(fv.MarshalTo(nil), ".eE") {
+				ferr = fmt.Errorf("%w: created_ms must be an unsigned integer", ErrInvalidEvent)
+				return
+			}
+			ev.CreatedMs, seenCreated = n, true
+		case "payload":
+			m, err := convertObject(fv)
+			if err != nil {
+				ferr = fmt.Errorf("%w: payload: %w", ErrInvalidEvent, err)
+				return
+			}
+			ev.Payload, seenPayload = m, true
+		case "metadata":
+			if fv.Type() == fastjson.TypeNull {
+				return
+			}
+			m, err := convertObject(fv)
+			if err != nil {
+				ferr = fmt.Errorf("%w: metadata: %w", ErrInvalidEvent, err)
+				return
+			}
+			ev.Metadata = m
+		case "trace_id":
+			switch fv.Type() {
+			case fastjson.TypeNull:
+			case fastjson.TypeString:
+				s, _ := fv.StringBytes()
+				ev.TraceID = string(s)
+			default:
+				ferr = fmt.Errorf("%w: trace_id must be a string or null", ErrInvalidEvent)
+			}
+		}
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	switch {
+	case !seenType:
+		return nil, fmt.Errorf("%w: missing type", ErrInvalidEvent)
+	case !seenCreated:
+		return nil, fmt.Errorf("%w: missing created_ms", ErrInvalidEvent)
+	case !seenPayload:
+		return nil, fmt.Errorf("%w: missing payload", ErrInvalidEvent)
+	}
+	if ev.Metadata == nil {
+		ev.Metadata = map[string]any{}
+	}
+	return ev, nil
+}
+
+func convertObject(v *fastjson.Value) (map[string]any, error) {
+	if v.Type() != fastjson.TypeObject {
+		return nil, errors.New("must be a JSON object")
+	}
+	x, err := convert(v)
+	if err != nil {
+		return nil, err
+	}
+	return x.(map[string]any), nil
+}
+
+// convert turns a parsed value into plain Go values. Recursion depth is
+// bounded by the parser's own depth limit.
+func convert(v *fastjson.Value) (any, error) {
+	switch v.Type() {
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		m := make(map[string]any, o.Len())
+		var err error
+		o.Visit(func(k []byte, e *fastjson.Value) {
+			if err != nil {
+				return
+			}
+			var x any
+			x, err = convert(e)
+			m[string(k)] = x
+		})
+		return m, err
+	case fastjson.TypeArray:
+		arr, _ := v.Array()
+		s := make([]any, len(arr))
+		for i, e := range arr {
+			x, err := convert(e)
+			if err != nil {
+				return nil, err
+			}
+			s[i] = x
+		}
+		return s, nil
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return string(b), nil
+	case fastjson.TypeNumber:
+		var buf [32]byte
+		raw := v.MarshalTo(buf[:0])
+		if !validNumber(raw) {
+			return nil, fmt.Errorf("invalid number %q", raw)
+		}
+		return json.Number(raw), nil
+	case fastjson.TypeTrue:
+		return true, nil
+	case fastjson.TypeFalse:
+		return false, nil
+	}
+	return nil, nil
+}
+
+// validNumber checks the JSON number grammar (the parser is lenient).
+func validNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(b)
+}
+
+// field returns a top-level field of the event as ${event.<name>} sees it.
+func (e *Event) field(name string) (any, bool) {
+	switch name {
+	case "type":
+		return e.Type, true
+	case "created_ms":
+		return json.Number(strconv.FormatUint(e.CreatedMs, 10)), true
+	case "payload":
+		return e.Payload, true
+	case "metadata":
+		return e.Metadata, true
+	case "trace_id":
+		return e.TraceID, true
+	case "iterator":
+		if e.Iterator == nil {
+			return nil, false
+		}
+		return e.Iterator, true
+	}
+	return nil, false
+}
+
+// Value returns the whole event as ${event} sees it.
+func (e *Event) Value() map[string]any {
+	m := map[string]any{
+		"trace_id":   e.TraceID,
+		"type":       e.Type,
+		"created_ms": json.Number(strconv.FormatUint(e.CreatedMs, 10)),
+		"payload":    e.Payload,
+		"metadata":   e.Metadata,
+	}
+	if e.Iterator != nil {
+		m["iterator"] = e.Iterator
+	}
+	return m
+}
+
+// MarshalJSON writes the event as the test-event API echoes it:
+// type, created_ms, metadata, payload, and iterator inside iterations.
+func (e *Event) MarshalJSON() ([]byte, error) {
+	md := e.Metadata
+	if md == nil {
+		md = map[string]any{}
+	}
+	pl := e.Payload
+	if pl == nil {
+		pl = map[string]any{}
+	}
+	return json.Marshal(struct {
+		Type      string         `json:"type"`
+		CreatedMs uint64         `json:"created_ms"`
+		Metadata  map[string]any `json:"metadata"`
+		Payload   map[string]any `json:"payload"`
+		Iterator  map[string]any `json:"iterator,omitempty"`
+	}{e.Type, e.CreatedMs, md, pl, e.Iterator})
+}
+
+// withIteration returns a copy of the event for one iteration.
+func (e *Event) withIteration(iteration, item any) *Event {
+	c := *e
+	c.Iterator = map[string]any{"iteration": iteration, "item": item}
+	return &c
+}

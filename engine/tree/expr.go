@@ -1,0 +1,218 @@
+package tree
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/squallhq/squall/config"
+)
+
+// scope is what expressions can read while one event is evaluated.
+type scope struct {
+	ev *Event
+	// vars holds the variables extracted so far in the current ruleset
+	// evaluation: rule name -> variable -> value.
+	vars map[string]map[string]any
+	// rule is the name of the rule being evaluated.
+	rule string
+}
+
+// accessor is a compiled ${...}.
+type accessor struct {
+	root config.Root
+	path []config.Segment
+	text string
+}
+
+func newAccessor(a *config.Accessor) *accessor {
+	return &accessor{root: a.Root, path: a.Path, text: a.Text}
+}
+
+// get resolves the accessor; ok is false when the value is missing. A
+// present JSON null is a value.
+func (a *accessor) get(s *scope) (any, bool) {
+	switch a.root {
+	case config.RootEvent:
+		if len(a.path) == 0 {
+			return s.ev.Value(), true
+		}
+		v, ok := s.ev.field(a.path[0].Key)
+		if !ok {
+			return nil, false
+		}
+		return walk(v, a.path[1:])
+	case config.RootVariables:
+		name := a.path[0].Key
+		if own, ok := s.vars[s.rule]; ok {
+			if v, ok := own[name]; ok {
+				if v, ok := walk(v, a.path[1:]); ok {
+					return v, true
+				}
+			}
+		}
+		other, ok := s.vars[name]
+		if !ok {
+			return nil, false
+		}
+		return walk(other, a.path[1:])
+	}
+	return nil, false
+}
+
+// walk follows a path through decoded JSON.
+func walk(v any, path []config.Segment) (any, bool) {
+	for _, seg := range path {
+		if seg.IsIndex {
+			arr, ok := v.([]any)
+			if !ok || seg.Index >= len(arr) {
+				return nil, false
+			}
+			v = arr[seg.Index]
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[seg.Key]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// expr is a compiled configuration string or constant value.
+type expr struct {
+	kind config.ExprKind
+	// constant is the value of a constant (any JSON value for non-string arguments).
+	constant any
+	acc      *accessor
+	parts    []part
+	text     string
+}
+
+type part struct {
+	text string
+	acc  *accessor // nil for literal text and ignored ${item...}
+}
+
+// compileValue compiles an operator argument: strings are expressions,
+// everything else is a constant.
+func compileValue(v any) (*expr, error) {
+	if s, ok := v.(string); ok {
+		return compileString(s)
+	}
+	return &expr{kind: config.ExprConstant, constant: normalize(v)}, nil
+}
+
+// compileString compiles an expression string.
+func compileString(s string) (*expr, error) {
+	e, err := config.ParseExpr(s)
+	if err != nil {
+		return nil, err
+	}
+	if e.IsConstant() {
+		return &expr{kind: config.ExprConstant, constant: s, text: s}, nil
+	}
+	out := &expr{kind: e.Kind, text: s}
+	switch e.Kind {
+	case config.ExprSingle:
+		out.acc = newAccessor(e.Accessor)
+	case config.ExprInterpolated:
+		for _, p := range e.Parts {
+			cp := part{text: p.Text}
+			if p.Accessor != nil && p.Accessor.Root != config.RootItem {
+				cp.acc = newAccessor(p.Accessor)
+			}
+			out.parts = append(out.parts, cp)
+		}
+	}
+	return out, nil
+}
+
+// eval resolves the expression. ok is false when the value is missing or
+// an interpolation cannot be rendered.
+func (e *expr) eval(s *scope) (any, bool) {
+	switch e.kind {
+	case config.ExprConstant:
+		return e.constant, true
+	case config.ExprSingle:
+		return e.acc.get(s)
+	}
+	var buf [128]byte
+	b := buf[:0]
+	for _, p := range e.parts {
+		if p.acc == nil {
+			b = append(b, p.text...)
+			continue
+		}
+		v, ok := p.acc.get(s)
+		if !ok {
+			return nil, false
+		}
+		if b, ok = render(b, v); !ok {
+			return nil, false
+		}
+	}
+	return string(b), true
+}
+
+// describe names the expression in messages.
+func (e *expr) describe() string {
+	if e.text != "" {
+		return e.text
+	}
+	b, _ := json.Marshal(e.constant)
+	return string(b)
+}
+
+// normalize turns Go numbers in constants into json.Number, so that
+// trees built in Go compare like trees decoded from JSON.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool, json.Number:
+		return v
+	case float64:
+		return floatNumber(x)
+	case float32:
+		return floatNumber(float64(x))
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = normalize(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = normalize(e)
+		}
+		return s
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return json.Number(strconv.FormatInt(rv.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return json.Number(strconv.FormatUint(rv.Uint(), 10))
+	}
+	// Anything else went through JSON to get here or is not JSON at all.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	var out any
+	if err := unmarshalNumber(b, &out); err != nil {
+		return fmt.Sprint(v)
+	}
+	return out
+}
+
+func unmarshalNumber(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}

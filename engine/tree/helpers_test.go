@@ -1,0 +1,113 @@
+package tree
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/config/tornado"
+)
+
+// readFile reads a testdata file.
+func readFile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// ruleFile decodes a rule fixture; rules of Tornado's v1 layout have no
+// name, which came from the file name: name gives it.
+func ruleFile(t testing.TB, file, name string) *config.Rule {
+	t.Helper()
+	r, err := config.DecodeRule(readFile(t, file))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if r.Name == "" {
+		r.Name = name
+	}
+	return r
+}
+
+// mustRule decodes a rule given as JSON.
+func mustRule(t testing.TB, js string) *config.Rule {
+	t.Helper()
+	r, err := config.DecodeRule([]byte(js))
+	if err != nil {
+		t.Fatalf("rule %s: %v", js, err)
+	}
+	return r
+}
+
+// rulesetTree returns root -> ruleset "rs" holding the rules.
+func rulesetTree(rules ...*config.Rule) *config.Node {
+	root := config.NewRoot()
+	root.Children = []*config.Node{{Kind: config.KindRuleset, Name: "rs", Rules: rules}}
+	return root
+}
+
+func mustCompile(t testing.TB, n *config.Node) *Tree {
+	t.Helper()
+	tr, err := Compile(n)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return tr
+}
+
+func mustEvent(t testing.TB, js string) *Event {
+	t.Helper()
+	ev, err := DecodeEvent([]byte(js))
+	if err != nil {
+		t.Fatalf("event %s: %v", js, err)
+	}
+	return ev
+}
+
+// payloadEvent returns an event of type "test" with the given payload JSON.
+func payloadEvent(t testing.TB, payload string) *Event {
+	t.Helper()
+	return mustEvent(t, `{"type":"test","created_ms":1554130814854,"metadata":{"tenant_id":"master"},"payload":`+payload+`}`)
+}
+
+func tornadoDir(t testing.TB, dir string) *config.Node {
+	t.Helper()
+	n, err := tornado.Read(os.DirFS(filepath.Join("testdata", "tornado")), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// only returns the single ruleset result of a rulesetTree evaluation.
+func onlyRuleset(t testing.TB, res *ProcessedNode) *ProcessedRules {
+	t.Helper()
+	if len(res.Nodes) != 1 || res.Nodes[0].Rules == nil {
+		t.Fatalf("want one ruleset under the root, got %s", toJSON(t, res))
+	}
+	return res.Nodes[0].Rules
+}
+
+func toJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkLive checks that live evaluation yields the same actions as test
+// evaluation: the index must never change a result.
+func checkLive(t testing.TB, tr *Tree, ev *Event, want []Action) {
+	t.Helper()
+	got := tr.Actions(ev, nil)
+	if toJSON(t, got) != toJSON(t, want) {
+		t.Fatalf("live actions differ from test actions:\nlive: %s\ntest: %s", toJSON(t, got), toJSON(t, want))
+	}
+}

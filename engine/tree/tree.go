@@ -1,0 +1,451 @@
+package tree
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/squallhq/squall/config"
+)
+
+// Tree is a compiled processing tree. It is immutable and safe for
+// concurrent use.
+type Tree struct {
+	root *node
+}
+
+type node struct {
+	kind     config.Kind
+	name     string
+	active   bool
+	filter   cond // nil matches everything
+	target   *accessor
+	children []*node
+	rules    []*rule
+	// index selects the children worth visiting in live evaluation.
+	index *childIndex
+	// guard, when set, must hold for this node to produce any action.
+	guard *nodeGuard
+	// never is true when the node can never produce an action.
+	never bool
+}
+
+type rule struct {
+	name       string
+	active     bool
+	cont       bool
+	where      cond // nil matches everything
+	extractors []*extractor
+	actions    []*actionTemplate
+}
+
+// Compile validates the tree rooted at root and compiles it. The root may
+// be of any kind; the result of evaluation starts there.
+func Compile(root *config.Node) (*Tree, error) {
+	if root == nil {
+		return nil, fmt.Errorf("compile: no tree")
+	}
+	if err := config.Validate(root); err != nil {
+		return nil, err
+	}
+	n, err := compileNode(nil, root)
+	if err != nil {
+		return nil, err
+	}
+	return &Tree{root: n}, nil
+}
+
+func compileNode(parent []string, cn *config.Node) (*node, error) {
+	path := append(parent[:len(parent):len(parent)], cn.Name)
+	n := &node{kind: cn.Kind, name: cn.Name, active: cn.Active}
+	wrap := func(err error) error {
+		return fmt.Errorf("compile node %s: %w", config.PathString(path), err)
+	}
+	switch cn.Kind {
+	case config.KindFilter:
+		if cn.Filter != nil {
+			c, err := compileOperator(cn.Filter)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			n.filter = c
+			if g := guard(c); g != nil {
+				n.guard = &nodeGuard{acc: g.acc, values: []string{g.value}}
+			}
+		}
+		n.never = !cn.Active
+	case config.KindIterator:
+		acc, err := config.ParseTarget(cn.Target)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		n.target = newAccessor(acc)
+		n.never = !cn.Active
+	case config.KindRuleset:
+		for _, cr := range cn.Rules {
+			r, err := compileRule(cr)
+			if err != nil {
+				return nil, wrap(fmt.Errorf("rule %s: %w", cr.Name, err))
+			}
+			n.rules = append(n.rules, r)
+		}
+		n.never, n.guard = rulesetGuard(n.rules)
+		return n, nil
+	}
+	for _, c := range cn.Children {
+		child, err := compileNode(path, c)
+		if err != nil {
+			return nil, err
+		}
+		n.children = append(n.children, child)
+	}
+	n.index = buildIndex(n.children)
+	return n, nil
+}
+
+func compileRule(cr *config.Rule) (*rule, error) {
+	r := &rule{name: cr.Name, active: cr.Active, cont: cr.Continue}
+	if cr.Where != nil {
+		c, err := compileOperator(cr.Where)
+		if err != nil {
+			return nil, fmt.Errorf("WHERE: %w", err)
+		}
+		r.where = c
+	}
+	names := make([]string, 0, len(cr.With))
+	for name := range cr.With {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		x, err := compileExtractor(name, cr.With[name])
+		if err != nil {
+			return nil, fmt.Errorf("WITH %s: %w", name, err)
+		}
+		r.extractors = append(r.extractors, x)
+	}
+	for _, a := range cr.Actions {
+		t, err := compileAction(a)
+		if err != nil {
+			return nil, err
+		}
+		r.actions = append(r.actions, t)
+	}
+	return r, nil
+}
+
+// nodeGuard is an equality a node requires before it can produce any
+// action: the event-rooted accessor must equal one of the values.
+type nodeGuard struct {
+	acc    *expr
+	values []string
+}
+
+// rulesetGuard finds the accessor that every active rule of a ruleset
+// compares for equality with a string: the ruleset can only produce actions
+// for events where it equals one of those strings. A ruleset without active
+// rules never produces any.
+func rulesetGuard(rules []*rule) (never bool, g *nodeGuard) {
+	var acc *expr
+	values := map[string]bool{}
+	active := 0
+	for _, r := range rules {
+		if !r.active {
+			continue
+		}
+		active++
+		if r.where == nil {
+			return false, nil
+		}
+		rg := guard(r.where)
+		if rg == nil || acc != nil && rg.acc.text != acc.text {
+			return false, nil
+		}
+		acc = rg.acc
+		values[rg.value] = true
+	}
+	if active == 0 {
+		return true, nil
+	}
+	return false, &nodeGuard{acc: acc, values: slices.Sorted(keysOf(values))}
+}
+
+// childIndex groups children by the equality they require, so that live
+// evaluation visits only the children that can match the event.
+type childIndex struct {
+	// always lists children without a guard, by position.
+	always []int
+	groups []*indexGroup
+}
+
+type indexGroup struct {
+	acc     *expr
+	byValue map[string][]int
+}
+
+func buildIndex(children []*node) *childIndex {
+	guarded := 0
+	for _, c := range children {
+		if c.never || c.guard != nil {
+			guarded++
+		}
+	}
+	if guarded == 0 {
+		return nil
+	}
+	idx := &childIndex{}
+	byAcc := map[string]*indexGroup{}
+	for i, c := range children {
+		switch {
+		case c.never:
+		case c.guard == nil:
+			idx.always = append(idx.always, i)
+		default:
+			g := byAcc[c.guard.acc.text]
+			if g == nil {
+				g = &indexGroup{acc: c.guard.acc, byValue: map[string][]int{}}
+				byAcc[c.guard.acc.text] = g
+				idx.groups = append(idx.groups, g)
+			}
+			for _, v := range c.guard.values {
+				g.byValue[v] = append(g.byValue[v], i)
+			}
+		}
+	}
+	return idx
+}
+
+// candidates returns, in order, the positions of the children that may
+// produce actions for the event. buf is scratch space.
+func (idx *childIndex) candidates(s *scope, buf []int) []int {
+	out := append(buf[:0], idx.always...)
+	for _, g := range idx.groups {
+		v, ok := g.acc.eval(s)
+		if !ok {
+			continue
+		}
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		out = append(out, g.byValue[str]...)
+	}
+	if len(idx.groups) > 1 || len(idx.always) > 0 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
+}
+
+// ProcessType says whether the actions of a test event are executed.
+type ProcessType string
+
+// The process types of test events.
+const (
+	SkipActions ProcessType = "SkipActions"
+	Full        ProcessType = "Full"
+)
+
+// Actions evaluates an event for live traffic and appends the actions of
+// every matched rule to dst, in tree order. It builds no result tree and
+// visits only the branches that can match.
+func (t *Tree) Actions(ev *Event, dst []Action) []Action {
+	e := evaluator{actions: dst}
+	e.node(t.root, ev)
+	return e.actions
+}
+
+// Process evaluates an event as a test event: it returns the processed
+// result tree, with every node's status and every rule's outcome, and the
+// actions of every matched rule.
+func (t *Tree) Process(ev *Event) (*ProcessedNode, []Action) {
+	e := evaluator{record: true}
+	res := e.node(t.root, ev)
+	return res, e.actions
+}
+
+// evaluator holds the state of one evaluation.
+type evaluator struct {
+	record  bool
+	actions []Action
+	buf     [16]int
+}
+
+func (e *evaluator) node(n *node, ev *Event) *ProcessedNode {
+	switch n.kind {
+	case config.KindFilter:
+		return e.filter(n, ev)
+	case config.KindIterator:
+		return e.iterator(n, ev)
+	}
+	return e.ruleset(n, ev)
+}
+
+func (e *evaluator) children(n *node, ev *Event) []*ProcessedNode {
+	if e.record {
+		out := make([]*ProcessedNode, 0, len(n.children))
+		for _, c := range n.children {
+			out = append(out, e.node(c, ev))
+		}
+		return out
+	}
+	if n.index == nil {
+		for _, c := range n.children {
+			e.node(c, ev)
+		}
+		return nil
+	}
+	s := scope{ev: ev}
+	for _, i := range n.index.candidates(&s, e.buf[:0]) {
+		e.node(n.children[i], ev)
+	}
+	return nil
+}
+
+func (e *evaluator) filter(n *node, ev *Event) *ProcessedNode {
+	var res *ProcessedNode
+	if e.record {
+		res = &ProcessedNode{Kind: config.KindFilter, Name: n.name, Nodes: []*ProcessedNode{}}
+	}
+	status := StatusMatched
+	switch {
+	case !n.active:
+		status = StatusIgnored
+	case n.filter != nil && !n.filter.eval(&scope{ev: ev}):
+		status = StatusNotMatched
+	}
+	if status == StatusMatched {
+		nodes := e.children(n, ev)
+		if res != nil {
+			res.Nodes = nodes
+		}
+	}
+	if res != nil {
+		res.Status = status
+	}
+	return res
+}
+
+func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
+	var res *ProcessedNode
+	if e.record {
+		res = &ProcessedNode{Kind: config.KindIterator, Name: n.name, Status: StatusMatched, Events: []ProcessedIteration{}}
+	} else if !n.active {
+		return nil
+	}
+	v, ok := n.target.get(&scope{ev: ev})
+	each := func(iteration, item any) {
+		iev := ev.withIteration(iteration, item)
+		var nodes []*ProcessedNode
+		if n.active {
+			nodes = e.children(n, iev)
+		}
+		if res != nil {
+			if nodes == nil {
+				nodes = []*ProcessedNode{}
+			}
+			res.Events = append(res.Events, ProcessedIteration{Event: iev, Nodes: nodes})
+		}
+	}
+	switch x := v.(type) {
+	case []any:
+		for i, item := range x {
+			each(json.Number(strconv.Itoa(i)), item)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(keysOf(x)) {
+			each(k, x[k])
+		}
+	default:
+		if res != nil {
+			res.Status = StatusTypeError
+			if !ok {
+				res.Status = StatusAccessorError
+			}
+		}
+	}
+	return res
+}
+
+func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
+	s := scope{ev: ev}
+	var res *ProcessedNode
+	if e.record {
+		res = &ProcessedNode{Kind: config.KindRuleset, Name: n.name, Rules: &ProcessedRules{Rules: make([]ProcessedRule, 0, len(n.rules))}}
+	}
+	stopped := false
+	for _, r := range n.rules {
+		if !r.active || stopped {
+			if res != nil {
+				res.Rules.Rules = append(res.Rules.Rules, ProcessedRule{Name: r.name, Status: RuleNotProcessed, Actions: []Action{}, Meta: &RuleMeta{Actions: []ActionMeta{}}})
+			}
+			continue
+		}
+		s.rule = r.name
+		pr := e.rule(r, &s)
+		if pr.Status == RuleMatched && !r.cont {
+			stopped = true
+		}
+		if res != nil {
+			res.Rules.Rules = append(res.Rules.Rules, pr)
+		}
+	}
+	if res != nil {
+		res.Rules.ExtractedVars = s.vars
+		if res.Rules.ExtractedVars == nil {
+			res.Rules.ExtractedVars = map[string]map[string]any{}
+		}
+	}
+	return res
+}
+
+// rule evaluates one rule. In live mode only Status is meaningful.
+func (e *evaluator) rule(r *rule, s *scope) ProcessedRule {
+	pr := ProcessedRule{Name: r.name, Status: RuleNotMatched}
+	if e.record {
+		pr.Actions = []Action{}
+		pr.Meta = &RuleMeta{Actions: []ActionMeta{}}
+	}
+	if r.where != nil && !r.where.eval(s) {
+		return pr
+	}
+	if len(r.extractors) > 0 {
+		vars := make(map[string]any, len(r.extractors))
+		for _, x := range r.extractors {
+			v, err := x.extract(s)
+			if err != nil {
+				pr.Status = RulePartiallyMatched
+				msg := fmt.Sprintf("The event matches the rule [%s] but the variable [%s] cannot be extracted: %v", r.name, x.name, err)
+				pr.Message = &msg
+				return pr
+			}
+			vars[x.name] = v
+		}
+		if s.vars == nil {
+			s.vars = map[string]map[string]any{}
+		}
+		s.vars[r.name] = vars
+	}
+	start := len(e.actions)
+	for _, a := range r.actions {
+		v, err := a.payload.resolve(s)
+		if err != nil {
+			// Only matched rules execute their actions.
+			e.actions = e.actions[:start]
+			pr.Status = RulePartiallyMatched
+			msg := fmt.Sprintf("The event matches the rule [%s] and all variables are extracted; however, the action [%s] cannot be resolved: %v", r.name, a.id, err)
+			pr.Message = &msg
+			return pr
+		}
+		act := Action{ID: a.id, Payload: v.(map[string]any), CreatedMs: s.ev.CreatedMs}
+		e.actions = append(e.actions, act)
+		if e.record {
+			pr.Actions = append(pr.Actions, act)
+			pr.Meta.Actions = append(pr.Meta.Actions, a.meta(act.Payload))
+		}
+	}
+	pr.Status = RuleMatched
+	return pr
+}
