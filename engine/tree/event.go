@@ -24,6 +24,9 @@ type Event struct {
 	// Iterator is set on the events seen inside an iterator branch:
 	// {"iteration": index or key, "item": element}.
 	Iterator map[string]any
+
+	// typ is Type as a value, so that reading it does not allocate.
+	typ any
 }
 
 // ErrInvalidEvent classifies events that do not have the required shape.
@@ -116,6 +119,7 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 	if ev.Metadata == nil {
 		ev.Metadata = map[string]any{}
 	}
+	ev.typ = ev.Type
 	return ev, nil
 }
 
@@ -220,6 +224,9 @@ func validNumber(b []byte) bool {
 func (e *Event) field(name string) (any, bool) {
 	switch name {
 	case "type":
+		if e.typ != nil {
+			return e.typ, true
+		}
 		return e.Type, true
 	case "created_ms":
 		return json.Number(strconv.FormatUint(e.CreatedMs, 10)), true

@@ -14,10 +14,46 @@ import (
 type scope struct {
 	ev *Event
 	// vars holds the variables extracted so far in the current ruleset
-	// evaluation: rule name -> variable -> value.
-	vars map[string]map[string]any
+	// evaluation, one set per rule that extracted any.
+	vars []varSet
 	// rule is the name of the rule being evaluated.
 	rule string
+}
+
+// varSet is the variables one rule extracted. names is shared with the
+// compiled rule; values are in the same order.
+type varSet struct {
+	rule   string
+	names  []string
+	values []any
+}
+
+func (v *varSet) get(name string) (any, bool) {
+	for i, n := range v.names {
+		if n == name {
+			return v.values[i], true
+		}
+	}
+	return nil, false
+}
+
+// object returns the variables as a JSON object.
+func (v *varSet) object() map[string]any {
+	m := make(map[string]any, len(v.names))
+	for i, n := range v.names {
+		m[n] = v.values[i]
+	}
+	return m
+}
+
+// varSet returns the variables extracted by the named rule, or nil.
+func (s *scope) varSet(rule string) *varSet {
+	for i := range s.vars {
+		if s.vars[i].rule == rule {
+			return &s.vars[i]
+		}
+	}
+	return nil
 }
 
 // accessor is a compiled ${...}.
@@ -46,18 +82,28 @@ func (a *accessor) get(s *scope) (any, bool) {
 		return walk(v, a.path[1:])
 	case config.RootVariables:
 		name := a.path[0].Key
-		if own, ok := s.vars[s.rule]; ok {
-			if v, ok := own[name]; ok {
+		if own := s.varSet(s.rule); own != nil {
+			if v, ok := own.get(name); ok {
 				if v, ok := walk(v, a.path[1:]); ok {
 					return v, true
 				}
 			}
 		}
-		other, ok := s.vars[name]
+		other := s.varSet(name)
+		if other == nil {
+			return nil, false
+		}
+		if len(a.path) == 1 {
+			return other.object(), true
+		}
+		if a.path[1].IsIndex {
+			return nil, false
+		}
+		v, ok := other.get(a.path[1].Key)
 		if !ok {
 			return nil, false
 		}
-		return walk(other, a.path[1:])
+		return walk(v, a.path[2:])
 	}
 	return nil, false
 }

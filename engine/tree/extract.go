@@ -25,12 +25,12 @@ type extractor struct {
 	modifiers []modifier
 }
 
-func compileExtractor(name string, ex *config.Extractor) (*extractor, error) {
+func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, error) {
 	from, err := compileString(ex.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %w", err)
 	}
-	re, err := regexp.Compile(ex.Regex.Pattern)
+	re, err := cc.regexp(ex.Regex.Pattern)
 	if err != nil {
 		return nil, fmt.Errorf("regex: %w", err)
 	}
@@ -43,7 +43,7 @@ func compileExtractor(name string, ex *config.Extractor) (*extractor, error) {
 		}
 	}
 	for i, m := range ex.Modifiers {
-		cm, err := compileModifier(m)
+		cm, err := cc.modifier(m)
 		if err != nil {
 			return nil, fmt.Errorf("modifiers_post[%d]: %w", i, err)
 		}
@@ -191,7 +191,7 @@ type modifier interface {
 	apply(s *scope, v any) (any, error)
 }
 
-func compileModifier(m *config.Modifier) (modifier, error) {
+func (cc *compiler) modifier(m *config.Modifier) (modifier, error) {
 	switch m.Type {
 	case config.ModLowercase:
 		return stringModifier{string(m.Type), strings.ToLower}, nil
@@ -208,7 +208,7 @@ func compileModifier(m *config.Modifier) (modifier, error) {
 		}
 		r := &replaceAll{find: m.Find, replace: repl}
 		if m.IsRegex {
-			if r.re, err = regexp.Compile(m.Find); err != nil {
+			if r.re, err = cc.regexp(m.Find); err != nil {
 				return nil, fmt.Errorf("find: %w", err)
 			}
 		}

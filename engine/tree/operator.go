@@ -168,12 +168,12 @@ var binaryOps = map[config.OpType]func(a, b any, aok, bok bool) bool{
 }
 
 // compileOperator compiles a validated operator.
-func compileOperator(op *config.Operator) (cond, error) {
+func (cc *compiler) operator(op *config.Operator) (cond, error) {
 	switch op.Type {
 	case config.OpAnd, config.OpOr:
 		cs := make([]cond, 0, len(op.Operators))
 		for _, o := range op.Operators {
-			c, err := compileOperator(o)
+			c, err := cc.operator(o)
 			if err != nil {
 				return nil, err
 			}
@@ -184,13 +184,13 @@ func compileOperator(op *config.Operator) (cond, error) {
 		}
 		return orCond(cs), nil
 	case config.OpNot:
-		c, err := compileOperator(op.Operator)
+		c, err := cc.operator(op.Operator)
 		if err != nil {
 			return nil, err
 		}
 		return notCond{c}, nil
 	case config.OpRegex:
-		re, err := regexp.Compile(op.Regex)
+		re, err := cc.regexp(op.Regex)
 		if err != nil {
 			return nil, err
 		}

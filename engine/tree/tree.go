@@ -3,9 +3,11 @@ package tree
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/squallhq/squall/config"
 )
@@ -14,6 +16,8 @@ import (
 // concurrent use.
 type Tree struct {
 	root *node
+	// pool recycles the scratch space of live evaluations.
+	pool sync.Pool
 }
 
 type node struct {
@@ -30,6 +34,27 @@ type node struct {
 	guard *nodeGuard
 	// never is true when the node can never produce an action.
 	never bool
+	// nsets and nvals size the variables of a ruleset evaluation: the
+	// rules that extract, and their extractors.
+	nsets, nvals int
+}
+
+// compiler holds what compilation shares across the tree: rules often
+// repeat the same patterns, and one compiled regexp serves them all.
+type compiler struct {
+	regexps map[string]*regexp.Regexp
+}
+
+func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
+	if re, ok := cc.regexps[pattern]; ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	cc.regexps[pattern] = re
+	return re, nil
 }
 
 type rule struct {
@@ -38,7 +63,9 @@ type rule struct {
 	cont       bool
 	where      cond // nil matches everything
 	extractors []*extractor
-	actions    []*actionTemplate
+	// varNames are the extractors' names, in order.
+	varNames []string
+	actions  []*actionTemplate
 }
 
 // Compile validates the tree rooted at root and compiles it. The root may
@@ -50,14 +77,17 @@ func Compile(root *config.Node) (*Tree, error) {
 	if err := config.Validate(root); err != nil {
 		return nil, err
 	}
-	n, err := compileNode(nil, root)
+	cc := &compiler{regexps: map[string]*regexp.Regexp{}}
+	n, err := cc.node(nil, root)
 	if err != nil {
 		return nil, err
 	}
-	return &Tree{root: n}, nil
+	t := &Tree{root: n}
+	t.pool.New = func() any { return &evaluator{} }
+	return t, nil
 }
 
-func compileNode(parent []string, cn *config.Node) (*node, error) {
+func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
 	path := append(parent[:len(parent):len(parent)], cn.Name)
 	n := &node{kind: cn.Kind, name: cn.Name, active: cn.Active}
 	wrap := func(err error) error {
@@ -66,7 +96,7 @@ func compileNode(parent []string, cn *config.Node) (*node, error) {
 	switch cn.Kind {
 	case config.KindFilter:
 		if cn.Filter != nil {
-			c, err := compileOperator(cn.Filter)
+			c, err := cc.operator(cn.Filter)
 			if err != nil {
 				return nil, wrap(err)
 			}
@@ -85,17 +115,23 @@ func compileNode(parent []string, cn *config.Node) (*node, error) {
 		n.never = !cn.Active
 	case config.KindRuleset:
 		for _, cr := range cn.Rules {
-			r, err := compileRule(cr)
+			r, err := cc.rule(cr)
 			if err != nil {
 				return nil, wrap(fmt.Errorf("rule %s: %w", cr.Name, err))
 			}
 			n.rules = append(n.rules, r)
 		}
 		n.never, n.guard = rulesetGuard(n.rules)
+		for _, r := range n.rules {
+			if len(r.extractors) > 0 {
+				n.nsets++
+				n.nvals += len(r.extractors)
+			}
+		}
 		return n, nil
 	}
 	for _, c := range cn.Children {
-		child, err := compileNode(path, c)
+		child, err := cc.node(path, c)
 		if err != nil {
 			return nil, err
 		}
@@ -105,10 +141,10 @@ func compileNode(parent []string, cn *config.Node) (*node, error) {
 	return n, nil
 }
 
-func compileRule(cr *config.Rule) (*rule, error) {
+func (cc *compiler) rule(cr *config.Rule) (*rule, error) {
 	r := &rule{name: cr.Name, active: cr.Active, cont: cr.Continue}
 	if cr.Where != nil {
-		c, err := compileOperator(cr.Where)
+		c, err := cc.operator(cr.Where)
 		if err != nil {
 			return nil, fmt.Errorf("WHERE: %w", err)
 		}
@@ -120,11 +156,12 @@ func compileRule(cr *config.Rule) (*rule, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		x, err := compileExtractor(name, cr.With[name])
+		x, err := cc.extractor(name, cr.With[name])
 		if err != nil {
 			return nil, fmt.Errorf("WITH %s: %w", name, err)
 		}
 		r.extractors = append(r.extractors, x)
+		r.varNames = append(r.varNames, name)
 	}
 	for _, a := range cr.Actions {
 		t, err := compileAction(a)
@@ -217,10 +254,11 @@ func buildIndex(children []*node) *childIndex {
 	return idx
 }
 
-// candidates returns, in order, the positions of the children that may
-// produce actions for the event. buf is scratch space.
-func (idx *childIndex) candidates(s *scope, buf []int) []int {
-	out := append(buf[:0], idx.always...)
+// candidates appends to dst, in order, the positions of the children that
+// may produce actions for the event.
+func (idx *childIndex) candidates(s *scope, dst []int) []int {
+	start := len(dst)
+	out := append(dst, idx.always...)
 	for _, g := range idx.groups {
 		v, ok := g.acc.eval(s)
 		if !ok {
@@ -233,8 +271,8 @@ func (idx *childIndex) candidates(s *scope, buf []int) []int {
 		out = append(out, g.byValue[str]...)
 	}
 	if len(idx.groups) > 1 || len(idx.always) > 0 {
-		slices.Sort(out)
-		out = slices.Compact(out)
+		slices.Sort(out[start:])
+		out = append(out[:start], slices.Compact(out[start:])...)
 	}
 	return out
 }
@@ -252,9 +290,15 @@ const (
 // every matched rule to dst, in tree order. It builds no result tree and
 // visits only the branches that can match.
 func (t *Tree) Actions(ev *Event, dst []Action) []Action {
-	e := evaluator{actions: dst}
+	e := t.pool.Get().(*evaluator)
+	e.actions = dst
 	e.node(t.root, ev)
-	return e.actions
+	out := e.actions
+	e.actions = nil
+	e.sc = scope{}
+	clear(e.vals)
+	t.pool.Put(e)
+	return out
 }
 
 // Process evaluates an event as a test event: it returns the processed
@@ -270,7 +314,12 @@ func (t *Tree) Process(ev *Event) (*ProcessedNode, []Action) {
 type evaluator struct {
 	record  bool
 	actions []Action
-	buf     [16]int
+	// stack holds the candidate children of the indexed nodes being visited.
+	stack []int
+	// sets and vals are reused by every ruleset of the evaluation.
+	sets []varSet
+	vals []any
+	sc   scope
 }
 
 func (e *evaluator) node(n *node, ev *Event) *ProcessedNode {
@@ -297,10 +346,13 @@ func (e *evaluator) children(n *node, ev *Event) []*ProcessedNode {
 		}
 		return nil
 	}
-	s := scope{ev: ev}
-	for _, i := range n.index.candidates(&s, e.buf[:0]) {
-		e.node(n.children[i], ev)
+	start := len(e.stack)
+	e.sc = scope{ev: ev}
+	e.stack = n.index.candidates(&e.sc, e.stack)
+	for i := start; i < len(e.stack); i++ {
+		e.node(n.children[e.stack[i]], ev)
 	}
+	e.stack = e.stack[:start]
 	return nil
 }
 
@@ -313,7 +365,7 @@ func (e *evaluator) filter(n *node, ev *Event) *ProcessedNode {
 	switch {
 	case !n.active:
 		status = StatusIgnored
-	case n.filter != nil && !n.filter.eval(&scope{ev: ev}):
+	case n.filter != nil && !e.evalFilter(n.filter, ev):
 		status = StatusNotMatched
 	}
 	if status == StatusMatched {
@@ -328,6 +380,11 @@ func (e *evaluator) filter(n *node, ev *Event) *ProcessedNode {
 	return res
 }
 
+func (e *evaluator) evalFilter(c cond, ev *Event) bool {
+	e.sc = scope{ev: ev}
+	return c.eval(&e.sc)
+}
+
 func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 	var res *ProcessedNode
 	if e.record {
@@ -335,7 +392,8 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 	} else if !n.active {
 		return nil
 	}
-	v, ok := n.target.get(&scope{ev: ev})
+	e.sc = scope{ev: ev}
+	v, ok := n.target.get(&e.sc)
 	each := func(iteration, item any) {
 		iev := ev.withIteration(iteration, item)
 		var nodes []*ProcessedNode
@@ -370,7 +428,15 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 }
 
 func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
-	s := scope{ev: ev}
+	if cap(e.sets) < n.nsets {
+		e.sets = make([]varSet, 0, n.nsets)
+	}
+	if cap(e.vals) < n.nvals {
+		e.vals = make([]any, n.nvals)
+	}
+	e.sc = scope{ev: ev, vars: e.sets[:0]}
+	s := &e.sc
+	used := 0
 	var res *ProcessedNode
 	if e.record {
 		res = &ProcessedNode{Kind: config.KindRuleset, Name: n.name, Rules: &ProcessedRules{Rules: make([]ProcessedRule, 0, len(n.rules))}}
@@ -384,7 +450,8 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 			continue
 		}
 		s.rule = r.name
-		pr := e.rule(r, &s)
+		pr := e.rule(r, s, e.vals[used:used+len(r.extractors):used+len(r.extractors)])
+		used += len(r.extractors)
 		if pr.Status == RuleMatched && !r.cont {
 			stopped = true
 		}
@@ -393,16 +460,16 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 		}
 	}
 	if res != nil {
-		res.Rules.ExtractedVars = s.vars
-		if res.Rules.ExtractedVars == nil {
-			res.Rules.ExtractedVars = map[string]map[string]any{}
+		res.Rules.ExtractedVars = make(map[string]map[string]any, len(s.vars))
+		for i := range s.vars {
+			res.Rules.ExtractedVars[s.vars[i].rule] = s.vars[i].object()
 		}
 	}
 	return res
 }
 
 // rule evaluates one rule. In live mode only Status is meaningful.
-func (e *evaluator) rule(r *rule, s *scope) ProcessedRule {
+func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 	pr := ProcessedRule{Name: r.name, Status: RuleNotMatched}
 	if e.record {
 		pr.Actions = []Action{}
@@ -412,8 +479,7 @@ func (e *evaluator) rule(r *rule, s *scope) ProcessedRule {
 		return pr
 	}
 	if len(r.extractors) > 0 {
-		vars := make(map[string]any, len(r.extractors))
-		for _, x := range r.extractors {
+		for i, x := range r.extractors {
 			v, err := x.extract(s)
 			if err != nil {
 				pr.Status = RulePartiallyMatched
@@ -421,12 +487,9 @@ func (e *evaluator) rule(r *rule, s *scope) ProcessedRule {
 				pr.Message = &msg
 				return pr
 			}
-			vars[x.name] = v
+			vars[i] = v
 		}
-		if s.vars == nil {
-			s.vars = map[string]map[string]any{}
-		}
-		s.vars[r.name] = vars
+		s.vars = append(s.vars, varSet{rule: r.name, names: r.varNames, values: vars})
 	}
 	start := len(e.actions)
 	for _, a := range r.actions {
