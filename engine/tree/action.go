@@ -184,7 +184,7 @@ func compileAction(a *config.Action) (*actionTemplate, error) {
 
 // ActionMeta is an entry of a processed rule's meta.actions.
 type ActionMeta struct {
-	ID      string               `json:"id"`
+	ID      string                    `json:"id"`
 	Payload map[string]*EnrichedValue `json:"payload"`
 }
 
