@@ -1,0 +1,58 @@
+// Command squall is Squall's one binary: it runs the processing tree on
+// events, and (as the project grows) the master, satellite and engine roles.
+//
+// Run "squall --help" for the list of commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "squall: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "squall",
+		Short: "Squall processes events through a tree of filters, iterators and rules",
+		Long: `Squall turns webhook calls into events, runs every event through a processing
+tree of filters, iterators and rulesets, and executes the actions of the rules
+that match.
+
+Try a tree on an event without any server:
+
+  squall process --tree tree.json --event event.json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newProcessCommand(), newVersionCommand())
+	return root
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runSquall(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestProcess(t *testing.T) {
+	t.Parallel()
+	request := `{"process_type":"Full","event":` + string(mustRead(t, "testdata/event.json")) + `}`
+	tests := []struct {
+		name      string
+		stdin     string
+		args      []string
+		code      int
+		stdout    string // substring; "" means stdout must be empty
+		stderr    string // substring
+		notStderr string
+	}{
+		{"event file", "", []string{"process", "--tree", "testdata/tree.json", "--event", "testdata/event.json"}, 0, `"msg": "alert 0: DiskFull"`, "", "action"},
+		{"request on stdin with Full logs the logger action", request, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 0, `"status": "Matched"`, `"msg":"action"`, ""},
+		{"flag overrides the request", request, []string{"process", "--tree", "testdata/tree.json", "--event", "-", "--process-type", "SkipActions"}, 0, `"name": "critical_only"`, "", "action"},
+		{"unknown process type", "", []string{"process", "--tree", "testdata/tree.json", "--event", "testdata/event.json", "--process-type", "Sometimes"}, 1, "", `"Sometimes"`, ""},
+		{"invalid tree names the node and field", "", []string{"process", "--tree", "testdata/bad_regex.tree.json", "--event", "testdata/event.json"}, 1, "", "node root.rs, rule broken, constraint.WHERE.regex", ""},
+		{"missing tree file", "", []string{"process", "--tree", "testdata/nope.json", "--event", "testdata/event.json"}, 1, "", "read tree", ""},
+		{"tree is not an export file", "", []string{"process", "--tree", "testdata/event.json", "--event", "testdata/event.json"}, 1, "", "tree testdata/event.json", ""},
+		{"invalid event", `{"type":"x","payload":{}}`, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 1, "", "missing created_ms", ""},
+		{"request without process_type", `{"event":{"type":"x","created_ms":1,"payload":{}}}`, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 1, "", "process_type", ""},
+		{"missing flags", "", []string{"process"}, 1, "", `required flag(s) "event", "tree" not set`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runSquall(t, tc.stdin, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr)
+			}
+			if tc.stdout == "" && stdout != "" {
+				t.Errorf("stdout must be empty on failure, got %s", stdout)
+			}
+			if !strings.Contains(stdout, tc.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", tc.stdout, stdout)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, stderr)
+			}
+			if tc.notStderr != "" && strings.Contains(stderr, tc.notStderr) {
+				t.Errorf("stderr has %q:\n%s", tc.notStderr, stderr)
+			}
+			if code == 0 {
+				var resp struct {
+					Event  map[string]any `json:"event"`
+					Result map[string]any `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(stdout), &resp); err != nil || resp.Event["type"] != "alertmanager" || resp.Result["name"] != "root" {
+					t.Errorf("stdout is not a test-event response (%v): %s", err, stdout)
+				}
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBinary builds the real binary and runs it as a user would.
+func TestBinary(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "squall")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "process", "--tree", "testdata/tree.json", "--event", "testdata/event.json").Output()
+	if err != nil || !bytes.Contains(out, []byte(`"msg": "alert 0: DiskFull"`)) {
+		t.Fatalf("process: %v\n%s", err, out)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "process", "--tree", "testdata/bad_regex.tree.json", "--event", "testdata/event.json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || len(out) != 0 || !strings.Contains(stderr.String(), "invalid regular expression") {
+		t.Fatalf("bad tree: err %v, stdout %q, stderr %q", err, out, stderr.String())
+	}
+	out, err = exec.CommandContext(t.Context(), bin, "version").Output()
+	if err != nil || !bytes.HasPrefix(out, []byte("squall ")) {
+		t.Fatalf("version: %v %s", err, out)
+	}
+	out, err = exec.CommandContext(t.Context(), bin, "--help").Output()
+	if err != nil || !bytes.Contains(out, []byte("process")) {
+		t.Fatalf("help: %v %s", err, out)
+	}
+}

@@ -1,0 +1,63 @@
+package tree
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Request is a test-event request: {"event": Event, "process_type": ...}.
+type Request struct {
+	Event       *Event
+	ProcessType ProcessType
+}
+
+// ErrInvalidRequest classifies malformed test-event requests.
+var ErrInvalidRequest = errors.New("invalid test-event request")
+
+// DecodeRequest decodes a test-event request. Both fields are required;
+// process_type is SkipActions or Full; unknown fields are errors.
+func DecodeRequest(data []byte) (*Request, error) {
+	var raw struct {
+		Event       json.RawMessage `json:"event"`
+		ProcessType *ProcessType    `json:"process_type"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: unexpected data after the JSON object", ErrInvalidRequest)
+	}
+	if raw.Event == nil {
+		return nil, fmt.Errorf("%w: missing event", ErrInvalidRequest)
+	}
+	if raw.ProcessType == nil {
+		return nil, fmt.Errorf("%w: missing process_type (SkipActions or Full)", ErrInvalidRequest)
+	}
+	if err := raw.ProcessType.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	ev, err := DecodeEvent(raw.Event)
+	if err != nil {
+		return nil, err
+	}
+	return &Request{Event: ev, ProcessType: *raw.ProcessType}, nil
+}
+
+// Validate reports whether the process type is SkipActions or Full.
+func (p ProcessType) Validate() error {
+	if p != SkipActions && p != Full {
+		return fmt.Errorf("process_type %q is not SkipActions or Full", string(p))
+	}
+	return nil
+}
+
+// Response is the answer to a test event: the event as sent and the
+// processed tree.
+type Response struct {
+	Event  *Event         `json:"event"`
+	Result *ProcessedNode `json:"result"`
+}
