@@ -43,10 +43,10 @@ type template struct {
 	modified bool
 }
 
-func compileTemplate(v any) (*template, error) {
+func (cc *compiler) template(v any) (*template, error) {
 	switch x := v.(type) {
 	case string:
-		e, err := compileString(x)
+		e, err := cc.expr(x)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +54,7 @@ func compileTemplate(v any) (*template, error) {
 	case map[string]any:
 		t := &template{isObject: true, keys: slices.Sorted(keysOf(x))}
 		for _, k := range t.keys {
-			f, err := compileTemplate(x[k])
+			f, err := cc.template(x[k])
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -65,7 +65,7 @@ func compileTemplate(v any) (*template, error) {
 	case []any:
 		t := &template{isArray: true}
 		for i, e := range x {
-			it, err := compileTemplate(e)
+			it, err := cc.template(e)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
@@ -170,12 +170,12 @@ type actionTemplate struct {
 	payload *template
 }
 
-func compileAction(a *config.Action) (*actionTemplate, error) {
+func (cc *compiler) action(a *config.Action) (*actionTemplate, error) {
 	p := a.Payload
 	if p == nil {
 		p = map[string]any{}
 	}
-	t, err := compileTemplate(p)
+	t, err := cc.template(p)
 	if err != nil {
 		return nil, fmt.Errorf("action %s payload.%w", a.ID, err)
 	}

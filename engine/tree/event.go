@@ -32,12 +32,10 @@ type Event struct {
 // ErrInvalidEvent classifies events that do not have the required shape.
 var ErrInvalidEvent = errors.New("invalid event")
 
-// maxEventDepth bounds the nesting of event JSON (the parser refuses deeper input).
-const maxEventDepth = fastjson.MaxDepth
-
 var parserPool fastjson.ParserPool
 
-// DecodeEvent decodes an event: type (string) and created_ms (unsigned
+// DecodeEvent decodes an event (nested at most fastjson.MaxDepth deep, so
+// that evaluation never recurses without bound): type (string) and created_ms (unsigned
 // integer) and payload (object) are required; metadata (object) and
 // trace_id (string or null) are optional; other top-level fields are ignored.
 func DecodeEvent(data []byte) (*Event, error) {

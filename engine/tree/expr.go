@@ -147,11 +147,24 @@ type part struct {
 
 // compileValue compiles an operator argument: strings are expressions,
 // everything else is a constant.
-func compileValue(v any) (*expr, error) {
+func (cc *compiler) value(v any) (*expr, error) {
 	if s, ok := v.(string); ok {
-		return compileString(s)
+		return cc.expr(s)
 	}
 	return &expr{kind: config.ExprConstant, constant: normalize(v)}, nil
+}
+
+// expr compiles an expression string, sharing it with every other use of the same text.
+func (cc *compiler) expr(s string) (*expr, error) {
+	if e, ok := cc.exprs[s]; ok {
+		return e, nil
+	}
+	e, err := compileString(s)
+	if err != nil {
+		return nil, err
+	}
+	cc.exprs[s] = e
+	return e, nil
 }
 
 // compileString compiles an expression string.

@@ -26,7 +26,7 @@ type extractor struct {
 }
 
 func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, error) {
-	from, err := compileString(ex.From)
+	from, err := cc.expr(ex.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %w", err)
 	}
@@ -202,7 +202,7 @@ func (cc *compiler) modifier(m *config.Modifier) (modifier, error) {
 	case config.ModMap:
 		return mapModifier{mapping: m.Mapping, def: m.DefaultValue}, nil
 	case config.ModReplaceAll:
-		repl, err := compileString(m.Replace)
+		repl, err := cc.expr(m.Replace)
 		if err != nil {
 			return nil, fmt.Errorf("replace: %w", err)
 		}

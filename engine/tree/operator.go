@@ -194,7 +194,7 @@ func (cc *compiler) operator(op *config.Operator) (cond, error) {
 		if err != nil {
 			return nil, err
 		}
-		t, err := compileString(op.Target)
+		t, err := cc.expr(op.Target)
 		if err != nil {
 			return nil, err
 		}
@@ -204,11 +204,11 @@ func (cc *compiler) operator(op *config.Operator) (cond, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown operator %q", op.Type)
 	}
-	first, err := compileValue(op.First)
+	first, err := cc.value(op.First)
 	if err != nil {
 		return nil, err
 	}
-	second, err := compileValue(op.Second)
+	second, err := cc.value(op.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,9 @@ type node struct {
 // repeat the same patterns, and one compiled regexp serves them all.
 type compiler struct {
 	regexps map[string]*regexp.Regexp
+	// exprs are immutable too: rules read the same fields again and again,
+	// and shared expressions stay in the CPU caches.
+	exprs map[string]*expr
 }
 
 func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
@@ -77,7 +80,7 @@ func Compile(root *config.Node) (*Tree, error) {
 	if err := config.Validate(root); err != nil {
 		return nil, err
 	}
-	cc := &compiler{regexps: map[string]*regexp.Regexp{}}
+	cc := &compiler{regexps: map[string]*regexp.Regexp{}, exprs: map[string]*expr{}}
 	n, err := cc.node(nil, root)
 	if err != nil {
 		return nil, err
@@ -164,7 +167,7 @@ func (cc *compiler) rule(cr *config.Rule) (*rule, error) {
 		r.varNames = append(r.varNames, name)
 	}
 	for _, a := range cr.Actions {
-		t, err := compileAction(a)
+		t, err := cc.action(a)
 		if err != nil {
 			return nil, err
 		}
