@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sort"
 )
@@ -26,11 +27,18 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// ErrUnknownField, ErrMissingField and ErrWrongType classify decode errors.
+// ErrUnknownField, ErrDuplicateField, ErrMissingField, ErrWrongType and
+// ErrInvalidValue classify decode errors. An unknown operator name is an
+// ErrInvalidOperator.
 var (
-	ErrUnknownField = errors.New("unknown field")
-	ErrMissingField = errors.New("missing required field")
-	ErrWrongType    = errors.New("wrong type")
+	ErrUnknownField   = errors.New("unknown field")
+	ErrDuplicateField = errors.New("duplicate field")
+	ErrMissingField   = errors.New("missing required field")
+	ErrWrongType      = errors.New("wrong type")
+	// ErrInvalidValue is a value of the right JSON type that is not allowed:
+	// an unknown modifier, regex or node type, an unsupported version, a
+	// negative group index, or mutually exclusive keys given together.
+	ErrInvalidValue = errors.New("invalid value")
 )
 
 func field(parent, name string) string {
@@ -38,24 +46,6 @@ func field(parent, name string) string {
 		return name
 	}
 	return parent + "." + name
-}
-
-func decodeErr(f string, err error) error {
-	var de *DecodeError
-	if errors.As(err, &de) {
-		return &DecodeError{Field: joinField(f, de.Field), Err: de.Err}
-	}
-	return &DecodeError{Field: f, Err: err}
-}
-
-func joinField(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "." + b
 }
 
 // object is a JSON object whose fields are checked off as they are read, so
@@ -66,14 +56,24 @@ type object struct {
 	seen   map[string]bool
 }
 
+// parseObject splits a JSON object into its fields. A key given twice is an
+// error, as in Tornado (serde rejects duplicate struct fields). data is part
+// of a document that passed checkJSON.
 func parseObject(path string, data json.RawMessage) (*object, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, &DecodeError{Field: path, Err: fmt.Errorf("%w: expected a JSON object", ErrWrongType)}
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
+	members, err := splitObject(data)
+	if err != nil {
 		return nil, &DecodeError{Field: path, Err: err}
+	}
+	m := make(map[string]json.RawMessage, len(members))
+	for _, mb := range members {
+		if _, dup := m[mb.key]; dup {
+			return nil, &DecodeError{Field: field(path, mb.key), Err: ErrDuplicateField}
+		}
+		m[mb.key] = mb.val
 	}
 	return &object{path: path, fields: m, seen: map[string]bool{}}, nil
 }
@@ -103,10 +103,20 @@ func (o *object) raw(name string, required bool) (json.RawMessage, error) {
 }
 
 // get decodes a field into v. Absent optional fields leave v untouched.
+// JSON null is accepted only where v points to a pointer or an interface
+// (optional values, arbitrary JSON): encoding/json would otherwise leave a
+// string, bool, slice or map target silently unchanged.
 func (o *object) get(name string, required bool, v any) error {
 	raw, err := o.raw(name, required)
 	if err != nil || raw == nil {
 		return err
+	}
+	if o.isNull(name) {
+		switch reflect.TypeOf(v).Elem().Kind() {
+		case reflect.Pointer, reflect.Interface:
+		default:
+			return &DecodeError{Field: field(o.path, name), Err: fmt.Errorf("%w: got JSON null", ErrWrongType)}
+		}
 	}
 	if err := unmarshalValue(raw, v); err != nil {
 		return &DecodeError{Field: field(o.path, name), Err: err}
@@ -129,15 +139,52 @@ func (o *object) done() error {
 	return &DecodeError{Field: field(o.path, unknown[0]), Err: ErrUnknownField}
 }
 
-// unmarshalValue decodes JSON keeping numbers as json.Number.
+// unmarshalValue decodes JSON keeping numbers as json.Number. Strings,
+// booleans, arrays and objects of raw members take a fast path.
 func unmarshalValue(data []byte, v any) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 {
+		switch x := v.(type) {
+		case *string:
+			if data[0] == '"' {
+				s, err := unquote(data)
+				*x = s
+				return err
+			}
+		case *bool:
+			switch string(data) {
+			case "true", "false":
+				*x = data[0] == 't'
+				return nil
+			}
+		case *[]json.RawMessage:
+			if data[0] == '[' {
+				a, err := splitArray(data)
+				*x = a
+				return err
+			}
+		case *map[string]json.RawMessage:
+			if data[0] == '{' {
+				members, err := splitObject(data)
+				if err != nil {
+					return err
+				}
+				m := make(map[string]json.RawMessage, len(members))
+				for _, mb := range members {
+					m[mb.key] = mb.val // the last one wins, as in encoding/json
+				}
+				*x = m
+				return nil
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return fmt.Errorf("%w: got JSON %s, want %s", ErrWrongType, ute.Value, ute.Type)
+			return fmt.Errorf("%w: got JSON %s, want %s", ErrWrongType, ute.Value, jsonTypeName(ute.Type))
 		}
 		return err
 	}
@@ -147,9 +194,35 @@ func unmarshalValue(data []byte, v any) error {
 	return nil
 }
 
+// jsonTypeName names the JSON type that decodes into t.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return t.String()
+}
+
 // DecodeOperator decodes an operator object. Aliases are accepted; an empty
 // object {} decodes as nil (match all), as does null.
 func DecodeOperator(data []byte) (*Operator, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
 	return decodeOperator("", data, true)
 }
 
@@ -171,7 +244,7 @@ func decodeOperator(path string, data json.RawMessage, allowEmpty bool) (*Operat
 	}
 	typ, ok := ParseOpType(name)
 	if !ok {
-		return nil, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("unknown operator %q", name)}
+		return nil, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("%w: unknown operator %q", ErrInvalidOperator, name)}
 	}
 	op := &Operator{Type: typ}
 	switch typ {
@@ -263,7 +336,13 @@ const (
 
 // DecodeRule decodes a rule in either form (DESIGN.md decision 13): the
 // extractor regex may carry a type tag or not, and operator aliases are accepted.
+// The name is optional and defaults to "" as in Tornado's rule files (v1 rule
+// files carry none: their name came from the file name); [Validate] then
+// rejects the empty name, so a tree never holds an unnamed rule.
 func DecodeRule(data []byte) (*Rule, error) {
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
 	return decodeRule("", data)
 }
 
@@ -273,7 +352,7 @@ func decodeRule(path string, data json.RawMessage) (*Rule, error) {
 		return nil, err
 	}
 	r := &Rule{}
-	if err := o.get("name", true, &r.Name); err != nil {
+	if err := o.get("name", false, &r.Name); err != nil {
 		return nil, err
 	}
 	if err := o.get("description", false, &r.Description); err != nil {
@@ -429,11 +508,11 @@ func decodeExtractorRegex(path string, data json.RawMessage) (ExtractorRegex, er
 	}
 	switch {
 	case len(byKey) > 1:
-		return re, &DecodeError{Field: path, Err: errors.New("only one of match, named_match and single_key_match may be given")}
-	case tag != "":
+		return re, &DecodeError{Field: path, Err: fmt.Errorf("%w: only one of match, named_match and single_key_match may be given", ErrInvalidValue)}
+	case o.has("type"):
 		kind, ok := regexKindByTag[tag]
 		if !ok {
-			return re, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("unknown regex type %q (want Regex, RegexNamedGroups or KeyRegex)", tag)}
+			return re, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("%w: unknown regex type %q (want Regex, RegexNamedGroups or KeyRegex)", ErrInvalidValue, tag)}
 		}
 		re.Kind = kind
 	case len(byKey) == 1:
@@ -450,7 +529,7 @@ func decodeExtractorRegex(path string, data json.RawMessage) (ExtractorRegex, er
 			return re, err
 		}
 		if re.GroupMatchIdx != nil && *re.GroupMatchIdx < 0 {
-			return re, &DecodeError{Field: field(path, "group_match_idx"), Err: errors.New("must not be negative")}
+			return re, &DecodeError{Field: field(path, "group_match_idx"), Err: fmt.Errorf("%w: must not be negative", ErrInvalidValue)}
 		}
 		var all *bool
 		if err := o.get("all_matches", false, &all); err != nil {
@@ -512,7 +591,7 @@ func decodeModifier(path string, data json.RawMessage) (*Modifier, error) {
 			return nil, err
 		}
 	default:
-		return nil, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("unknown modifier %q (want Lowercase, Trim, ToNumber, Map, ReplaceAll or DateAndTime)", m.Type)}
+		return nil, &DecodeError{Field: field(path, "type"), Err: fmt.Errorf("%w: unknown modifier %q (want Lowercase, Trim, ToNumber, Map, ReplaceAll or DateAndTime)", ErrInvalidValue, m.Type)}
 	}
 	return m, o.done()
 }
@@ -615,9 +694,15 @@ func (r *Rule) toJSON(form Form) ruleJSON {
 	return out
 }
 
-// EncodeRule returns the JSON of a rule in the given form.
+// EncodeRule returns the JSON of a rule in the given form. Unlike
+// json.Marshal it leaves <, > and & unescaped, so that patterns such as
+// (?P<name>...) stay readable.
 func EncodeRule(r *Rule, form Form) ([]byte, error) {
-	return json.Marshal(r.toJSON(form))
+	b, err := json.Marshal(r.toJSON(form))
+	if err != nil {
+		return nil, err
+	}
+	return unescapeHTML(b), nil
 }
 
 // MarshalJSON writes the rule in the API form (regex with a type tag).
@@ -646,6 +731,9 @@ var kindByName = map[string]Kind{"Filter": KindFilter, "Iterator": KindIterator,
 // for rulesets (a rules field is accepted and ignored: rules are edited
 // through the rule endpoints). The node has no children or rules.
 func DecodeNodeEdit(data []byte) (*Node, error) {
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
 	o, err := parseObject("", data)
 	if err != nil {
 		return nil, err
@@ -656,7 +744,7 @@ func DecodeNodeEdit(data []byte) (*Node, error) {
 	}
 	kind, ok := kindByName[typ]
 	if !ok {
-		return nil, &DecodeError{Field: "type", Err: fmt.Errorf("unknown node type %q (want Filter, Iterator or Ruleset)", typ)}
+		return nil, &DecodeError{Field: "type", Err: fmt.Errorf("%w: unknown node type %q (want Filter, Iterator or Ruleset)", ErrInvalidValue, typ)}
 	}
 	n := &Node{Kind: kind}
 	if err := o.get("name", true, &n.Name); err != nil {
@@ -779,6 +867,9 @@ type Export struct {
 
 // DecodeExport decodes an export file. Decoding is strict: unknown fields are errors.
 func DecodeExport(data []byte) (*Export, error) {
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
 	o, err := parseObject("", data)
 	if err != nil {
 		return nil, err
@@ -788,7 +879,7 @@ func DecodeExport(data []byte) (*Export, error) {
 		return nil, err
 	}
 	if ex.Version != "1.0" && ex.Version != "1.1" {
-		return nil, &DecodeError{Field: "version", Err: fmt.Errorf("unsupported version %q (want 1.0 or 1.1)", ex.Version)}
+		return nil, &DecodeError{Field: "version", Err: fmt.Errorf("%w: unsupported version %q (want 1.0 or 1.1)", ErrInvalidValue, ex.Version)}
 	}
 	if ex.Node, err = decodeExportNode("", o); err != nil {
 		return nil, err
@@ -798,6 +889,9 @@ func DecodeExport(data []byte) (*Export, error) {
 
 // DecodeExportNode decodes one node of the export form: {"Filter": {...}}.
 func DecodeExportNode(data []byte) (*Node, error) {
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
 	o, err := parseObject("", data)
 	if err != nil {
 		return nil, err
@@ -805,11 +899,13 @@ func DecodeExportNode(data []byte) (*Node, error) {
 	return decodeExportNode("", o)
 }
 
-// decodeExportNode reads the single kind key of o (other keys already marked seen).
+// decodeExportNode reads the single kind key of o (other keys already marked
+// seen). Error fields are paths inside the document, such as
+// Filter.nodes[0].Ruleset.rules[1].constraint.WITH.x.regex.
 func decodeExportNode(path string, o *object) (*Node, error) {
 	var kind Kind
 	var raw json.RawMessage
-	for k, v := range o.fields {
+	for _, k := range slices.Sorted(mapsKeys(o.fields)) {
 		if o.seen[k] {
 			continue
 		}
@@ -818,9 +914,9 @@ func decodeExportNode(path string, o *object) (*Node, error) {
 			return nil, &DecodeError{Field: field(path, k), Err: fmt.Errorf("%w: a node is one of Filter, Iterator, Ruleset", ErrUnknownField)}
 		}
 		if raw != nil {
-			return nil, &DecodeError{Field: path, Err: errors.New("a node has exactly one of Filter, Iterator, Ruleset")}
+			return nil, &DecodeError{Field: path, Err: fmt.Errorf("%w: a node has exactly one of Filter, Iterator, Ruleset", ErrInvalidValue)}
 		}
-		kind, raw = kd, v
+		kind, raw = kd, o.fields[k]
 	}
 	if raw == nil {
 		return nil, &DecodeError{Field: path, Err: fmt.Errorf("%w: one of Filter, Iterator, Ruleset", ErrMissingField)}
@@ -834,7 +930,6 @@ func decodeExportNode(path string, o *object) (*Node, error) {
 	if err := b.get("name", true, &n.Name); err != nil {
 		return nil, err
 	}
-	npath = field(path, n.Name)
 	switch kind {
 	case KindRuleset:
 		var rules []json.RawMessage
@@ -907,8 +1002,36 @@ func decodeExportNode(path string, o *object) (*Node, error) {
 // exportNodeJSON writes one node of the export form.
 type exportNodeJSON struct{ n *Node }
 
+// The export form of filters and iterators, fields in the order of
+// tornado-semantics.md §8.8.
+type (
+	exportFilterJSON struct {
+		Name   string             `json:"name"`
+		Filter filterSettingsJSON `json:"filter"`
+		Nodes  []exportNodeJSON   `json:"nodes"`
+	}
+	filterSettingsJSON struct {
+		Description string `json:"description"`
+		Active      bool   `json:"active"`
+		Filter      any    `json:"filter"`
+	}
+	exportIteratorJSON struct {
+		Name     string               `json:"name"`
+		Iterator iteratorSettingsJSON `json:"iterator"`
+		Nodes    []exportNodeJSON     `json:"nodes"`
+	}
+	iteratorSettingsJSON struct {
+		Description string `json:"description"`
+		Active      bool   `json:"active"`
+		Target      string `json:"target"`
+	}
+)
+
 func (e exportNodeJSON) MarshalJSON() ([]byte, error) {
 	n := e.n
+	if n == nil {
+		return nil, errors.New("export: missing node")
+	}
 	var body any
 	switch n.Kind {
 	case KindRuleset:
@@ -925,19 +1048,15 @@ func (e exportNodeJSON) MarshalJSON() ([]byte, error) {
 		for _, c := range n.Children {
 			nodes = append(nodes, exportNodeJSON{c})
 		}
-		var filter any = map[string]any{}
-		if n.Filter != nil {
-			filter = n.Filter
-		}
-		settings := map[string]any{"description": n.Description, "active": n.Active}
-		key := "filter"
 		if n.Kind == KindFilter {
-			settings["filter"] = filter
+			var filter any = struct{}{} // match all: {} in the export form
+			if n.Filter != nil {
+				filter = n.Filter
+			}
+			body = exportFilterJSON{n.Name, filterSettingsJSON{n.Description, n.Active, filter}, nodes}
 		} else {
-			key = "iterator"
-			settings["target"] = n.Target
+			body = exportIteratorJSON{n.Name, iteratorSettingsJSON{n.Description, n.Active, n.Target}, nodes}
 		}
-		body = map[string]any{"name": n.Name, key: settings, "nodes": nodes}
 	}
 	return json.Marshal(map[string]any{n.Kind.String(): body})
 }
@@ -962,15 +1081,51 @@ func (e *Export) MarshalJSON() ([]byte, error) {
 }
 
 // EncodeExport returns the indented export file of the subtree at n.
+// Like EncodeRule, it leaves <, > and & unescaped.
 func EncodeExport(n *Node) ([]byte, error) {
 	b, err := json.Marshal(&Export{Version: ExportVersion, Node: n})
 	if err != nil {
 		return nil, err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := json.Indent(&out, unescapeHTML(b), "", "  "); err != nil {
 		return nil, err
 	}
 	out.WriteByte('\n')
 	return out.Bytes(), nil
+}
+
+// unescapeHTML undoes encoding/json's escaping of <, > and & (\u003c,
+// \u003e, \u0026) in JSON text. Every backslash in JSON text starts an
+// escape sequence inside a string, so other escapes are copied whole.
+func unescapeHTML(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+5 < len(b) && b[i+1] == 'u' {
+			switch string(b[i+2 : i+6]) {
+			case "003c":
+				out, i = append(out, '<'), i+5
+				continue
+			case "003e":
+				out, i = append(out, '>'), i+5
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		out = append(out, c)
+		if i+1 < len(b) {
+			out, i = append(out, b[i+1]), i+1
+		}
+	}
+	return out
 }

@@ -20,6 +20,16 @@
 // JSON numbers are kept as [encoding/json.Number] so that integers and
 // floats keep their written form.
 //
+// Decoding rejects unknown fields, a field given twice, and JSON null where a
+// value is required (null is accepted only for the optional WHERE, filter,
+// group_match_idx, all_matches, is_regex and default_value, and as an
+// operator argument or payload value). A rule's name may be omitted, as in
+// Tornado's rule files: it decodes as "" and [Validate] rejects it. Errors
+// are [*DecodeError] values whose Field is the path inside the document,
+// such as Filter.nodes[0].Ruleset.rules[2].constraint.WITH.x.regex.match;
+// match their class with errors.Is ([ErrUnknownField], [ErrMissingField],
+// [ErrWrongType], [ErrDuplicateField], [ErrInvalidValue], [ErrInvalidOperator]).
+//
 // # Expressions
 //
 // Strings in operator arguments, extractor sources, action payloads,

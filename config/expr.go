@@ -201,14 +201,14 @@ func ParseAccessor(s string) (*Accessor, error) {
 	switch acc.Root {
 	case RootEvent:
 		if len(acc.Path) > 0 && acc.Path[0].IsIndex {
-			return nil, fmt.Errorf("%q: an index cannot follow event", s)
+			return nil, fmt.Errorf("%q: %w: an index cannot follow event", s, ErrInvalidKey)
 		}
 	case RootVariables:
 		if len(acc.Path) == 0 {
-			return nil, fmt.Errorf("%q: _variables needs a variable name", s)
+			return nil, fmt.Errorf("%q: %w: _variables needs a variable name", s, ErrInvalidKey)
 		}
 		if acc.Path[0].IsIndex {
-			return nil, fmt.Errorf("%q: an index cannot follow _variables", s)
+			return nil, fmt.Errorf("%q: %w: an index cannot follow _variables", s, ErrInvalidKey)
 		}
 	}
 	return acc, nil

@@ -50,22 +50,29 @@ func NewRoot() *Node {
 	return &Node{Kind: KindFilter, Name: RootName, Description: "An implicit filter that allows all events", Active: true}
 }
 
-// Clone returns a deep copy of the node and its subtree.
+// Clone returns a deep copy of the node and its subtree, deep-equal to n.
 func (n *Node) Clone() *Node {
 	if n == nil {
 		return nil
 	}
 	c := *n
 	c.Filter = n.Filter.Clone()
-	c.Children = nil
-	for _, ch := range n.Children {
-		c.Children = append(c.Children, ch.Clone())
-	}
-	c.Rules = nil
-	for _, r := range n.Rules {
-		c.Rules = append(c.Rules, r.Clone())
-	}
+	c.Children = cloneSlice(n.Children, (*Node).Clone)
+	c.Rules = cloneSlice(n.Rules, (*Rule).Clone)
 	return &c
+}
+
+// cloneSlice copies s with clone applied to each element, keeping a nil
+// slice nil and an empty one empty.
+func cloneSlice[T any](s []T, clone func(T) T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i, e := range s {
+		out[i] = clone(e)
+	}
+	return out
 }
 
 // Child returns the direct child with the given name, or nil.

@@ -71,10 +71,7 @@ func (o *Operator) Clone() *Operator {
 		return nil
 	}
 	c := *o
-	c.Operators = nil
-	for _, ch := range o.Operators {
-		c.Operators = append(c.Operators, ch.Clone())
-	}
+	c.Operators = cloneSlice(o.Operators, (*Operator).Clone)
 	c.Operator = o.Operator.Clone()
 	c.First = cloneValue(o.First)
 	c.Second = cloneValue(o.Second)
@@ -122,15 +119,26 @@ func (r *Rule) Clone() *Rule {
 	}
 	c := *r
 	c.Where = r.Where.Clone()
-	c.With = make(map[string]*Extractor, len(r.With))
-	for k, e := range r.With {
-		c.With[k] = e.Clone()
+	if r.With != nil {
+		c.With = make(map[string]*Extractor, len(r.With))
+		for k, e := range r.With {
+			c.With[k] = e.Clone()
+		}
 	}
-	c.Actions = nil
-	for _, a := range r.Actions {
-		c.Actions = append(c.Actions, &Action{ID: a.ID, Payload: cloneValue(a.Payload).(map[string]any)})
-	}
+	c.Actions = cloneSlice(r.Actions, (*Action).Clone)
 	return &c
+}
+
+// Clone returns a deep copy of the action.
+func (a *Action) Clone() *Action {
+	if a == nil {
+		return nil
+	}
+	c := &Action{ID: a.ID}
+	if a.Payload != nil {
+		c.Payload = cloneValue(a.Payload).(map[string]any)
+	}
+	return c
 }
 
 // RegexKind selects how an extractor applies its regular expression.
@@ -169,21 +177,26 @@ type Extractor struct {
 
 // Clone returns a deep copy of the extractor.
 func (e *Extractor) Clone() *Extractor {
+	if e == nil {
+		return nil
+	}
 	c := *e
 	if e.Regex.GroupMatchIdx != nil {
 		idx := *e.Regex.GroupMatchIdx
 		c.Regex.GroupMatchIdx = &idx
 	}
-	c.Modifiers = nil
-	for _, m := range e.Modifiers {
+	c.Modifiers = cloneSlice(e.Modifiers, func(m *Modifier) *Modifier {
+		if m == nil {
+			return nil
+		}
 		mc := *m
 		mc.Mapping = maps.Clone(m.Mapping)
 		if m.DefaultValue != nil {
 			d := *m.DefaultValue
 			mc.DefaultValue = &d
 		}
-		c.Modifiers = append(c.Modifiers, &mc)
-	}
+		return &mc
+	})
 	return &c
 }
 

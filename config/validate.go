@@ -76,11 +76,16 @@ type validator struct {
 	// where is the location being checked.
 	path []string
 	rule string
+	// prefix locates fields of a rule that has no name: rules[i].
+	prefix string
 }
 
 func (v *validator) add(fieldName string, err error) {
 	if len(v.errs) >= maxValidationErrors {
 		return
+	}
+	if v.prefix != "" {
+		fieldName = strings.TrimSuffix(v.prefix+fieldName, ".")
 	}
 	v.errs = append(v.errs, &ValidationError{Path: slices.Clone(v.path), Rule: v.rule, Field: fieldName, Err: err})
 }
@@ -145,6 +150,10 @@ func (v *validator) rules(rules []*Rule) {
 			continue
 		}
 		v.rule = r.Name
+		if r.Name == "" {
+			// Nothing else would tell which rule this is.
+			v.prefix = fmt.Sprintf("rules[%d].", i)
+		}
 		if !ValidName(r.Name) {
 			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, r.Name))
 		}
@@ -153,6 +162,7 @@ func (v *validator) rules(rules []*Rule) {
 		}
 		seen[r.Name] = true
 		v.rule1(r)
+		v.prefix = ""
 	}
 	v.rule = ""
 }
@@ -229,7 +239,8 @@ func (v *validator) operator(f string, op *Operator) {
 		v.add(f, fmt.Errorf("%w: missing operator", ErrInvalidOperator))
 		return
 	}
-	if _, ok := ParseOpType(string(op.Type)); !ok {
+	if t, ok := ParseOpType(string(op.Type)); !ok || t != op.Type {
+		// Aliases are a decoding matter: the model holds canonical names only.
 		v.add(f+".type", fmt.Errorf("%w: unknown operator %q", ErrInvalidOperator, op.Type))
 		return
 	}
@@ -258,8 +269,8 @@ func (v *validator) extractorRegex(f string, re ExtractorRegex) {
 	case RegexIndexed, RegexSingleKey:
 		v.regex(f, re.Pattern)
 	case RegexNamed:
-		if c := v.regex(f+".named_match", re.Pattern); c != nil && !slices.ContainsFunc(c.SubexpNames(), func(s string) bool { return s != "" }) {
-			v.add(f+".named_match", fmt.Errorf("%w: named_match needs at least one named group (?P<name>...)", ErrInvalidRegex))
+		if c := v.regex(f, re.Pattern); c != nil && !slices.ContainsFunc(c.SubexpNames(), func(s string) bool { return s != "" }) {
+			v.add(f, fmt.Errorf("%w: named_match needs at least one named group (?P<name>...)", ErrInvalidRegex))
 		}
 	default:
 		v.add(f, fmt.Errorf("%w: unknown extractor regex kind", ErrInvalidRegex))
