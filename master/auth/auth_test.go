@@ -1,0 +1,197 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var claims = Claims{User: "alice", Tenant: "acme", Auths: map[string]Authorization{
+	"m":   {Path: []string{"root", "master"}, Roles: []string{"view", "edit"}},
+	"all": {Path: []string{"root"}, Roles: []string{"admin"}},
+	"v":   {Path: []string{"root", "master"}, Roles: []string{"view"}},
+	"t":   {Path: []string{"root"}, Roles: []string{"test_event_execute_actions"}},
+	"bad": {Path: []string{"master"}, Roles: []string{"admin"}},
+}}
+
+func TestVerifier_Verify(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	hmacKey := []byte("0123456789abcdef0123456789abcdef")
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &Signer{HMACKey: hmacKey, Now: clock}
+	ed := &Signer{PrivateKey: priv, Now: clock}
+	mint := func(s *Signer, c Claims, ttl time.Duration) string {
+		tok, err := s.Sign(c, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	noneTok, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwtClaims{Claims: claims, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Algorithm confusion: an HS256 token whose key is the Ed25519 public key.
+	confused, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwtClaims{Claims: claims, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}}).SignedString([]byte(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noExp, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwtClaims{Claims: claims}).SignedString(hmacKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := mint(hs, claims, time.Hour)
+	tampered := good[:len(good)-2] + "xx"
+	hsVerifier := &Verifier{HMACKey: hmacKey, Now: clock}
+	edVerifier := &Verifier{PublicKey: pub, Now: clock}
+	devVerifier := &Verifier{AllowUnsigned: true, HMACKey: hmacKey, Now: clock}
+	tests := []struct {
+		name   string
+		v      *Verifier
+		header string
+		ok     bool
+		reason string
+	}{
+		{"HS256", hsVerifier, "Bearer " + good, true, ""},
+		{"scheme is case-insensitive", hsVerifier, "bearer " + good, true, ""},
+		{"EdDSA", edVerifier, "Bearer " + mint(ed, claims, time.Hour), true, ""},
+		{"unsigned in dev", devVerifier, "Bearer " + EncodeUnsigned(claims), true, ""},
+		{"signed in dev", devVerifier, "Bearer " + good, true, ""},
+		{"unsigned refused by default", hsVerifier, "Bearer " + EncodeUnsigned(claims), false, "only signed tokens"},
+		{"expired", hsVerifier, "Bearer " + mint(&Signer{HMACKey: hmacKey, Now: func() time.Time { return now.Add(-2 * time.Hour) }}, claims, time.Hour), false, "expired"},
+		{"no exp", hsVerifier, "Bearer " + noExp, false, "exp"},
+		{"alg none", hsVerifier, "Bearer " + noneTok, false, "signing method"},
+		{"alg none in dev", devVerifier, "Bearer " + noneTok, false, "signing method"},
+		{"algorithm confusion", edVerifier, "Bearer " + confused, false, "signing method"},
+		{"EdDSA token on an HS256 verifier", hsVerifier, "Bearer " + mint(ed, claims, time.Hour), false, "signing method"},
+		{"tampered", hsVerifier, "Bearer " + tampered, false, "signature"},
+		{"no key", &Verifier{}, "Bearer " + good, false, "no key"},
+		{"empty user", devVerifier, "Bearer " + EncodeUnsigned(Claims{Auths: claims.Auths}), false, "user is empty"},
+		{"empty user signed", hsVerifier, "Bearer " + func() string {
+			tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwtClaims{RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}}).SignedString(hmacKey)
+			return tok
+		}(), false, "user is empty"},
+		{"not base64", devVerifier, "Bearer !!!", false, "neither"},
+		{"base64 of garbage", devVerifier, "Bearer " + base64.StdEncoding.EncodeToString([]byte("{")), false, "JSON"},
+		{"missing header", hsVerifier, "", false, "Bearer"},
+		{"basic auth", hsVerifier, "Basic YTpi", false, "Bearer"},
+		{"oversized", devVerifier, "Bearer " + strings.Repeat("A", maxToken+4), false, "oversized"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := tc.v.Verify(tc.header)
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.User != "alice" || c.Tenant != "acme" || len(c.Auths) != len(claims.Auths) {
+					t.Errorf("claims %+v", c)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("err = %v, want ErrUnauthenticated mentioning %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestSigner_errors(t *testing.T) {
+	t.Parallel()
+	if _, err := (&Signer{HMACKey: []byte("k")}).Sign(Claims{}, time.Hour); err == nil {
+		t.Error("signed an empty user")
+	}
+	if _, err := (&Signer{HMACKey: []byte("k")}).Sign(claims, 0); err == nil {
+		t.Error("signed a token without lifetime")
+	}
+	if _, err := (&Signer{}).Sign(claims, time.Hour); err == nil {
+		t.Error("signed without a key")
+	}
+}
+
+func TestClaims_Scope(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		auth string
+		perm Permission
+		ok   bool
+	}{
+		{"m", View, true},
+		{"m", Edit, true},
+		{"m", ExecuteTestActions, false},
+		{"v", View, true},
+		{"v", Edit, false},
+		{"all", Edit, true},
+		{"all", ExecuteTestActions, true},
+		{"t", ExecuteTestActions, true},
+		{"t", View, false},
+		{"bad", View, false},
+		{"unknown", View, false},
+	}
+	for _, tc := range tests {
+		s, err := claims.Scope(tc.auth, tc.perm)
+		if (err == nil) != tc.ok {
+			t.Errorf("Scope(%s, %s) err = %v, want ok=%v", tc.auth, tc.perm, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrForbidden) {
+			t.Errorf("Scope(%s, %s) err = %v, want ErrForbidden", tc.auth, tc.perm, err)
+		}
+		if err == nil && (s.User != "alice" || s.Name != tc.auth) {
+			t.Errorf("scope %+v", s)
+		}
+	}
+}
+
+func TestScope_Resolve(t *testing.T) {
+	t.Parallel()
+	s, err := claims.Scope("m", View)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in   string
+		want string // "" = forbidden
+	}{
+		{"", "root,master"},
+		{"master", "root,master"},
+		{"master,emails,archive", "root,master,emails,archive"},
+		{"root,master", ""},
+		{"other", ""},
+		{"master,..,x", ""},
+		{"master,,x", ""},
+		{"master,a.b", ""},
+		{"master,a/b", ""},
+		{"master,%2e%2e", ""},
+		{"master, x", ""},
+	}
+	for _, tc := range tests {
+		got, err := s.Resolve(tc.in)
+		if tc.want == "" {
+			if !errors.Is(err, ErrForbidden) {
+				t.Errorf("Resolve(%q) = %v, %v; want ErrForbidden", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("Resolve(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	// Resolve must not share the token's path.
+	p, _ := s.Resolve("master,x")
+	p[0] = "changed"
+	if claims.Auths["m"].Path[0] != "root" {
+		t.Error("Resolve modified the token's path")
+	}
+}
