@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/squallhq/squall/master/auth"
 )
 
 func runSquall(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -109,5 +111,45 @@ func TestBinary(t *testing.T) {
 	out, err = exec.CommandContext(t.Context(), bin, "--help").Output()
 	if err != nil || !bytes.Contains(out, []byte("process")) {
 		t.Fatalf("help: %v %s", err, out)
+	}
+}
+
+func TestToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hmac.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runSquall(t, "", "token", "--user", "alice", "--auth", "all=root:admin", "--auth", "acme=root,acme:view,edit", "--tenant", "acme", "--hmac-key-file", keyFile)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	key, _ := auth.LoadHMACKey(keyFile)
+	c, err := (&auth.Verifier{HMACKey: key}).Verify("Bearer " + strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.User != "alice" || c.Tenant != "acme" || strings.Join(c.Auths["acme"].Path, ",") != "root,acme" || strings.Join(c.Auths["acme"].Roles, ",") != "view,edit" {
+		t.Errorf("claims %+v", c)
+	}
+	code, out, _ = runSquall(t, "", "token", "--user", "bob", "--auth", "m=root,master:view", "--unsigned")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	if c, err := (&auth.Verifier{AllowUnsigned: true}).Verify("Bearer " + strings.TrimSpace(out)); err != nil || c.User != "bob" {
+		t.Fatalf("unsigned: %v %+v", err, c)
+	}
+	for _, args := range [][]string{
+		{"token", "--user", "a", "--auth", "x=root:view"},
+		{"token", "--user", "a", "--auth", "x=root:view", "--unsigned", "--hmac-key-file", keyFile},
+		{"token", "--user", "a", "--auth", "x=root:fly", "--unsigned"},
+		{"token", "--user", "a", "--auth", "x", "--unsigned"},
+		{"token", "--user", "", "--unsigned"},
+		{"token", "--user", "a", "--hmac-key-file", filepath.Join(dir, "missing")},
+	} {
+		if code, out, errOut := runSquall(t, "", args...); code != 1 || out != "" || errOut == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
 	}
 }
