@@ -153,3 +153,23 @@ func TestToken(t *testing.T) {
 		}
 	}
 }
+
+func TestImportTornado(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runSquall(t, "", "import-tornado", "testdata/rules.d")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// The export file is a tree squall process accepts.
+	file := filepath.Join(t.TempDir(), "tree.json")
+	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runSquall(t, `{"type":"something","created_ms":1,"metadata":{"tenant_id":"beta"},"payload":{}}`, "process", "--tree", file, "--event", "-")
+	if code != 0 || !strings.Contains(out, `"name": "tenant_id_beta"`) {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runSquall(t, "", "import-tornado", "testdata/nope"); code != 1 || out != "" || !strings.Contains(errOut, "nope") {
+		t.Errorf("missing dir: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
