@@ -1,0 +1,344 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/squallhq/squall/config"
+)
+
+// cmdType is the first byte of every raft log entry the store writes. The
+// values are part of the log format: never renumber or reuse one.
+type cmdType uint8
+
+// The command types.
+const (
+	typeReplaceActive cmdType = 1
+	typeCreateDraft   cmdType = 2
+	typeEditDraft     cmdType = 3
+	typeTakeOver      cmdType = 4
+	typeDeploy        cmdType = 5
+	typeDeleteDraft   cmdType = 6
+	typeBatch         cmdType = 7
+)
+
+// payloadVersion is the second byte of every entry: the version of the JSON
+// payload's shape for its type. A change to a payload, or to how Apply
+// interprets it, gets a new version; Apply keeps understanding old ones,
+// since the log and snapshots hold them forever.
+const payloadVersion = 1
+
+// String returns the command's name, used in metric labels and panics.
+func (t cmdType) String() string {
+	switch t {
+	case typeReplaceActive:
+		return "replace_active"
+	case typeCreateDraft:
+		return "create_draft"
+	case typeEditDraft:
+		return "edit_draft"
+	case typeTakeOver:
+		return "take_over"
+	case typeDeploy:
+		return "deploy"
+	case typeDeleteDraft:
+		return "delete_draft"
+	case typeBatch:
+		return "batch"
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(t))
+}
+
+// Command is a change of the replicated state, submitted with
+// [Store.Apply]. The implementations are this package's command structs:
+// [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy] and
+// [DeleteDraft]. Every field, including ids and timestamps, is chosen by the
+// caller before the command enters the log, so that applying it is
+// deterministic on every node.
+type Command interface {
+	cmdType() cmdType
+	payload() (any, error)
+}
+
+var (
+	_ Command = ReplaceActive{}
+	_ Command = CreateDraft{}
+	_ Command = EditDraft{}
+	_ Command = TakeOver{}
+	_ Command = Deploy{}
+	_ Command = DeleteDraft{}
+)
+
+// ReplaceActive replaces the active tree, e.g. on import. A tree that does
+// not pass config.Validate is refused with ErrInvalidTree.
+type ReplaceActive struct {
+	Tree *config.Node
+}
+
+// CreateDraft makes a new draft, a copy of the active tree owned by Owner,
+// replacing any existing draft whatever its owner (Tornado semantics).
+type CreateDraft struct {
+	// ID is the new draft's id, unique per creation (see NewDraftID).
+	ID    string
+	Owner string
+	// Now becomes the draft's created and updated timestamps.
+	Now time.Time
+}
+
+// EditDraft replaces the draft's tree. It is refused with ErrNoDraft when
+// there is no draft with ID, with a *NotOwnerError when User does not own
+// it, and with ErrInvalidTree when Tree does not pass config.Validate; a
+// refused edit changes nothing.
+type EditDraft struct {
+	ID   string
+	User string
+	Tree *config.Node
+	// Now becomes the draft's updated timestamp.
+	Now time.Time
+}
+
+// TakeOver makes User the owner of draft ID, whoever owned it; the
+// timestamps are unchanged (Tornado semantics).
+type TakeOver struct {
+	ID   string
+	User string
+}
+
+// Deploy makes the tree of draft ID, owned by User, the active tree. The
+// draft is kept.
+type Deploy struct {
+	ID   string
+	User string
+}
+
+// DeleteDraft deletes draft ID, owned by User.
+type DeleteDraft struct {
+	ID   string
+	User string
+}
+
+// The JSON payloads. Trees travel as their export file.
+type (
+	treePayload struct {
+		Tree json.RawMessage `json:"tree"`
+	}
+	createDraftPayload struct {
+		ID    string `json:"id"`
+		Owner string `json:"owner"`
+		NowMS int64  `json:"now_ms"`
+	}
+	editDraftPayload struct {
+		ID    string          `json:"id"`
+		User  string          `json:"user"`
+		Tree  json.RawMessage `json:"tree"`
+		NowMS int64           `json:"now_ms"`
+	}
+	// draftUserPayload is the payload of TakeOver, Deploy and DeleteDraft.
+	draftUserPayload struct {
+		ID   string `json:"id"`
+		User string `json:"user"`
+	}
+	batchPayload struct {
+		Commands []batchItem `json:"commands"`
+	}
+	batchItem struct {
+		Type    cmdType         `json:"type"`
+		Version uint8           `json:"version"`
+		Payload json.RawMessage `json:"payload"`
+	}
+)
+
+func (ReplaceActive) cmdType() cmdType { return typeReplaceActive }
+func (CreateDraft) cmdType() cmdType   { return typeCreateDraft }
+func (EditDraft) cmdType() cmdType     { return typeEditDraft }
+func (TakeOver) cmdType() cmdType      { return typeTakeOver }
+func (Deploy) cmdType() cmdType        { return typeDeploy }
+func (DeleteDraft) cmdType() cmdType   { return typeDeleteDraft }
+
+func (c ReplaceActive) payload() (any, error) {
+	tree, err := encodeTree(c.Tree)
+	if err != nil {
+		return nil, err
+	}
+	return treePayload{Tree: tree}, nil
+}
+
+func (c CreateDraft) payload() (any, error) {
+	if c.ID == "" || c.Owner == "" {
+		return nil, fmt.Errorf("%w: create draft needs an id and an owner", ErrInvalidCommand)
+	}
+	return createDraftPayload{ID: c.ID, Owner: c.Owner, NowMS: c.Now.UnixMilli()}, nil
+}
+
+func (c EditDraft) payload() (any, error) {
+	if c.ID == "" || c.User == "" {
+		return nil, fmt.Errorf("%w: edit draft needs an id and a user", ErrInvalidCommand)
+	}
+	tree, err := encodeTree(c.Tree)
+	if err != nil {
+		return nil, err
+	}
+	return editDraftPayload{ID: c.ID, User: c.User, Tree: tree, NowMS: c.Now.UnixMilli()}, nil
+}
+
+func draftUser(name, id, user string) (any, error) {
+	if id == "" || user == "" {
+		return nil, fmt.Errorf("%w: %s needs a draft id and a user", ErrInvalidCommand, name)
+	}
+	return draftUserPayload{ID: id, User: user}, nil
+}
+
+func (c TakeOver) payload() (any, error)    { return draftUser("take over", c.ID, c.User) }
+func (c Deploy) payload() (any, error)      { return draftUser("deploy", c.ID, c.User) }
+func (c DeleteDraft) payload() (any, error) { return draftUser("delete draft", c.ID, c.User) }
+
+// encodeTree returns the compact export file of tree.
+func encodeTree(tree *config.Node) (json.RawMessage, error) {
+	if tree == nil {
+		return nil, fmt.Errorf("%w: missing tree", ErrInvalidCommand)
+	}
+	b, err := json.Marshal(&config.Export{Version: config.ExportVersion, Node: tree})
+	if err != nil {
+		return nil, fmt.Errorf("encode tree: %w", err)
+	}
+	return b, nil
+}
+
+// decodeTree decodes and validates an export file. Its errors are results
+// (ErrInvalidTree), not corrupt entries: they are deterministic.
+func decodeTree(raw json.RawMessage) (*config.Node, error) {
+	ex, err := config.DecodeExport(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
+	}
+	if err := config.Validate(ex.Node); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
+	}
+	return ex.Node, nil
+}
+
+// encodeCommand returns the log entry of one command:
+// type byte, version byte, JSON payload.
+func encodeCommand(c Command) ([]byte, error) {
+	p, err := c.payload()
+	if err != nil {
+		return nil, err
+	}
+	return appendEntry(c.cmdType(), p)
+}
+
+// encodeBatch returns the log entry of a batch: several commands applied in
+// order, each with its own result.
+func encodeBatch(cmds []Command) ([]byte, error) {
+	items := make([]batchItem, 0, len(cmds))
+	for i, c := range cmds {
+		if c == nil {
+			return nil, fmt.Errorf("%w: batch command %d is nil", ErrInvalidCommand, i)
+		}
+		p, err := c.payload()
+		if err != nil {
+			return nil, fmt.Errorf("batch command %d: %w", i, err)
+		}
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("encode batch command %d: %w", i, err)
+		}
+		items = append(items, batchItem{Type: c.cmdType(), Version: payloadVersion, Payload: raw})
+	}
+	return appendEntry(typeBatch, batchPayload{Commands: items})
+}
+
+func appendEntry(t cmdType, p any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(byte(t))
+	buf.WriteByte(payloadVersion)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// decoded is a decoded log entry: typ and p, a pointer to its payload
+// struct, or for a batch the decoded commands.
+type decoded struct {
+	typ   cmdType
+	p     any
+	batch []decoded
+}
+
+// errCorruptEntry is the class of errors of entries that cannot be decoded.
+var errCorruptEntry = errors.New("undecodable command")
+
+// decodeCommand decodes a log entry. An error means this binary cannot
+// apply the entry: an unknown type or version, or a payload that does not
+// decode strictly. The FSM panics on it.
+func decodeCommand(data []byte) (decoded, error) {
+	if len(data) < 2 {
+		return decoded{}, fmt.Errorf("%w: entry of %d bytes", errCorruptEntry, len(data))
+	}
+	t := cmdType(data[0])
+	if t == typeBatch {
+		if data[1] != payloadVersion {
+			return decoded{}, fmt.Errorf("%w: %s version %d", errCorruptEntry, t, data[1])
+		}
+		var bp batchPayload
+		if err := strictUnmarshal(data[2:], &bp); err != nil {
+			return decoded{}, fmt.Errorf("%w: %s: %w", errCorruptEntry, t, err)
+		}
+		d := decoded{typ: t, batch: make([]decoded, 0, len(bp.Commands))}
+		for i, it := range bp.Commands {
+			if it.Type == typeBatch {
+				return decoded{}, fmt.Errorf("%w: nested batch at %d", errCorruptEntry, i)
+			}
+			c, err := decodePayload(it.Type, it.Version, it.Payload)
+			if err != nil {
+				return decoded{}, fmt.Errorf("batch command %d: %w", i, err)
+			}
+			d.batch = append(d.batch, c)
+		}
+		return d, nil
+	}
+	return decodePayload(t, data[1], data[2:])
+}
+
+func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
+	var p any
+	switch t {
+	case typeReplaceActive:
+		p = new(treePayload)
+	case typeCreateDraft:
+		p = new(createDraftPayload)
+	case typeEditDraft:
+		p = new(editDraftPayload)
+	case typeTakeOver, typeDeploy, typeDeleteDraft:
+		p = new(draftUserPayload)
+	default:
+		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
+	}
+	if version != payloadVersion {
+		return decoded{}, fmt.Errorf("%w: %s version %d (this binary knows %d)", errCorruptEntry, t, version, payloadVersion)
+	}
+	if err := strictUnmarshal(raw, p); err != nil {
+		return decoded{}, fmt.Errorf("%w: %s: %w", errCorruptEntry, t, err)
+	}
+	return decoded{typ: t, p: p}, nil
+}
+
+// strictUnmarshal decodes exactly one JSON value with no unknown fields.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the payload")
+	}
+	return nil
+}

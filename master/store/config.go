@@ -1,0 +1,140 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Store. Zero durations and counts take the defaults
+// documented on each field.
+type Config struct {
+	// NodeID is this node's raft server id, unique in the cluster for all
+	// time. Required.
+	NodeID string
+	// DataDir holds raft.db (raft log and stable store), fsm.db (the
+	// replicated state) and snapshots/. Required.
+	DataDir string
+	// BindAddr is the raft listen address, e.g. ":7000" or "127.0.0.1:0".
+	// Required.
+	BindAddr string
+	// AdvertiseAddr is the address other masters dial (host:port). Empty
+	// means the listener's address, which must then be a specific IP.
+	AdvertiseAddr string
+	// Bootstrap makes a node without raft state form a new cluster with
+	// itself as the only voter. It is ignored when the data dir already
+	// holds raft state, so it is safe on restart.
+	Bootstrap bool
+	// TLS enables mutual TLS between masters.
+	TLS TLSConfig
+
+	// Logger receives the store's and raft's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the store's metrics; nil registers none.
+	Registerer prometheus.Registerer
+
+	// HeartbeatTimeout and ElectionTimeout (default 1s) bound how long a
+	// follower waits for the leader before it starts an election.
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// LeaderLeaseTimeout (default 500ms) is how long a leader stays leader
+	// without reaching a quorum. At most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout (default 50ms) is the idle heartbeat of commits.
+	CommitTimeout time.Duration
+	// SnapshotInterval (default 120s) is how often raft checks whether to
+	// snapshot; SnapshotThreshold (default 8192) is how many new entries
+	// trigger one; TrailingLogs (default 10240) is how many entries stay in
+	// the log after a snapshot, for followers that are slightly behind.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// SnapshotRetain (default 2) is how many snapshots are kept on disk.
+	SnapshotRetain int
+	// ApplyTimeout (default 10s) bounds how long a command waits to enter
+	// raft when the ctx has no deadline.
+	ApplyTimeout time.Duration
+	// BarrierTimeout (default 10s) bounds one attempt of the barrier a new
+	// leader runs before it serves consistent reads.
+	BarrierTimeout time.Duration
+	// TransportTimeout (default 10s) is the I/O deadline of raft RPCs.
+	TransportTimeout time.Duration
+	// MaxPool (default 3) is how many connections to each peer are pooled.
+	MaxPool int
+	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
+	// lose acknowledged writes); for benchmarks and tests only.
+	NoSync bool
+}
+
+// The defaults of Config.
+const (
+	DefaultApplyTimeout     = 10 * time.Second
+	DefaultBarrierTimeout   = 10 * time.Second
+	DefaultTransportTimeout = 10 * time.Second
+	DefaultMaxPool          = 3
+	DefaultSnapshotRetain   = 2
+)
+
+// Validate checks the required fields and the relations between timeouts.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node id is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	if c.BindAddr == "" {
+		errs = append(errs, errors.New("raft bind address is required"))
+	}
+	if err := c.TLS.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"heartbeat timeout", c.HeartbeatTimeout}, {"election timeout", c.ElectionTimeout},
+		{"leader lease timeout", c.LeaderLeaseTimeout}, {"commit timeout", c.CommitTimeout},
+		{"snapshot interval", c.SnapshotInterval}, {"apply timeout", c.ApplyTimeout},
+		{"barrier timeout", c.BarrierTimeout}, {"transport timeout", c.TransportTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is negative", d.name))
+		}
+	}
+	if c.SnapshotRetain < 0 || c.MaxPool < 0 {
+		errs = append(errs, errors.New("snapshot retain and max pool cannot be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults returns c with the store's own defaults filled in (raft's are
+// filled in by raftConfig).
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = DefaultApplyTimeout
+	}
+	if c.BarrierTimeout == 0 {
+		c.BarrierTimeout = DefaultBarrierTimeout
+	}
+	if c.TransportTimeout == 0 {
+		c.TransportTimeout = DefaultTransportTimeout
+	}
+	if c.MaxPool == 0 {
+		c.MaxPool = DefaultMaxPool
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	return c
+}

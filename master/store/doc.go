@@ -1,0 +1,47 @@
+// Package store is the master's replicated state: the one active
+// processing tree, the one draft, and later the findings, kept identical on
+// every master by hashicorp/raft. It is the only package of Squall that
+// imports raft; its API speaks in config trees, drafts, members and the
+// errors of this package.
+//
+// # Writes
+//
+// A write is a [Command] submitted on the leader with [Store.Apply] (or a
+// helper such as [Store.Deploy]). A node that is not the leader answers a
+// [*NotLeaderError] naming the leader, for the caller to forward the write.
+// Several commands can share one raft log entry with [Store.Batch]; they are
+// applied in order, each with its own [Result].
+//
+// Every log entry is one command type byte, one payload version byte and a
+// JSON payload. Applying is deterministic: ids and timestamps are chosen
+// by the submitting node before the command enters the log. Checks that
+// decide between concurrent clients — draft ownership, draft existence,
+// whole-tree validation — happen when the command is applied, so the log
+// order decides and a refused command (Result.Err) changes nothing. An entry
+// this binary cannot decode panics instead of being skipped.
+//
+// # State
+//
+// The state machine keeps its state in its own bbolt file, fsm.db, beside
+// the raft log (raft.db, raft-boltdb) and the snapshots, and a decoded copy
+// in memory for reads. Each change records its raft log index: the state
+// index ([Store.Index]), and for the active tree its own index, which
+// [Store.WaitActive] uses for blocking watches. A snapshot is the state file
+// streamed as a bbolt file; restoring one replaces the file atomically.
+//
+// # Reads
+//
+// [Store.Active], [Store.Draft] and [Store.WaitActive] read the local
+// state. A read that must see every acknowledged write calls
+// [Store.ConsistentRead] first: on the leader it waits for the barrier the
+// leader runs after each election and verifies leadership with a quorum.
+//
+// # Cluster
+//
+// One node starts with Config.Bootstrap; the leader adds the others with
+// [Store.Join] and removes them with [Store.Remove]. A restart from the data
+// dir keeps the state and the membership. Raft traffic is TCP, with mutual
+// TLS when Config.TLS names the certificate files.
+//
+// DESIGN.md beside this file explains the choices.
+package store

@@ -1,0 +1,512 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/squallhq/squall/config"
+)
+
+// Result is the outcome of one applied command.
+type Result struct {
+	// Index is the state index after the command: for a command that
+	// changed the state, the raft log index of the entry that carried it.
+	Index uint64
+	// Err is why the command was refused; a refused command changed
+	// nothing. It matches ErrNoDraft, ErrNotOwner (a *NotOwnerError),
+	// ErrInvalidTree (wrapping the config error) or ErrInvalidCommand.
+	Err error
+}
+
+// fsm is the raft state machine: the state file (bbolt, separate from the
+// raft log) and a decoded in-memory copy of it for reads.
+//
+// Raft calls ApplyBatch, Snapshot and Restore from one goroutine, so db and
+// the fields written by apply need no lock against each other; mu guards
+// what readers on other goroutines see.
+type fsm struct {
+	path    string
+	logger  *slog.Logger
+	metrics *metrics
+
+	db *bolt.DB
+
+	mu       sync.RWMutex
+	st       state
+	activeCh chan struct{} // closed and replaced when the active tree changes
+	closed   bool
+	restores int // number of Restore calls that replaced the state
+}
+
+var (
+	_ raft.BatchingFSM = (*fsm)(nil)
+	_ raft.FSMSnapshot = (*fsmSnapshot)(nil)
+)
+
+// boltOptions are the options of the state file and the raft log.
+func boltOptions() *bolt.Options {
+	o := &bolt.Options{
+		// Fail instead of waiting forever when another process holds the file.
+		Timeout:        time.Second,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+	}
+	if strconv.IntSize == 64 {
+		// A write transaction that grows the memory map waits for every
+		// open read transaction, and a snapshot being persisted is one:
+		// mapping 1 GiB of address space up front (as etcd does with
+		// 10 GiB) keeps applies from stalling behind snapshots.
+		o.InitialMmapSize = 1 << 30
+	}
+	return o
+}
+
+// openFSM opens or creates the state file at path and loads it.
+func openFSM(path string, logger *slog.Logger, m *metrics) (*fsm, error) {
+	db, err := bolt.Open(path, 0o600, boltOptions())
+	if err != nil {
+		return nil, fmt.Errorf("open state file %s: %w", path, err)
+	}
+	if err := initState(db); err != nil {
+		return nil, errorsJoinClose(fmt.Errorf("init state file %s: %w", path, err), db)
+	}
+	st, err := readState(db)
+	if err != nil {
+		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
+	}
+	return &fsm{path: path, logger: logger, metrics: m, db: db, st: st, activeCh: make(chan struct{})}, nil
+}
+
+func errorsJoinClose(err error, c io.Closer) error {
+	if cerr := c.Close(); cerr != nil {
+		return fmt.Errorf("%w (and close: %w)", err, cerr)
+	}
+	return err
+}
+
+// close closes the state file and wakes every waiter.
+func (f *fsm) close() error {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		close(f.activeCh)
+	}
+	f.mu.Unlock()
+	return f.db.Close()
+}
+
+// appliedIndex returns the index of the last log entry in the state.
+func (f *fsm) appliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.applied
+}
+
+// Apply applies one committed entry. Raft calls ApplyBatch instead, since
+// fsm is a raft.BatchingFSM; Apply exists for the raft.FSM interface.
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in one state-file transaction (one
+// fsync per batch, as Vault does). Each command entry's response is a
+// Result, or []Result for a batch entry.
+//
+// An entry this binary cannot decode — an unknown type or version, or a
+// payload that does not decode — panics. A committed entry must never be
+// skipped: this node's state would silently diverge from the others', and
+// every later read and snapshot would carry the difference. Crashing
+// instead makes the problem visible, and the node recovers once it runs a
+// binary that understands the entry. A failing state-file write panics for
+// the same reason: the state file still holds the state before the batch,
+// and raft replays the batch after a restart.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	resps := make([]any, len(logs))
+	// Only the raft FSM goroutine writes f.st, so reading it here needs no lock.
+	cur := f.st
+	type job struct {
+		i   int
+		idx uint64
+		d   decoded
+	}
+	var jobs []job
+	last := cur.applied
+	for i, l := range logs {
+		if l.Index <= cur.applied {
+			// Replayed after a restart: the state file already has it.
+			continue
+		}
+		last = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		d, err := decodeCommand(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %v; "+
+				"refusing to skip it, which would make this node's state diverge", l.Index, l.Term, err))
+		}
+		jobs = append(jobs, job{i: i, idx: l.Index, d: d})
+	}
+	if last == cur.applied {
+		return resps
+	}
+
+	next := cur
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketState)
+		for _, j := range jobs {
+			resp, err := f.applyOne(b, &next, j.idx, j.d)
+			if err != nil {
+				return fmt.Errorf("entry %d (%s): %w", j.idx, j.d.typ, err)
+			}
+			resps[j.i] = resp
+		}
+		next.applied = last
+		return putUint64(b, keyApplied, last)
+	})
+	if err != nil {
+		panic(fmt.Sprintf("store: write state file %s: %v", f.path, err))
+	}
+	f.install(next)
+	return resps
+}
+
+// install makes st the state readers see and wakes watchers of the active
+// tree when it changed.
+func (f *fsm) install(st state) {
+	f.mu.Lock()
+	changed := st.activeIndex != f.st.activeIndex
+	f.st = st
+	if changed && !f.closed {
+		close(f.activeCh)
+		f.activeCh = make(chan struct{})
+	}
+	f.mu.Unlock()
+	f.metrics.stateIndex.Set(float64(st.index))
+	f.metrics.activeIndex.Set(float64(st.activeIndex))
+}
+
+// applyOne applies one decoded command to st and the state bucket. A
+// refused command is a Result with Err; the returned error is a failed
+// write of the state file.
+func (f *fsm) applyOne(b *bolt.Bucket, st *state, idx uint64, d decoded) (any, error) {
+	if d.typ == typeBatch {
+		results := make([]Result, 0, len(d.batch))
+		for _, c := range d.batch {
+			r, err := f.applyCommand(b, st, idx, c)
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, r)
+		}
+		f.metrics.fsmCommands.WithLabelValues(typeBatch.String(), resultOK).Inc()
+		return results, nil
+	}
+	return f.applyCommand(b, st, idx, d)
+}
+
+// Outcome labels of the command counter.
+const (
+	resultOK      = "ok"
+	resultRefused = "refused"
+)
+
+func (f *fsm) applyCommand(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
+	r, err := applyTo(b, st, idx, d)
+	if err != nil {
+		return Result{}, err
+	}
+	outcome := resultOK
+	if r.Err != nil {
+		outcome = resultRefused
+	}
+	f.metrics.fsmCommands.WithLabelValues(d.typ.String(), outcome).Inc()
+	return r, nil
+}
+
+// applyTo applies one command. It is deterministic: it depends only on st,
+// idx and the command, never on the clock, randomness or the local node.
+func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
+	refuse := func(err error) (Result, error) { return Result{Index: st.index, Err: err}, nil }
+	// changed records a change and writes the state index.
+	changed := func() (Result, error) {
+		st.index = idx
+		return Result{Index: idx}, putUint64(b, keyIndex, idx)
+	}
+	setActive := func(tree *config.Node, raw []byte) error {
+		st.active, st.activeJSON, st.activeIndex = tree, raw, idx
+		if err := b.Put(keyActive, raw); err != nil {
+			return err
+		}
+		return putUint64(b, keyActiveIndex, idx)
+	}
+	// ownDraft checks that the draft id exists and user owns it.
+	ownDraft := func(id, user string) error {
+		if st.draft == nil || st.draft.ID != id {
+			return fmt.Errorf("draft %s: %w", id, ErrNoDraft)
+		}
+		if st.draft.Owner != user {
+			return &NotOwnerError{DraftID: id, Owner: st.draft.Owner}
+		}
+		return nil
+	}
+
+	switch p := d.p.(type) {
+	case *treePayload:
+		tree, err := decodeTree(p.Tree)
+		if err != nil {
+			return refuse(err)
+		}
+		if err := setActive(tree, p.Tree); err != nil {
+			return Result{}, err
+		}
+		return changed()
+
+	case *createDraftPayload:
+		if p.ID == "" || p.Owner == "" {
+			return refuse(fmt.Errorf("%w: create draft needs an id and an owner", ErrInvalidCommand))
+		}
+		dr := &Draft{ID: p.ID, Owner: p.Owner, CreatedMS: p.NowMS, UpdatedMS: p.NowMS, Tree: st.active}
+		if err := putDraft(b, dr, st.activeJSON); err != nil {
+			return Result{}, err
+		}
+		st.draft, st.draftJSON = dr, st.activeJSON
+		return changed()
+
+	case *editDraftPayload:
+		if err := ownDraft(p.ID, p.User); err != nil {
+			return refuse(err)
+		}
+		tree, err := decodeTree(p.Tree)
+		if err != nil {
+			return refuse(err)
+		}
+		dr := *st.draft
+		dr.Tree, dr.UpdatedMS = tree, p.NowMS
+		if err := putDraft(b, &dr, p.Tree); err != nil {
+			return Result{}, err
+		}
+		st.draft, st.draftJSON = &dr, p.Tree
+		return changed()
+
+	case *draftUserPayload:
+		switch d.typ {
+		case typeTakeOver:
+			if st.draft == nil || st.draft.ID != p.ID {
+				return refuse(fmt.Errorf("draft %s: %w", p.ID, ErrNoDraft))
+			}
+			dr := *st.draft
+			dr.Owner = p.User
+			if err := putDraft(b, &dr, st.draftJSON); err != nil {
+				return Result{}, err
+			}
+			st.draft = &dr
+			return changed()
+
+		case typeDeploy:
+			if err := ownDraft(p.ID, p.User); err != nil {
+				return refuse(err)
+			}
+			if err := setActive(st.draft.Tree, st.draftJSON); err != nil {
+				return Result{}, err
+			}
+			return changed()
+
+		case typeDeleteDraft:
+			if err := ownDraft(p.ID, p.User); err != nil {
+				return refuse(err)
+			}
+			if err := b.Delete(keyDraft); err != nil {
+				return Result{}, err
+			}
+			st.draft, st.draftJSON = nil, nil
+			return changed()
+		}
+	}
+	// decodeCommand only returns the payloads handled above.
+	panic(fmt.Sprintf("store: no handler for decoded %s command %T", d.typ, d.p))
+}
+
+// active returns a copy of the active tree and its index.
+func (f *fsm) active() (*config.Node, uint64) {
+	f.mu.RLock()
+	tree, idx := f.st.active, f.st.activeIndex
+	f.mu.RUnlock()
+	return tree.Clone(), idx
+}
+
+// draft returns a copy of the draft, or ErrNoDraft.
+func (f *fsm) draft() (*Draft, error) {
+	f.mu.RLock()
+	d := f.st.draft
+	f.mu.RUnlock()
+	if d == nil {
+		return nil, ErrNoDraft
+	}
+	return d.Clone(), nil
+}
+
+// indexes returns the state index and the active tree's index.
+func (f *fsm) indexes() (state, active uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.index, f.st.activeIndex
+}
+
+// waitActive returns the active tree as soon as its index exceeds after,
+// or the current one when ctx ends. The error is ErrClosed once the fsm is
+// closed.
+func (f *fsm) waitActive(ctx context.Context, after uint64) (*config.Node, uint64, error) {
+	for {
+		f.mu.RLock()
+		tree, idx, ch, closed := f.st.active, f.st.activeIndex, f.activeCh, f.closed
+		f.mu.RUnlock()
+		if idx > after {
+			return tree.Clone(), idx, nil
+		}
+		if closed {
+			return tree.Clone(), idx, ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return tree.Clone(), idx, nil
+		}
+	}
+}
+
+// Snapshot starts a read transaction on the state file; Persist streams it.
+// Apply goes on concurrently: bbolt readers see a fixed version.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	tx, err := f.db.Begin(false)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: begin read: %w", err)
+	}
+	return &fsmSnapshot{tx: tx}, nil
+}
+
+// fsmSnapshot is a state file version being written to a snapshot sink.
+type fsmSnapshot struct {
+	tx *bolt.Tx
+}
+
+// Persist writes the state file, as a complete bbolt file, to sink.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.tx.WriteTo(sink); err != nil {
+		return errorsJoinCancel(fmt.Errorf("snapshot: write state: %w", err), sink)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("snapshot: close sink: %w", err)
+	}
+	return nil
+}
+
+func errorsJoinCancel(err error, sink raft.SnapshotSink) error {
+	if cerr := sink.Cancel(); cerr != nil {
+		return fmt.Errorf("%w (and cancel: %w)", err, cerr)
+	}
+	return err
+}
+
+// Release ends the read transaction.
+func (s *fsmSnapshot) Release() {
+	// A read-only transaction's Rollback only releases it.
+	_ = s.tx.Rollback()
+}
+
+// Restore replaces the state with a snapshot: it writes the stream to a
+// temporary file beside the state file, checks that it decodes, and renames
+// it over the state file, so a failed restore leaves the old state intact.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	dir := filepath.Dir(f.path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".restore-*")
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	tmpPath := tmp.Name()
+	defer os.Remove(tmpPath) // a no-op after the rename
+	_, err = io.Copy(tmp, rc)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("restore: write %s: %w", tmpPath, err)
+	}
+	// Check the new file before touching the current one.
+	st, err := readStateFile(tmpPath)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+
+	// Past this point the old state file is gone: failing would leave the
+	// node without state, so a failure panics (see ApplyBatch).
+	if err := f.db.Close(); err != nil {
+		return fmt.Errorf("restore: close state file: %w", err)
+	}
+	if err := os.Rename(tmpPath, f.path); err != nil {
+		panic(fmt.Sprintf("store: restore: rename %s: %v", tmpPath, err))
+	}
+	if err := syncDir(dir); err != nil {
+		panic(fmt.Sprintf("store: restore: %v", err))
+	}
+	db, err := bolt.Open(f.path, 0o600, boltOptions())
+	if err != nil {
+		panic(fmt.Sprintf("store: restore: reopen %s: %v", f.path, err))
+	}
+	f.db = db
+	f.mu.Lock()
+	f.restores++
+	f.mu.Unlock()
+	f.install(st)
+	f.metrics.fsmRestores.Inc()
+	f.logger.Info("restored state from snapshot", "applied_index", st.applied, "state_index", st.index, "active_index", st.activeIndex)
+	return nil
+}
+
+// readStateFile opens a state file read-only and decodes it.
+func readStateFile(path string) (state, error) {
+	opts := boltOptions()
+	opts.ReadOnly = true
+	db, err := bolt.Open(path, 0o600, opts)
+	if err != nil {
+		return state{}, fmt.Errorf("open %s: %w", path, err)
+	}
+	st, err := readState(db)
+	if err != nil {
+		return state{}, errorsJoinClose(fmt.Errorf("read %s: %w", path, err), db)
+	}
+	if err := db.Close(); err != nil {
+		return state{}, fmt.Errorf("close %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

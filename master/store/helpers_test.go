@@ -1,0 +1,314 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/config"
+)
+
+// testLog buffers log output and shows it only when the test fails, so
+// raft's chatter stays out of passing runs.
+type testLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const testLogMax = 4 << 20
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len()+len(p) > testLogMax {
+		// Keep the newest half.
+		b := l.buf.Bytes()[l.buf.Len()/2:]
+		l.buf = *bytes.NewBuffer(append([]byte("...\n"), b...))
+	}
+	return l.buf.Write(p)
+}
+
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// testLogger returns a logger whose output is printed if t fails. Records
+// logged after the test ended go nowhere visible, which is harmless.
+func testLogger(t testing.TB) *slog.Logger {
+	tl := &testLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", t.Name(), tl.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testConfig is a node on a random loopback port with short raft timeouts.
+func testConfig(t testing.TB, id string) Config {
+	return Config{
+		NodeID:             id,
+		DataDir:            filepath.Join(t.TempDir(), id),
+		BindAddr:           "127.0.0.1:0",
+		Logger:             testLogger(t),
+		Registerer:         prometheus.NewRegistry(),
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
+		CommitTimeout:      10 * time.Millisecond,
+		ApplyTimeout:       5 * time.Second,
+		BarrierTimeout:     5 * time.Second,
+		TransportTimeout:   2 * time.Second,
+	}
+}
+
+// openStore builds and opens a store, closed when the test ends.
+func openStore(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatalf("Open %s: %v", cfg.NodeID, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close %s: %v", cfg.NodeID, err)
+		}
+	})
+	return s
+}
+
+// ctxTimeout is a context ending after d or with the test.
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds or d passes (rqlite's testPoll). Only
+// for multi-node tests on real sockets, where no single signal says "done".
+func waitFor(t testing.TB, d time.Duration, cond func() bool, what string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, fmt.Sprintf(what, args...))
+		}
+		<-tick.C
+	}
+}
+
+// waitReady waits until s is the leader and ready for consistent reads.
+func waitReady(t testing.TB, s *Store) {
+	t.Helper()
+	ctx := ctxTimeout(t, 10*time.Second)
+	if _, _, err := s.WaitForLeader(ctx); err != nil {
+		t.Fatalf("%s: %v", s.ID(), err)
+	}
+	if err := s.ConsistentRead(ctx); err != nil {
+		t.Fatalf("%s: consistent read: %v", s.ID(), err)
+	}
+}
+
+// newCluster starts n nodes: node 0 bootstraps, the others join it. mod,
+// if not nil, adjusts each node's config.
+func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
+	t.Helper()
+	nodes := make([]*Store, n)
+	for i := range n {
+		cfg := testConfig(t, fmt.Sprintf("node%d", i))
+		cfg.Bootstrap = i == 0
+		if mod != nil {
+			mod(i, &cfg)
+		}
+		nodes[i] = openStore(t, cfg)
+		if i == 0 {
+			waitReady(t, nodes[0])
+			continue
+		}
+		if err := nodes[0].Join(ctxTimeout(t, 10*time.Second), cfg.NodeID, nodes[i].Addr()); err != nil {
+			t.Fatalf("join %s: %v", cfg.NodeID, err)
+		}
+	}
+	waitConverged(t, nodes)
+	return nodes
+}
+
+// waitConverged waits until every node knows the same leader and has the
+// leader's state index.
+func waitConverged(t testing.TB, nodes []*Store) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() bool {
+		var leader *Store
+		for _, s := range nodes {
+			if s.IsLeader() {
+				leader = s
+			}
+		}
+		if leader == nil || !leader.Ready() {
+			return false
+		}
+		for _, s := range nodes {
+			if id, _ := s.Leader(); id != leader.ID() || s.Index() != leader.Index() {
+				return false
+			}
+		}
+		return true
+	}, "the cluster to converge")
+}
+
+// leaderOf waits until one of nodes leads and is ready, and returns it.
+func leaderOf(t testing.TB, nodes []*Store) *Store {
+	t.Helper()
+	var leader *Store
+	waitFor(t, 10*time.Second, func() bool {
+		for _, s := range nodes {
+			if s.IsLeader() && s.Ready() {
+				leader = s
+				return true
+			}
+		}
+		return false
+	}, "a ready leader")
+	return leader
+}
+
+// mustTree decodes an export file.
+func mustTree(t testing.TB, export string) *config.Node {
+	t.Helper()
+	ex, err := config.DecodeExport([]byte(export))
+	if err != nil {
+		t.Fatalf("decode tree: %v", err)
+	}
+	return ex.Node
+}
+
+// treeWith returns a valid tree: the root filter with one match-all child
+// filter per name.
+func treeWith(names ...string) *config.Node {
+	root := config.NewRoot()
+	for _, n := range names {
+		root.Children = append(root.Children, &config.Node{Kind: config.KindFilter, Name: n, Active: true})
+	}
+	return root
+}
+
+// childNames lists the names of a tree's root children.
+func childNames(n *config.Node) []string {
+	var names []string
+	for _, c := range n.Children {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// invalidTree fails config.Validate: a child name with a space.
+func invalidTree() *config.Node { return treeWith("ok", "not valid") }
+
+// richTree exercises operators, rules and an iterator.
+const richTree = `{
+  "version": "1.1",
+  "Filter": {
+    "name": "root",
+    "filter": {"description": "", "active": true, "filter": {}},
+    "nodes": [
+      {"Filter": {
+        "name": "master",
+        "filter": {"description": "tenant", "active": true,
+          "filter": {"type": "equals", "first": "${event.metadata.tenant_id}", "second": "master"}},
+        "nodes": [
+          {"Iterator": {
+            "name": "alerts",
+            "iterator": {"description": "", "active": true, "target": "${event.payload.alerts}"},
+            "nodes": [
+              {"Ruleset": {"name": "per_alert", "rules": [
+                {"name": "r1", "description": "", "continue": true, "active": true,
+                 "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": 1000}, "WITH": {}},
+                 "actions": [{"id": "logger", "payload": {"n": "${event.iterator.item}"}}]}
+              ]}}
+            ]
+          }}
+        ]
+      }}
+    ]
+  }
+}`
+
+// writeCA makes a CA and, for each name, a certificate it signs valid for
+// 127.0.0.1 and the DNS name master.squall, usable as server and client.
+// It returns the CA file and the cert and key files per name.
+func writeCA(t testing.TB, dir string, names ...string) (caFile string, certs map[string][2]string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		must(os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+		return p
+	}
+	must(os.MkdirAll(dir, 0o700))
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(err)
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "squall test CA " + dir},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	must(err)
+	caCert, err := x509.ParseCertificate(caDER)
+	must(err)
+	caFile = write("ca.pem", "CERTIFICATE", caDER)
+	certs = map[string][2]string{}
+	for i, name := range names {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		must(err)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 2)),
+			Subject:      pkix.Name{CommonName: name},
+			NotBefore:    now.Add(-time.Hour),
+			NotAfter:     now.Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+			DNSNames:     []string{"master.squall"},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		must(err)
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		must(err)
+		certs[name] = [2]string{write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", keyDER)}
+	}
+	return caFile, certs
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the store's Prometheus metrics.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+
+	applyDuration *prometheus.HistogramVec
+	fsmCommands   *prometheus.CounterVec
+	fsmRestores   prometheus.Counter
+	stateIndex    prometheus.Gauge
+	activeIndex   prometheus.Gauge
+	raft          *raftCollector
+}
+
+// newMetrics builds the metrics and registers them with reg; a nil reg
+// registers nothing.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "squall_store_apply_duration_seconds",
+			Help: "Time from submitting a command on the leader until it is committed and applied.",
+			// 250µs to ~4s.
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
+		}, []string{"command"}),
+		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_store_fsm_commands_total",
+			Help: "Commands applied by the state machine, by command type and outcome (ok or refused).",
+		}, []string{"command", "result"}),
+		fsmRestores: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_store_fsm_restores_total",
+			Help: "Snapshots restored into the state machine.",
+		}),
+		stateIndex: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_store_state_index",
+			Help: "Raft log index of the last change of the replicated state.",
+		}),
+		activeIndex: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_store_active_index",
+			Help: "Raft log index of the last change of the active tree.",
+		}),
+		raft: newRaftCollector(),
+	}
+	m.collectors = []prometheus.Collector{m.applyDuration, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// unregister removes the metrics from the registry, so that a new Store
+// can register its own.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+// raftCollector reports raft's state when scraped.
+type raftCollector struct {
+	raft atomic.Pointer[raft.Raft]
+
+	leader, hasLeader, term, commitIndex, appliedIndex, lastLogIndex, snapshotIndex, voters *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*raftCollector)(nil)
+
+func newRaftCollector() *raftCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("squall_store_raft_"+name, help, nil, nil)
+	}
+	return &raftCollector{
+		leader:        d("leader", "1 if this node is the raft leader, else 0."),
+		hasLeader:     d("has_leader", "1 if this node knows a leader, else 0."),
+		term:          d("term", "Current raft term."),
+		commitIndex:   d("commit_index", "Raft commit index."),
+		appliedIndex:  d("applied_index", "Index of the last log entry handed to the state machine."),
+		lastLogIndex:  d("last_log_index", "Index of the last entry in the raft log or snapshot."),
+		snapshotIndex: d("last_snapshot_index", "Index of the last raft snapshot."),
+		voters:        d("voters", "Number of voting members in the latest configuration."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leader, c.hasLeader, c.term, c.commitIndex, c.appliedIndex, c.lastLogIndex, c.snapshotIndex, c.voters} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It reports nothing before Open.
+func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.raft.Load()
+	if r == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	boolean := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	addr, _ := r.LeaderWithID()
+	gauge(c.leader, boolean(r.State() == raft.Leader))
+	gauge(c.hasLeader, boolean(addr != ""))
+	gauge(c.term, float64(r.CurrentTerm()))
+	gauge(c.commitIndex, float64(r.CommitIndex()))
+	gauge(c.appliedIndex, float64(r.AppliedIndex()))
+	gauge(c.lastLogIndex, float64(r.LastIndex()))
+	gauge(c.snapshotIndex, float64(statUint(r.Stats(), "last_snapshot_index")))
+	if f := r.GetConfiguration(); f.Error() == nil {
+		n := 0
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				n++
+			}
+		}
+		gauge(c.voters, float64(n))
+	} else if !errors.Is(f.Error(), raft.ErrRaftShutdown) {
+		ch <- prometheus.NewInvalidMetric(c.voters, f.Error())
+	}
+}
+
+// statUint returns a numeric entry of raft.Stats, or 0.
+func statUint(stats map[string]string, key string) uint64 {
+	v, _ := strconv.ParseUint(stats[key], 10, 64)
+	return v
+}

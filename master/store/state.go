@@ -1,0 +1,187 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/squallhq/squall/config"
+)
+
+// Draft is the one draft: a working copy of the tree that one user owns.
+type Draft struct {
+	ID    string
+	Owner string
+	// CreatedMS and UpdatedMS are Unix milliseconds, chosen by the node
+	// that submitted the command.
+	CreatedMS int64
+	UpdatedMS int64
+	Tree      *config.Node
+}
+
+// Clone returns a deep copy of the draft.
+func (d *Draft) Clone() *Draft {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Tree = d.Tree.Clone()
+	return &c
+}
+
+// state is the decoded replicated state. A state value is never modified
+// in place once it is shared: apply builds the next one, and its trees and
+// draft are never mutated, only replaced.
+type state struct {
+	// applied is the index of the last log entry in the state file.
+	applied uint64
+	// index is the raft log index of the last command that changed the state.
+	index uint64
+
+	active      *config.Node
+	activeJSON  json.RawMessage // export file of active
+	activeIndex uint64          // log index of the last change of the active tree
+
+	draft     *Draft
+	draftJSON json.RawMessage // export file of draft.Tree
+}
+
+// The state file: one bucket, a few keys.
+var (
+	bucketState = []byte("state")
+
+	keyFormat      = []byte("format")       // decimal stateFormat
+	keyApplied     = []byte("applied")      // uint64 big-endian
+	keyIndex       = []byte("index")        // uint64 big-endian
+	keyActive      = []byte("active")       // export file JSON
+	keyActiveIndex = []byte("active_index") // uint64 big-endian
+	keyDraft       = []byte("draft")        // draftRecord JSON
+)
+
+// stateFormat is the version of the state file layout. Snapshots are state
+// files, so a node refuses to restore a snapshot of a newer format.
+const stateFormat = 1
+
+// draftRecord is the stored form of the draft.
+type draftRecord struct {
+	ID        string          `json:"id"`
+	Owner     string          `json:"owner"`
+	CreatedMS int64           `json:"created_ms"`
+	UpdatedMS int64           `json:"updated_ms"`
+	Tree      json.RawMessage `json:"tree"`
+}
+
+func putUint64(b *bolt.Bucket, key []byte, v uint64) error {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], v)
+	return b.Put(key, buf[:])
+}
+
+func getUint64(b *bolt.Bucket, key []byte) (uint64, error) {
+	v := b.Get(key)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("key %s: %d bytes, want 8", key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// initState creates the bucket and format key of an empty state file, and
+// checks the format of an existing one.
+func initState(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketState)
+		if err != nil {
+			return err
+		}
+		if b.Get(keyFormat) == nil {
+			return b.Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
+		}
+		return checkFormat(b)
+	})
+}
+
+func checkFormat(b *bolt.Bucket) error {
+	v := b.Get(keyFormat)
+	if v == nil {
+		return errors.New("state file has no format key")
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil || n < 1 || n > stateFormat {
+		return fmt.Errorf("state file format %q is not supported (this binary reads 1 to %d)", v, stateFormat)
+	}
+	return nil
+}
+
+// readState decodes the state file.
+func readState(db *bolt.DB) (state, error) {
+	var st state
+	err := db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketState)
+		if b == nil {
+			return errors.New("state file has no state bucket")
+		}
+		if err := checkFormat(b); err != nil {
+			return err
+		}
+		var err error
+		if st.applied, err = getUint64(b, keyApplied); err != nil {
+			return err
+		}
+		if st.index, err = getUint64(b, keyIndex); err != nil {
+			return err
+		}
+		if st.activeIndex, err = getUint64(b, keyActiveIndex); err != nil {
+			return err
+		}
+		if v := b.Get(keyActive); v != nil {
+			st.activeJSON = append(json.RawMessage(nil), v...)
+			ex, err := config.DecodeExport(st.activeJSON)
+			if err != nil {
+				return fmt.Errorf("active tree: %w", err)
+			}
+			st.active = ex.Node
+		}
+		if v := b.Get(keyDraft); v != nil {
+			var rec draftRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("draft: %w", err)
+			}
+			ex, err := config.DecodeExport(rec.Tree)
+			if err != nil {
+				return fmt.Errorf("draft tree: %w", err)
+			}
+			st.draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: ex.Node}
+			st.draftJSON = rec.Tree
+		}
+		return nil
+	})
+	if err != nil {
+		return state{}, err
+	}
+	if st.active == nil {
+		// The implicit initial tree: the root filter alone.
+		st.active = config.NewRoot()
+		raw, err := encodeTree(st.active)
+		if err != nil {
+			return state{}, err
+		}
+		st.activeJSON = raw
+	}
+	return st, nil
+}
+
+// putDraft stores d with tree as its export file.
+func putDraft(b *bolt.Bucket, d *Draft, tree json.RawMessage) error {
+	v, err := json.Marshal(draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree})
+	if err != nil {
+		return err
+	}
+	return b.Put(keyDraft, v)
+}

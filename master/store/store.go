@@ -1,0 +1,962 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/squallhq/squall/config"
+)
+
+// File names in Config.DataDir.
+const (
+	raftDBName = "raft.db"
+	fsmDBName  = "fsm.db"
+)
+
+// logCacheSize is how many recent raft log entries are kept in memory.
+const logCacheSize = 512
+
+// Store is the master's replicated state: it owns the raft node, its log
+// store, snapshot store and transport, and the state machine. Writes go
+// through the leader's raft log; reads come from the local in-memory copy of
+// the state. See the package documentation.
+type Store struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	rconf   *raft.Config
+	notify  chan bool
+
+	// now and newID are the clock and the draft id source of the commands
+	// this node submits; tests replace them.
+	now   func() time.Time
+	newID func() (string, error)
+
+	raft atomic.Pointer[raft.Raft]
+	fsm  atomic.Pointer[fsm]
+
+	mu       sync.Mutex // guards the lifecycle fields below
+	opened   bool
+	closed   bool
+	logs     *raftboltdb.BoltStore
+	stream   *streamLayer
+	observer *raft.Observer
+	stop     chan struct{} // closed by Close: stops the goroutines Open started
+	wg       sync.WaitGroup
+
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed and replaced when the known leader changes
+	lead     *leadership   // non-nil while this node leads
+}
+
+// leadership is one term of this node as leader.
+type leadership struct {
+	term  uint64
+	ready chan struct{} // closed once the post-election barrier completed
+	lost  chan struct{} // closed when the leadership ends
+}
+
+// New checks cfg and builds a Store. It starts nothing and touches no
+// files; Open does.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Store{
+		cfg:      cfg,
+		logger:   cfg.Logger.With("component", "store", "node", cfg.NodeID),
+		notify:   make(chan bool, 16),
+		now:      time.Now,
+		newID:    NewDraftID,
+		stop:     make(chan struct{}),
+		leaderCh: make(chan struct{}),
+	}
+	s.rconf = s.raftConfig()
+	if err := raft.ValidateConfig(s.rconf); err != nil {
+		return nil, fmt.Errorf("store config: raft: %w", err)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	return s, nil
+}
+
+// raftConfig maps Config onto raft's configuration.
+func (s *Store) raftConfig() *raft.Config {
+	c := s.cfg
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.Logger = newRaftLogger(c.Logger.With("node", c.NodeID), "raft")
+	rc.NotifyCh = s.notify
+	// The state file survives restarts; Open restores a snapshot only when
+	// the state file is behind it.
+	rc.NoSnapshotRestoreOnStart = true
+	if c.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = c.HeartbeatTimeout
+	}
+	if c.ElectionTimeout > 0 {
+		rc.ElectionTimeout = c.ElectionTimeout
+	} else if rc.ElectionTimeout < rc.HeartbeatTimeout {
+		rc.ElectionTimeout = rc.HeartbeatTimeout
+	}
+	if c.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	if c.CommitTimeout > 0 {
+		rc.CommitTimeout = c.CommitTimeout
+	}
+	if c.SnapshotInterval > 0 {
+		rc.SnapshotInterval = c.SnapshotInterval
+	}
+	if c.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.SnapshotThreshold
+	}
+	if c.TrailingLogs > 0 {
+		rc.TrailingLogs = c.TrailingLogs
+	}
+	return rc
+}
+
+// NewDraftID returns a new unique draft id, a UUIDv7. Callers choose ids
+// before submitting a command so that applying it stays deterministic.
+func NewDraftID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new draft id: %w", err)
+	}
+	return id.String(), nil
+}
+
+// Open opens the data dir, starts the raft node and its transport, and
+// bootstraps a new cluster when Config.Bootstrap is set and the data dir
+// holds no raft state. It returns without waiting for a leader (see
+// WaitForLeader).
+func (s *Store) Open(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.opened:
+		return errors.New("store is already open")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	c := s.cfg
+	var cleanup []func() error
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				if cerr := cleanup[i](); cerr != nil {
+					s.logger.Warn("clean up after failed open", "error", cerr)
+				}
+			}
+		}
+	}()
+
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(c.DataDir, raftDBName),
+		BoltOptions: boltOptions(),
+		NoSync:      c.NoSync,
+	})
+	if err != nil {
+		return fmt.Errorf("open store: raft log: %w", err)
+	}
+	cleanup = append(cleanup, logs.Close)
+	cache, err := raft.NewLogCache(logCacheSize, logs)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	rlog := newRaftLogger(c.Logger.With("node", c.NodeID), "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.DataDir, c.SnapshotRetain, rlog.Named("snapshots"))
+	if err != nil {
+		return fmt.Errorf("open store: snapshot store: %w", err)
+	}
+	existing, err := raft.HasExistingState(cache, logs, snaps)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+
+	fsmPath := filepath.Join(c.DataDir, fsmDBName)
+	if !existing {
+		// A state file without raft state belongs to an earlier life of
+		// this data dir (raft.db was deleted): its applied index means
+		// nothing in the cluster this node is about to join, and skipping
+		// entries by it would corrupt the state. Start empty.
+		if err := os.Remove(fsmPath); err == nil {
+			s.logger.Warn("no raft state: discarded the old state file", "path", fsmPath)
+		} else if !os.IsNotExist(err) {
+			return fmt.Errorf("open store: %w", err)
+		}
+	}
+	f, err := openFSM(fsmPath, c.Logger.With("component", "fsm", "node", c.NodeID), s.metrics)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	cleanup = append(cleanup, f.close)
+	if err := restoreIfBehind(f, snaps); err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+
+	stream, err := newStreamLayer(c.BindAddr, c.AdvertiseAddr, c.TLS)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: c.MaxPool,
+		Timeout: c.TransportTimeout,
+		Logger:  rlog.Named("transport"),
+	})
+	cleanup = append(cleanup, trans.Close)
+
+	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, trans)
+	if err != nil {
+		return fmt.Errorf("open store: start raft: %w", err)
+	}
+	// Shutdown also closes the transport; closing it twice is harmless.
+	cleanup = append(cleanup, func() error { return r.Shutdown().Error() })
+	if c.Bootstrap && !existing {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(c.NodeID), Address: trans.LocalAddr()}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil {
+			return fmt.Errorf("open store: bootstrap: %w", err)
+		}
+		s.logger.Info("bootstrapped a new cluster", "addr", trans.LocalAddr())
+	}
+
+	obsCh := make(chan raft.Observation, 64)
+	s.observer = raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(s.observer)
+
+	s.logs, s.stream = logs, stream
+	s.fsm.Store(f)
+	s.raft.Store(r)
+	s.metrics.raft.raft.Store(r)
+	s.wg.Add(2)
+	go s.leaderLoop(r)
+	go s.observeLoop(obsCh)
+	s.opened = true
+	s.logger.Info("store open", "data_dir", c.DataDir, "addr", trans.LocalAddr(), "existing_state", existing,
+		"tls", c.TLS.Enabled(), "applied_index", f.appliedIndex())
+	return nil
+}
+
+// restoreIfBehind brings the state file up to the newest snapshot when the
+// state file is older (e.g. it was lost). Raft itself does not restore on
+// start (NoSnapshotRestoreOnStart): the state file normally is newer.
+func restoreIfBehind(f *fsm, snaps raft.SnapshotStore) error {
+	list, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(list) == 0 || list[0].Index <= f.appliedIndex() {
+		return nil
+	}
+	meta, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", list[0].ID, err)
+	}
+	f.logger.Info("state file is behind the newest snapshot; restoring it", "snapshot", meta.ID,
+		"snapshot_index", meta.Index, "applied_index", f.appliedIndex())
+	if err := f.Restore(rc); err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", meta.ID, err)
+	}
+	return nil
+}
+
+// Close shuts raft down, stops the store's goroutines and closes the data
+// dir. The store cannot be opened again; make a new one on the same dir.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if !s.opened {
+		s.metrics.unregister()
+		return nil
+	}
+	r := s.raft.Load()
+	var errs []error
+	if err := r.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+	}
+	r.DeregisterObserver(s.observer)
+	close(s.stop)
+	s.wg.Wait()
+	if err := s.logs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft log: %w", err))
+	}
+	if err := s.fsm.Load().close(); err != nil {
+		errs = append(errs, fmt.Errorf("close state file: %w", err))
+	}
+	s.metrics.raft.raft.Store(nil)
+	s.metrics.unregister()
+	s.logger.Info("store closed")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// leaderLoop follows this node's leadership. On winning an election it
+// starts establish, which runs a barrier so that the state holds every
+// entry of earlier terms before the node serves consistent reads (Consul
+// and Nomad do the same).
+func (s *Store) leaderLoop(r *raft.Raft) {
+	defer s.wg.Done()
+	var cur *leadership
+	lose := func() {
+		if cur == nil {
+			return
+		}
+		close(cur.lost)
+		cur = nil
+		s.leaderMu.Lock()
+		s.lead = nil
+		s.leaderMu.Unlock()
+	}
+	for {
+		select {
+		case <-s.stop:
+			lose()
+			return
+		case isLeader := <-s.notify:
+			lose()
+			if isLeader {
+				cur = &leadership{term: r.CurrentTerm(), ready: make(chan struct{}), lost: make(chan struct{})}
+				s.leaderMu.Lock()
+				s.lead = cur
+				s.leaderMu.Unlock()
+				s.wg.Add(1)
+				go s.establish(r, cur)
+				s.logger.Info("gained leadership", "term", r.CurrentTerm())
+			} else {
+				s.logger.Info("lost leadership")
+			}
+			s.signalLeaderChange()
+		}
+	}
+}
+
+// establish runs the post-election barrier, retrying until it succeeds or
+// the leadership ends, and then marks the leadership ready.
+func (s *Store) establish(r *raft.Raft, l *leadership) {
+	defer s.wg.Done()
+	const retry = 50 * time.Millisecond
+	for {
+		start := time.Now()
+		err := r.Barrier(s.cfg.BarrierTimeout).Error()
+		if err == nil {
+			close(l.ready)
+			s.logger.Info("leader ready for consistent reads", "barrier", time.Since(start), "applied_index", r.AppliedIndex())
+			return
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		s.logger.Warn("post-election barrier failed", "error", err)
+		t := time.NewTimer(retry)
+		select {
+		case <-l.lost:
+			t.Stop()
+			return
+		case <-s.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// observeLoop wakes WaitForLeader callers whenever the known leader changes.
+func (s *Store) observeLoop(ch <-chan raft.Observation) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ch:
+			s.signalLeaderChange()
+		}
+	}
+}
+
+func (s *Store) signalLeaderChange() {
+	s.leaderMu.Lock()
+	close(s.leaderCh)
+	s.leaderCh = make(chan struct{})
+	s.leaderMu.Unlock()
+}
+
+func (s *Store) leaderChanged() <-chan struct{} {
+	s.leaderMu.Lock()
+	defer s.leaderMu.Unlock()
+	return s.leaderCh
+}
+
+func (s *Store) leadership() *leadership {
+	s.leaderMu.Lock()
+	defer s.leaderMu.Unlock()
+	return s.lead
+}
+
+// node returns the raft node, or ErrNotOpen or ErrClosed.
+func (s *Store) node() (*raft.Raft, error) {
+	r := s.raft.Load()
+	if r == nil {
+		if s.isClosed() {
+			return nil, ErrClosed
+		}
+		return nil, ErrNotOpen
+	}
+	if r.State() == raft.Shutdown {
+		return nil, ErrClosed
+	}
+	return r, nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// notLeader returns a *NotLeaderError naming the leader raft knows.
+func notLeader(r *raft.Raft, cause error) *NotLeaderError {
+	addr, id := r.LeaderWithID()
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr), Err: cause}
+}
+
+// raftError maps raft's errors onto the store's, so no caller needs raft.
+func raftError(r *raft.Raft, err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return notLeader(r, nil)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return notLeader(r, ErrLeadershipLost)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	}
+	return err
+}
+
+// await waits for a raft future, or for ctx. When ctx ends first the
+// operation goes on inside raft and its outcome is unknown; the goroutine
+// ends when raft answers the future, which it always does (at the latest
+// when leadership is lost or raft shuts down).
+func await(ctx context.Context, f raft.Future) error {
+	if ctx.Done() == nil {
+		return f.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// timeout returns how long raft may take to accept an operation: until
+// ctx's deadline, else def.
+func timeout(ctx context.Context, def time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond), nil
+	}
+	return def, nil
+}
+
+// leaderNode returns the raft node if this node is the leader.
+func (s *Store) leaderNode() (*raft.Raft, error) {
+	r, err := s.node()
+	if err != nil {
+		return nil, err
+	}
+	if r.State() != raft.Leader {
+		return nil, notLeader(r, nil)
+	}
+	return r, nil
+}
+
+// submit appends an entry to the raft log on the leader and returns the
+// state machine's response once the entry is committed and applied here.
+func (s *Store) submit(ctx context.Context, label string, data []byte) (any, error) {
+	r, err := s.leaderNode()
+	if err != nil {
+		return nil, err
+	}
+	d, err := timeout(ctx, s.cfg.ApplyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	f := r.Apply(data, d)
+	if err := await(ctx, f); err != nil {
+		return nil, raftError(r, err)
+	}
+	s.metrics.applyDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+	return f.Response(), nil
+}
+
+// Apply submits one command on the leader and returns its result once it
+// is committed and applied. A refused command is a nil error with
+// Result.Err set; the error is about the submission itself: a
+// *NotLeaderError, ErrTimeout, ErrClosed, ErrInvalidCommand or ctx's error.
+// After ErrLeadershipLost or a ctx error the command may still commit.
+func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
+	if cmd == nil {
+		return Result{}, fmt.Errorf("%w: nil command", ErrInvalidCommand)
+	}
+	data, err := encodeCommand(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	resp, err := s.submit(ctx, cmd.cmdType().String(), data)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", cmd.cmdType(), err)
+	}
+	res, ok := resp.(Result)
+	if !ok {
+		return Result{}, fmt.Errorf("apply %s: unexpected response %T", cmd.cmdType(), resp)
+	}
+	return res, nil
+}
+
+// Batch submits several commands in one raft log entry, which costs about
+// as much as one command. They are applied in order, each on the state the
+// previous ones left, and each has its own result: a refused command does
+// not stop the others and nothing is rolled back.
+func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
+	data, err := encodeBatch(cmds)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.submit(ctx, typeBatch.String(), data)
+	if err != nil {
+		return nil, fmt.Errorf("apply batch: %w", err)
+	}
+	res, ok := resp.([]Result)
+	if !ok {
+		return nil, fmt.Errorf("apply batch: unexpected response %T", resp)
+	}
+	return res, nil
+}
+
+// do applies cmd and turns a refusal into the error.
+func (s *Store) do(ctx context.Context, cmd Command) (uint64, error) {
+	res, err := s.Apply(ctx, cmd)
+	if err != nil {
+		return 0, err
+	}
+	return res.Index, res.Err
+}
+
+// ReplaceActive replaces the active tree and returns its new index.
+func (s *Store) ReplaceActive(ctx context.Context, tree *config.Node) (uint64, error) {
+	return s.do(ctx, ReplaceActive{Tree: tree})
+}
+
+// CreateDraft makes a new draft owned by owner, a copy of the active tree,
+// replacing any existing draft, and returns its id.
+func (s *Store) CreateDraft(ctx context.Context, owner string) (string, error) {
+	id, err := s.newID()
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.do(ctx, CreateDraft{ID: id, Owner: owner, Now: s.now()}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// EditDraft replaces the tree of draft id, owned by user. See [EditDraft].
+func (s *Store) EditDraft(ctx context.Context, id, user string, tree *config.Node) error {
+	_, err := s.do(ctx, EditDraft{ID: id, User: user, Tree: tree, Now: s.now()})
+	return err
+}
+
+// TakeOver makes user the owner of draft id.
+func (s *Store) TakeOver(ctx context.Context, id, user string) error {
+	_, err := s.do(ctx, TakeOver{ID: id, User: user})
+	return err
+}
+
+// Deploy makes draft id, owned by user, the active tree, and returns the
+// active tree's new index.
+func (s *Store) Deploy(ctx context.Context, id, user string) (uint64, error) {
+	return s.do(ctx, Deploy{ID: id, User: user})
+}
+
+// DeleteDraft deletes draft id, owned by user.
+func (s *Store) DeleteDraft(ctx context.Context, id, user string) error {
+	_, err := s.do(ctx, DeleteDraft{ID: id, User: user})
+	return err
+}
+
+// Active returns a copy of the active tree and its index (0 for the
+// initial tree, the root filter alone) from this node's state. For a
+// linearizable read call ConsistentRead first.
+func (s *Store) Active() (*config.Node, uint64) {
+	f := s.fsm.Load()
+	if f == nil {
+		return config.NewRoot(), 0
+	}
+	return f.active()
+}
+
+// Draft returns a copy of the draft from this node's state, or ErrNoDraft.
+func (s *Store) Draft() (*Draft, error) {
+	f := s.fsm.Load()
+	if f == nil {
+		return nil, ErrNotOpen
+	}
+	return f.draft()
+}
+
+// Index returns the state index: the raft log index of the last change.
+func (s *Store) Index() uint64 {
+	f := s.fsm.Load()
+	if f == nil {
+		return 0
+	}
+	idx, _ := f.indexes()
+	return idx
+}
+
+// WaitActive returns the active tree as soon as its index exceeds after,
+// at once if it already does, or the current tree when ctx ends (a
+// Consul-style blocking query: the caller compares the index). The error is
+// only ErrNotOpen or ErrClosed. It reads this node's state.
+func (s *Store) WaitActive(ctx context.Context, after uint64) (*config.Node, uint64, error) {
+	f := s.fsm.Load()
+	if f == nil {
+		return nil, 0, ErrNotOpen
+	}
+	return f.waitActive(ctx, after)
+}
+
+// ConsistentRead returns nil once reading this node's state is
+// linearizable: this node is the leader, its post-election barrier has
+// completed in the current term (the state holds every entry committed
+// before this term), and a quorum still acknowledges its leadership
+// (VerifyLeader). Otherwise it returns a *NotLeaderError, ErrClosed or
+// ctx's error.
+func (s *Store) ConsistentRead(ctx context.Context) error {
+	for {
+		changed := s.leaderChanged()
+		r, err := s.leaderNode()
+		if err != nil {
+			return err
+		}
+		l := s.leadership()
+		if l == nil || l.term != r.CurrentTerm() {
+			// Raft already leads in this term; leaderLoop has not caught up.
+			select {
+			case <-changed:
+				continue
+			case <-s.stop:
+				return ErrClosed
+			case <-ctx.Done():
+				return fmt.Errorf("consistent read: %w", ctx.Err())
+			}
+		}
+		select {
+		case <-l.ready:
+		case <-l.lost:
+			continue
+		case <-s.stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("consistent read: %w", ctx.Err())
+		}
+		if err := await(ctx, r.VerifyLeader()); err != nil {
+			return fmt.Errorf("consistent read: %w", raftError(r, err))
+		}
+		if r.CurrentTerm() == l.term {
+			return nil
+		}
+	}
+}
+
+// Join adds the node id, reachable at addr, as a voter. Only the leader
+// can; others return a *NotLeaderError. It first dials addr as raft would
+// (with TLS, verifying the peer's certificate), so an unreachable or
+// untrusted node is refused instead of becoming a voter that raises the
+// quorum. Joining a member again with the same address is a no-op; a new
+// address replaces the old one, and a different member on addr is removed.
+func (s *Store) Join(ctx context.Context, id, addr string) error {
+	r, err := s.leaderNode()
+	if err != nil {
+		return err
+	}
+	if id == "" || addr == "" {
+		return fmt.Errorf("join: %w: a node id and an address are required", ErrInvalidCommand)
+	}
+	if addr == s.Addr() && id != s.cfg.NodeID {
+		return fmt.Errorf("join %s: %w: %s is this node's own address", id, ErrInvalidCommand, addr)
+	}
+	servers, err := s.servers(ctx, r)
+	if err != nil {
+		return fmt.Errorf("join %s: %w", id, err)
+	}
+	for _, srv := range servers {
+		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && srv.Suffrage == raft.Voter {
+			return nil
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.TransportTimeout)
+	err = s.streamLayer().probe(pctx, addr)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("join %s: cannot reach %s: %w", id, addr, err)
+	}
+	d, err := timeout(ctx, s.cfg.ApplyTimeout)
+	if err != nil {
+		return fmt.Errorf("join %s: %w", id, err)
+	}
+	for _, srv := range servers {
+		if srv.Address == raft.ServerAddress(addr) && srv.ID != raft.ServerID(id) {
+			s.logger.Info("removing member with the joining node's address", "member", srv.ID, "addr", addr)
+			if err := await(ctx, r.RemoveServer(srv.ID, 0, d)); err != nil {
+				return fmt.Errorf("join %s: remove %s: %w", id, srv.ID, raftError(r, err))
+			}
+		}
+	}
+	if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, d)); err != nil {
+		return fmt.Errorf("join %s: %w", id, raftError(r, err))
+	}
+	s.logger.Info("added voter", "member", id, "addr", addr)
+	return nil
+}
+
+// Remove removes member id from the cluster. Only the leader can.
+func (s *Store) Remove(ctx context.Context, id string) error {
+	r, err := s.leaderNode()
+	if err != nil {
+		return err
+	}
+	servers, err := s.servers(ctx, r)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	found := false
+	for _, srv := range servers {
+		found = found || srv.ID == raft.ServerID(id)
+	}
+	if !found {
+		return fmt.Errorf("remove %s: %w", id, ErrUnknownMember)
+	}
+	d, err := timeout(ctx, s.cfg.ApplyTimeout)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	if err := await(ctx, r.RemoveServer(raft.ServerID(id), 0, d)); err != nil {
+		return fmt.Errorf("remove %s: %w", id, raftError(r, err))
+	}
+	s.logger.Info("removed member", "member", id)
+	return nil
+}
+
+func (s *Store) servers(ctx context.Context, r *raft.Raft) ([]raft.Server, error) {
+	f := r.GetConfiguration()
+	if err := await(ctx, f); err != nil {
+		return nil, fmt.Errorf("get configuration: %w", raftError(r, err))
+	}
+	return f.Configuration().Servers, nil
+}
+
+// ID returns this node's id.
+func (s *Store) ID() string { return s.cfg.NodeID }
+
+// Addr returns this node's advertised raft address ("" before Open).
+func (s *Store) Addr() string {
+	l := s.streamLayer()
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+func (s *Store) streamLayer() *streamLayer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stream
+}
+
+// Leader returns the id and raft address of the leader this node knows,
+// or empty strings during an election.
+func (s *Store) Leader() (id, addr string) {
+	r := s.raft.Load()
+	if r == nil {
+		return "", ""
+	}
+	a, i := r.LeaderWithID()
+	return string(i), string(a)
+}
+
+// IsLeader reports whether this node is the leader.
+func (s *Store) IsLeader() bool {
+	r := s.raft.Load()
+	return r != nil && r.State() == raft.Leader
+}
+
+// WaitForLeader waits until this node knows a leader and returns it.
+func (s *Store) WaitForLeader(ctx context.Context) (id, addr string, err error) {
+	r, err := s.node()
+	if err != nil {
+		return "", "", err
+	}
+	for {
+		ch := s.leaderChanged()
+		if a, i := r.LeaderWithID(); a != "" {
+			return string(i), string(a), nil
+		}
+		select {
+		case <-ch:
+		case <-s.stop:
+			return "", "", ErrClosed
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("wait for leader: %w", ctx.Err())
+		}
+	}
+}
+
+// Ready reports whether this node can serve: it knows a leader, has
+// applied every entry it knows to be committed, and, if it is the leader,
+// has completed its post-election barrier.
+func (s *Store) Ready() bool {
+	r := s.raft.Load()
+	if r == nil || r.State() == raft.Shutdown {
+		return false
+	}
+	if a, _ := r.LeaderWithID(); a == "" {
+		return false
+	}
+	if r.AppliedIndex() < r.CommitIndex() {
+		return false
+	}
+	if r.State() != raft.Leader {
+		return true
+	}
+	l := s.leadership()
+	if l == nil || l.term != r.CurrentTerm() {
+		return false
+	}
+	select {
+	case <-l.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Snapshot makes raft take a snapshot now and compact its log (beyond
+// Config.TrailingLogs). Raft also snapshots on its own (SnapshotInterval,
+// SnapshotThreshold).
+func (s *Store) Snapshot(ctx context.Context) error {
+	r, err := s.node()
+	if err != nil {
+		return err
+	}
+	if err := await(ctx, r.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("snapshot: %w", raftError(r, err))
+	}
+	return nil
+}
+
+// Member is a member of the cluster's raft configuration.
+type Member struct {
+	ID     string `json:"id"`
+	Addr   string `json:"addr"`
+	Voter  bool   `json:"voter"`
+	Leader bool   `json:"leader"`
+}
+
+// Stats is a view of this node's raft and state machine.
+type Stats struct {
+	NodeID string `json:"node_id"`
+	Addr   string `json:"addr"`
+	// State is Follower, Candidate, Leader or Shutdown.
+	State      string `json:"state"`
+	LeaderID   string `json:"leader_id"`
+	LeaderAddr string `json:"leader_addr"`
+	Term       uint64 `json:"term"`
+	// CommitIndex is the highest log index known committed; AppliedIndex the
+	// highest handed to the state machine.
+	CommitIndex       uint64 `json:"commit_index"`
+	AppliedIndex      uint64 `json:"applied_index"`
+	LastLogIndex      uint64 `json:"last_log_index"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
+	// StateIndex and ActiveIndex are the state's and the active tree's indexes.
+	StateIndex  uint64   `json:"state_index"`
+	ActiveIndex uint64   `json:"active_index"`
+	Members     []Member `json:"members"`
+}
+
+// Stats returns this node's view of the cluster.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	r, err := s.node()
+	if err != nil {
+		return Stats{}, err
+	}
+	servers, err := s.servers(ctx, r)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	la, li := r.LeaderWithID()
+	st := Stats{
+		NodeID:            s.cfg.NodeID,
+		Addr:              s.Addr(),
+		State:             r.State().String(),
+		LeaderID:          string(li),
+		LeaderAddr:        string(la),
+		Term:              r.CurrentTerm(),
+		CommitIndex:       r.CommitIndex(),
+		AppliedIndex:      r.AppliedIndex(),
+		LastLogIndex:      r.LastIndex(),
+		LastSnapshotIndex: statUint(r.Stats(), "last_snapshot_index"),
+	}
+	if f := s.fsm.Load(); f != nil {
+		st.StateIndex, st.ActiveIndex = f.indexes()
+	}
+	for _, srv := range servers {
+		st.Members = append(st.Members, Member{
+			ID:     string(srv.ID),
+			Addr:   string(srv.Address),
+			Voter:  srv.Suffrage == raft.Voter,
+			Leader: srv.ID == li,
+		})
+	}
+	return st, nil
+}

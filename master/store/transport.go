@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// TLSConfig enables mutual TLS on the raft port: every master presents its
+// certificate and accepts only peers whose certificate the CA signed.
+// Either all three files are set, or none.
+type TLSConfig struct {
+	// CertFile and KeyFile are this node's PEM certificate and key, used
+	// both to accept and to dial; the certificate needs the server and
+	// client auth extended key usages (or none).
+	CertFile string
+	KeyFile  string
+	// CAFile is the PEM bundle of the CA that signs the masters' certificates.
+	CAFile string
+	// ServerName is the name a peer's certificate must carry (a DNS SAN),
+	// e.g. one name shared by all masters, as Nomad's server.<region>.nomad.
+	// Empty means the host of the address being dialled (a DNS or IP SAN).
+	ServerName string
+}
+
+// Enabled reports whether TLS is configured.
+func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
+
+func (c TLSConfig) validate() error {
+	if c.Enabled() && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
+		return errors.New("tls needs a certificate, a key and a CA file")
+	}
+	return nil
+}
+
+// load reads the files and returns the server and client configurations.
+func (c TLSConfig) load() (server, client *tls.Config, err error) {
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load tls key pair: %w", err)
+	}
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load tls ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("load tls ca: no certificate in %s", c.CAFile)
+	}
+	server = &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+	}
+	client = &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ServerName:   c.ServerName, // empty: tls.Dialer uses the dialled host
+	}
+	return server, client, nil
+}
+
+// tlsHandshakeTimeout bounds the handshake of an accepted connection.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// streamLayer is the raft.StreamLayer of the store's network transport:
+// plain TCP, or mutual TLS over TCP.
+type streamLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+	server    *tls.Config // nil without TLS
+	client    *tls.Config
+
+	// Partition simulation for tests: while cut, no connection is made or
+	// accepted, and cutting closes the open ones.
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+var _ raft.StreamLayer = (*streamLayer)(nil)
+
+// advertiseAddr is the address other nodes dial; a host name is allowed.
+type advertiseAddr string
+
+// Network implements net.Addr.
+func (a advertiseAddr) Network() string { return "tcp" }
+
+// String implements net.Addr.
+func (a advertiseAddr) String() string { return string(a) }
+
+// newStreamLayer listens on bind. advertise is the address peers dial; if
+// empty it is the listener's address, which must then be a specific IP.
+func newStreamLayer(bind, advertise string, tc TLSConfig) (*streamLayer, error) {
+	l := &streamLayer{}
+	if tc.Enabled() {
+		var err error
+		if l.server, l.client, err = tc.load(); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("raft listen: %w", err)
+	}
+	l.ln = ln
+	if advertise != "" {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("advertise address %q: %w", advertise, err)
+		}
+		l.advertise = advertiseAddr(advertise)
+		return l, nil
+	}
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("raft bind address %s cannot be advertised: set an advertise address", ln.Addr())
+	}
+	l.advertise = tcp
+	return l, nil
+}
+
+// Accept implements net.Listener. A TLS connection does its handshake on
+// first use, in raft's per-connection goroutine, within tlsHandshakeTimeout.
+func (l *streamLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.server != nil {
+			c = &serverConn{Conn: tls.Server(c, l.server)}
+		}
+		if c, err = l.track(c); err == nil {
+			return c, nil
+		}
+	}
+}
+
+// Close implements net.Listener.
+func (l *streamLayer) Close() error { return l.ln.Close() }
+
+// Addr implements net.Listener: the advertised address.
+func (l *streamLayer) Addr() net.Addr { return l.advertise }
+
+// Dial implements raft.StreamLayer. With TLS the handshake, which verifies
+// the peer's certificate, is part of the dial and of its timeout.
+func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if l.isCut() {
+		return nil, errPartitioned
+	}
+	d := &net.Dialer{Timeout: timeout}
+	var (
+		c   net.Conn
+		err error
+	)
+	if l.client == nil {
+		c, err = d.Dial("tcp", string(address))
+	} else {
+		c, err = tls.DialWithDialer(d, "tcp", string(address), l.client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.track(c)
+}
+
+// errPartitioned is the dial error of a cut stream layer.
+var errPartitioned = errors.New("partitioned")
+
+// setCut cuts the node off the network (cut true) or heals it.
+func (l *streamLayer) setCut(cut bool) {
+	l.mu.Lock()
+	l.cut = cut
+	var open []net.Conn
+	if cut {
+		for c := range l.conns {
+			open = append(open, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+}
+
+func (l *streamLayer) isCut() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cut
+}
+
+// track registers c so that setCut can close it; while cut it closes c.
+func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut {
+		c.Close()
+		return nil, errPartitioned
+	}
+	if l.conns == nil {
+		l.conns = make(map[net.Conn]struct{})
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// trackedConn removes itself from its stream layer when closed.
+type trackedConn struct {
+	net.Conn
+	l *streamLayer
+}
+
+// Close implements net.Conn.
+func (c *trackedConn) Close() error {
+	c.l.mu.Lock()
+	delete(c.l.conns, c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// probe dials addr as raft would, completing the TLS handshake, and hangs up.
+func (l *streamLayer) probe(ctx context.Context, addr string) error {
+	var (
+		c   net.Conn
+		err error
+	)
+	if l.client == nil {
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = (&tls.Dialer{Config: l.client}).DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// serverConn is an accepted TLS connection whose handshake runs with a
+// deadline on first use, so a peer that never completes it cannot hold a
+// raft connection goroutine forever.
+type serverConn struct {
+	*tls.Conn
+	once sync.Once
+	err  error
+}
+
+func (c *serverConn) handshake() error {
+	c.once.Do(func() {
+		if err := c.SetDeadline(time.Now().Add(tlsHandshakeTimeout)); err != nil {
+			c.err = err
+			return
+		}
+		if err := c.Handshake(); err != nil {
+			c.err = err
+			return
+		}
+		c.err = c.SetDeadline(time.Time{})
+	})
+	return c.err
+}
+
+// Read implements net.Conn.
+func (c *serverConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+// Write implements net.Conn.
+func (c *serverConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"crypto/tls"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTLSConfig_Validate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		c    TLSConfig
+		ok   bool
+	}{
+		{"none", TLSConfig{}, true},
+		{"all", TLSConfig{CertFile: "c", KeyFile: "k", CAFile: "ca"}, true},
+		{"no ca", TLSConfig{CertFile: "c", KeyFile: "k"}, false},
+		{"only ca", TLSConfig{CAFile: "ca"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c.validate(); (err == nil) != tc.ok {
+				t.Fatalf("validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestStreamLayer_Advertise(t *testing.T) {
+	t.Parallel()
+	if _, err := newStreamLayer("0.0.0.0:0", "", TLSConfig{}); err == nil || !strings.Contains(err.Error(), "advertise") {
+		t.Fatalf("unspecified bind without advertise: %v", err)
+	}
+	l, err := newStreamLayer("0.0.0.0:0", "master-0.squall:7000", TLSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.Addr().String(); got != "master-0.squall:7000" {
+		t.Fatalf("advertised %q", got)
+	}
+	if _, err := newStreamLayer("127.0.0.1:0", "no-port", TLSConfig{}); err == nil {
+		t.Fatal("advertise address without a port accepted")
+	}
+}
+
+// TestCluster_MutualTLS forms a 3-node cluster over mutual TLS, then shows
+// that a node whose certificate another CA signed can neither join nor
+// talk to the members.
+func TestCluster_MutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, certs := writeCA(t, filepath.Join(dir, "ca1"), "node0", "node1", "node2")
+	nodes := newCluster(t, 3, func(i int, c *Config) {
+		name := []string{"node0", "node1", "node2"}[i]
+		c.TLS = TLSConfig{CertFile: certs[name][0], KeyFile: certs[name][1], CAFile: ca}
+		if i == 2 {
+			// Verify peers by a name shared by all masters, not by address.
+			c.TLS.ServerName = "master.squall"
+		}
+	})
+	leader := leaderOf(t, nodes)
+	ctx := ctxTimeout(t, 20*time.Second)
+	idx, err := leader.ReplaceActive(ctx, treeWith("over_tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range nodes {
+		waitFor(t, 5*time.Second, func() bool { _, i := s.Active(); return i == idx }, "%s to apply", s.ID())
+		if tree, _ := s.Active(); !reflect.DeepEqual(childNames(tree), []string{"over_tls"}) {
+			t.Fatalf("%s: %v", s.ID(), childNames(tree))
+		}
+	}
+
+	// A rogue node with a certificate from another CA.
+	rogueCA, rogueCerts := writeCA(t, filepath.Join(dir, "ca2"), "rogue")
+	cfg := testConfig(t, "rogue")
+	cfg.TLS = TLSConfig{CertFile: rogueCerts["rogue"][0], KeyFile: rogueCerts["rogue"][1], CAFile: rogueCA}
+	rogue := openStore(t, cfg)
+
+	err = leader.Join(ctx, "rogue", rogue.Addr())
+	var certErr *tls.CertificateVerificationError
+	if err == nil || !errors.As(err, &certErr) {
+		t.Fatalf("join of a rogue node: %v, want a certificate verification error", err)
+	}
+	if got := memberIDs(t, leader); len(got) != 3 {
+		t.Fatalf("members after refused join %v", got)
+	}
+	// The rogue cannot reach a member either: it does not trust the
+	// member's certificate, and the member would not trust its own.
+	if err := rogue.streamLayer().probe(ctx, leader.Addr()); err == nil {
+		t.Fatal("rogue dialled a member")
+	}
+	// Nothing reached it: it never learns of a leader.
+	if _, _, err := rogue.WaitForLeader(ctxTimeout(t, 500*time.Millisecond)); err == nil {
+		t.Fatal("rogue found a leader")
+	}
+	if _, err := leader.ReplaceActive(ctx, treeWith("still_fine")); err != nil {
+		t.Fatal(err)
+	}
+}
