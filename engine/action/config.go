@@ -1,0 +1,304 @@
+package action
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config holds the executor settings: one JSON file, read with [Load] (or
+// [Default], [Parse] and [Config.Validate]). Every field is optional; the
+// zero values of nested settings are replaced by the defaults only through
+// [Default], so build a Config from Default and change what you need.
+type Config struct {
+	// Retry is the retry policy of [Registry.Run].
+	Retry RetryConfig `json:"retry"`
+	// Archive configures the archive executor. It is enabled when
+	// Archive.BasePath is set.
+	Archive ArchiveConfig `json:"archive"`
+	// Script configures the script executor. It is enabled when
+	// Script.AllowedDir is set.
+	Script ScriptConfig `json:"script"`
+	// HTTP configures the http executor, always enabled.
+	HTTP HTTPConfig `json:"http"`
+	// Foreach configures the foreach executor, always enabled.
+	Foreach ForeachConfig `json:"foreach"`
+}
+
+// RetryConfig is the retry policy for retriable failures: attempt n+1 starts
+// after min(MaxDelay, BaseDelay·2ⁿ⁻¹), shortened by a random fraction of at
+// most Jitter of itself.
+type RetryConfig struct {
+	// MaxAttempts bounds the executions of one action, the first included
+	// (1 disables retries). Default 5.
+	MaxAttempts int `json:"max_attempts"`
+	// BaseDelay is the delay before the first retry. Default 100ms.
+	BaseDelay Duration `json:"base_delay"`
+	// MaxDelay caps every delay. Default 10s.
+	MaxDelay Duration `json:"max_delay"`
+	// Jitter, between 0 and 1, is the largest fraction of a delay that is
+	// randomly taken off it, so that failing actions do not retry in step.
+	// Default 0.5.
+	Jitter float64 `json:"jitter"`
+}
+
+// ArchiveConfig configures the archive executor.
+type ArchiveConfig struct {
+	// BasePath is the directory every archive file lives under; it is
+	// created if missing. Empty disables the archive executor.
+	BasePath string `json:"base_path"`
+	// DefaultPath is the file, relative to BasePath, for actions without an
+	// archive_type. Required when BasePath is set.
+	DefaultPath string `json:"default_path"`
+	// Paths maps an archive_type to a file template relative to BasePath.
+	// "${name}" in a template is replaced by the payload's top-level string
+	// field name. A leading "/" is allowed (Tornado writes templates so) and
+	// means BasePath.
+	Paths map[string]string `json:"paths"`
+	// MaxOpenFiles bounds the files kept open between writes. Default 64.
+	MaxOpenFiles int `json:"max_open_files"`
+	// FileTTL is how long a file stays open before it is reopened, so that
+	// an archive file moved away (log rotation) is recreated. Default 1m.
+	FileTTL Duration `json:"file_ttl"`
+}
+
+// ScriptConfig configures the script executor.
+type ScriptConfig struct {
+	// AllowedDir is the absolute directory that holds the runnable
+	// programs: a script resolves inside it or is refused. Empty disables
+	// the script executor.
+	AllowedDir string `json:"allowed_dir"`
+	// Timeout bounds one run; the program and its process group are killed
+	// when it expires. Default 30s.
+	Timeout Duration `json:"timeout"`
+	// MaxOutput bounds the bytes of standard output, and of standard error,
+	// kept for the log. Default 65536.
+	MaxOutput int `json:"max_output"`
+	// Env is the whole environment of the programs (the engine's own
+	// environment is never passed on). Default: PATH only.
+	Env map[string]string `json:"env"`
+}
+
+// HTTPConfig configures the http executor.
+type HTTPConfig struct {
+	// Timeout bounds one request, response headers included. Default 10s.
+	Timeout Duration `json:"timeout"`
+	// AllowedSchemes lists the URL schemes accepted. Default http, https.
+	AllowedSchemes []string `json:"allowed_schemes"`
+	// AllowedHosts, when not empty, lists the host names accepted: an
+	// exact name, or "*.example.com" for every subdomain of example.com.
+	AllowedHosts []string `json:"allowed_hosts"`
+}
+
+// ForeachConfig configures the foreach executor.
+type ForeachConfig struct {
+	// MaxDepth bounds how deep foreach actions may nest (a foreach among
+	// the actions of a foreach is depth 2). Default 4.
+	MaxDepth int `json:"max_depth"`
+}
+
+// Default returns the default configuration: retries on, archive and script
+// disabled, http and foreach enabled.
+func Default() Config {
+	return Config{
+		Retry: RetryConfig{
+			MaxAttempts: 5,
+			BaseDelay:   Duration(100 * time.Millisecond),
+			MaxDelay:    Duration(10 * time.Second),
+			Jitter:      0.5,
+		},
+		Archive: ArchiveConfig{
+			MaxOpenFiles: 64,
+			FileTTL:      Duration(time.Minute),
+		},
+		Script: ScriptConfig{
+			Timeout:   Duration(30 * time.Second),
+			MaxOutput: 64 << 10,
+			Env:       map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"},
+		},
+		HTTP: HTTPConfig{
+			Timeout:        Duration(10 * time.Second),
+			AllowedSchemes: []string{"http", "https"},
+		},
+		Foreach: ForeachConfig{MaxDepth: 4},
+	}
+}
+
+// Parse reads a JSON configuration over [Default]: fields present in the
+// file replace the defaults. Unknown fields and trailing data are errors.
+// Parse does not validate: call [Config.Validate].
+func Parse(r io.Reader) (Config, error) {
+	cfg := Default()
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	// A file that sets "env" replaces the default environment.
+	cfg.Script.Env = nil
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, fmt.Errorf("parse action config: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Config{}, errors.New("parse action config: data after the JSON object")
+	}
+	if cfg.Script.Env == nil {
+		cfg.Script.Env = Default().Script.Env
+	}
+	return cfg, nil
+}
+
+// Load reads, parses and validates the configuration file at path.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("load action config: %w", err)
+	}
+	cfg, err := Parse(bytes.NewReader(b))
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ConfigError reports an invalid configuration field. Field is its JSON
+// path, such as "archive.paths.one".
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks the configuration. It returns every problem found, each
+// a [*ConfigError], joined with [errors.Join].
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
+
+	r := c.Retry
+	if r.MaxAttempts < 1 || r.MaxAttempts > 100 {
+		bad("retry.max_attempts", "must be between 1 and 100, not %d", r.MaxAttempts)
+	}
+	if r.BaseDelay <= 0 {
+		bad("retry.base_delay", "must be positive")
+	}
+	if r.MaxDelay < r.BaseDelay {
+		bad("retry.max_delay", "must be at least retry.base_delay")
+	}
+	if !(r.Jitter >= 0 && r.Jitter <= 1) {
+		bad("retry.jitter", "must be between 0 and 1")
+	}
+
+	a := c.Archive
+	if a.BasePath == "" {
+		if a.DefaultPath != "" || len(a.Paths) > 0 {
+			bad("archive.base_path", "is required with default_path or paths")
+		}
+	} else {
+		if a.DefaultPath == "" {
+			bad("archive.default_path", "is required with base_path")
+		} else if _, err := parsePathTemplate(a.DefaultPath); err != nil {
+			bad("archive.default_path", "%w", err)
+		}
+		for _, k := range sortedKeys(a.Paths) {
+			if k == "" {
+				bad("archive.paths", "an archive type must not be empty")
+			}
+			if _, err := parsePathTemplate(a.Paths[k]); err != nil {
+				bad("archive.paths."+k, "%w", err)
+			}
+		}
+	}
+	if a.MaxOpenFiles < 1 {
+		bad("archive.max_open_files", "must be at least 1")
+	}
+	if a.FileTTL <= 0 {
+		bad("archive.file_ttl", "must be positive")
+	}
+
+	s := c.Script
+	if s.AllowedDir != "" && !filepath.IsAbs(s.AllowedDir) {
+		bad("script.allowed_dir", "must be an absolute path")
+	}
+	if s.Timeout <= 0 {
+		bad("script.timeout", "must be positive")
+	}
+	if s.MaxOutput < 1 {
+		bad("script.max_output", "must be at least 1")
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s.Env[k], 0) {
+			bad("script.env", "invalid variable %q", k)
+		}
+	}
+
+	h := c.HTTP
+	if h.Timeout <= 0 {
+		bad("http.timeout", "must be positive")
+	}
+	if len(h.AllowedSchemes) == 0 {
+		bad("http.allowed_schemes", "must not be empty")
+	}
+	for _, sc := range h.AllowedSchemes {
+		if sc != "http" && sc != "https" {
+			bad("http.allowed_schemes", "%q is not http or https", sc)
+		}
+	}
+	for _, host := range h.AllowedHosts {
+		name := strings.TrimPrefix(host, "*.")
+		if name == "" || strings.ContainsAny(name, "*/:@ ") || name != strings.ToLower(name) {
+			bad("http.allowed_hosts", "%q is not a lowercase host name or *.domain", host)
+		}
+	}
+
+	if c.Foreach.MaxDepth < 1 {
+		bad("foreach.max_depth", "must be at least 1")
+	}
+	return errors.Join(errs...)
+}
+
+// Duration is a [time.Duration] written in JSON as a string such as "250ms"
+// or "1m30s".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"10s\": %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

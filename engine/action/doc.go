@@ -1,0 +1,91 @@
+// Package action runs the actions that matched rules produce.
+//
+// A [Registry] maps action ids to [Executor]s. It is built explicitly from a
+// [Config] by [NewRegistry] (no init-time registration), and [Registry.Run]
+// dispatches one [tree.Action]: an unknown id fails with [ErrNoExecutor]; a
+// retriable failure is retried with exponential backoff and jitter; a
+// permanent one is returned at once. The caller (the engine, or the master
+// for Full test events) decides what to do with a final failure: log it or
+// dead-letter the event.
+//
+// # Errors
+//
+// Executors classify their failures with [NewRetriable] and [NewPermanent];
+// [Retriable] reads the classification back. An unclassified error is
+// permanent: an action is run again only when its executor says so.
+// Payloads that break an executor's contract wrap [ErrInvalidPayload];
+// paths that would leave their base directory wrap [ErrPathEscape].
+//
+// # Executors
+//
+// Payload contracts follow Tornado (reference/tornado-semantics.md §7.3).
+// Executors never modify a payload: it may share values with the event and
+// the tree.
+//
+//   - logger: logs the action (id and payload) at info level. Any payload.
+//   - archive: payload event (required, any JSON) and archive_type
+//     (optional string). Appends event as one compact JSON line to
+//     archive.base_path/<path>, where <path> is archive.paths[archive_type],
+//     or archive.default_path when archive_type is absent or not a string.
+//     "${name}" in the path is replaced by the payload's top-level string
+//     field name. An unknown archive_type or a missing parameter is a
+//     permanent error. The path must stay inside the base directory: ".."
+//     elements and absolute paths are refused, and every file operation goes
+//     through an [os.Root], so a symbolic link cannot lead out either.
+//     Parent directories are created. Lines of one file never interleave.
+//     Enabled when archive.base_path is set.
+//   - script: payload script (string: the program, then leading arguments,
+//     split on white space) and args (optional). The program must resolve,
+//     symbolic links followed, inside script.allowed_dir; it runs with an
+//     argument vector and never through a shell, with the environment of
+//     script.env only, in allowed_dir, killed (with its process group) after
+//     script.timeout. args flattens: a string is one argument; a number or
+//     a bool its text; an array each element in turn; an object, key by key
+//     in sorted order, "--key" then the value's arguments; null nothing.
+//     Standard output and error (bounded by script.max_output) are logged.
+//     A non-zero exit status, a timeout, or a program still open for
+//     writing ("text file busy") is retriable; a program that cannot be
+//     found or run is permanent. Enabled when script.allowed_dir is set.
+//   - http: payload url (required), method (default POST), headers (object
+//     of strings), body (any JSON). Without body, POST, PUT and PATCH send
+//     the rest of the payload (without url, method and headers) as JSON, so
+//     that "POST the payload as JSON" needs no body field and header secrets
+//     never land in a body; GET, HEAD and DELETE send nothing. Redirects are
+//     not followed. 2xx succeeds; 408, 425, 429, 5xx, network errors and
+//     timeouts are retriable; other statuses are permanent ([StatusError]).
+//     Header values, and the URL's query and user info, are never logged.
+//   - foreach: payload target (array) and actions (array of {id, payload}).
+//     For each inner action, for each item of target, every string of the
+//     payload is resolved against {"item": item}: a string that is exactly
+//     "${item...}" becomes the value with its own type, an interpolated
+//     string becomes text, and a string that cannot be resolved is kept as
+//     it is. The produced actions, with the foreach's created_ms, run through
+//     the registry in that order. Invalid inner actions are skipped (and
+//     logged); nesting is bounded by foreach.max_depth.
+//
+// The elasticsearch, kafka and finding executors are not built in yet: pass
+// them in [Deps.Executors].
+//
+// # Configuration
+//
+// One JSON file, read by [Load] over [Default]; unknown fields are errors:
+//
+//	{
+//	  "retry":   {"max_attempts": 5, "base_delay": "100ms", "max_delay": "10s", "jitter": 0.5},
+//	  "archive": {"base_path": "/var/lib/squall/archive", "default_path": "/default/file.out",
+//	              "paths": {"one": "/one/${key}/file.log"},
+//	              "max_open_files": 64, "file_ttl": "1m"},
+//	  "script":  {"allowed_dir": "/etc/squall/scripts", "timeout": "30s", "max_output": 65536,
+//	              "env": {"PATH": "/usr/bin:/bin"}},
+//	  "http":    {"timeout": "10s", "allowed_schemes": ["https"], "allowed_hosts": ["*.example.com"]},
+//	  "foreach": {"max_depth": 4}
+//	}
+//
+// # Metrics
+//
+// squall_action_executed_total, squall_action_failed_total (with a reason:
+// permanent, exhausted or canceled), squall_action_retried_total and
+// squall_action_duration_seconds (one observation per attempt) are labelled
+// by action id; only registered ids are labels, and actions with an unknown
+// id count in squall_action_unknown_total.
+package action

@@ -1,0 +1,261 @@
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// maxJoinedErrors bounds the inner failures a foreach error quotes.
+const maxJoinedErrors = 5
+
+// foreachExecutor turns one action into one action per inner action and
+// target item, and runs them through the registry, in order: for each
+// inner action, for each item (Tornado's order).
+type foreachExecutor struct {
+	run      func(context.Context, tree.Action) error
+	log      *slog.Logger
+	maxDepth int
+}
+
+var _ Executor = (*foreachExecutor)(nil)
+
+// depthKey is the context key of the foreach nesting depth.
+type depthKey struct{}
+
+// innerAction is a valid entry of the payload's actions.
+type innerAction struct {
+	id      string
+	payload map[string]any
+}
+
+// Execute runs the inner actions for every item of the target. Inner
+// actions without a string id or an object payload are skipped and logged.
+// Inner actions are retried by the registry; when some still fail, the
+// error is permanent (retrying the foreach would repeat those that
+// succeeded) and joins the first few failures.
+func (f *foreachExecutor) Execute(ctx context.Context, a tree.Action) error {
+	depth, _ := ctx.Value(depthKey{}).(int)
+	depth++
+	if depth > f.maxDepth {
+		return NewPermanent(fmt.Errorf("foreach: %w (foreach.max_depth %d)", ErrTooDeep, f.maxDepth))
+	}
+	target, ok := a.Payload["target"].([]any)
+	if !ok {
+		return payloadError(IDForeach, "target", "must be an array")
+	}
+	list, ok := a.Payload["actions"].([]any)
+	if !ok {
+		return payloadError(IDForeach, "actions", "must be an array")
+	}
+	var inner []innerAction
+	for i, v := range list {
+		ia, reason := parseInnerAction(v)
+		if reason != "" {
+			f.log.LogAttrs(ctx, slog.LevelWarn, "foreach: inner action skipped",
+				slog.String(logKeyAction, a.ID), slog.Int(logKeyIndex, i), slog.String(logKeyReason, reason))
+			continue
+		}
+		inner = append(inner, ia)
+	}
+
+	ctx = context.WithValue(ctx, depthKey{}, depth)
+	r := newItemResolver()
+	var errs []error
+	failed, total := 0, 0
+	for _, ia := range inner {
+		for _, item := range target {
+			if err := ctx.Err(); err != nil {
+				return NewPermanent(fmt.Errorf("foreach: %d of %d actions run: %w",
+					total, len(inner)*len(target), context.Cause(ctx)))
+			}
+			total++
+			produced := tree.Action{
+				ID:        ia.id,
+				Payload:   r.resolveObject(ia.payload, item),
+				CreatedMs: a.CreatedMs,
+			}
+			if err := f.run(ctx, produced); err != nil {
+				failed++
+				if len(errs) < maxJoinedErrors {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if failed > 0 {
+		return NewPermanent(fmt.Errorf("foreach: %d of %d actions failed: %w", failed, total, errors.Join(errs...)))
+	}
+	return nil
+}
+
+// parseInnerAction checks an entry of the actions array: an object with a
+// string id and an object payload. reason tells why it is not one.
+func parseInnerAction(v any) (ia innerAction, reason string) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ia, "not an object"
+	}
+	if ia.id, ok = m["id"].(string); !ok || ia.id == "" {
+		return ia, "id missing or not a string"
+	}
+	if ia.payload, ok = m["payload"].(map[string]any); !ok {
+		return ia, "payload missing or not an object"
+	}
+	return ia, ""
+}
+
+// itemResolver re-resolves payload strings against {"item": item}. It
+// caches parsed strings for the duration of one foreach action (the same
+// strings are resolved once per item).
+type itemResolver struct {
+	exprs map[string]*config.Expr // nil for strings that resolve to themselves
+}
+
+func newItemResolver() *itemResolver {
+	return &itemResolver{exprs: make(map[string]*config.Expr)}
+}
+
+// resolveObject returns a copy of the payload with every string, at any
+// depth, resolved. The payload is not modified; values that hold no string
+// are shared.
+func (r *itemResolver) resolveObject(m map[string]any, item any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = r.resolve(v, item)
+	}
+	return out
+}
+
+func (r *itemResolver) resolve(v any, item any) any {
+	switch x := v.(type) {
+	case string:
+		if res, ok := r.resolveString(x, item); ok {
+			return res
+		}
+		return x
+	case map[string]any:
+		return r.resolveObject(x, item)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = r.resolve(e, item)
+		}
+		return out
+	}
+	return v
+}
+
+// resolveString resolves one string. A string that is exactly ${item...}
+// becomes the referenced value with its own type; an interpolated string
+// becomes text. ok is false when the string stays as it is: it holds no
+// ${item...}, it does not parse, or something in it cannot be resolved (a
+// missing key, another root, an object or array inside text).
+func (r *itemResolver) resolveString(s string, item any) (any, bool) {
+	if !strings.Contains(s, "${") {
+		return nil, false
+	}
+	e, seen := r.exprs[s]
+	if !seen {
+		parsed, err := config.ParseExpr(s)
+		if err == nil && parsed.Kind != config.ExprConstant {
+			e = parsed
+		}
+		r.exprs[s] = e
+	}
+	if e == nil {
+		return nil, false
+	}
+	switch e.Kind {
+	case config.ExprSingle:
+		if e.Accessor.Root != config.RootItem {
+			return nil, false
+		}
+		return walk(item, e.Accessor.Path)
+	case config.ExprInterpolated:
+		var b []byte
+		for _, p := range e.Parts {
+			if p.Accessor == nil {
+				b = append(b, p.Text...)
+				continue
+			}
+			if p.Accessor.Root != config.RootItem {
+				return nil, false
+			}
+			v, ok := walk(item, p.Accessor.Path)
+			if !ok {
+				return nil, false
+			}
+			if b, ok = appendText(b, v); !ok {
+				return nil, false
+			}
+		}
+		return string(b), true
+	}
+	return nil, false
+}
+
+// walk follows an accessor path through decoded JSON.
+func walk(v any, path []config.Segment) (any, bool) {
+	for _, seg := range path {
+		if seg.IsIndex {
+			arr, ok := v.([]any)
+			if !ok || seg.Index >= len(arr) {
+				return nil, false
+			}
+			v = arr[seg.Index]
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[seg.Key]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// appendText renders a value inside an interpolated string, as the tree
+// does: strings as they are, numbers in decimal (integers without a
+// fraction), true/false, null. Objects and arrays cannot be rendered.
+func appendText(b []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case string:
+		return append(b, x...), true
+	case bool:
+		return strconv.AppendBool(b, x), true
+	case nil:
+		return append(b, "null"...), true
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return strconv.AppendInt(b, i, 10), true
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return strconv.AppendUint(b, u, 10), true
+		}
+		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+			return strconv.AppendFloat(b, f, 'f', -1, 64), true
+		}
+		return append(b, x...), true
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return b, false
+		}
+		return strconv.AppendFloat(b, x, 'f', -1, 64), true
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	}
+	return b, false
+}

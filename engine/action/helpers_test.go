@@ -1,0 +1,189 @@
+package action
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// testConfig returns a valid configuration with fast retries and nothing
+// enabled that needs a directory.
+func testConfig() Config {
+	cfg := Default()
+	cfg.Retry.BaseDelay = Duration(time.Millisecond)
+	cfg.Retry.MaxDelay = Duration(4 * time.Millisecond)
+	cfg.Retry.Jitter = 0
+	return cfg
+}
+
+// newTestRegistry builds a registry on its own Prometheus registry and
+// closes it when the test ends.
+func newTestRegistry(t testing.TB, cfg Config, deps Deps) (*Registry, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if deps.Registerer == nil {
+		deps.Registerer = reg
+	}
+	r, err := NewRegistry(cfg, deps)
+	if err != nil {
+		t.Fatalf("NewRegistry: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r, reg
+}
+
+// logBuffer collects log output from concurrent goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newTestLogger returns a JSON logger at debug level and what it wrote.
+func newTestLogger() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// decodeJSON decodes JSON text as the engine does (numbers as json.Number).
+func decodeJSON(t testing.TB, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
+}
+
+// payload decodes a JSON object.
+func payload(t testing.TB, s string) map[string]any {
+	t.Helper()
+	m, ok := decodeJSON(t, s).(map[string]any)
+	if !ok {
+		t.Fatalf("%s is not an object", s)
+	}
+	return m
+}
+
+// deepCopy copies decoded JSON.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = deepCopy(e)
+		}
+		return s
+	}
+	return v
+}
+
+// recorder is an executor that records the actions it receives.
+type recorder struct {
+	mu      sync.Mutex
+	actions []tree.Action
+	err     func(n int) error // the error of the n-th call (1-based); nil for none
+}
+
+func (r *recorder) Execute(_ context.Context, a tree.Action) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.actions = append(r.actions, a)
+	if r.err != nil {
+		return r.err(len(r.actions))
+	}
+	return nil
+}
+
+func (r *recorder) calls() []tree.Action {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]tree.Action(nil), r.actions...)
+}
+
+// writeScript writes an executable shell script into dir.
+func writeScript(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// counterValue reads a counter or the sample count of a histogram from a
+// gathered registry; 0 when the series does not exist.
+func counterValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !labelsMatch(m, labels) {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,100 @@
+package action
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reasons of squall_action_failed_total.
+const (
+	reasonPermanent = "permanent" // a permanent failure
+	reasonExhausted = "exhausted" // retriable, but every attempt failed
+	reasonCanceled  = "canceled"  // the context ended first
+)
+
+// metrics are the registry's Prometheus metrics. Only registered action ids
+// become label values: ids that come from trees but have no executor are
+// counted without a label, so they cannot grow the series.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+
+	executed *prometheus.CounterVec
+	failed   *prometheus.CounterVec
+	retried  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	unknown  prometheus.Counter
+}
+
+// newMetrics builds the metrics and registers them with reg; a nil reg
+// registers nothing.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_action_executed_total",
+			Help: "Actions that ran successfully (once per action, however many attempts it took), by action id.",
+		}, []string{"action"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_action_failed_total",
+			Help: "Actions that failed for good, by action id and reason (permanent, exhausted, canceled).",
+		}, []string{"action", "reason"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_action_retried_total",
+			Help: "Retries of actions after a retriable failure, by action id.",
+		}, []string{"action"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "squall_action_duration_seconds",
+			Help: "Duration of one execution attempt of an action, by action id.",
+			// 50µs to ~13s.
+			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+		}, []string{"action"}),
+		unknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_action_unknown_total",
+			Help: "Actions dropped because no executor handles their id.",
+		}),
+	}
+	m.collectors = []prometheus.Collector{m.executed, m.failed, m.retried, m.duration, m.unknown}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register action metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// unregister removes the metrics from the registry, so that a new Registry
+// (after a configuration reload) can register its own.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+// actionMetrics are the series of one action id, resolved once.
+type actionMetrics struct {
+	executed, retried              prometheus.Counter
+	permanent, exhausted, canceled prometheus.Counter
+	duration                       prometheus.Observer
+}
+
+func (m *metrics) forAction(id string) actionMetrics {
+	return actionMetrics{
+		executed:  m.executed.WithLabelValues(id),
+		retried:   m.retried.WithLabelValues(id),
+		permanent: m.failed.WithLabelValues(id, reasonPermanent),
+		exhausted: m.failed.WithLabelValues(id, reasonExhausted),
+		canceled:  m.failed.WithLabelValues(id, reasonCanceled),
+		duration:  m.duration.WithLabelValues(id),
+	}
+}

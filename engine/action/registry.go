@@ -1,0 +1,239 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// Executor runs one kind of action. Execute must not modify the action's
+// payload (it may share values with the event and the tree) and must be safe
+// for concurrent use. Its error says, through [NewRetriable] or
+// [NewPermanent], whether running the action again may succeed.
+type Executor interface {
+	Execute(ctx context.Context, a tree.Action) error
+}
+
+// ExecutorFunc adapts a function to [Executor].
+type ExecutorFunc func(ctx context.Context, a tree.Action) error
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, a tree.Action) error { return f(ctx, a) }
+
+var _ Executor = ExecutorFunc(nil)
+
+// The ids of the built-in executors.
+const (
+	IDLogger  = "logger"
+	IDArchive = "archive"
+	IDScript  = "script"
+	IDHTTP    = "http"
+	IDForeach = "foreach"
+)
+
+// Deps are the collaborators of a [Registry]. Every field is optional.
+type Deps struct {
+	// Logger receives the logger action's output and the executors' logs.
+	// Nil discards them.
+	Logger *slog.Logger
+	// Registerer registers the squall_action_* metrics. Nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+	// HTTPClient sends the http actions. Nil uses a client with its own
+	// transport. Its CheckRedirect is replaced: redirects are never followed.
+	HTTPClient *http.Client
+	// Executors adds executors by action id (elasticsearch, kafka, finding,
+	// or fakes in tests). An id of a built-in executor replaces it; a nil
+	// Executor removes it.
+	Executors map[string]Executor
+}
+
+// Registry maps action ids to executors and runs actions with retries. It
+// is built once from a [Config]; it is safe for concurrent use.
+type Registry struct {
+	log     *slog.Logger
+	retry   RetryConfig
+	entries map[string]*entry
+	closers []io.Closer
+	metrics *metrics
+	closed  atomic.Bool
+}
+
+// entry is one registered executor with its metric series.
+type entry struct {
+	ex Executor
+	m  actionMetrics
+}
+
+// NewRegistry validates cfg and builds the registry: logger, http and
+// foreach always, archive when cfg.Archive.BasePath is set, script when
+// cfg.Script.AllowedDir is set, then deps.Executors. It starts no goroutine
+// and touches no file: the archive directory is created on first use.
+func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("action config: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With(logKeyComponent, "action")
+	r := &Registry{log: log, retry: cfg.Retry}
+
+	executors := map[string]Executor{
+		IDLogger:  &loggerExecutor{log: log},
+		IDHTTP:    newHTTPExecutor(cfg.HTTP, deps.HTTPClient),
+		IDForeach: &foreachExecutor{run: r.Run, log: log, maxDepth: cfg.Foreach.MaxDepth},
+	}
+	if cfg.Archive.BasePath != "" {
+		a, err := newArchiveExecutor(cfg.Archive, log)
+		if err != nil {
+			return nil, err
+		}
+		executors[IDArchive] = a
+	}
+	if cfg.Script.AllowedDir != "" {
+		executors[IDScript] = newScriptExecutor(cfg.Script, log)
+	}
+	for id, ex := range deps.Executors {
+		if id == "" {
+			return nil, errors.New("action registry: empty executor id")
+		}
+		if ex == nil {
+			delete(executors, id)
+			continue
+		}
+		executors[id] = ex
+	}
+
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics = m
+	r.entries = make(map[string]*entry, len(executors))
+	for id, ex := range executors {
+		r.entries[id] = &entry{ex: ex, m: m.forAction(id)}
+		if c, ok := ex.(io.Closer); ok {
+			r.closers = append(r.closers, c)
+		}
+	}
+	return r, nil
+}
+
+// IDs returns the action ids the registry handles, sorted.
+func (r *Registry) IDs() []string {
+	ids := make([]string, 0, len(r.entries))
+	for id := range r.entries {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Run executes the action with the executor registered for its id. A
+// retriable failure is retried after an exponential backoff with jitter, up
+// to retry.max_attempts executions in all; a permanent failure is returned at
+// once. The error wraps the executor's last error (so [Retriable] still tells
+// what it was), [ErrNoExecutor] for an unknown id, or the context's error
+// when ctx ended while waiting to retry.
+func (r *Registry) Run(ctx context.Context, a tree.Action) error {
+	if r.closed.Load() {
+		return NewPermanent(fmt.Errorf("action %s: %w", a.ID, ErrClosed))
+	}
+	e, ok := r.entries[a.ID]
+	if !ok {
+		r.metrics.unknown.Inc()
+		return NewPermanent(fmt.Errorf("action %q: %w", a.ID, ErrNoExecutor))
+	}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := e.ex.Execute(ctx, a)
+		e.m.duration.Observe(time.Since(start).Seconds())
+		switch {
+		case err == nil:
+			e.m.executed.Inc()
+			return nil
+		case !Retriable(err):
+			e.m.permanent.Inc()
+			return fmt.Errorf("action %s: %w", a.ID, err)
+		case attempt >= r.retry.MaxAttempts:
+			e.m.exhausted.Inc()
+			return fmt.Errorf("action %s: attempt %d of %d: %w", a.ID, attempt, r.retry.MaxAttempts, err)
+		case ctx.Err() != nil:
+			e.m.canceled.Inc()
+			return fmt.Errorf("action %s: %w after attempt %d: %w", a.ID, context.Cause(ctx), attempt, err)
+		}
+		delay := r.backoff(attempt)
+		r.log.LogAttrs(ctx, slog.LevelWarn, "action failed, retrying",
+			slog.String(logKeyAction, a.ID), slog.Int(logKeyAttempt, attempt),
+			slog.Duration(logKeyDelay, delay), slog.String(logKeyError, err.Error()))
+		e.m.retried.Inc()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			e.m.canceled.Inc()
+			return fmt.Errorf("action %s: %w after attempt %d: %w", a.ID, context.Cause(ctx), attempt, err)
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the delay after the given failed attempt (1 for the
+// first): min(max_delay, base_delay·2^(attempt-1)), minus up to jitter of it.
+func (r *Registry) backoff(attempt int) time.Duration {
+	d, limit := time.Duration(r.retry.BaseDelay), time.Duration(r.retry.MaxDelay)
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	if r.retry.Jitter > 0 {
+		d -= time.Duration(rand.Float64() * r.retry.Jitter * float64(d))
+	}
+	return d
+}
+
+// Close releases the executors' resources (open archive files, idle HTTP
+// connections) and unregisters the metrics. Actions still running finish;
+// later calls to Run fail with [ErrClosed].
+func (r *Registry) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, c := range r.closers {
+		errs = append(errs, c.Close())
+	}
+	r.metrics.unregister()
+	return errors.Join(errs...)
+}
+
+// Log attribute keys.
+const (
+	logKeyComponent = "component"
+	logKeyAction    = "action"
+	logKeyPayload   = "payload"
+	logKeyAttempt   = "attempt"
+	logKeyDelay     = "delay"
+	logKeyError     = "error"
+	logKeyPath      = "path"
+	logKeyScript    = "script"
+	logKeyExitCode  = "exit_code"
+	logKeyDuration  = "duration"
+	logKeyStdout    = "stdout"
+	logKeyStderr    = "stderr"
+	logKeyIndex     = "index"
+	logKeyReason    = "reason"
+)
