@@ -1,0 +1,129 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// scope authenticates the request and picks its authorization (param_auth),
+// checking that it grants one of the permissions.
+func (a *API) scope(r *http.Request, perms ...auth.Permission) (*auth.Scope, error) {
+	claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	name := r.PathValue("param_auth")
+	var firstErr error
+	for _, p := range perms {
+		s, err := claims.Scope(name, p)
+		if err == nil {
+			return s, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if errors.Is(firstErr, auth.ErrForbidden) {
+		return nil, &Error{Status: http.StatusForbidden, Code: "MISSING_REQUIRED_PERMISSIONS", Message: firstErr.Error()}
+	}
+	return nil, firstErr
+}
+
+// resolve turns the URL path value into an absolute node path.
+func resolve(s *auth.Scope, nodePath string) ([]string, error) {
+	p, err := s.Resolve(nodePath)
+	if err != nil {
+		return nil, &Error{Status: http.StatusForbidden, Code: "FORBIDDEN_PATH", Params: map[string]string{"PATH": nodePath}, Message: err.Error()}
+	}
+	return p, nil
+}
+
+// find returns the node at an absolute path (starting with root), or a 404.
+func find(root *config.Node, path []string) (*config.Node, error) {
+	if len(path) == 0 || path[0] != root.Name {
+		return nil, nodeNotFound(path)
+	}
+	n := root.Find(path[1:])
+	if n == nil {
+		return nil, nodeNotFound(path)
+	}
+	return n, nil
+}
+
+func nodeNotFound(path []string) *Error {
+	p := config.PathString(path)
+	return &Error{Status: http.StatusNotFound, Code: "NODE_NOT_FOUND", Params: map[string]string{"PATH": p}, Message: "no node at " + p}
+}
+
+// hasIteratorAncestor reports whether an iterator is among the nodes on
+// the path above its last node.
+func hasIteratorAncestor(root *config.Node, path []string) bool {
+	cur := root
+	for i := 1; i < len(path); i++ {
+		if cur.Kind == config.KindIterator {
+			return true
+		}
+		if cur = cur.Child(path[i]); cur == nil {
+			return false
+		}
+	}
+	return false
+}
+
+// ownedDraft returns the draft if its id is id and the caller owns it.
+func (a *API) ownedDraft(s *auth.Scope, id string) (*store.Draft, error) {
+	d, err := a.draft(id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Owner != s.User {
+		return nil, &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner}
+	}
+	return d, nil
+}
+
+// draft returns the draft if its id is id.
+func (a *API) draft(id string) (*store.Draft, error) {
+	d, err := a.store.Draft()
+	if err != nil {
+		return nil, err
+	}
+	if d.ID != id {
+		return nil, &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
+	}
+	return d, nil
+}
+
+func readAll(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badRequest(err)
+	}
+	return b, nil
+}
+
+// parentOf returns the parent of the node at path (path has at least two names).
+func parentOf(root *config.Node, path []string) (*config.Node, *Error) {
+	if len(path) < 2 {
+		return nil, &Error{Status: http.StatusBadRequest, Code: "ROOT_NODE", Message: "the root node cannot be changed this way"}
+	}
+	p, err := find(root, path[:len(path)-1])
+	if err != nil {
+		return nil, nodeNotFound(path)
+	}
+	return p, nil
+}
+
+func childIndex(parent *config.Node, name string) int {
+	return slices.IndexFunc(parent.Children, func(c *config.Node) bool { return c.Name == name })
+}

@@ -1,0 +1,316 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Store is the replicated state the API reads and changes.
+// *store.Store implements it.
+type Store interface {
+	Active() (*config.Node, uint64)
+	Draft() (*store.Draft, error)
+	CreateDraft(ctx context.Context, owner string) (string, error)
+	EditDraft(ctx context.Context, id, user string, tree *config.Node) error
+	TakeOver(ctx context.Context, id, user string) error
+	Deploy(ctx context.Context, id, user string) (uint64, error)
+	DeleteDraft(ctx context.Context, id, user string) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Verifier authenticates Authorization headers. *auth.Verifier implements it.
+type Verifier interface {
+	Verify(header string) (*auth.Claims, error)
+}
+
+var _ Verifier = (*auth.Verifier)(nil)
+
+// ActionRunner executes the actions of test events sent with process_type
+// Full. *action.Registry implements it.
+type ActionRunner interface {
+	Run(ctx context.Context, a tree.Action) error
+}
+
+// Config holds the API's limits.
+type Config struct {
+	// MaxBody bounds JSON request bodies (default 1 MiB).
+	MaxBody int64
+	// MaxImport bounds import uploads (default 10 MiB).
+	MaxImport int64
+	// Hostname names export files (default "squall").
+	Hostname string
+}
+
+// Default returns the default limits.
+func Default() Config {
+	return Config{MaxBody: 1 << 20, MaxImport: 10 << 20, Hostname: "squall"}
+}
+
+// API serves the v2_beta configuration and test-event API.
+type API struct {
+	cfg     Config
+	store   Store
+	tokens  Verifier
+	actions ActionRunner
+	logger  *slog.Logger
+
+	// edits serializes read-modify-write of the draft on this node: every
+	// request is served by the leader, so concurrent edits apply one after
+	// the other and none is lost.
+	edits sync.Mutex
+
+	// compiled caches the compiled active tree per authorization root.
+	compiledMu sync.Mutex
+	compiled   map[string]*tree.Tree
+	compiledAt uint64
+}
+
+// New returns the API. actions may be nil: then Full test events are
+// refused. logger may be nil.
+func New(cfg Config, st Store, tokens Verifier, actions ActionRunner, logger *slog.Logger) *API {
+	d := Default()
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = d.MaxBody
+	}
+	if cfg.MaxImport <= 0 {
+		cfg.MaxImport = d.MaxImport
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = d.Hostname
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{cfg: cfg, store: st, tokens: tokens, actions: actions, logger: logger.With("component", "api"), compiled: map[string]*tree.Tree{}}
+}
+
+// Prefix is the path prefix of every route of the API.
+const Prefix = "/api/v2_beta/"
+
+// Handler returns the API's routes, rooted at /api/v2_beta/.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, fn handlerFunc) { mux.Handle(pattern, a.wrap(fn)) }
+	const c = "/api/v2_beta/config"
+	h("GET "+c+"/active/tree/info/{param_auth}", a.activeInfo)
+	h("GET "+c+"/active/tree/children/{param_auth}", a.activeChildren)
+	h("GET "+c+"/active/tree/children/{param_auth}/{node_path}", a.activeChildren)
+	h("GET "+c+"/active/tree/details/{param_auth}/{node_path}", a.activeDetails)
+	h("GET "+c+"/active/rule/details/{param_auth}/{ruleset_path}/{rule_name}", a.activeRule)
+
+	h("GET "+c+"/drafts/{param_auth}", a.listDrafts)
+	h("POST "+c+"/drafts/{param_auth}", a.createDraft)
+	h("DELETE "+c+"/drafts/{param_auth}/{draft_id}", a.deleteDraft)
+	h("POST "+c+"/drafts/{param_auth}/{draft_id}/deploy", a.deployDraft)
+	h("POST "+c+"/drafts/{param_auth}/{draft_id}/takeover", a.takeOver)
+
+	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}", a.draftChildren)
+	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}/{node_path}", a.draftChildren)
+	h("GET "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.draftDetails)
+	h("POST "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.createNode)
+	h("PUT "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.editNode)
+	h("DELETE "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.deleteNode)
+	h("POST "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", a.importChild)
+	h("PUT "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", a.importReplace)
+	h("GET "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", a.export)
+	h("PUT "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", a.export)
+
+	h("GET "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.draftRule)
+	h("POST "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}", a.createRule)
+	h("PUT "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.editRule)
+	h("DELETE "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.deleteRule)
+	h("PUT "+c+"/draft/rule/move/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.moveRule)
+
+	h("POST /api/v2_beta/event/active/{param_auth}", a.eventActive)
+	h("POST /api/v2_beta/event/draft/{param_auth}/{draft_id}", a.eventDraft)
+	// Tornado's spelling (DESIGN.md decision 4).
+	h("POST /api/v2_beta/event/drafts/{param_auth}/{draft_id}", a.eventDraft)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: the mux tells 404 from 405 (with its Allow header);
+		// answer either in JSON.
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		e := &Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such endpoint: " + r.Method + " " + r.URL.Path}
+		if probe.status == http.StatusMethodNotAllowed {
+			e.Status, e.Code, e.Message = http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path
+		}
+		a.writeError(w, r, e)
+	})
+}
+
+// statusProbe records the status and headers a handler writes, and drops the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// handlerFunc is a handler that returns its result, written as JSON by wrap.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// Error is an error answer: {"code", "params", "message"} with a status
+// (DESIGN.md decision 16).
+type Error struct {
+	Status  int               `json:"-"`
+	Code    string            `json:"code"`
+	Params  map[string]string `json:"params"`
+	Message string            `json:"message"`
+	// RetryAfter, in seconds, is sent as Retry-After when set.
+	RetryAfter int `json:"-"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// wrap turns a handlerFunc into an http.Handler: results are written as
+// JSON with 200 (nil as null, decision 9), errors as their JSON answer.
+func (a *API) wrap(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := fn(w, r)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if raw, ok := res.(rawResponse); ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(raw)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+}
+
+// rawResponse is a response body already encoded.
+type rawResponse []byte
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toError(err)
+	if e.Params == nil {
+		e.Params = map[string]string{}
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	level := slog.LevelInfo
+	if e.Status >= 500 {
+		level = slog.LevelError
+	}
+	a.logger.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
+	writeJSON(w, e.Status, e)
+}
+
+// toError maps the errors of the layers below to answers.
+func toError(err error) *Error {
+	var e *Error
+	var notOwner *store.NotOwnerError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return &Error{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: err.Error()}
+	case errors.Is(err, auth.ErrForbidden):
+		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
+	case errors.As(err, &notOwner):
+		return &Error{Status: http.StatusForbidden, Code: "NOT_OWNER", Params: map[string]string{"OWNER": notOwner.Owner, "ID": notOwner.DraftID}, Message: err.Error()}
+	case errors.Is(err, store.ErrNoDraft):
+		return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Message: err.Error()}
+	case errors.Is(err, store.ErrInvalidTree), errors.Is(err, config.ErrNestedIterator), isValidation(err):
+		return validationError(err)
+	case errors.As(err, &mbe):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
+	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrLeadershipLost), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: err.Error(), RetryAfter: 1}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: err.Error()}
+}
+
+func isValidation(err error) bool {
+	var ve *config.ValidationError
+	return errors.As(err, &ve)
+}
+
+// validationError answers a tree that would be invalid: 409, with
+// NESTED_ITERATOR_ERROR for nested iterators and the NODE_NAME of a
+// duplicate name.
+func validationError(err error) *Error {
+	e := &Error{Status: http.StatusConflict, Code: "VALIDATION_ERROR", Params: map[string]string{}, Message: err.Error()}
+	if errors.Is(err, config.ErrNestedIterator) {
+		e.Code = "NESTED_ITERATOR_ERROR"
+	}
+	var ve *config.ValidationError
+	if errors.Is(err, config.ErrDuplicateName) && errors.As(err, &ve) {
+		if ve.Rule != "" {
+			e.Params["RULE_NAME"] = ve.Rule
+		} else if len(ve.Path) > 0 {
+			e.Params["NODE_NAME"] = ve.Path[len(ve.Path)-1]
+		}
+	}
+	return e
+}
+
+// decodeJSON reads a JSON body of at most MaxBody bytes into a byte slice,
+// checking its content type.
+func (a *API) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !isJSONSuffix(mt)) {
+		return nil, errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "the body must be sent with Content-Type: application/json (got %q)", ct)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
+	b, err := readAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func isJSONSuffix(mt string) bool {
+	return len(mt) > 5 && mt[len(mt)-5:] == "+json"
+}
+
+func badRequest(err error) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
+}

@@ -1,0 +1,22 @@
+// Package api serves the v2_beta configuration and test-event API of
+// ../shared/spec/config-and-test-event-api.md: the active tree, the draft
+// and its nodes and rules, import and export, and test events.
+//
+// Every request is authenticated by its bearer token and authorized by the
+// authorization its param_auth names: its path is the part of the tree the
+// caller may touch, and the last node of that path is the root of the
+// request's node paths. Drafts are read and changed only by their owner.
+//
+// Every change of the draft is computed on a copy, validated as a whole,
+// and replicated as one raft command: an invalid change is refused with a
+// JSON error and changes nothing. The master server runs the API on the
+// leader (requests to followers are forwarded), and this package
+// serializes draft edits on that node so that concurrent edits never lose
+// one another.
+//
+// Errors are JSON {"code", "params", "message"} (DESIGN.md decision 16):
+// 400 malformed input, 401 no or bad token, 403 role or path not allowed or
+// not the owner (code NOT_OWNER), 404 no such draft, node or rule, 409 a
+// name taken or a tree that would be invalid, 413 body too large, 415
+// wrong content type, 503 no leader (with Retry-After).
+package api

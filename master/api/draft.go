@@ -1,0 +1,444 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+func (a *API) listDrafts(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if _, err := a.scope(r, auth.View); err != nil {
+		return nil, err
+	}
+	d, err := a.store.Draft()
+	if errors.Is(err, store.ErrNoDraft) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []string{d.ID}, nil
+}
+
+// DraftID is the answer to draft creation.
+type DraftID struct {
+	ID string `json:"id"`
+}
+
+func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
+	s, err := a.scope(r, auth.Edit)
+	if err != nil {
+		return nil, err
+	}
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	id, err := a.store.CreateDraft(r.Context(), s.User)
+	if err != nil {
+		return nil, err
+	}
+	return DraftID{ID: id}, nil
+}
+
+func (a *API) deleteDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.draftOp(r, a.store.DeleteDraft)
+}
+
+func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
+	s, err := a.scope(r, auth.Edit)
+	if err != nil {
+		return nil, err
+	}
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	id := r.PathValue("draft_id")
+	if _, err := a.draft(id); err != nil {
+		return nil, err
+	}
+	return nil, a.store.TakeOver(r.Context(), id, s.User)
+}
+
+func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.draftOp(r, func(ctx context.Context, id, user string) error {
+		_, err := a.store.Deploy(ctx, id, user)
+		return err
+	})
+}
+
+// draftOp runs a store operation on the caller's draft.
+func (a *API) draftOp(r *http.Request, op func(ctx context.Context, id, user string) error) (any, error) {
+	s, err := a.scope(r, auth.Edit)
+	if err != nil {
+		return nil, err
+	}
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	d, err := a.ownedDraft(s, r.PathValue("draft_id"))
+	if err != nil {
+		return nil, err
+	}
+	return nil, op(r.Context(), d.ID, s.User)
+}
+
+// edit runs a change of the caller's draft: fn gets the draft's tree (a
+// copy) and returns the new tree, which is validated as a whole and
+// replicated as one command. An invalid result changes nothing.
+func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Node, error)) (any, error) {
+	s, err := a.scope(r, auth.Edit)
+	if err != nil {
+		return nil, err
+	}
+	a.edits.Lock()
+	defer a.edits.Unlock()
+	d, err := a.ownedDraft(s, r.PathValue("draft_id"))
+	if err != nil {
+		return nil, err
+	}
+	root, err := fn(d.Tree, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := config.Validate(root); err != nil {
+		return nil, validationError(err)
+	}
+	return nil, a.store.EditDraft(r.Context(), d.ID, s.User, root)
+}
+
+// nodeBody reads a NodeDetails body.
+func (a *API) nodeBody(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return nil, err
+	}
+	n, err := config.DecodeNodeEdit(b)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	return n, nil
+}
+
+func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	n, err := a.nodeBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		return root, addChild(root, s, r.PathValue("node_path"), n)
+	})
+}
+
+// addChild appends n to the children of the node at nodePath.
+func addChild(root *config.Node, s *auth.Scope, nodePath string, n *config.Node) error {
+	path, err := resolve(s, nodePath)
+	if err != nil {
+		return err
+	}
+	parent, err := find(root, path)
+	if err != nil {
+		return err
+	}
+	if parent.Kind == config.KindRuleset {
+		return errorf(http.StatusBadRequest, "RULESET_HAS_NO_CHILDREN", "%s is a ruleset: a ruleset cannot have children", config.PathString(path))
+	}
+	if parent.Child(n.Name) != nil {
+		return nameTaken(n.Name)
+	}
+	parent.Children = append(parent.Children, n)
+	return nil
+}
+
+func nameTaken(name string) *Error {
+	return &Error{Status: http.StatusConflict, Code: "VALIDATION_ERROR", Params: map[string]string{"NODE_NAME": name}, Message: fmt.Sprintf("a sibling is already named %q", name)}
+}
+
+func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	body, err := a.nodeBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		path, err := resolve(s, r.PathValue("node_path"))
+		if err != nil {
+			return nil, err
+		}
+		parent, perr := parentOf(root, path)
+		if perr != nil {
+			return nil, perr
+		}
+		n := parent.Child(path[len(path)-1])
+		if n == nil {
+			return nil, nodeNotFound(path)
+		}
+		if n.Kind != body.Kind {
+			return nil, errorf(http.StatusBadRequest, "WRONG_NODE_TYPE", "%s is a %s; the body describes a %s", config.PathString(path), n.Kind, body.Kind)
+		}
+		if body.Name != n.Name && parent.Child(body.Name) != nil {
+			return nil, nameTaken(body.Name)
+		}
+		n.Name = body.Name
+		if n.Kind != config.KindRuleset {
+			n.Description, n.Active, n.Filter, n.Target = body.Description, body.Active, body.Filter, body.Target
+		}
+		return root, nil
+	})
+}
+
+func (a *API) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		path, err := resolve(s, r.PathValue("node_path"))
+		if err != nil {
+			return nil, err
+		}
+		parent, perr := parentOf(root, path)
+		if perr != nil {
+			return nil, perr
+		}
+		i := childIndex(parent, path[len(path)-1])
+		if i < 0 {
+			return nil, nodeNotFound(path)
+		}
+		parent.Children = slices.Delete(parent.Children, i, i+1)
+		return root, nil
+	})
+}
+
+// importFile reads the multipart field "file" of an import request.
+func (a *API) importFile(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxImport)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "an import is a multipart/form-data body with a field named file: %v", err)
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return nil, errorf(http.StatusBadRequest, "MISSING_FILE", "the multipart body has no field named file")
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, badRequest(fmt.Errorf("multipart body: %w", err))
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, badRequest(err)
+		}
+		ex, err := config.DecodeExport(b)
+		if err != nil {
+			return nil, badRequest(fmt.Errorf("file: %w", err))
+		}
+		return ex.Node, nil
+	}
+}
+
+func (a *API) importChild(w http.ResponseWriter, r *http.Request) (any, error) {
+	n, err := a.importFile(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		return root, addChild(root, s, r.PathValue("node_path"), n)
+	})
+}
+
+func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error) {
+	n, err := a.importFile(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		path, err := resolve(s, r.PathValue("node_path"))
+		if err != nil {
+			return nil, err
+		}
+		if len(path) == 1 {
+			if _, err := find(root, path); err != nil {
+				return nil, err
+			}
+			// Replacing the root: a root filter replaces the whole tree;
+			// anything else becomes the only child of a fresh root.
+			if n.Kind == config.KindFilter && n.Name == config.RootName {
+				return n, nil
+			}
+			fresh := config.NewRoot()
+			fresh.Children = []*config.Node{n}
+			return fresh, nil
+		}
+		parent, perr := parentOf(root, path)
+		if perr != nil {
+			return nil, perr
+		}
+		i := childIndex(parent, path[len(path)-1])
+		if i < 0 {
+			return nil, nodeNotFound(path)
+		}
+		if n.Name != path[len(path)-1] && parent.Child(n.Name) != nil {
+			return nil, nameTaken(n.Name)
+		}
+		parent.Children[i] = n
+		return root, nil
+	})
+}
+
+func (a *API) export(w http.ResponseWriter, r *http.Request) (any, error) {
+	root, s, err := a.readTree(r)
+	if err != nil {
+		return nil, err
+	}
+	path, err := resolve(s, r.PathValue("node_path"))
+	if err != nil {
+		return nil, err
+	}
+	n, err := find(root, path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := config.EncodeExport(n)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s-%s-%s.json", a.cfg.Hostname, n.Name, time.Now().UTC().Format("20060102T150405Z"))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	return rawResponse(b), nil
+}
+
+// ruleBody reads a Rule body.
+func (a *API) ruleBody(w http.ResponseWriter, r *http.Request) (*config.Rule, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return nil, err
+	}
+	rule, err := config.DecodeRule(b)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	return rule, nil
+}
+
+func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
+	rule, err := a.ruleBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		rs, _, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
+		if err != nil {
+			return nil, err
+		}
+		if old, _ := rs.Rule(rule.Name); old != nil {
+			return nil, &Error{Status: http.StatusConflict, Code: "VALIDATION_ERROR", Params: map[string]string{"RULE_NAME": rule.Name}, Message: fmt.Sprintf("the ruleset already has a rule named %q", rule.Name)}
+		}
+		rs.Rules = append(rs.Rules, rule)
+		return root, nil
+	})
+}
+
+// ruleOf finds the ruleset and the index of the rule named in the URL.
+func ruleOf(root *config.Node, s *auth.Scope, r *http.Request) (*config.Node, int, error) {
+	rs, _, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
+	if err != nil {
+		return nil, 0, err
+	}
+	_, i := rs.Rule(r.PathValue("rule_name"))
+	if i < 0 {
+		return nil, 0, ruleNotFound(r.PathValue("rule_name"))
+	}
+	return rs, i, nil
+}
+
+func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
+	rule, err := a.ruleBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		rs, i, err := ruleOf(root, s, r)
+		if err != nil {
+			return nil, err
+		}
+		rs.Rules[i] = rule
+		return root, nil
+	})
+}
+
+func (a *API) deleteRule(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		rs, i, err := ruleOf(root, s, r)
+		if err != nil {
+			return nil, err
+		}
+		rs.Rules = slices.Delete(rs.Rules, i, i+1)
+		return root, nil
+	})
+}
+
+func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := decodePosition(b)
+	if err != nil {
+		return nil, err
+	}
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+		rs, i, err := ruleOf(root, s, r)
+		if err != nil {
+			return nil, err
+		}
+		if pos < 0 || pos >= len(rs.Rules) {
+			return nil, errorf(http.StatusBadRequest, "POSITION_OUT_OF_RANGE", "position %d: the ruleset has %d rules (positions 0 to %d)", pos, len(rs.Rules), len(rs.Rules)-1)
+		}
+		rule := rs.Rules[i]
+		rs.Rules = slices.Insert(slices.Delete(rs.Rules, i, i+1), pos, rule)
+		return root, nil
+	})
+}
+
+// decodePosition reads {"position": N}; N may be a number or a numeric
+// string (DESIGN.md decision 6).
+func decodePosition(b []byte) (int, error) {
+	var body struct {
+		Position json.RawMessage `json:"position"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return 0, badRequest(err)
+	}
+	if body.Position == nil {
+		return 0, errorf(http.StatusBadRequest, "BAD_REQUEST", "position: missing")
+	}
+	raw := bytes.TrimSpace(body.Position)
+	if len(raw) > 1 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, badRequest(err)
+		}
+		raw = []byte(s)
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil {
+		return 0, errorf(http.StatusBadRequest, "BAD_REQUEST", "position: %q is not a whole number", raw)
+	}
+	return n, nil
+}

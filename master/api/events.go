@@ -1,0 +1,94 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/master/auth"
+)
+
+func (a *API) eventActive(w http.ResponseWriter, r *http.Request) (any, error) {
+	return a.testEvent(w, r, false)
+}
+
+func (a *API) eventDraft(w http.ResponseWriter, r *http.Request) (any, error) {
+	return a.testEvent(w, r, true)
+}
+
+// testEvent evaluates a test event against the active tree or the caller's
+// draft, from the authorization's node (DESIGN.md decision 7). With
+// process_type Full, the actions of matched rules are executed.
+func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := tree.DecodeRequest(b)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	s, err := a.scope(r, auth.View)
+	if err != nil {
+		return nil, err
+	}
+	if req.ProcessType == tree.Full {
+		if _, err := a.scope(r, auth.ExecuteTestActions); err != nil {
+			return nil, err
+		}
+		if a.actions == nil {
+			return nil, errorf(http.StatusForbidden, "ACTIONS_DISABLED", "this node does not execute actions: send the event with process_type SkipActions")
+		}
+	}
+	var tr *tree.Tree
+	if draft {
+		d, err := a.ownedDraft(s, r.PathValue("draft_id"))
+		if err != nil {
+			return nil, err
+		}
+		n, err := find(d.Tree, s.Base())
+		if err != nil {
+			return nil, err
+		}
+		if tr, err = tree.Compile(n); err != nil {
+			return nil, validationError(err)
+		}
+	} else if tr, err = a.compiledActive(s.Base()); err != nil {
+		return nil, err
+	}
+	result, actions := tr.Process(req.Event)
+	if req.ProcessType == tree.Full {
+		for _, act := range actions {
+			if err := a.actions.Run(r.Context(), act); err != nil {
+				a.logger.Warn("test event action failed", "user", s.User, "action", act.ID, "error", err)
+			}
+		}
+	}
+	return tree.Response{Event: req.Event, Result: result}, nil
+}
+
+// compiledActive returns the compiled subtree of the active tree at path,
+// compiling it once per version of the active tree.
+func (a *API) compiledActive(path []string) (*tree.Tree, error) {
+	root, index := a.store.Active()
+	key := strings.Join(path, ",")
+	a.compiledMu.Lock()
+	defer a.compiledMu.Unlock()
+	if a.compiledAt != index {
+		clear(a.compiled)
+		a.compiledAt = index
+	}
+	if tr, ok := a.compiled[key]; ok {
+		return tr, nil
+	}
+	n, err := find(root, path)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := tree.Compile(n)
+	if err != nil {
+		return nil, validationError(err)
+	}
+	a.compiled[key] = tr
+	return tr, nil
+}
