@@ -2,12 +2,9 @@ package action
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/squallhq/squall/config"
@@ -179,7 +176,7 @@ func (r *itemResolver) resolveString(s string, item any) (any, bool) {
 		if e.Accessor.Root != config.RootItem {
 			return nil, false
 		}
-		return walk(item, e.Accessor.Path)
+		return config.Walk(item, e.Accessor.Path)
 	case config.ExprInterpolated:
 		var b []byte
 		for _, p := range e.Parts {
@@ -190,11 +187,11 @@ func (r *itemResolver) resolveString(s string, item any) (any, bool) {
 			if p.Accessor.Root != config.RootItem {
 				return nil, false
 			}
-			v, ok := walk(item, p.Accessor.Path)
+			v, ok := config.Walk(item, p.Accessor.Path)
 			if !ok {
 				return nil, false
 			}
-			if b, ok = appendText(b, v); !ok {
+			if b, ok = config.AppendText(b, v); !ok {
 				return nil, false
 			}
 		}
@@ -203,59 +200,3 @@ func (r *itemResolver) resolveString(s string, item any) (any, bool) {
 	return nil, false
 }
 
-// walk follows an accessor path through decoded JSON.
-func walk(v any, path []config.Segment) (any, bool) {
-	for _, seg := range path {
-		if seg.IsIndex {
-			arr, ok := v.([]any)
-			if !ok || seg.Index >= len(arr) {
-				return nil, false
-			}
-			v = arr[seg.Index]
-			continue
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[seg.Key]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// appendText renders a value inside an interpolated string, as the tree
-// does: strings as they are, numbers in decimal (integers without a
-// fraction), true/false, null. Objects and arrays cannot be rendered.
-func appendText(b []byte, v any) ([]byte, bool) {
-	switch x := v.(type) {
-	case string:
-		return append(b, x...), true
-	case bool:
-		return strconv.AppendBool(b, x), true
-	case nil:
-		return append(b, "null"...), true
-	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return strconv.AppendInt(b, i, 10), true
-		}
-		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return strconv.AppendUint(b, u, 10), true
-		}
-		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
-			return strconv.AppendFloat(b, f, 'f', -1, 64), true
-		}
-		return append(b, x...), true
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return b, false
-		}
-		return strconv.AppendFloat(b, x, 'f', -1, 64), true
-	case int:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case int64:
-		return strconv.AppendInt(b, x, 10), true
-	}
-	return b, false
-}

@@ -79,12 +79,12 @@ func (a *accessor) get(s *scope) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		return walk(v, a.path[1:])
+		return config.Walk(v, a.path[1:])
 	case config.RootVariables:
 		name := a.path[0].Key
 		if own := s.varSet(s.rule); own != nil {
 			if v, ok := own.get(name); ok {
-				if v, ok := walk(v, a.path[1:]); ok {
+				if v, ok := config.Walk(v, a.path[1:]); ok {
 					return v, true
 				}
 			}
@@ -103,32 +103,11 @@ func (a *accessor) get(s *scope) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		return walk(v, a.path[2:])
+		return config.Walk(v, a.path[2:])
 	}
 	return nil, false
 }
 
-// walk follows a path through decoded JSON.
-func walk(v any, path []config.Segment) (any, bool) {
-	for _, seg := range path {
-		if seg.IsIndex {
-			arr, ok := v.([]any)
-			if !ok || seg.Index >= len(arr) {
-				return nil, false
-			}
-			v = arr[seg.Index]
-			continue
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[seg.Key]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
-}
 
 // expr is a compiled configuration string or constant value.
 type expr struct {
@@ -212,7 +191,7 @@ func (e *expr) eval(s *scope) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if b, ok = render(b, v); !ok {
+		if b, ok = config.AppendText(b, v); !ok {
 			return nil, false
 		}
 	}

@@ -166,31 +166,6 @@ func compare(a, b any) (int, bool) {
 	return 0, false
 }
 
-// render writes a value into an interpolated string. Arrays, objects and
-// unknown types cannot be rendered.
-func render(b []byte, v any) ([]byte, bool) {
-	switch x := v.(type) {
-	case string:
-		return append(b, x...), true
-	case bool:
-		return strconv.AppendBool(b, x), true
-	case nil:
-		return append(b, "null"...), true
-	case json.Number:
-		n, ok := parseNum(x)
-		if !ok {
-			return append(b, x...), true
-		}
-		switch {
-		case n.isInt && n.big:
-			return strconv.AppendUint(b, n.u, 10), true
-		case n.isInt:
-			return strconv.AppendInt(b, n.i, 10), true
-		}
-		return strconv.AppendFloat(b, n.f, 'f', -1, 64), true
-	}
-	return b, false
-}
 
 // floatNumber returns a float as a JSON number that reads back as a float
 // (13 is written 13.0). NaN and infinities have no JSON form: nil.

@@ -114,17 +114,23 @@ func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*
 	return nil, a.store.EditDraft(r.Context(), d.ID, s.User, root)
 }
 
-// nodeBody reads a NodeDetails body.
-func (a *API) nodeBody(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
+// decodeBody reads a JSON body and decodes it; a decoding error is a 400.
+func decodeBody[T any](a *API, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, error) {
+	var zero T
 	b, err := a.readJSON(w, r)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	n, err := config.DecodeNodeEdit(b)
+	v, err := decode(b)
 	if err != nil {
-		return nil, badRequest(err)
+		return zero, badRequest(err)
 	}
-	return n, nil
+	return v, nil
+}
+
+// nodeBody reads a NodeDetails body.
+func (a *API) nodeBody(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
+	return decodeBody(a, w, r, config.DecodeNodeEdit)
 }
 
 func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -323,15 +329,7 @@ func (a *API) export(w http.ResponseWriter, r *http.Request) (any, error) {
 
 // ruleBody reads a Rule body.
 func (a *API) ruleBody(w http.ResponseWriter, r *http.Request) (*config.Rule, error) {
-	b, err := a.readJSON(w, r)
-	if err != nil {
-		return nil, err
-	}
-	rule, err := config.DecodeRule(b)
-	if err != nil {
-		return nil, badRequest(err)
-	}
-	return rule, nil
+	return decodeBody(a, w, r, config.DecodeRule)
 }
 
 func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
