@@ -199,4 +199,3 @@ func (r *itemResolver) resolveString(s string, item any) (any, bool) {
 	}
 	return nil, false
 }
-

@@ -108,7 +108,6 @@ func (a *accessor) get(s *scope) (any, bool) {
 	return nil, false
 }
 
-
 // expr is a compiled configuration string or constant value.
 type expr struct {
 	kind config.ExprKind

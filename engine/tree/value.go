@@ -166,7 +166,6 @@ func compare(a, b any) (int, bool) {
 	return 0, false
 }
 
-
 // floatNumber returns a float as a JSON number that reads back as a float
 // (13 is written 13.0). NaN and infinities have no JSON form: nil.
 func floatNumber(f float64) any {
