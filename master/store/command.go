@@ -24,6 +24,9 @@ const (
 	typeDeploy        cmdType = 5
 	typeDeleteDraft   cmdType = 6
 	typeBatch         cmdType = 7
+	typeSetMember     cmdType = 8
+	typeDeleteMember  cmdType = 9
+	typeRestoreState  cmdType = 10
 )
 
 // payloadVersion is the second byte of every entry: the version of the JSON
@@ -49,14 +52,20 @@ func (t cmdType) String() string {
 		return "delete_draft"
 	case typeBatch:
 		return "batch"
+	case typeSetMember:
+		return "set_member"
+	case typeDeleteMember:
+		return "delete_member"
+	case typeRestoreState:
+		return "restore_state"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
 
 // Command is a change of the replicated state, submitted with
 // [Store.Apply]. The implementations are this package's command structs:
-// [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy] and
-// [DeleteDraft]. Every field, including ids and timestamps, is chosen by the
+// [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
+// [DeleteDraft], [SetMember], [DeleteMember] and [RestoreState]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
 type Command interface {
@@ -71,6 +80,9 @@ var (
 	_ Command = TakeOver{}
 	_ Command = Deploy{}
 	_ Command = DeleteDraft{}
+	_ Command = SetMember{}
+	_ Command = DeleteMember{}
+	_ Command = RestoreState{}
 )
 
 // ReplaceActive replaces the active tree, e.g. on import. A tree that does
@@ -121,6 +133,30 @@ type DeleteDraft struct {
 	User string
 }
 
+// SetMember records the HTTP address (host:port) of cluster member ID, so
+// that every node can forward requests to the leader's API. It is
+// metadata beside raft's own configuration, which holds the raft
+// addresses: setting it does not add a member (see [Store.Join]).
+type SetMember struct {
+	ID       string
+	HTTPAddr string
+}
+
+// DeleteMember forgets the HTTP address of member ID; deleting an unknown
+// member changes nothing and is not an error.
+type DeleteMember struct {
+	ID string
+}
+
+// RestoreState replaces the active tree and the draft (nil: no draft)
+// with those of a backup, e.g. in a new cluster after losing the old one.
+// Membership is not part of it. Trees that do not pass config.Validate are
+// refused with ErrInvalidTree and change nothing.
+type RestoreState struct {
+	Active *config.Node
+	Draft  *Draft
+}
+
 // The JSON payloads. Trees travel as their export file.
 type (
 	treePayload struct {
@@ -142,6 +178,17 @@ type (
 		ID   string `json:"id"`
 		User string `json:"user"`
 	}
+	setMemberPayload struct {
+		ID       string `json:"id"`
+		HTTPAddr string `json:"http_addr"`
+	}
+	memberPayload struct {
+		ID string `json:"id"`
+	}
+	restorePayload struct {
+		Active json.RawMessage `json:"active"`
+		Draft  *draftRecord    `json:"draft"`
+	}
 	batchPayload struct {
 		Commands []batchItem `json:"commands"`
 	}
@@ -158,6 +205,9 @@ func (EditDraft) cmdType() cmdType     { return typeEditDraft }
 func (TakeOver) cmdType() cmdType      { return typeTakeOver }
 func (Deploy) cmdType() cmdType        { return typeDeploy }
 func (DeleteDraft) cmdType() cmdType   { return typeDeleteDraft }
+func (SetMember) cmdType() cmdType     { return typeSetMember }
+func (DeleteMember) cmdType() cmdType  { return typeDeleteMember }
+func (RestoreState) cmdType() cmdType  { return typeRestoreState }
 
 func (c ReplaceActive) payload() (any, error) {
 	tree, err := encodeTree(c.Tree)
@@ -195,6 +245,39 @@ func draftUser(name, id, user string) (any, error) {
 func (c TakeOver) payload() (any, error)    { return draftUser("take over", c.ID, c.User) }
 func (c Deploy) payload() (any, error)      { return draftUser("deploy", c.ID, c.User) }
 func (c DeleteDraft) payload() (any, error) { return draftUser("delete draft", c.ID, c.User) }
+
+func (c SetMember) payload() (any, error) {
+	if c.ID == "" || c.HTTPAddr == "" {
+		return nil, fmt.Errorf("%w: set member needs an id and an HTTP address", ErrInvalidCommand)
+	}
+	return setMemberPayload(c), nil
+}
+
+func (c DeleteMember) payload() (any, error) {
+	if c.ID == "" {
+		return nil, fmt.Errorf("%w: delete member needs an id", ErrInvalidCommand)
+	}
+	return memberPayload(c), nil
+}
+
+func (c RestoreState) payload() (any, error) {
+	active, err := encodeTree(c.Active)
+	if err != nil {
+		return nil, err
+	}
+	p := restorePayload{Active: active}
+	if d := c.Draft; d != nil {
+		if d.ID == "" || d.Owner == "" {
+			return nil, fmt.Errorf("%w: a restored draft needs an id and an owner", ErrInvalidCommand)
+		}
+		tree, err := encodeTree(d.Tree)
+		if err != nil {
+			return nil, err
+		}
+		p.Draft = &draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree}
+	}
+	return p, nil
+}
 
 // encodeTree returns the compact export file of tree.
 func encodeTree(tree *config.Node) (json.RawMessage, error) {
@@ -318,6 +401,12 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(editDraftPayload)
 	case typeTakeOver, typeDeploy, typeDeleteDraft:
 		p = new(draftUserPayload)
+	case typeSetMember:
+		p = new(setMemberPayload)
+	case typeDeleteMember:
+		p = new(memberPayload)
+	case typeRestoreState:
+		p = new(restorePayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
 	}

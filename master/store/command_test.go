@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,6 +29,11 @@ func TestCommand_RoundTrip(t *testing.T) {
 		{"take over", TakeOver{ID: "d", User: "u"}, typeTakeOver, &draftUserPayload{ID: "d", User: "u"}},
 		{"deploy", Deploy{ID: "d", User: "u"}, typeDeploy, &draftUserPayload{ID: "d", User: "u"}},
 		{"delete draft", DeleteDraft{ID: "d", User: "u"}, typeDeleteDraft, &draftUserPayload{ID: "d", User: "u"}},
+		{"set member", SetMember{ID: "n1", HTTPAddr: "10.0.0.1:8080"}, typeSetMember, &setMemberPayload{ID: "n1", HTTPAddr: "10.0.0.1:8080"}},
+		{"delete member", DeleteMember{ID: "n1"}, typeDeleteMember, &memberPayload{ID: "n1"}},
+		{"restore state without draft", RestoreState{Active: tree}, typeRestoreState, &restorePayload{Active: rawTree}},
+		{"restore state", RestoreState{Active: tree, Draft: &Draft{ID: "d", Owner: "o", CreatedMS: 1, UpdatedMS: 2, Tree: tree}}, typeRestoreState,
+			&restorePayload{Active: rawTree, Draft: &draftRecord{ID: "d", Owner: "o", CreatedMS: 1, UpdatedMS: 2, Tree: rawTree}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := encodeCommand(tc.cmd)
@@ -82,6 +88,28 @@ func TestCommand_Format(t *testing.T) {
 	if string(data) != want {
 		t.Fatalf("entry %q, want %q", data, want)
 	}
+	data, err = encodeCommand(SetMember{ID: "n1", HTTPAddr: "10.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "\x08\x01" + `{"id":"n1","http_addr":"10.0.0.1:8080"}`
+	if string(data) != want {
+		t.Fatalf("entry %q, want %q", data, want)
+	}
+	data, err = encodeCommand(DeleteMember{ID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want = "\x09\x01" + `{"id":"n1"}`; string(data) != want {
+		t.Fatalf("entry %q, want %q", data, want)
+	}
+	data, err = encodeCommand(RestoreState{Active: treeWith()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "\x0a\x01"+`{"active":{"version":`) || !strings.HasSuffix(string(data), `,"draft":null}`) {
+		t.Fatalf("entry %q", data)
+	}
 }
 
 func TestCommand_EncodeRefuses(t *testing.T) {
@@ -98,6 +126,12 @@ func TestCommand_EncodeRefuses(t *testing.T) {
 		{"take over without user", TakeOver{ID: "d"}},
 		{"deploy without id", Deploy{User: "u"}},
 		{"delete without id", DeleteDraft{User: "u"}},
+		{"set member without id", SetMember{HTTPAddr: "a:1"}},
+		{"set member without address", SetMember{ID: "n"}},
+		{"delete member without id", DeleteMember{}},
+		{"restore without active tree", RestoreState{}},
+		{"restore a draft without owner", RestoreState{Active: treeWith(), Draft: &Draft{ID: "d", Tree: treeWith()}}},
+		{"restore a draft without tree", RestoreState{Active: treeWith(), Draft: &Draft{ID: "d", Owner: "o"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := encodeCommand(tc.cmd); !errors.Is(err, ErrInvalidCommand) {
@@ -121,6 +155,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		TakeOver{ID: "d", User: "u"},
 		Deploy{ID: "d", User: "u"},
 		DeleteDraft{ID: "d", User: "u"},
+		SetMember{ID: "n", HTTPAddr: "h:1"},
+		DeleteMember{ID: "n"},
+		RestoreState{Active: treeWith("r"), Draft: &Draft{ID: "d", Owner: "o", Tree: treeWith("s")}},
 	} {
 		data, err := encodeCommand(c)
 		if err != nil {

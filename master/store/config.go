@@ -67,6 +67,9 @@ type Config struct {
 	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
 	// lose acknowledged writes); for benchmarks and tests only.
 	NoSync bool
+	// Switch, when set, can cut this node's raft traffic to simulate a
+	// network partition. For tests only.
+	Switch *NetworkSwitch
 }
 
 // The defaults of Config.

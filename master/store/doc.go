@@ -41,7 +41,15 @@
 // One node starts with Config.Bootstrap; the leader adds the others with
 // [Store.Join] and removes them with [Store.Remove]. A restart from the data
 // dir keeps the state and the membership. Raft traffic is TCP, with mutual
-// TLS when Config.TLS names the certificate files.
+// TLS when Config.TLS names the certificate files. Each member's HTTP
+// address is replicated state beside raft's configuration ([SetMember],
+// [Store.HTTPAddr]), so that any node can forward requests to the leader.
+//
+// # Backups
+//
+// [Store.Backup] returns the active tree and the draft as a [Backup],
+// whose JSON form is the backup file; [Store.Restore] replaces both with a
+// backup's in one command ([RestoreState]), in this or another cluster.
 //
 // DESIGN.md beside this file explains the choices.
 package store

@@ -33,6 +33,9 @@ var (
 	// ErrInvalidCommand means a command was refused before it was submitted
 	// (a missing id, user or tree, or a nested batch).
 	ErrInvalidCommand = errors.New("invalid command")
+	// ErrUnreachable means a node asking to join could not be dialled on
+	// its raft address, or failed the TLS handshake.
+	ErrUnreachable = errors.New("cannot reach the node's raft address")
 	// ErrUnknownMember means no cluster member has the given id.
 	ErrUnknownMember = errors.New("unknown cluster member")
 )

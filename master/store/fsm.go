@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -299,6 +300,65 @@ func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 		st.draft, st.draftJSON = &dr, p.Tree
 		return changed()
 
+	case *setMemberPayload:
+		if p.ID == "" || p.HTTPAddr == "" {
+			return refuse(fmt.Errorf("%w: set member needs an id and an HTTP address", ErrInvalidCommand))
+		}
+		m := maps.Clone(st.members)
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[p.ID] = p.HTTPAddr
+		if err := putMembers(b, m); err != nil {
+			return Result{}, err
+		}
+		st.members = m
+		return changed()
+
+	case *memberPayload:
+		if _, ok := st.members[p.ID]; !ok {
+			return Result{Index: st.index}, nil
+		}
+		m := maps.Clone(st.members)
+		delete(m, p.ID)
+		if err := putMembers(b, m); err != nil {
+			return Result{}, err
+		}
+		st.members = m
+		return changed()
+
+	case *restorePayload:
+		tree, err := decodeTree(p.Active)
+		if err != nil {
+			return refuse(fmt.Errorf("active tree: %w", err))
+		}
+		var dr *Draft
+		if rec := p.Draft; rec != nil {
+			if rec.ID == "" || rec.Owner == "" {
+				return refuse(fmt.Errorf("%w: a restored draft needs an id and an owner", ErrInvalidCommand))
+			}
+			dt, err := decodeTree(rec.Tree)
+			if err != nil {
+				return refuse(fmt.Errorf("draft tree: %w", err))
+			}
+			dr = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: dt}
+		}
+		if err := setActive(tree, p.Active); err != nil {
+			return Result{}, err
+		}
+		if dr != nil {
+			if err := putDraft(b, dr, p.Draft.Tree); err != nil {
+				return Result{}, err
+			}
+			st.draft, st.draftJSON = dr, p.Draft.Tree
+		} else {
+			if err := b.Delete(keyDraft); err != nil {
+				return Result{}, err
+			}
+			st.draft, st.draftJSON = nil, nil
+		}
+		return changed()
+
 	case *draftUserPayload:
 		switch d.typ {
 		case typeTakeOver:
@@ -354,6 +414,31 @@ func (f *fsm) draft() (*Draft, error) {
 		return nil, ErrNoDraft
 	}
 	return d.Clone(), nil
+}
+
+// httpAddr returns the HTTP address recorded for member id, or "".
+func (f *fsm) httpAddr(id string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.members[id]
+}
+
+// members returns a copy of the member id -> HTTP address map.
+func (f *fsm) members() map[string]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.st.members)
+}
+
+// backup returns the active tree and the draft with their export files.
+func (f *fsm) backup() *Backup {
+	f.mu.RLock()
+	st := f.st
+	f.mu.RUnlock()
+	return &Backup{
+		Index: st.index, ActiveIndex: st.activeIndex,
+		Active: st.active.Clone(), Draft: st.draft.Clone(),
+	}
 }
 
 // indexes returns the state index and the active tree's index.

@@ -48,6 +48,10 @@ type state struct {
 
 	draft     *Draft
 	draftJSON json.RawMessage // export file of draft.Tree
+
+	// members maps member ids to their HTTP addresses. Like the trees it
+	// is never modified in place: a change installs a new map.
+	members map[string]string
 }
 
 // The state file: one bucket, a few keys.
@@ -60,6 +64,7 @@ var (
 	keyActive      = []byte("active")       // export file JSON
 	keyActiveIndex = []byte("active_index") // uint64 big-endian
 	keyDraft       = []byte("draft")        // draftRecord JSON
+	keyMembers     = []byte("members")      // JSON object: member id -> HTTP address
 )
 
 // stateFormat is the version of the state file layout. Snapshots are state
@@ -160,6 +165,11 @@ func readState(db *bolt.DB) (state, error) {
 			st.draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: ex.Node}
 			st.draftJSON = rec.Tree
 		}
+		if v := b.Get(keyMembers); v != nil {
+			if err := json.Unmarshal(v, &st.members); err != nil {
+				return fmt.Errorf("members: %w", err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -175,6 +185,15 @@ func readState(db *bolt.DB) (state, error) {
 		st.activeJSON = raw
 	}
 	return st, nil
+}
+
+// putMembers stores the member map.
+func putMembers(b *bolt.Bucket, m map[string]string) error {
+	v, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return b.Put(keyMembers, v)
 }
 
 // putDraft stores d with tree as its export file.

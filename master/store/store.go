@@ -51,6 +51,7 @@ type Store struct {
 	closed   bool
 	logs     *raftboltdb.BoltStore
 	stream   *streamLayer
+	trans    *raft.NetworkTransport
 	observer *raft.Observer
 	stop     chan struct{} // closed by Close: stops the goroutines Open started
 	wg       sync.WaitGroup
@@ -222,6 +223,9 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	if c.Switch != nil {
+		c.Switch.attach(stream)
+	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  stream,
 		MaxPool: c.MaxPool,
@@ -251,7 +255,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	})
 	r.RegisterObserver(s.observer)
 
-	s.logs, s.stream = logs, stream
+	s.logs, s.stream, s.trans = logs, stream, trans
 	s.fsm.Store(f)
 	s.raft.Store(r)
 	s.metrics.raft.raft.Store(r)
@@ -305,6 +309,15 @@ func (s *Store) Close() error {
 	if err := r.Shutdown().Error(); err != nil {
 		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 	}
+	// Shutdown closes the transport only the first time raft shuts down:
+	// a leader that removed itself has already shut raft down. Close it
+	// here, and every raft connection with it, so that no goroutine of
+	// raft's transport outlives the store (its connection handlers read
+	// until their connection closes).
+	if err := s.trans.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft transport: %w", err))
+	}
+	s.stream.closeConns()
 	r.DeregisterObserver(s.observer)
 	close(s.stop)
 	s.wg.Wait()
@@ -739,7 +752,7 @@ func (s *Store) Join(ctx context.Context, id, addr string) error {
 	err = s.streamLayer().probe(pctx, addr)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("join %s: cannot reach %s: %w", id, addr, err)
+		return fmt.Errorf("join %s: %w %s: %w", id, ErrUnreachable, addr, err)
 	}
 	d, err := timeout(ctx, s.cfg.ApplyTimeout)
 	if err != nil {
@@ -785,7 +798,43 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove %s: %w", id, raftError(r, err))
 	}
 	s.logger.Info("removed member", "member", id)
+	// Forget its HTTP address. A leader that removed itself is no longer
+	// leader and cannot: the entry then stays, unused, since members are
+	// listed from the raft configuration.
+	if _, err := s.Apply(ctx, DeleteMember{ID: id}); err != nil {
+		s.logger.Info("removed member's HTTP address not deleted", "member", id, "error", err)
+	}
 	return nil
+}
+
+// SetMember records the HTTP address of member id (see [SetMember]). It
+// submits nothing when this node's state already has that address. Only
+// the leader can.
+func (s *Store) SetMember(ctx context.Context, id, httpAddr string) error {
+	if f := s.fsm.Load(); f != nil && id != "" && f.httpAddr(id) == httpAddr {
+		if _, err := s.leaderNode(); err != nil {
+			return err
+		}
+		return nil
+	}
+	_, err := s.do(ctx, SetMember{ID: id, HTTPAddr: httpAddr})
+	return err
+}
+
+// DeleteMember forgets the HTTP address of member id. Only the leader can.
+func (s *Store) DeleteMember(ctx context.Context, id string) error {
+	_, err := s.do(ctx, DeleteMember{ID: id})
+	return err
+}
+
+// HTTPAddr returns the HTTP address recorded for member id in this node's
+// state, or "" if none is.
+func (s *Store) HTTPAddr(id string) string {
+	f := s.fsm.Load()
+	if f == nil {
+		return ""
+	}
+	return f.httpAddr(id)
 }
 
 func (s *Store) servers(ctx context.Context, r *raft.Raft) ([]raft.Server, error) {
@@ -825,6 +874,11 @@ func (s *Store) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// LeaderChanged returns a channel that is closed when the leader this
+// node knows changes, or this node gains or loses leadership. Take a new
+// channel after each change.
+func (s *Store) LeaderChanged() <-chan struct{} { return s.leaderChanged() }
+
 // IsLeader reports whether this node is the leader.
 func (s *Store) IsLeader() bool {
 	r := s.raft.Load()
@@ -852,9 +906,15 @@ func (s *Store) WaitForLeader(ctx context.Context) (id, addr string, err error) 
 	}
 }
 
+// ReadyLag is how many committed entries a node may have left to apply
+// and still be ready: under a steady stream of writes the state machine
+// always trails the commit index by a batch or two, and readiness must
+// not flap with it.
+const ReadyLag = 1024
+
 // Ready reports whether this node can serve: it knows a leader, has
-// applied every entry it knows to be committed, and, if it is the leader,
-// has completed its post-election barrier.
+// applied the entries it knows to be committed but for at most ReadyLag,
+// and, if it is the leader, has completed its post-election barrier.
 func (s *Store) Ready() bool {
 	r := s.raft.Load()
 	if r == nil || r.State() == raft.Shutdown {
@@ -863,7 +923,7 @@ func (s *Store) Ready() bool {
 	if a, _ := r.LeaderWithID(); a == "" {
 		return false
 	}
-	if r.AppliedIndex() < r.CommitIndex() {
+	if applied, commit := r.AppliedIndex(), r.CommitIndex(); applied+ReadyLag < commit {
 		return false
 	}
 	if r.State() != raft.Leader {
@@ -897,10 +957,14 @@ func (s *Store) Snapshot(ctx context.Context) error {
 
 // Member is a member of the cluster's raft configuration.
 type Member struct {
-	ID     string `json:"id"`
-	Addr   string `json:"addr"`
-	Voter  bool   `json:"voter"`
-	Leader bool   `json:"leader"`
+	ID string `json:"id"`
+	// Addr is the member's raft address.
+	Addr string `json:"addr"`
+	// HTTPAddr is the member's HTTP address recorded with SetMember, or
+	// empty when none is (yet).
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
 }
 
 // Stats is a view of this node's raft and state machine.
@@ -947,15 +1011,18 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		LastLogIndex:      r.LastIndex(),
 		LastSnapshotIndex: statUint(r.Stats(), "last_snapshot_index"),
 	}
+	var httpAddrs map[string]string
 	if f := s.fsm.Load(); f != nil {
 		st.StateIndex, st.ActiveIndex = f.indexes()
+		httpAddrs = f.members()
 	}
 	for _, srv := range servers {
 		st.Members = append(st.Members, Member{
-			ID:     string(srv.ID),
-			Addr:   string(srv.Address),
-			Voter:  srv.Suffrage == raft.Voter,
-			Leader: srv.ID == li,
+			ID:       string(srv.ID),
+			Addr:     string(srv.Address),
+			HTTPAddr: httpAddrs[string(srv.ID)],
+			Voter:    srv.Suffrage == raft.Voter,
+			Leader:   srv.ID == li,
 		})
 	}
 	return st, nil

@@ -176,6 +176,42 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	return l.track(c)
 }
 
+// NetworkSwitch cuts a store's raft traffic, to simulate a network
+// partition in tests: while cut, the store makes and accepts no raft
+// connection, and cutting closes the open ones. Give it to a store with
+// Config.Switch; the same switch can follow a node across restarts. Its
+// zero value is a connected switch. It is for tests only.
+type NetworkSwitch struct {
+	mu    sync.Mutex
+	cut   bool
+	layer *streamLayer
+}
+
+// Cut cuts the store off the raft network.
+func (n *NetworkSwitch) Cut() { n.set(true) }
+
+// Heal reconnects the store to the raft network.
+func (n *NetworkSwitch) Heal() { n.set(false) }
+
+func (n *NetworkSwitch) set(cut bool) {
+	n.mu.Lock()
+	n.cut = cut
+	l := n.layer
+	n.mu.Unlock()
+	if l != nil {
+		l.setCut(cut)
+	}
+}
+
+// attach makes the switch control l.
+func (n *NetworkSwitch) attach(l *streamLayer) {
+	n.mu.Lock()
+	n.layer = l
+	cut := n.cut
+	n.mu.Unlock()
+	l.setCut(cut)
+}
+
 // errPartitioned is the dial error of a cut stream layer.
 var errPartitioned = errors.New("partitioned")
 
@@ -199,6 +235,19 @@ func (l *streamLayer) isCut() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cut
+}
+
+// closeConns closes every open connection (the store is closing).
+func (l *streamLayer) closeConns() {
+	l.mu.Lock()
+	open := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		open = append(open, c)
+	}
+	l.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
 }
 
 // track registers c so that setCut can close it; while cut it closes c.

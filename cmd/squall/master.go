@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/api"
+)
+
+func newMasterCommand() *cobra.Command {
+	cfg := master.Default()
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
+		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
+		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
+draft, the v2_beta configuration and test-event API, the cluster endpoints
+(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active) and
+/healthz, /readyz, /metrics. Any node answers every request; requests that need
+the leader are forwarded to it.
+
+Form a cluster by starting the first node with --bootstrap and the others with
+--join http://FIRST:8080; a restart from the data dir rejoins with its state.
+See docs/operations.md.
+
+API tokens are verified with --token-hmac-key-file (HS256) or
+--token-ed25519-public-key-file (EdDSA); squall token mints them.
+--allow-unsigned-tokens also accepts the spec's unsigned tokens (only behind an
+authenticating proxy).
+
+Every flag can also be set with an environment variable: SQUALL_ and the flag
+name in upper case with underscores, e.g. SQUALL_NODE_ID for --node-id. A flag
+given on the command line wins; empty variables are ignored.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, os.LookupEnv); err != nil {
+				return err
+			}
+			for _, name := range []string{"node-id", "data-dir"} {
+				if cmd.Flags().Lookup(name).Value.String() == "" {
+					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+				}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			cfg.Logger = logger
+			srv, err := master.New(cfg)
+			if err != nil {
+				return err
+			}
+			// The configuration and test-event API runs on the leader.
+			// Test events with process_type Full are refused until an
+			// action runner is wired in.
+			a := api.New(api.Default(), srv.Store(), srv.Verifier(), nil, logger)
+			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
+				return err
+			}
+			return srv.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id, unique in the cluster for all time (required)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the replicated state and the raft log (required)")
+	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address (port 0 picks a free port, logged at start)")
+	f.StringVar(&cfg.HTTPAdvertise, "http-advertise", "", "host:port other masters use to reach this node's HTTP API (default: the listen address if it is a specific IP, else the raft advertise host)")
+	f.StringVar(&cfg.RaftAddr, "raft", cfg.RaftAddr, "raft listen address")
+	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "host:port other masters dial for raft (default: the listen address, which must then be a specific IP)")
+	f.BoolVar(&cfg.Bootstrap, "bootstrap", false, "form a new cluster with this node as its first voter (ignored when the data dir holds state)")
+	f.StringSliceVar(&cfg.JoinURLs, "join", nil, "HTTP URL of a member to join through, e.g. http://10.0.0.1:8080 (repeatable or comma-separated)")
+	f.StringVar(&cfg.JoinTokenFile, "join-token-file", "", "file holding the shared secret join requests must carry (at least 16 bytes)")
+	f.StringVar(&cfg.RaftTLS.CertFile, "raft-tls-cert", "", "PEM certificate of this master for mutual TLS on the raft port")
+	f.StringVar(&cfg.RaftTLS.KeyFile, "raft-tls-key", "", "PEM key of --raft-tls-cert")
+	f.StringVar(&cfg.RaftTLS.CAFile, "raft-tls-ca", "", "PEM CA that signs the masters' certificates")
+	f.StringVar(&cfg.RaftTLS.ServerName, "raft-tls-server-name", "", "name every master's certificate carries (default: the dialled host)")
+	f.StringVar(&cfg.TokenHMACKeyFile, "token-hmac-key-file", "", "HS256 key file that verifies API tokens")
+	f.StringVar(&cfg.TokenEd25519PublicKeyFile, "token-ed25519-public-key-file", "", "Ed25519 public key (PEM) that verifies API tokens")
+	f.BoolVar(&cfg.AllowUnsignedTokens, "allow-unsigned-tokens", false, "also accept unsigned base64 JSON tokens (behind an authenticating proxy only)")
+	f.DurationVar(&cfg.LeaderWait, "leader-wait", cfg.LeaderWait, "how long a request waits for a leader during an election before it is answered 503")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a graceful shutdown waits for running requests")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	documentEnv(f)
+	return cmd
+}

@@ -1,0 +1,229 @@
+package master
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// ClusterInfo is the answer of GET /squall/v1/cluster: the answering
+// node's view of the cluster.
+type ClusterInfo struct {
+	// NodeID is the answering node; State its raft state (Leader,
+	// Follower, Candidate).
+	NodeID string `json:"node_id"`
+	State  string `json:"state"`
+	// LeaderID is the leader this node knows, "" during an election.
+	LeaderID string `json:"leader_id"`
+	Term     uint64 `json:"term"`
+	// CommitIndex is the highest raft log index this node knows to be
+	// committed; AppliedIndex the highest it applied to its state.
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// StateIndex and ActiveIndex are the indexes of the last change of
+	// the state and of the active tree.
+	StateIndex  uint64 `json:"state_index"`
+	ActiveIndex uint64 `json:"active_index"`
+	// Members are the raft configuration's servers, sorted by id.
+	Members []MemberInfo `json:"members"`
+}
+
+// MemberInfo is one member of the cluster.
+type MemberInfo struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	// HTTPAddr is empty until the member registered it.
+	HTTPAddr string `json:"http_addr"`
+	// Suffrage is "voter" or "nonvoter".
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// JoinRequest is the body of POST /squall/v1/cluster/join: the node that
+// asks to be added as a voter.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// HeaderJoinToken carries the join secret of POST /squall/v1/cluster/join.
+const HeaderJoinToken = "X-Squall-Join-Token"
+
+// maxJoinBody bounds join request bodies; maxRestoreBody backup files.
+const (
+	maxJoinBody    = 64 << 10
+	maxRestoreBody = 64 << 20
+)
+
+// authorize authenticates the request's bearer token and checks that one
+// of its authorizations is on the whole tree (path ["root"]) and grants p.
+func (s *Server) authorize(r *http.Request, p auth.Permission) error {
+	c, err := s.tokens.Verify(r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	for _, a := range c.Auths {
+		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", auth.ErrForbidden, config.RootName, p)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// handleReady answers 200 when the store is ready: it knows a leader and
+// has applied the log (Store.Ready).
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) error {
+	if !s.store.Ready() {
+		e := errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: no leader known, or the log is not applied yet", s.cfg.NodeID)
+		e.RetryAfter = 1
+		return e
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+// handleCluster answers this node's view of the cluster. Token: view on root.
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r, auth.View); err != nil {
+		return err
+	}
+	st, err := s.store.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	info := ClusterInfo{
+		NodeID: st.NodeID, State: st.State, LeaderID: st.LeaderID, Term: st.Term,
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		StateIndex: st.StateIndex, ActiveIndex: st.ActiveIndex,
+		Members: []MemberInfo{},
+	}
+	for _, m := range st.Members {
+		suffrage := "voter"
+		if !m.Voter {
+			suffrage = "nonvoter"
+		}
+		info.Members = append(info.Members, MemberInfo{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader})
+	}
+	slices.SortFunc(info.Members, func(a, b MemberInfo) int { return strings.Compare(a.ID, b.ID) })
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+// handleRemove removes a member (on the leader). Token: admin on root.
+func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r, auth.Admin); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := s.store.Remove(r.Context(), id); err != nil {
+		return err
+	}
+	s.logger.Info("member removed", "member", id)
+	writeJSON(w, http.StatusOK, nil)
+	return nil
+}
+
+// handleJoin adds a node as a voter (on the leader): it records the
+// node's HTTP address, then adds it to raft. With a join token
+// configured, the request must carry it.
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
+	if s.joinToken != nil {
+		got := sha256.Sum256([]byte(r.Header.Get(HeaderJoinToken)))
+		if subtle.ConstantTimeCompare(got[:], s.joinToken[:]) != 1 {
+			return errorf(http.StatusUnauthorized, codeUnauthorized, "join: missing or wrong %s", HeaderJoinToken)
+		}
+	}
+	var req JoinRequest
+	if err := decodeBody(w, r, maxJoinBody, &req); err != nil {
+		return err
+	}
+	if req.ID == "" {
+		return errorf(http.StatusBadRequest, codeBadRequest, "join: the node id is empty")
+	}
+	for _, a := range []struct{ name, v string }{{"raft_addr", req.RaftAddr}, {"http_addr", req.HTTPAddr}} {
+		if host, port, err := net.SplitHostPort(a.v); err != nil || host == "" || port == "" || port == "0" {
+			return errorf(http.StatusBadRequest, codeBadRequest, "join: %s %q is not host:port", a.name, a.v)
+		}
+	}
+	start := time.Now()
+	// The HTTP address goes first, so that it is known on every node by
+	// the time the new voter can win an election.
+	known := s.store.HTTPAddr(req.ID) != ""
+	if err := s.store.SetMember(r.Context(), req.ID, req.HTTPAddr); err != nil {
+		return err
+	}
+	if err := s.store.Join(r.Context(), req.ID, req.RaftAddr); err != nil {
+		if !known {
+			// Leave no address behind for a node that did not join.
+			if derr := s.store.DeleteMember(r.Context(), req.ID); derr != nil {
+				s.logger.Info("address of a failed join not deleted", "member", req.ID, keyError, derr)
+			}
+		}
+		return err
+	}
+	s.logger.Info("member joined", "member", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, keyDuration, time.Since(start))
+	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// handleBackup answers the backup file of the state (on the leader, with
+// every acknowledged write). Token: admin on root.
+func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r, auth.Admin); err != nil {
+		return err
+	}
+	b, err := s.store.Backup()
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="squall-backup-%d.json"`, b.Index))
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// RestoreResult is the answer of POST /squall/v1/restore.
+type RestoreResult struct {
+	// Index is the state index of the restore, which is also the active
+	// tree's new index.
+	Index uint64 `json:"index"`
+}
+
+// handleRestore replaces the active tree and the draft with a backup's
+// (on the leader). Token: admin on root.
+func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r, auth.Admin); err != nil {
+		return err
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRestoreBody)
+	b, err := store.DecodeBackup(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) || errors.Is(err, store.ErrInvalidTree) {
+			return err
+		}
+		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
+	}
+	idx, err := s.store.Restore(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	s.logger.Info("state restored from a backup", "index", idx, "backup_index", b.Index)
+	writeJSON(w, http.StatusOK, RestoreResult{Index: idx})
+	return nil
+}

@@ -1,0 +1,249 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/master/store"
+)
+
+// Config configures a master node. Start from Default.
+type Config struct {
+	// NodeID is this node's id, unique in the cluster for all time. Required.
+	NodeID string
+	// DataDir holds the replicated state and the raft log. Required.
+	DataDir string
+
+	// HTTPAddr is the listen address of the HTTP API (default ":8080");
+	// port 0 picks a free port (see Server.HTTPAddr).
+	HTTPAddr string
+	// HTTPAdvertise is the host:port other masters use to reach this
+	// node's HTTP API when they forward requests to it. Empty means the
+	// listener's address when it is a specific IP, else the host of
+	// RaftAdvertise with the HTTP port.
+	HTTPAdvertise string
+	// RaftAddr is the raft listen address (default ":7000").
+	RaftAddr string
+	// RaftAdvertise is the host:port other masters dial for raft. Empty
+	// means the listener's address, which must then be a specific IP.
+	RaftAdvertise string
+	// RaftTLS enables mutual TLS between masters on the raft port.
+	RaftTLS store.TLSConfig
+
+	// Bootstrap makes a node without state form a new cluster with itself
+	// as the only voter. It is ignored when the data dir holds state.
+	Bootstrap bool
+	// JoinURLs are the HTTP URLs (http://host:port) of members to ask to
+	// add this node to their cluster; any member will do, the request is
+	// forwarded to the leader. Tried in order until one succeeds.
+	JoinURLs []string
+	// JoinTokenFile holds the shared secret that join requests must carry
+	// (and that this node sends when it joins). Empty accepts joins without
+	// a secret: then only raft TLS, if configured, keeps strangers out.
+	JoinTokenFile string
+
+	// TokenHMACKeyFile verifies API tokens signed with HS256;
+	// TokenEd25519PublicKeyFile verifies EdDSA tokens. At most one.
+	TokenHMACKeyFile          string
+	TokenEd25519PublicKeyFile string
+	// AllowUnsignedTokens accepts the spec's unsigned base64 JSON tokens
+	// (behind an authenticating proxy, or in development).
+	AllowUnsignedTokens bool
+
+	// LeaderWait bounds how long a request that needs the leader waits
+	// for one during an election before it is answered 503 (default 3s).
+	LeaderWait time.Duration
+	// ForwardTimeout bounds how long a request forwarded to the leader
+	// waits for the leader's response headers (default 30s).
+	ForwardTimeout time.Duration
+	// MaxWatchWait caps the wait of a tree watch (default 5m).
+	MaxWatchWait time.Duration
+	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
+	ShutdownTimeout time.Duration
+
+	// Logger receives the master's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics and Gatherer serves them on
+	// /metrics. When both are nil the server makes its own registry with
+	// the Go and process collectors; a Registerer that is a
+	// *prometheus.Registry is also used as the Gatherer.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+
+	// StoreOptions, when set, adjusts the store's configuration after the
+	// master filled it in: raft timeouts, snapshot thresholds, test hooks
+	// (store.Config.Switch). For tests and benchmarks.
+	StoreOptions func(*store.Config)
+}
+
+// The defaults of Config.
+const (
+	DefaultHTTPAddr        = ":8080"
+	DefaultRaftAddr        = ":7000"
+	DefaultLeaderWait      = 3 * time.Second
+	DefaultForwardTimeout  = 30 * time.Second
+	DefaultMaxWatchWait    = 5 * time.Minute
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Default returns a Config with the default addresses and timeouts.
+func Default() Config {
+	return Config{
+		HTTPAddr:        DefaultHTTPAddr,
+		RaftAddr:        DefaultRaftAddr,
+		LeaderWait:      DefaultLeaderWait,
+		ForwardTimeout:  DefaultForwardTimeout,
+		MaxWatchWait:    DefaultMaxWatchWait,
+		ShutdownTimeout: DefaultShutdownTimeout,
+	}
+}
+
+// ConfigError is a Config that does not validate; it lists every problem.
+type ConfigError struct {
+	Errs []error
+}
+
+// Error lists the problems.
+func (e *ConfigError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return "master config: " + strings.Join(msgs, "; ")
+}
+
+// Unwrap returns the problems.
+func (e *ConfigError) Unwrap() []error { return e.Errs }
+
+// Validate checks the config without touching files or the network.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.NodeID == "" {
+		add("node id is required")
+	}
+	if c.DataDir == "" {
+		add("data dir is required")
+	}
+	for _, a := range []struct{ name, v string }{
+		{"HTTP address", c.HTTPAddr}, {"raft address", c.RaftAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			add("%s %q: want host:port", a.name, a.v)
+		}
+	}
+	for _, a := range []struct{ name, v string }{
+		{"HTTP advertise address", c.HTTPAdvertise}, {"raft advertise address", c.RaftAdvertise},
+	} {
+		if a.v == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(a.v); err != nil || host == "" || port == "" || port == "0" {
+			add("%s %q: want host:port with a host and a port", a.name, a.v)
+		}
+	}
+	if c.Bootstrap && len(c.JoinURLs) > 0 {
+		add("bootstrap and join exclude each other: bootstrap the first node, join the others")
+	}
+	for _, u := range c.JoinURLs {
+		if _, err := joinEndpoint(u); err != nil {
+			add("join URL %q: %v", u, err)
+		}
+	}
+	if c.TokenHMACKeyFile != "" && c.TokenEd25519PublicKeyFile != "" {
+		add("give an HMAC key file or an Ed25519 public key file for tokens, not both")
+	}
+	if c.TokenHMACKeyFile == "" && c.TokenEd25519PublicKeyFile == "" && !c.AllowUnsignedTokens {
+		add("tokens: give an HMAC key file or an Ed25519 public key file, or allow unsigned tokens")
+	}
+	if c.RaftTLS.Enabled() && (c.RaftTLS.CertFile == "" || c.RaftTLS.KeyFile == "" || c.RaftTLS.CAFile == "") {
+		add("raft TLS needs a certificate, a key and a CA file")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"leader wait", c.LeaderWait}, {"forward timeout", c.ForwardTimeout},
+		{"max watch wait", c.MaxWatchWait}, {"shutdown timeout", c.ShutdownTimeout},
+	} {
+		if d.v < 0 {
+			add("%s is negative", d.name)
+		}
+	}
+	if len(errs) > 0 {
+		return &ConfigError{Errs: errs}
+	}
+	return nil
+}
+
+// withDefaults fills in zero durations and addresses.
+func (c Config) withDefaults() Config {
+	d := Default()
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = d.HTTPAddr
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = d.RaftAddr
+	}
+	if c.LeaderWait == 0 {
+		c.LeaderWait = d.LeaderWait
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = d.ForwardTimeout
+	}
+	if c.MaxWatchWait == 0 {
+		c.MaxWatchWait = d.MaxWatchWait
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// storeConfig is the store's configuration for this node.
+func (c Config) storeConfig() store.Config {
+	sc := store.Config{
+		NodeID:        c.NodeID,
+		DataDir:       c.DataDir,
+		BindAddr:      c.RaftAddr,
+		AdvertiseAddr: c.RaftAdvertise,
+		Bootstrap:     c.Bootstrap,
+		TLS:           c.RaftTLS,
+		Logger:        c.Logger,
+	}
+	if c.StoreOptions != nil {
+		c.StoreOptions(&sc)
+	}
+	return sc
+}
+
+// joinEndpoint returns the join endpoint of a member's URL; a bare
+// host:port means http.
+func joinEndpoint(member string) (string, error) {
+	if !strings.Contains(member, "://") {
+		member = "http://" + member
+	}
+	u, err := url.Parse(member)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("the scheme must be http or https")
+	}
+	if u.Host == "" {
+		return "", errors.New("no host")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + pathJoin
+	u.RawQuery, u.Fragment = "", ""
+	return u.String(), nil
+}

@@ -1,0 +1,53 @@
+// Package master runs a master node: the raft-replicated store
+// (master/store) behind an HTTP API that any node answers.
+//
+// A [Server] is built from a [Config] with [New] and runs with
+// [Server.Run] (or [Server.Start] and [Server.Shutdown]). The API
+// packages mount their routes with [Server.Mount] before it starts; the
+// master serves its own:
+//
+//	GET    /healthz                          process up
+//	GET    /readyz                           store ready: a leader known, the log applied
+//	GET    /metrics                          Prometheus: store, raft and HTTP metrics
+//	GET    /squall/v1/cluster                this node's view: members, leader, term, indexes (view on root)
+//	DELETE /squall/v1/cluster/members/{id}   remove a member (admin on root; leader)
+//	POST   /squall/v1/cluster/join           add a node as a voter (join token; leader)
+//	GET    /squall/v1/tree/active            tree watch, a blocking query (view on root; any ready node)
+//	GET    /squall/v1/backup                 backup file of the state (admin on root; leader)
+//	POST   /squall/v1/restore                restore a backup file (admin on root; leader)
+//
+// # Forwarding
+//
+// Any node accepts every request. Routes placed [OnLeader] (the master's
+// leader routes above, and the configuration API) run on the leader: a
+// follower forwards them to the leader's HTTP address with a reverse
+// proxy, in one middleware, and relays the answer unchanged. The leader
+// serves them after [store.Store.ConsistentRead], so a client never reads
+// older state than it wrote, whichever node it asks. Raft knows only
+// raft addresses; the leader's HTTP address comes from the replicated
+// state, where every node records its own when it joins (the SetMember
+// command), including the bootstrap node once it leads.
+//
+// During an election a request waits for a leader up to
+// Config.LeaderWait, then is answered 503 with Retry-After: 1 and a JSON
+// error; it never hangs. A forwarded request carries
+// [HeaderForwardedBy]; a node that receives one and is not the leader
+// answers 503 instead of forwarding it again.
+//
+// # Errors
+//
+// Every error answer of the master's own endpoints is the JSON
+// {"code", "params", "message"} of DESIGN.md decision 16, written by one
+// adapter that also logs it once. Mounted handlers write their own.
+//
+// # Joining
+//
+// A node started with Config.JoinURLs posts a [JoinRequest] to a member;
+// the leader records the node's HTTP address and adds it as a voter
+// (store.Join first dials the raft address, TLS handshake included). Every
+// node also re-registers through its own API after a restart, so a
+// changed address is picked up. With Config.JoinTokenFile set, join
+// requests must carry the same secret in [HeaderJoinToken] (compared in
+// constant time); with raft TLS, a node also needs a certificate the
+// masters' CA signed before it can become a voter.
+package master

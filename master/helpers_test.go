@@ -1,0 +1,189 @@
+package master_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/mastertest"
+)
+
+// testAPI is a tiny API mounted OnLeader under /api/v2_beta/test/, the
+// way the configuration API is: an echo, and an append-only write to the
+// active tree (read-modify-write, as the real API does).
+type testAPI struct {
+	srv *master.Server
+	mu  sync.Mutex
+}
+
+// mountTestAPI is the WithSetup option that mounts the test API.
+func mountTestAPI() mastertest.Option {
+	return mastertest.WithSetup(func(_ int, s *master.Server) {
+		a := &testAPI{srv: s}
+		if err := s.Mount("/api/v2_beta/test/", a.handler(), master.OnLeader); err != nil {
+			panic(err)
+		}
+	})
+}
+
+// echo is what the echo route answers.
+type echo struct {
+	Node   string `json:"node"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	Query  string `json:"query"`
+	Auth   string `json:"auth"`
+	Custom string `json:"custom"`
+	Body   string `json:"body"`
+}
+
+func (a *testAPI) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v2_beta/test/echo/", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Echo", "yes")
+		w.Header().Set("X-Seen-Forwarded-By", r.Header.Get(master.HeaderForwardedBy))
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(echo{
+			Node: a.srv.ID(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+			Auth: r.Header.Get("Authorization"), Custom: r.Header.Get("X-Custom"), Body: string(body),
+		})
+	})
+	mux.HandleFunc("POST /api/v2_beta/test/append/{name}", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		st := a.srv.Store()
+		tree, _ := st.Active()
+		tree.Children = append(tree.Children, &config.Node{Kind: config.KindFilter, Name: r.PathValue("name"), Active: true})
+		idx, err := st.ReplaceActive(r.Context(), tree)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"index":%d}`, idx)
+	})
+	mux.HandleFunc("POST /api/v2_beta/test/replace/{name}", func(w http.ResponseWriter, r *http.Request) {
+		tree := config.NewRoot()
+		tree.Children = []*config.Node{{Kind: config.KindFilter, Name: r.PathValue("name"), Active: true}}
+		idx, err := a.srv.Store().ReplaceActive(r.Context(), tree)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"index":%d}`, idx)
+	})
+	return mux
+}
+
+// post sends a request without testing.T, for writer goroutines.
+func post(ctx context.Context, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// appendVia writes child name through node i and fails the test unless
+// it is acknowledged.
+func appendVia(t *testing.T, c *mastertest.Cluster, i int, name string) uint64 {
+	t.Helper()
+	resp, body := c.Do(i, http.MethodPost, "/api/v2_beta/test/append/"+name, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("append %s via node %d: %d %s", name, i, resp.StatusCode, body)
+	}
+	var r struct{ Index uint64 }
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Index
+}
+
+// childNames lists the names of the active tree's root children on node i.
+func childNames(c *mastertest.Cluster, i int) []string {
+	tree, _ := c.Server(i).Store().Active()
+	var names []string
+	for _, n := range tree.Children {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// hasAll reports whether have holds every name of want.
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// apiErr is the JSON error body of decision 16.
+type apiErr struct {
+	Code    string            `json:"code"`
+	Params  map[string]string `json:"params"`
+	Message string            `json:"message"`
+}
+
+// wantError checks an error answer: status, JSON body with the code.
+func wantError(t *testing.T, resp *http.Response, body []byte, status int, code string) {
+	t.Helper()
+	var e apiErr
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d (%s), want %d: %s", resp.StatusCode, resp.Header.Get("Content-Type"), status, body)
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Code != code || e.Message == "" || e.Params == nil {
+		t.Fatalf("error body %s (%v), want code %s", body, err, code)
+	}
+	if status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("503 without Retry-After: 1: %v", resp.Header)
+	}
+}
+
+// viewToken has view on root; tenantToken has admin below root only.
+func viewToken(c *mastertest.Cluster) string {
+	return c.Token(auth.Claims{User: "viewer", Auths: map[string]auth.Authorization{
+		"all": {Path: []string{"root"}, Roles: []string{"view"}},
+	}})
+}
+
+func tenantAdminToken(c *mastertest.Cluster) string {
+	return c.Token(auth.Claims{User: "tenant", Auths: map[string]auth.Authorization{
+		"acme": {Path: []string{"root", "acme"}, Roles: []string{"admin"}},
+	}})
+}
+
+func decode[T any](t *testing.T, body []byte) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %T: %v: %s", v, err, body)
+	}
+	return v
+}

@@ -1,0 +1,227 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Error codes of the master's own endpoints (DESIGN.md decision 16).
+const (
+	codeBadRequest       = "BAD_REQUEST"
+	codeUnauthorized     = "UNAUTHORIZED"
+	codeForbidden        = "FORBIDDEN"
+	codeNotFound         = "NOT_FOUND"
+	codeMemberNotFound   = "MEMBER_NOT_FOUND"
+	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	codeValidation       = "VALIDATION_ERROR"
+	codeTooLarge         = "PAYLOAD_TOO_LARGE"
+	codeNoLeader         = "NO_LEADER"
+	codeNotReady         = "NOT_READY"
+	codeUnavailable      = "UNAVAILABLE"
+	codeInternal         = "INTERNAL"
+	codeUnreachable      = "NODE_UNREACHABLE"
+)
+
+// apiError is an error answer: a status and the JSON body
+// {"code", "params", "message"} of DESIGN.md decision 16.
+type apiError struct {
+	Status  int               `json:"-"`
+	Code    string            `json:"code"`
+	Params  map[string]string `json:"params"`
+	Message string            `json:"message"`
+	// RetryAfter, in seconds, is sent as Retry-After when positive.
+	RetryAfter int `json:"-"`
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// noLeader is the answer while no leader can serve a request.
+func noLeader(format string, args ...any) *apiError {
+	e := errorf(http.StatusServiceUnavailable, codeNoLeader, format, args...)
+	e.RetryAfter = 1
+	return e
+}
+
+// toAPIError maps the errors of the layers below onto answers.
+func toAPIError(err error) *apiError {
+	var e *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return errorf(http.StatusUnauthorized, codeUnauthorized, "%s", err)
+	case errors.Is(err, auth.ErrForbidden):
+		return errorf(http.StatusForbidden, codeForbidden, "%s", err)
+	case errors.As(err, &mbe):
+		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, store.ErrUnreachable):
+		return errorf(http.StatusBadGateway, codeUnreachable, "%s", err)
+	case errors.Is(err, store.ErrUnknownMember):
+		return errorf(http.StatusNotFound, codeMemberNotFound, "%s", err)
+	case errors.Is(err, store.ErrInvalidTree):
+		return errorf(http.StatusConflict, codeValidation, "%s", err)
+	case errors.Is(err, store.ErrInvalidCommand):
+		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
+	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrTimeout):
+		return noLeader("%s", err)
+	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		e := errorf(http.StatusServiceUnavailable, codeUnavailable, "%s", err)
+		e.RetryAfter = 1
+		return e
+	}
+	return errorf(http.StatusInternalServerError, codeInternal, "%s", err)
+}
+
+// handlerFunc is an endpoint: it writes its answer itself on success and
+// returns an error otherwise, which wrap writes.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// wrap turns an endpoint into an http.Handler that answers its errors.
+func (s *Server) wrap(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// writeError answers err as JSON with its status and logs it, once.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toAPIError(err)
+	if e.Params == nil {
+		e.Params = map[string]string{}
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	if e.Status == http.StatusServiceUnavailable {
+		s.metrics.unavailable.WithLabelValues(e.Code).Inc()
+	}
+	level := slog.LevelInfo
+	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
+		level = slog.LevelError
+	}
+	s.logger.Log(r.Context(), level, "request failed", keyMethod, r.Method, keyPath, r.URL.Path,
+		keyStatus, e.Status, keyCode, e.Code, keyError, e.Message)
+	writeJSON(w, e.Status, e)
+}
+
+// writeJSON writes v as a JSON answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decodeBody decodes a JSON body of at most limit bytes strictly.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, codeBadRequest, "body: trailing data after the JSON value")
+	}
+	return nil
+}
+
+// Log attribute keys.
+const (
+	keyMethod   = "method"
+	keyPath     = "path"
+	keyStatus   = "status"
+	keyCode     = "code"
+	keyError    = "error"
+	keyNode     = "node"
+	keyURL      = "url"
+	keyDuration = "duration"
+)
+
+// statusWriter records the status of an answer for the request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer
+// (flushes of proxied answers).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// statusProbe records the status and headers a handler writes, and drops
+// the body: it tells the mux's 404 from its 405.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// serveHTTP dispatches to the routes, answers unknown paths and methods in
+// JSON, and records the request metrics.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		e := errorf(http.StatusNotFound, codeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+		if probe.status == http.StatusMethodNotAllowed {
+			e = errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
+		}
+		s.writeError(sw, r, e)
+		pattern = "none"
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	s.metrics.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status)).Inc()
+	s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+}

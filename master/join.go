@@ -1,0 +1,138 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/squallhq/squall/master/store"
+)
+
+// Join retry pacing.
+const (
+	joinBackoffMin = 100 * time.Millisecond
+	joinBackoffMax = 5 * time.Second
+	joinAttempt    = 30 * time.Second
+)
+
+// JoinRefusedError is a join the cluster refused for good (a wrong join
+// token, an invalid request): retrying cannot help, and Run returns it.
+type JoinRefusedError struct {
+	URL     string
+	Status  int
+	Message string
+}
+
+// Error names the member and its answer.
+func (e *JoinRefusedError) Error() string {
+	return fmt.Sprintf("join via %s refused: %d %s", e.URL, e.Status, e.Message)
+}
+
+// register makes sure the cluster knows this node: its raft address as a
+// voter and its HTTP address for forwarding. It posts a join request to
+// the configured members, and also to this node itself once this node
+// is in the raft configuration (a restart, or the bootstrap node), which
+// forwards it to the leader. Joining again is harmless: the leader
+// changes nothing when it already knows the node as it is. It retries
+// transient failures with backoff until it succeeds or ctx ends; a
+// refusal stops it and fails the server.
+func (s *Server) register(ctx context.Context) {
+	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: s.store.Addr(), HTTPAddr: s.HTTPAdvertise()}
+	backoff := joinBackoffMin
+	for round := 1; ; round++ {
+		targets := slices.Clone(s.cfg.JoinURLs)
+		if s.inConfiguration(ctx) {
+			targets = append(targets, s.URL())
+		}
+		for _, u := range targets {
+			err := s.join(ctx, u, req)
+			if err == nil {
+				s.logger.Info("registered with the cluster", keyURL, u, "rounds", round)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			var refused *JoinRefusedError
+			if errors.As(err, &refused) {
+				s.fail(err)
+				return
+			}
+			level := slog.LevelDebug
+			if round > 3 {
+				level = slog.LevelWarn
+			}
+			s.logger.Log(ctx, level, "join attempt failed; retrying", keyURL, u, keyError, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, joinBackoffMax)
+	}
+}
+
+// inConfiguration reports whether this node is in the raft configuration
+// it knows.
+func (s *Server) inConfiguration(ctx context.Context) bool {
+	st, err := s.store.Stats(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(st.Members, func(m store.Member) bool { return m.ID == s.cfg.NodeID })
+}
+
+// join posts one join request to the member at base.
+func (s *Server) join(ctx context.Context, base string, jr JoinRequest) error {
+	endpoint, err := joinEndpoint(base)
+	if err != nil {
+		return &JoinRefusedError{URL: base, Message: err.Error()}
+	}
+	body, err := json.Marshal(jr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, joinAttempt)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return &JoinRefusedError{URL: base, Message: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.joinSecret != nil {
+		req.Header.Set(HeaderJoinToken, string(s.joinSecret))
+	}
+	resp, err := (&http.Client{Transport: s.transport}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	var e apiError
+	text := strings.TrimSpace(string(msg))
+	if json.Unmarshal(msg, &e) == nil && e.Message != "" {
+		text = e.Code + ": " + e.Message
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+	default:
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return &JoinRefusedError{URL: base, Status: resp.StatusCode, Message: text}
+		}
+	}
+	return fmt.Errorf("join via %s: %d %s", base, resp.StatusCode, text)
+}

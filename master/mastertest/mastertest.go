@@ -1,0 +1,509 @@
+package mastertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Cluster is a running test cluster. Nodes are numbered from 0 in the
+// order they were started; a killed node keeps its number and data dir.
+type Cluster struct {
+	// AdminToken is a bearer token with admin on root.
+	AdminToken string
+
+	t         testing.TB
+	dir       string
+	signer    *auth.Signer
+	keyFile   string
+	joinToken string
+	joinFile  string
+	opts      options
+
+	mu    sync.Mutex
+	nodes []*node
+}
+
+// node is one member, running or not.
+type node struct {
+	cfg     master.Config
+	srv     *master.Server
+	reg     *prometheus.Registry
+	sw      *store.NetworkSwitch
+	log     *testLog
+	running bool
+	cut     bool
+}
+
+// Option adjusts a test cluster.
+type Option func(*options)
+
+type options struct {
+	config []func(i int, c *master.Config)
+	setup  []func(i int, s *master.Server)
+}
+
+// WithConfig adjusts node i's config before each start, e.g. its
+// timeouts or master.Config.StoreOptions.
+func WithConfig(fn func(i int, c *master.Config)) Option {
+	return func(o *options) { o.config = append(o.config, fn) }
+}
+
+// WithSetup runs on node i's server after New and before Start, on every
+// start (restarts too): the place to Mount API routes.
+func WithSetup(fn func(i int, s *master.Server)) Option {
+	return func(o *options) { o.setup = append(o.setup, fn) }
+}
+
+// Test timing: raft timeouts of a few hundred milliseconds.
+const (
+	heartbeat = 300 * time.Millisecond
+	lease     = 150 * time.Millisecond
+	// Timeout bounds the waits of the helpers (a leader, convergence).
+	Timeout = 15 * time.Second
+)
+
+// TestCluster starts n nodes and waits until they form one cluster: node
+// 0 bootstraps, the others join it through its HTTP API, and every node
+// knows the leader and every member's HTTP address.
+func TestCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("mastertest: cluster of %d nodes", n)
+	}
+	c := &Cluster{t: t, dir: t.TempDir()}
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	key := make([]byte, 32)
+	joinKey := make([]byte, 16)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rand.Read(joinKey); err != nil {
+		t.Fatal(err)
+	}
+	c.keyFile = filepath.Join(c.dir, "token.key")
+	c.joinFile = filepath.Join(c.dir, "join.token")
+	c.joinToken = hex.EncodeToString(joinKey)
+	hexKey := []byte(hex.EncodeToString(key))
+	if err := os.WriteFile(c.keyFile, hexKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.joinFile, []byte(c.joinToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.signer = &auth.Signer{HMACKey: hexKey}
+	c.AdminToken = c.Token(auth.Claims{User: "admin", Auths: map[string]auth.Authorization{
+		"root": {Path: []string{"root"}, Roles: []string{string(auth.Admin)}},
+	}})
+	t.Cleanup(c.stopAll)
+
+	c.start(c.newNode(0, true))
+	c.waitFor(Timeout, func() bool {
+		s := c.Server(0)
+		return s.Store().IsLeader() && s.Store().Ready() && s.Store().HTTPAddr(s.ID()) != ""
+	}, "node 0 to lead and register")
+	for i := 1; i < n; i++ {
+		c.Add()
+	}
+	c.WaitConverged()
+	return c
+}
+
+// newNode makes the config of node i and appends it.
+func (c *Cluster) newNode(i int, bootstrap bool) *node {
+	cfg := master.Default()
+	cfg.NodeID = fmt.Sprintf("node%d", i)
+	cfg.DataDir = filepath.Join(c.dir, cfg.NodeID)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.Bootstrap = bootstrap
+	cfg.TokenHMACKeyFile = c.keyFile
+	cfg.JoinTokenFile = c.joinFile
+	cfg.ShutdownTimeout = 5 * time.Second
+	if !bootstrap {
+		cfg.JoinURLs = []string{c.URL(0)}
+		if running := c.running(); len(running) > 0 {
+			cfg.JoinURLs = []string{c.URL(running[0])}
+		}
+	}
+	nd := &node{cfg: cfg, sw: &store.NetworkSwitch{}, log: &testLog{}}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, nd)
+	c.mu.Unlock()
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("log of %s:\n%s", cfg.NodeID, nd.log.String())
+		}
+	})
+	return nd
+}
+
+// start builds and starts the node's server with a fresh registry.
+func (c *Cluster) start(nd *node) {
+	c.t.Helper()
+	cfg := nd.cfg
+	i := c.index(nd)
+	sw := nd.sw
+	cfg.StoreOptions = func(sc *store.Config) {
+		sc.HeartbeatTimeout = heartbeat
+		sc.ElectionTimeout = heartbeat
+		sc.LeaderLeaseTimeout = lease
+		sc.CommitTimeout = 10 * time.Millisecond
+		sc.ApplyTimeout = 5 * time.Second
+		sc.BarrierTimeout = 5 * time.Second
+		sc.TransportTimeout = 2 * time.Second
+		sc.NoSync = true
+		sc.Switch = sw
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(nd.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, fn := range c.opts.config {
+		fn(i, &cfg)
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	srv, err := master.New(cfg)
+	if err != nil {
+		c.t.Fatalf("mastertest: node %d: %v", i, err)
+	}
+	for _, fn := range c.opts.setup {
+		fn(i, srv)
+	}
+	if err := srv.Start(c.t.Context()); err != nil {
+		_ = srv.Shutdown(c.t.Context())
+		c.t.Fatalf("mastertest: start node %d: %v", i, err)
+	}
+	c.mu.Lock()
+	nd.srv, nd.reg, nd.running = srv, reg, true
+	// A restart binds the same ports: raft and the other nodes know them.
+	nd.cfg.HTTPAddr = srv.HTTPAddr()
+	nd.cfg.RaftAddr = srv.RaftAddr()
+	c.mu.Unlock()
+}
+
+func (c *Cluster) index(nd *node) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Index(c.nodes, nd)
+}
+
+func (c *Cluster) node(i int) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.nodes) {
+		c.t.Fatalf("mastertest: no node %d", i)
+	}
+	return c.nodes[i]
+}
+
+// Len returns the number of nodes, running or not.
+func (c *Cluster) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.nodes)
+}
+
+// running returns the indexes of the running nodes.
+func (c *Cluster) running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, nd := range c.nodes {
+		if nd.running {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Running returns the indexes of the running nodes.
+func (c *Cluster) Running() []int { return c.running() }
+
+// Add starts a new node that joins the cluster through a running node,
+// and returns its index. It does not wait for the node to catch up.
+func (c *Cluster) Add() int {
+	c.t.Helper()
+	nd := c.newNode(c.Len(), false)
+	c.start(nd)
+	return c.index(nd)
+}
+
+// Server returns node i's server (the latest one after a restart).
+func (c *Cluster) Server(i int) *master.Server {
+	nd := c.node(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return nd.srv
+}
+
+// Registry returns the metrics registry of node i's current server.
+func (c *Cluster) Registry(i int) *prometheus.Registry {
+	nd := c.node(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return nd.reg
+}
+
+// URL returns the base URL of node i's HTTP API (it survives restarts).
+func (c *Cluster) URL(i int) string { return "http://" + c.node(i).cfg.HTTPAddr }
+
+// JoinToken returns the cluster's join secret.
+func (c *Cluster) JoinToken() string { return c.joinToken }
+
+// Token mints an HS256 token with the claims, valid for an hour.
+func (c *Cluster) Token(claims auth.Claims) string {
+	tok, err := c.signer.Sign(claims, time.Hour)
+	if err != nil {
+		c.t.Fatalf("mastertest: sign token: %v", err)
+	}
+	return tok
+}
+
+// Leader waits until one running node leads, is ready for consistent
+// reads and has its HTTP address registered, and returns its index.
+func (c *Cluster) Leader() int {
+	c.t.Helper()
+	leader := -1
+	c.waitFor(Timeout, func() bool {
+		leader = c.readyLeader()
+		return leader >= 0
+	}, "a ready leader")
+	return leader
+}
+
+func (c *Cluster) readyLeader() int {
+	for _, i := range c.running() {
+		st := c.Server(i).Store()
+		if st.IsLeader() && st.Ready() && st.HTTPAddr(st.ID()) != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Followers waits for a leader and returns the other running nodes.
+func (c *Cluster) Followers() []int {
+	c.t.Helper()
+	l := c.Leader()
+	var out []int
+	for _, i := range c.running() {
+		if i != l {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// WaitConverged waits until every running node that is not partitioned
+// knows the same ready leader, has applied the leader's state, and knows
+// the HTTP address of every running node.
+func (c *Cluster) WaitConverged() {
+	c.t.Helper()
+	c.waitFor(Timeout, func() bool {
+		l := c.readyLeader()
+		if l < 0 {
+			return false
+		}
+		lst := c.Server(l).Store()
+		for _, i := range c.running() {
+			if c.partitioned(i) {
+				continue
+			}
+			st := c.Server(i).Store()
+			if id, _ := st.Leader(); id != lst.ID() || st.Index() != lst.Index() || !st.Ready() {
+				return false
+			}
+			for _, j := range c.running() {
+				if st.HTTPAddr(c.Server(j).ID()) != c.node(j).cfg.HTTPAddr {
+					return false
+				}
+			}
+		}
+		return true
+	}, "the cluster to converge")
+}
+
+// Kill stops node i at once: in-flight requests are cut off and raft
+// stops without handing over leadership, as when a process dies. Its
+// data dir is kept for Restart.
+func (c *Cluster) Kill(i int) {
+	c.t.Helper()
+	c.stop(i, 0)
+}
+
+// Stop shuts node i down gracefully.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	c.stop(i, 5*time.Second)
+}
+
+func (c *Cluster) stop(i int, grace time.Duration) {
+	c.t.Helper()
+	nd := c.node(i)
+	c.mu.Lock()
+	srv, running := nd.srv, nd.running
+	nd.running = false
+	c.mu.Unlock()
+	if !running {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.t.Context()), grace)
+	defer cancel()
+	if grace == 0 {
+		cancel()
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		c.t.Errorf("mastertest: stop node %d: %v", i, err)
+	}
+}
+
+// Restart starts node i again from its data dir, on the same ports.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	nd := c.node(i)
+	c.mu.Lock()
+	running := nd.running
+	c.mu.Unlock()
+	if running {
+		c.t.Fatalf("mastertest: node %d is running", i)
+	}
+	c.start(nd)
+}
+
+// Partition cuts node i's raft traffic with the other nodes (its HTTP API
+// stays reachable), as a network partition between masters would.
+func (c *Cluster) Partition(i int) { c.setCut(i, true) }
+
+// Heal reconnects node i's raft traffic.
+func (c *Cluster) Heal(i int) { c.setCut(i, false) }
+
+func (c *Cluster) setCut(i int, cut bool) {
+	nd := c.node(i)
+	c.mu.Lock()
+	nd.cut = cut
+	c.mu.Unlock()
+	if cut {
+		nd.sw.Cut()
+	} else {
+		nd.sw.Heal()
+	}
+}
+
+func (c *Cluster) partitioned(i int) bool {
+	nd := c.node(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return nd.cut
+}
+
+// stopAll stops every running node; registered with t.Cleanup.
+func (c *Cluster) stopAll() {
+	var wg sync.WaitGroup
+	for _, i := range c.running() {
+		wg.Go(func() { c.stop(i, 5*time.Second) })
+	}
+	wg.Wait()
+}
+
+// Do sends a request with a bearer token (none if empty) to node i and
+// returns the answer with its body read.
+func (c *Cluster) Do(i int, method, path, token string, body []byte) (*http.Response, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.URL(i)+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("mastertest: %s %s on node %d: %v", method, path, i, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("mastertest: read %s %s on node %d: %v", method, path, i, err)
+	}
+	return resp, b
+}
+
+// Get is Do with GET and no body.
+func (c *Cluster) Get(i int, path, token string) (*http.Response, []byte) {
+	c.t.Helper()
+	return c.Do(i, http.MethodGet, path, token, nil)
+}
+
+func (c *Cluster) waitFor(d time.Duration, cond func() bool, what string) {
+	c.t.Helper()
+	WaitFor(c.t, d, cond, what)
+}
+
+// WaitFor polls cond every few milliseconds until it holds, or fails the
+// test after d (rqlite's testPoll). For multi-node tests on real sockets,
+// where no single signal says "done".
+func WaitFor(t testing.TB, d time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		select {
+		case <-tick.C:
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting for %s", what)
+		}
+	}
+}
+
+// testLog buffers a node's log, printed only if the test fails.
+type testLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const testLogMax = 4 << 20
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len()+len(p) > testLogMax {
+		b := l.buf.Bytes()[l.buf.Len()/2:]
+		l.buf = *bytes.NewBuffer(append([]byte("...\n"), b...))
+	}
+	return l.buf.Write(p)
+}
+
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

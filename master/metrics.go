@@ -1,0 +1,66 @@
+package master
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the master's HTTP metrics; the store adds its own.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	forwarded   *prometheus.CounterVec
+	unavailable *prometheus.CounterVec
+}
+
+// Outcomes of forwarded requests.
+const (
+	forwardOK    = "ok"
+	forwardError = "error"
+)
+
+// newMetrics builds the metrics and registers them with reg.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_master_http_requests_total",
+			Help: "HTTP requests answered by this node, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "squall_master_http_request_duration_seconds",
+			Help: "Time to answer HTTP requests, by route pattern (forwarding and blocking waits included).",
+			// 0.5ms to ~8s; tree watches wait longer and land in +Inf.
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
+		}, []string{"route"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_master_forwarded_requests_total",
+			Help: "Requests this node forwarded to the leader, by outcome (ok: the leader answered; error: it could not be reached).",
+		}, []string{"result"}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_master_unavailable_responses_total",
+			Help: "503 answers, by error code (NO_LEADER during elections, NOT_READY, UNAVAILABLE).",
+		}, []string{"code"}),
+	}
+	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// unregister removes the metrics from the registry.
+func (m *metrics) unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

@@ -1,0 +1,420 @@
+package master
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Server is one master node: the replicated store, the HTTP API that
+// serves it, and the forwarding of leader-only requests to the leader.
+type Server struct {
+	cfg        Config
+	logger     *slog.Logger
+	store      *store.Store
+	tokens     *auth.Verifier
+	joinToken  *[sha256.Size]byte // SHA-256 of the join secret; nil: joins need no token
+	joinSecret []byte             // the join secret this node sends
+	metrics    *metrics
+	gatherer   prometheus.Gatherer
+	mux        *http.ServeMux
+	transport  *http.Transport // to the leader
+	errLog     *log.Logger     // net/http's and the proxy's error log
+
+	errCh chan error // background failures, for Run
+
+	mu       sync.Mutex // guards the lifecycle fields below
+	started  bool
+	stopped  bool
+	ln       net.Listener
+	httpSrv  *http.Server
+	httpAdv  string             // advertised HTTP address
+	bg       context.Context    // ends when the server shuts down
+	bgCancel context.CancelFunc // ends bg
+	wg       sync.WaitGroup     // background goroutines
+}
+
+// New checks cfg, reads the key files it names and builds a Server. It
+// starts nothing and listens on nothing; Start or Run does.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:    cfg,
+		logger: cfg.Logger.With("component", "master", keyNode, cfg.NodeID),
+		mux:    http.NewServeMux(),
+		errCh:  make(chan error, 1),
+	}
+	s.errLog = slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
+
+	s.tokens = &auth.Verifier{AllowUnsigned: cfg.AllowUnsignedTokens, Leeway: 30 * time.Second}
+	var err error
+	if cfg.TokenHMACKeyFile != "" {
+		if s.tokens.HMACKey, err = auth.LoadHMACKey(cfg.TokenHMACKeyFile); err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+	}
+	if cfg.TokenEd25519PublicKeyFile != "" {
+		if s.tokens.PublicKey, err = auth.LoadEd25519Public(cfg.TokenEd25519PublicKeyFile); err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+	}
+	if cfg.JoinTokenFile != "" {
+		tok, err := loadJoinToken(cfg.JoinTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+		sum := sha256.Sum256(tok)
+		s.joinToken, s.joinSecret = &sum, tok
+	}
+
+	reg, gath := cfg.Registerer, cfg.Gatherer
+	if reg == nil && gath == nil {
+		r := prometheus.NewRegistry()
+		if err := r.Register(collectors.NewGoCollector()); err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, fmt.Errorf("master: %w", err)
+		}
+		reg, gath = r, r
+	}
+	if reg == nil {
+		return nil, errors.New("master: a Gatherer needs a Registerer")
+	}
+	if gath == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, errors.New("master: the Registerer is not a Gatherer: set Config.Gatherer")
+		}
+		gath = g
+	}
+	s.gatherer = gath
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+
+	sc := cfg.storeConfig()
+	sc.Registerer = reg
+	if s.store, err = store.New(sc); err != nil {
+		s.metrics.unregister()
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	s.transport = &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: cfg.ForwardTimeout,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	s.routes()
+	return s, nil
+}
+
+// loadJoinToken reads the join secret: the file's bytes, surrounding
+// whitespace removed; at least 16 bytes.
+func loadJoinToken(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read join token: %w", err)
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) < minJoinToken {
+		return nil, fmt.Errorf("join token %s: %d bytes, want at least %d", path, len(b), minJoinToken)
+	}
+	return b, nil
+}
+
+// minJoinToken is the shortest join secret accepted.
+const minJoinToken = 16
+
+// Paths of the master's own endpoints.
+const (
+	pathCluster = "/squall/v1/cluster"
+	pathMembers = "/squall/v1/cluster/members/"
+	pathJoin    = "/squall/v1/cluster/join"
+	pathWatch   = "/squall/v1/tree/active"
+	pathBackup  = "/squall/v1/backup"
+	pathRestore = "/squall/v1/restore"
+)
+
+// routes registers the master's own endpoints.
+func (s *Server) routes() {
+	s.mux.Handle("GET /healthz", s.wrap(s.handleHealth))
+	s.mux.Handle("GET /readyz", s.wrap(s.handleReady))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
+	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
+	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
+	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove)))
+	s.mux.Handle("POST "+pathJoin, s.onLeader(s.wrap(s.handleJoin)))
+	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup)))
+	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore)))
+}
+
+// Placement says which node serves the requests of a mounted handler.
+type Placement int
+
+const (
+	// OnAnyNode serves requests on the node that receives them, from its
+	// local state (which may lag the leader's by a few entries).
+	OnAnyNode Placement = iota
+	// OnLeader serves requests on the leader, with linearizable state. A
+	// follower forwards them to the leader's HTTP address, preserving the
+	// method, path, query, headers (Authorization included) and body, and
+	// relays the leader's answer. On the leader, every request waits for
+	// Store.ConsistentRead first. While no leader is known, a request
+	// waits up to Config.LeaderWait, then is answered 503 with
+	// Retry-After and a JSON error (code NO_LEADER).
+	OnLeader
+)
+
+// String returns the placement's name.
+func (p Placement) String() string {
+	switch p {
+	case OnAnyNode:
+		return "any node"
+	case OnLeader:
+		return "leader"
+	}
+	return "Placement(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Mount registers h for pattern (an http.ServeMux pattern, e.g.
+// "/api/v2_beta/" for every method and path below it), served where p
+// says, behind the same request metrics as the master's own routes. It
+// must be called before Start. It returns an error for a pattern the mux
+// refuses (invalid, or conflicting with a registered one) and for a
+// server already started.
+func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if started {
+		return fmt.Errorf("mount %s: the server is already started", pattern)
+	}
+	switch p {
+	case OnAnyNode:
+	case OnLeader:
+		h = s.onLeader(h)
+	default:
+		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
+	}
+	// ServeMux.Handle panics on invalid and conflicting patterns.
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("mount %s: %v", pattern, v)
+		}
+	}()
+	s.mux.Handle(pattern, h)
+	return nil
+}
+
+// Handler returns the server's HTTP handler: every route, mounted ones
+// included. Start serves it; tests may serve it themselves.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Store returns the node's replicated store, for the API packages to
+// read and change the state. It is open between Start and Shutdown.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Verifier returns the verifier of API tokens built from the config.
+func (s *Server) Verifier() *auth.Verifier { return s.tokens }
+
+// ID returns the node's id.
+func (s *Server) ID() string { return s.cfg.NodeID }
+
+// HTTPAddr returns the address the HTTP listener is bound to ("" before
+// Start), with the real port when Config.HTTPAddr asked for port 0.
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// HTTPAdvertise returns the address other masters use to reach this
+// node's HTTP API ("" before Start).
+func (s *Server) HTTPAdvertise() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAdv
+}
+
+// URL returns the base URL of this node's HTTP API ("" before Start).
+func (s *Server) URL() string {
+	if a := s.HTTPAdvertise(); a != "" {
+		return "http://" + a
+	}
+	return ""
+}
+
+// RaftAddr returns the advertised raft address ("" before Start).
+func (s *Server) RaftAddr() string { return s.store.Addr() }
+
+// Err returns a channel that receives an error if the server fails after
+// Start: the HTTP listener fails, or the cluster refuses to let this node
+// join (a wrong join token, an invalid request). Run returns that error.
+func (s *Server) Err() <-chan error { return s.errCh }
+
+// fail reports a background failure; only the first one is kept.
+func (s *Server) fail(err error) {
+	select {
+	case s.errCh <- err:
+	default:
+	}
+}
+
+// Start listens on the HTTP address, opens the store (bootstrapping or
+// rejoining as configured), serves HTTP, and starts registering this node
+// with the cluster in the background. It returns once the node serves.
+// After a failed Start, Shutdown releases what New registered.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("master: already started")
+	}
+	s.started = true
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("master: http listen: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	adv, err := advertiseHTTP(ln.Addr(), s.cfg.HTTPAdvertise, s.cfg.RaftAdvertise)
+	if err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	if err := s.store.Open(ctx); err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	if s.joinToken == nil && !s.cfg.RaftTLS.Enabled() {
+		s.logger.Warn("joins need no token and raft has no TLS: anyone who reaches the HTTP and raft ports can add a voter; set a join token file or raft TLS")
+	}
+	s.ln, s.httpAdv = ln, adv
+	s.bg, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.httpSrv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          s.errLog,
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.fail(fmt.Errorf("master: serve http: %w", err))
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.register(s.bg)
+	}()
+	s.logger.Info("master started", "http_addr", ln.Addr().String(), "http_advertise", adv,
+		"raft_addr", s.store.Addr(), "bootstrap", s.cfg.Bootstrap, "join", s.cfg.JoinURLs)
+	return nil
+}
+
+// advertiseHTTP picks the HTTP address other masters use: the configured
+// one, else the listener's when it is a specific IP, else the raft
+// advertise host with the HTTP port.
+func advertiseHTTP(bound net.Addr, adv, raftAdv string) (string, error) {
+	if adv != "" {
+		return adv, nil
+	}
+	tcp, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return "", fmt.Errorf("http listener address %s is not TCP", bound)
+	}
+	if tcp.IP != nil && !tcp.IP.IsUnspecified() {
+		return tcp.String(), nil
+	}
+	if raftAdv != "" {
+		host, _, err := net.SplitHostPort(raftAdv)
+		if err == nil && host != "" {
+			return net.JoinHostPort(host, strconv.Itoa(tcp.Port)), nil
+		}
+	}
+	return "", fmt.Errorf("http address %s cannot be advertised: set an HTTP advertise address", bound)
+}
+
+// Shutdown stops the server: it stops accepting requests and waits for
+// the running ones until ctx ends (then cuts them off), stops the
+// background work, and closes the store. Tree watches in progress are
+// answered at once. A Server cannot be started again.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	httpSrv, cancel := s.httpSrv, s.bgCancel
+	s.mu.Unlock()
+
+	var errs []error
+	if cancel != nil {
+		cancel()
+	}
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(ctx); err != nil {
+			s.logger.Warn("http shutdown cut off requests", keyError, err)
+			if err := httpSrv.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close http: %w", err))
+			}
+		}
+	}
+	s.wg.Wait()
+	s.transport.CloseIdleConnections()
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.metrics.unregister()
+	s.logger.Info("master stopped")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("master shutdown: %w", err)
+	}
+	return nil
+}
+
+// Run starts the server, serves until ctx ends or the server fails, and
+// shuts down gracefully within Config.ShutdownTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		// Close what Start may have opened.
+		return errors.Join(err, s.Shutdown(ctx))
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down", "reason", context.Cause(ctx))
+	case runErr = <-s.errCh:
+		s.logger.Error("shutting down after a failure", keyError, runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, s.Shutdown(sctx))
+}

@@ -1,0 +1,431 @@
+package master_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/store"
+)
+
+func TestConfig_Validate(t *testing.T) {
+	t.Parallel()
+	valid := func() master.Config {
+		c := master.Default()
+		c.NodeID, c.DataDir, c.AllowUnsignedTokens = "n1", "/tmp/x", true
+		return c
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*master.Config)
+		want string
+	}{
+		{"no node id", func(c *master.Config) { c.NodeID = "" }, "node id is required"},
+		{"no data dir", func(c *master.Config) { c.DataDir = "" }, "data dir is required"},
+		{"bad http address", func(c *master.Config) { c.HTTPAddr = "8080" }, `HTTP address "8080"`},
+		{"bad raft advertise", func(c *master.Config) { c.RaftAdvertise = "host:0" }, "raft advertise address"},
+		{"bootstrap and join", func(c *master.Config) { c.Bootstrap, c.JoinURLs = true, []string{"http://a:1"} }, "exclude each other"},
+		{"bad join URL", func(c *master.Config) { c.JoinURLs = []string{"ftp://a:1"} }, "scheme"},
+		{"two token keys", func(c *master.Config) { c.TokenHMACKeyFile, c.TokenEd25519PublicKeyFile = "a", "b" }, "not both"},
+		{"no token verification", func(c *master.Config) { c.AllowUnsignedTokens = false }, "allow unsigned tokens"},
+		{"half raft TLS", func(c *master.Config) { c.RaftTLS.CertFile = "c.pem" }, "raft TLS"},
+		{"negative wait", func(c *master.Config) { c.LeaderWait = -time.Second }, "leader wait is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mod(&c)
+			err := c.Validate()
+			var ce *master.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want a ConfigError with %q", err, tc.want)
+			}
+			if _, err := master.New(c); err == nil {
+				t.Fatal("New accepted the config")
+			}
+		})
+	}
+	t.Run("key files are read by New", func(t *testing.T) {
+		dir := t.TempDir()
+		c := valid()
+		c.DataDir = dir
+		c.TokenHMACKeyFile = filepath.Join(dir, "missing")
+		if _, err := master.New(c); err == nil || !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("missing HMAC key file: %v", err)
+		}
+		c.TokenHMACKeyFile = ""
+		c.JoinTokenFile = filepath.Join(dir, "join")
+		if err := os.WriteFile(c.JoinTokenFile, []byte("short\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.New(c); err == nil || !strings.Contains(err.Error(), "at least 16") {
+			t.Fatalf("short join token: %v", err)
+		}
+	})
+}
+
+func TestServer_Mount(t *testing.T) {
+	t.Parallel()
+	c := master.Default()
+	c.NodeID, c.DataDir, c.AllowUnsignedTokens = "n1", t.TempDir(), true
+	s, err := master.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	if err := s.Mount("/api/v2_beta/", ok, master.OnLeader); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Mount("/intel/api/sdk/v0/", ok, master.OnLeader); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pattern string
+		p       master.Placement
+		want    string
+	}{
+		{"/api/v2_beta/", master.OnAnyNode, "conflicts"},
+		{"GET /squall/v1/cluster", master.OnAnyNode, "conflicts"},
+		{"BAD PATTERN WITH SPACES", master.OnAnyNode, "mount"},
+		{"/x/", master.Placement(9), "unknown placement"},
+	} {
+		if err := s.Mount(tc.pattern, ok, tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Mount(%q): %v, want %q", tc.pattern, err, tc.want)
+		}
+	}
+}
+
+// TestServer_SingleNode covers one node: probes, metrics, the cluster
+// endpoint, JSON errors, and a mounted route served locally.
+func TestServer_SingleNode(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1, mountTestAPI())
+	srv := c.Server(0)
+
+	resp, body := c.Get(0, "/healthz", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ok"`) {
+		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
+	}
+	resp, body = c.Get(0, "/readyz", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %d %s", resp.StatusCode, body)
+	}
+
+	appendVia(t, c, 0, "one")
+	resp, body = c.Get(0, "/squall/v1/cluster", c.AdminToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cluster: %d %s", resp.StatusCode, body)
+	}
+	info := decode[master.ClusterInfo](t, body)
+	if info.NodeID != "node0" || info.LeaderID != "node0" || info.State != "Leader" || info.Term == 0 ||
+		info.CommitIndex == 0 || info.AppliedIndex != info.CommitIndex || info.ActiveIndex == 0 || len(info.Members) != 1 {
+		t.Fatalf("cluster info %+v", info)
+	}
+	m := info.Members[0]
+	if m != (master.MemberInfo{ID: "node0", RaftAddr: srv.RaftAddr(), HTTPAddr: srv.HTTPAddr(), Suffrage: "voter", Leader: true}) {
+		t.Fatalf("member %+v", m)
+	}
+
+	resp, body = c.Get(0, "/metrics", "")
+	for _, want := range []string{
+		"squall_store_apply_duration_seconds", "squall_store_raft_leader 1",
+		`squall_master_http_requests_total{code="200",method="POST",route="/api/v2_beta/test/"}`,
+		"squall_master_http_request_duration_seconds_bucket",
+	} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	resp, body = c.Get(0, "/squall/v1/nope", "")
+	wantError(t, resp, body, http.StatusNotFound, "NOT_FOUND")
+	resp, body = c.Do(0, http.MethodPut, "/squall/v1/cluster", c.AdminToken, nil)
+	wantError(t, resp, body, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	if allow := resp.Header.Get("Allow"); !strings.Contains(allow, "GET") {
+		t.Errorf("405 without Allow: %q", allow)
+	}
+}
+
+// TestServer_Auth checks the tokens of the master's own endpoints.
+func TestServer_Auth(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1)
+	for _, tc := range []struct {
+		name, method, path, token string
+		status                    int
+		code                      string
+	}{
+		{"cluster without token", "GET", "/squall/v1/cluster", "", 401, "UNAUTHORIZED"},
+		{"cluster with a garbage token", "GET", "/squall/v1/cluster", "abc.def.ghi", 401, "UNAUTHORIZED"},
+		{"cluster below root", "GET", "/squall/v1/cluster", tenantAdminToken(c), 403, "FORBIDDEN"},
+		{"cluster with view", "GET", "/squall/v1/cluster", viewToken(c), 200, ""},
+		{"watch without token", "GET", "/squall/v1/tree/active", "", 401, "UNAUTHORIZED"},
+		{"watch below root", "GET", "/squall/v1/tree/active", tenantAdminToken(c), 403, "FORBIDDEN"},
+		{"remove without token", "DELETE", "/squall/v1/cluster/members/node9", "", 401, "UNAUTHORIZED"},
+		{"remove with view", "DELETE", "/squall/v1/cluster/members/node9", viewToken(c), 403, "FORBIDDEN"},
+		{"remove below root", "DELETE", "/squall/v1/cluster/members/node9", tenantAdminToken(c), 403, "FORBIDDEN"},
+		{"remove an unknown member", "DELETE", "/squall/v1/cluster/members/node9", c.AdminToken, 404, "MEMBER_NOT_FOUND"},
+		{"backup with view", "GET", "/squall/v1/backup", viewToken(c), 403, "FORBIDDEN"},
+		{"restore without token", "POST", "/squall/v1/restore", "", 401, "UNAUTHORIZED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := c.Do(0, tc.method, tc.path, tc.token, nil)
+			if tc.code == "" {
+				if resp.StatusCode != tc.status {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+				return
+			}
+			wantError(t, resp, body, tc.status, tc.code)
+		})
+	}
+}
+
+// TestServer_Join checks the join endpoint's token and body.
+func TestServer_Join(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1)
+	join := func(token, body string) (*http.Response, []byte) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.URL(0)+"/squall/v1/cluster/join", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set(master.HeaderJoinToken, token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		return resp, buf.Bytes()
+	}
+	good := `{"id":"x","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`
+	resp, body := join("", good)
+	wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
+	resp, body = join(c.JoinToken()+"x", good)
+	wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
+	for _, bad := range []string{
+		`{"id":"x","raft_addr":"127.0.0.1:1"}`,
+		`{"id":"","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`,
+		`{"id":"x","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2","extra":1}`,
+		`not json`,
+	} {
+		resp, body = join(c.JoinToken(), bad)
+		wantError(t, resp, body, http.StatusBadRequest, "BAD_REQUEST")
+	}
+	// A raft address nobody listens on is refused before it becomes a
+	// voter (a 502 the joining node retries).
+	resp, body = join(c.JoinToken(), good)
+	wantError(t, resp, body, http.StatusBadGateway, "NODE_UNREACHABLE")
+	if ids := memberIDs(t, c, 0); len(ids) != 1 {
+		t.Fatalf("members after refused joins: %v", ids)
+	}
+	if addr := c.Server(0).Store().HTTPAddr("x"); addr != "" {
+		t.Fatalf("a failed join left its HTTP address: %s", addr)
+	}
+
+	// A node with the wrong join token fails: Err reports the refusal.
+	dir := t.TempDir()
+	wrong := filepath.Join(dir, "join")
+	if err := os.WriteFile(wrong, []byte("0123456789abcdef-wrong"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := master.Default()
+	cfg.NodeID, cfg.DataDir, cfg.AllowUnsignedTokens = "intruder", dir, true
+	cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.JoinURLs, cfg.JoinTokenFile = []string{c.URL(0)}, wrong
+	s, err := master.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	var refused *master.JoinRefusedError
+	if !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized {
+		t.Fatalf("Run with a wrong join token: %v", err)
+	}
+}
+
+func memberIDs(t *testing.T, c *mastertest.Cluster, i int) []string {
+	t.Helper()
+	st, err := c.Server(i).Store().Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestServer_Watch covers the tree watch: at once without index, on a
+// deploy, at the deadline, and bad parameters.
+func TestServer_Watch(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 3)
+	leader := c.Server(c.Leader())
+	f := c.Followers()[0]
+	tok := viewToken(c)
+
+	resp, body := c.Get(f, "/squall/v1/tree/active", tok)
+	first := decode[master.TreeAnswer](t, body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(master.HeaderIndex) != "0" || first.Index != 0 || !strings.Contains(string(first.Tree), `"name":"root"`) {
+		t.Fatalf("watch without index: %d %s", resp.StatusCode, body)
+	}
+
+	type answer struct {
+		resp *http.Response
+		body []byte
+		took time.Duration
+	}
+	watch := func(query string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			start := time.Now()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.URL(f)+"/squall/v1/tree/active?"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				ch <- answer{}
+				return
+			}
+			defer resp.Body.Close()
+			var buf bytes.Buffer
+			_, _ = buf.ReadFrom(resp.Body)
+			ch <- answer{resp, buf.Bytes(), time.Since(start)}
+		}()
+		return ch
+	}
+
+	t.Run("returns on deploy", func(t *testing.T) {
+		ch := watch("index=0&wait=30s")
+		ctx := t.Context()
+		id, err := leader.Store().CreateDraft(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, _ := leader.Store().Active()
+		tree.Description = "deployed"
+		if err := leader.Store().EditDraft(ctx, id, "alice", tree); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-ch:
+			t.Fatalf("the watch returned before the deploy: %+v %s", a.resp, a.body)
+		default:
+		}
+		idx, err := leader.Store().Deploy(ctx, id, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := <-ch
+		if a.resp == nil || a.resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch: %+v %s", a.resp, a.body)
+		}
+		got := decode[master.TreeAnswer](t, a.body)
+		if got.Index != idx || !strings.Contains(string(got.Tree), `"deployed"`) {
+			t.Fatalf("watch answer %s, want index %d", a.body, idx)
+		}
+	})
+
+	t.Run("returns at the deadline", func(t *testing.T) {
+		_, idx := leader.Store().Active()
+		a := <-watch("wait=300ms&index=" + itoa(idx))
+		if a.resp == nil || a.resp.StatusCode != http.StatusOK || a.took < 300*time.Millisecond {
+			t.Fatalf("watch: %+v %s after %s", a.resp, a.body, a.took)
+		}
+		if got := decode[master.TreeAnswer](t, a.body); got.Index != idx {
+			t.Fatalf("index %d, want %d", got.Index, idx)
+		}
+	})
+
+	t.Run("bad parameters", func(t *testing.T) {
+		for _, q := range []string{"index=-1", "index=x", "wait=soon", "wait=-1s"} {
+			resp, body := c.Get(f, "/squall/v1/tree/active?"+q, tok)
+			wantError(t, resp, body, http.StatusBadRequest, "BAD_REQUEST")
+		}
+	})
+}
+
+func itoa(n uint64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestServer_BackupRestore is the documented backup and restore
+// procedure: GET /squall/v1/backup from any node, POST /squall/v1/restore
+// to any node of the same or a new cluster.
+func TestServer_BackupRestore(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 3, mountTestAPI())
+	f := c.Followers()[0]
+	appendVia(t, c, f, "a")
+	appendVia(t, c, f, "b")
+	leader := c.Server(c.Leader()).Store()
+	draftID, err := leader.CreateDraft(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, backup := c.Get(f, "/squall/v1/backup", c.AdminToken)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Disposition"), "squall-backup-") {
+		t.Fatalf("backup: %d %s", resp.StatusCode, backup)
+	}
+	b, err := store.DecodeBackup(bytes.NewReader(backup))
+	if err != nil || b.Draft == nil || b.Draft.ID != draftID {
+		t.Fatalf("backup file: %v %+v", err, b)
+	}
+
+	appendVia(t, c, f, "after")
+	resp, body := c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, backup)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("restore: %d %s", resp.StatusCode, body)
+	}
+	idx := decode[master.RestoreResult](t, body).Index
+	mastertest.WaitFor(t, 5*time.Second, func() bool {
+		for _, i := range c.Running() {
+			if _, ai := c.Server(i).Store().Active(); ai != idx {
+				return false
+			}
+		}
+		return true
+	}, "every node to apply the restore")
+	for _, i := range c.Running() {
+		if got := strings.Join(childNames(c, i), ","); got != "a,b" {
+			t.Fatalf("node %d after restore: %s", i, got)
+		}
+	}
+
+	// Into a new cluster (disaster recovery): the same file.
+	other := mastertest.TestCluster(t, 1)
+	resp, body = other.Do(0, http.MethodPost, "/squall/v1/restore", other.AdminToken, backup)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("restore into a new cluster: %d %s", resp.StatusCode, body)
+	}
+	if d, err := other.Server(0).Store().Draft(); err != nil || d.ID != draftID || d.Owner != "alice" {
+		t.Fatalf("restored draft %+v %v", d, err)
+	}
+
+	resp, body = c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, []byte(`{"format":1}`))
+	wantError(t, resp, body, http.StatusBadRequest, "BAD_REQUEST")
+	bad := strings.Replace(string(backup), `"name":"a"`, `"name":"not valid"`, 1)
+	resp, body = c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, []byte(bad))
+	wantError(t, resp, body, http.StatusConflict, "VALIDATION_ERROR")
+}
