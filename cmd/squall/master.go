@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"log/slog"
 	"os"
 
@@ -13,7 +15,7 @@ import (
 
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
-	var logLevel string
+	var logLevel, actionsConfig string
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
@@ -54,14 +56,24 @@ given on the command line wins; empty variables are ignored.`,
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			cfg.Logger = logger
+			// One registry serves the master's and the executors' metrics.
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			cfg.Registerer = reg
 			srv, err := master.New(cfg)
 			if err != nil {
 				return err
 			}
+			// Test events with process_type Full run their actions through
+			// the engine's executors; without --actions-config only logger
+			// is enabled.
+			actions, err := newActionRegistry(actionsConfig, logger, reg)
+			if err != nil {
+				return err
+			}
+			defer actions.Close()
 			// The configuration and test-event API runs on the leader.
-			// Test events with process_type Full are refused until an
-			// action runner is wired in.
-			a := api.New(api.Default(), srv.Store(), srv.Verifier(), nil, logger)
+			a := api.New(api.Default(), srv.Store(), srv.Verifier(), actions, logger)
 			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
 				return err
 			}
@@ -88,6 +100,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.LeaderWait, "leader-wait", cfg.LeaderWait, "how long a request waits for a leader during an election before it is answered 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a graceful shutdown waits for running requests")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger runs")
 	documentEnv(f)
 	return cmd
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildOut  []byte
+)
+
+// squallBinary builds the binary once for the package's tests.
+func squallBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "squall-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "squall")
+		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v\n%s", buildErr, buildOut)
+	}
+	return builtBin
+}
+
+// startMaster starts `squall master --bootstrap` with extra args, waits
+// until it is ready and returns its base URL. The process is killed when
+// the test ends.
+func startMaster(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
+	cmd := exec.Command(squallBinary(t), all...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logText lockedBuffer
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logText.Write(append(sc.Bytes(), '\n'))
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "master started" {
+				a, _ := rec["http_addr"].(string)
+				select {
+				case addr <- a:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+	})
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-done:
+		t.Fatalf("squall master exited:\n%s", logText.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no \"master started\" line within 30s:\n%s", logText.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready within 30s:\n%s", logText.String())
+		}
+		// A separate process gives no signal to wait on: poll, bounded.
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// docCommands returns the curl commands of docs/api.md's sh blocks, in
+// order, each with the status its "# NNN" comment expects (0: any 2xx).
+func docCommands(t *testing.T) []docCommand {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := regexp.MustCompile(`^# (\d{3})\b`)
+	var cmds []docCommand
+	inBlock := false
+	var cur strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "```sh":
+			inBlock = true
+			continue
+		case line == "```":
+			inBlock = false
+			continue
+		case !inBlock:
+			continue
+		}
+		open := strings.Count(cur.String(), "'")%2 == 1
+		if m := status.FindStringSubmatch(line); m != nil && len(cmds) > 0 && !open {
+			cmds[len(cmds)-1].status, _ = strconv.Atoi(m[1])
+			continue
+		}
+		if !open && (strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if !strings.HasSuffix(line, "\\") && strings.Count(cur.String(), "'")%2 == 0 {
+			if c := cur.String(); strings.Contains(c, "$SQUALL") {
+				cmds = append(cmds, docCommand{text: c})
+			}
+			cur.Reset()
+		}
+	}
+	return cmds
+}
+
+type docCommand struct {
+	text   string
+	status int
+}
+
+// TestAPIDocs runs every curl example of docs/api.md against a live master,
+// in order, so that the API reference cannot drift from the server.
+func TestAPIDocs(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the API examples (.ci/run installs it)")
+	}
+	base := startMaster(t, "--allow-unsigned-tokens")
+	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned"))
+	work := t.TempDir()
+	cmds := docCommands(t)
+	if len(cmds) < 20 {
+		t.Fatalf("found only %d examples in docs/api.md", len(cmds))
+	}
+	draft := ""
+	for _, c := range cmds {
+		sh := exec.CommandContext(t.Context(), "bash", "-c", strings.TrimSpace(c.text)+` -w '\n%{http_code}'`)
+		sh.Dir = work
+		sh.Env = append(os.Environ(), "SQUALL="+base, "TOKEN="+token, "DRAFT="+draft)
+		out, err := sh.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", c.text, err)
+		}
+		text := strings.TrimSpace(string(out))
+		i := strings.LastIndexByte(text, '\n')
+		body, code := strings.TrimSpace(text[:max(i, 0)]), text[i+1:]
+		got, _ := strconv.Atoi(code)
+		if c.status != 0 && got != c.status || c.status == 0 && (got < 200 || got > 299) {
+			t.Fatalf("%s\nanswered %d, want %d: %s", c.text, got, c.status, body)
+		}
+		var created struct {
+			ID string `json:"id"`
+		}
+		if strings.Contains(c.text, "-X POST") && strings.HasSuffix(strings.TrimSpace(strings.Split(c.text, " -H")[0]), `/config/drafts/all"`) &&
+			json.Unmarshal([]byte(body), &created) == nil && created.ID != "" {
+			draft = created.ID
+		}
+	}
+	if draft == "" {
+		t.Fatal("no example created a draft")
+	}
+}
+
+func mustRun(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), bin, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return string(out)
+}
