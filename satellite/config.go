@@ -1,0 +1,145 @@
+package satellite
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/squallhq/squall/satellite/kafkasink"
+	"github.com/squallhq/squall/satellite/spool"
+	"github.com/squallhq/squall/satellite/watcher"
+	"github.com/squallhq/squall/webhooks"
+)
+
+// Defaults of [Config].
+const (
+	DefaultHTTPAddr          = ":8081"
+	DefaultAckTimeout        = 2 * time.Second
+	DefaultRetryAfter        = 30 * time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultRetryBackoffMin   = 100 * time.Millisecond
+	DefaultRetryBackoffMax   = 5 * time.Second
+	DefaultHealthInterval    = 10 * time.Second
+)
+
+// Config configures a [Satellite]. Start from [Default], set the fields that
+// have no default (Webhooks.Dir, Kafka.Brokers, Spool.Dir), and call
+// [Config.Validate] (New does too).
+type Config struct {
+	// Name names this satellite in the squall-source header of its events
+	// (default: the host name).
+	Name string
+	// TenantID is the tenant of events whose webhook file names none
+	// (DESIGN decision 12; default "master").
+	TenantID string
+
+	// HTTPAddr is the address the webhook endpoint, /healthz, /readyz and
+	// /metrics are served on (default ":8081"). Empty serves nothing: the
+	// caller mounts [Satellite.Handler] or [Satellite.WebhookHandler] on
+	// its own server.
+	HTTPAddr string
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included
+	// (default 1 min).
+	ReadTimeout time.Duration
+	// IdleTimeout closes kept-alive connections idle for longer (default
+	// 2 min).
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown: answering the calls in
+	// progress and flushing Kafka (default 30 s).
+	ShutdownTimeout time.Duration
+
+	// AckTimeout is how long a call waits for Kafka's acknowledgement
+	// before its event goes to the spool instead (default 2 s).
+	AckTimeout time.Duration
+	// RetryAfter is the Retry-After of 503 answers (default 30 s).
+	RetryAfter time.Duration
+	// RetryBackoffMin is the first wait between two attempts to send the
+	// spool to Kafka (default 100 ms); each failure doubles it.
+	RetryBackoffMin time.Duration
+	// RetryBackoffMax bounds that wait (default 5 s).
+	RetryBackoffMax time.Duration
+	// HealthInterval is how often an idle satellite checks that a broker
+	// answers (default 10 s).
+	HealthInterval time.Duration
+
+	// Webhooks is the folder of webhook files and how it is watched.
+	Webhooks watcher.Config
+	// Kafka is where events go.
+	Kafka kafkasink.Config
+	// Spool is the local queue of events Kafka has not taken yet.
+	Spool spool.Config
+}
+
+// Default returns the default configuration.
+func Default() Config {
+	return Config{
+		TenantID:          webhooks.DefaultTenant,
+		HTTPAddr:          DefaultHTTPAddr,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadTimeout:       DefaultReadTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		ShutdownTimeout:   DefaultShutdownTimeout,
+		AckTimeout:        DefaultAckTimeout,
+		RetryAfter:        DefaultRetryAfter,
+		RetryBackoffMin:   DefaultRetryBackoffMin,
+		RetryBackoffMax:   DefaultRetryBackoffMax,
+		HealthInterval:    DefaultHealthInterval,
+		Webhooks:          watcher.DefaultConfig(),
+		Kafka:             kafkasink.DefaultConfig(),
+		Spool:             spool.DefaultConfig(),
+	}
+}
+
+// ConfigError reports an invalid field of a [Config].
+type ConfigError struct {
+	// Field is the field's path, such as "kafka" or "ack_timeout"; the
+	// error of a section names the field inside it.
+	Field string
+	// Err is what is wrong with it.
+	Err error
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks c. Every problem is reported, joined with [errors.Join],
+// each as a [*ConfigError].
+func (c Config) Validate() error {
+	var errs []error
+	add := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, &ConfigError{Field: field, Err: err})
+		}
+	}
+	positive := func(field string, d time.Duration) {
+		if d <= 0 {
+			add(field, fmt.Errorf("%s must be positive", d))
+		}
+	}
+	add("webhooks", c.Webhooks.Validate())
+	add("kafka", c.Kafka.Validate())
+	add("spool", c.Spool.Validate())
+	positive("read_header_timeout", c.ReadHeaderTimeout)
+	positive("read_timeout", c.ReadTimeout)
+	positive("idle_timeout", c.IdleTimeout)
+	positive("shutdown_timeout", c.ShutdownTimeout)
+	positive("ack_timeout", c.AckTimeout)
+	positive("retry_after", c.RetryAfter)
+	positive("retry_backoff_min", c.RetryBackoffMin)
+	positive("health_interval", c.HealthInterval)
+	if c.RetryBackoffMax < c.RetryBackoffMin {
+		add("retry_backoff_max", fmt.Errorf("%s is less than retry_backoff_min %s", c.RetryBackoffMax, c.RetryBackoffMin))
+	}
+	if c.Spool.MaxBytes < 4*c.Kafka.MaxMessageBytes {
+		add("spool", fmt.Errorf("max_bytes %d must hold at least 4 records of kafka.max_message_bytes %d", c.Spool.MaxBytes, c.Kafka.MaxMessageBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,35 @@
+// Package intake is the satellite's HTTP webhook endpoint:
+//
+//	POST /engine/webhook/event/{id}?token=…
+//
+// For each call the [Intake] finds the webhook (from the watcher's current
+// set), checks the token in constant time, reads the body up to the
+// webhook's max_payload_size, checks the optional HMAC signature, turns the
+// body into an event with the webhook's collector, and gives the event to
+// its [Sink] as a Kafka [Record]: key = tenant id, value = the event JSON,
+// headers squall-event-id (a UUIDv7), traceparent (the caller's, or a new
+// trace), squall-webhook and squall-source. It answers 200 with
+// {"event_id": "…"} only once the sink has the event acknowledged by Kafka
+// or durably spooled.
+//
+// Every other answer has a JSON body {"code", "params", "message"}:
+//
+//	405 METHOD_NOT_ALLOWED  not POST (with Allow: POST)
+//	404 WEBHOOK_NOT_FOUND   no webhook with this id
+//	401 UNAUTHORIZED        token missing or wrong
+//	413 PAYLOAD_TOO_LARGE   body over max_payload_size; reading stops at the
+//	                        limit and the connection is closed
+//	401 INVALID_SIGNATURE   signature header missing or wrong
+//	400 BODY_NOT_JSON       the body is not one JSON value
+//	422 TEMPLATE_ERROR      the template cannot make an event of this body
+//	                        (params.field names the template entry)
+//	413 EVENT_TOO_LARGE     the event is larger than a Kafka record may be
+//	503 SPOOL_FULL          Kafka is unavailable and the spool is full
+//	503 SHUTTING_DOWN       the satellite is stopping
+//	503 UNAVAILABLE         the event could not be stored
+//
+// The checks run in this order, so an unauthenticated caller never gets its
+// body read. 503 answers carry Retry-After. Connections are kept alive; after
+// a 413 whose body was cut short the server closes the connection rather
+// than read the rest.
+package intake

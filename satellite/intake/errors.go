@@ -1,0 +1,82 @@
+package intake
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Errors a [Sink] returns (wrapped) to choose the answer. Match them with
+// [errors.Is].
+var (
+	// ErrSpoolFull means that Kafka could not take the event and the spool
+	// has no room for it: 503 SPOOL_FULL with Retry-After.
+	ErrSpoolFull = errors.New("spool full")
+	// ErrTooLarge means that the event is larger than a Kafka record may
+	// be: 413 EVENT_TOO_LARGE.
+	ErrTooLarge = errors.New("event too large")
+	// ErrClosed means that the satellite is shutting down: 503
+	// SHUTTING_DOWN with Retry-After.
+	ErrClosed = errors.New("intake closed")
+)
+
+// Error codes of the JSON error bodies.
+const (
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeNotFound         = "WEBHOOK_NOT_FOUND"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeBadSignature     = "INVALID_SIGNATURE"
+	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
+	CodeEventTooLarge    = "EVENT_TOO_LARGE"
+	CodeBodyNotJSON      = "BODY_NOT_JSON"
+	CodeTemplate         = "TEMPLATE_ERROR"
+	CodeSpoolFull        = "SPOOL_FULL"
+	CodeShuttingDown     = "SHUTTING_DOWN"
+	CodeUnavailable      = "UNAVAILABLE"
+	CodeInternal         = "INTERNAL"
+)
+
+// apiError is an answer other than 200: the status, the JSON body
+// {"code", "params", "message"} (DESIGN decision 16), and the cause to log.
+type apiError struct {
+	status     int
+	code       string
+	params     map[string]any
+	message    string
+	retryAfter time.Duration
+	err        error
+}
+
+// Error implements error.
+func (e *apiError) Error() string {
+	if e.err != nil {
+		return e.code + ": " + e.message + ": " + e.err.Error()
+	}
+	return e.code + ": " + e.message
+}
+
+// Unwrap returns the cause.
+func (e *apiError) Unwrap() error { return e.err }
+
+// errorBody is the JSON body of an error answer.
+type errorBody struct {
+	Code    string         `json:"code"`
+	Params  map[string]any `json:"params"`
+	Message string         `json:"message"`
+}
+
+// writeError writes e as the answer.
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+	}
+	if e.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	params := e.params
+	if params == nil {
+		params = map[string]any{}
+	}
+	writeJSON(w, e.status, errorBody{Code: e.code, Params: params, Message: e.message})
+}

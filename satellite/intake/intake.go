@@ -1,0 +1,393 @@
+package intake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/webhooks"
+)
+
+// Pattern is the http.ServeMux pattern of the webhook endpoint.
+const Pattern = "/engine/webhook/event/{id}"
+
+// Kafka header names of an event record (DESIGN.md, "Kafka record").
+const (
+	HeaderEventID     = "squall-event-id"
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+	HeaderWebhook     = "squall-webhook"
+	HeaderSource      = "squall-source"
+)
+
+// DefaultRetryAfter is the default Retry-After of 503 answers.
+const DefaultRetryAfter = 30 * time.Second
+
+// Config configures an [Intake].
+type Config struct {
+	// TenantID is the tenant of events whose webhook names none (DESIGN
+	// decision 12; default webhooks.DefaultTenant, "master").
+	TenantID string
+	// Source names this intake in the squall-source header of every
+	// event (the satellite's name). Required.
+	Source string
+	// RetryAfter is the Retry-After of 503 answers (default 30 s).
+	RetryAfter time.Duration
+}
+
+// Directory finds webhooks by id; the watcher's current set.
+type Directory interface {
+	// Lookup returns the webhook with the given id, or nil.
+	Lookup(id string) *webhooks.Webhook
+}
+
+// Sink takes accepted events.
+type Sink interface {
+	// Publish returns nil once rec is acknowledged by Kafka or durably
+	// spooled. Errors wrapping ErrSpoolFull, ErrTooLarge or ErrClosed
+	// choose the answer; any other error is a 503 UNAVAILABLE.
+	Publish(ctx context.Context, rec Record) error
+}
+
+// Record is an accepted event, ready for Kafka.
+type Record struct {
+	// EventID is the event's UUIDv7, also in the squall-event-id header.
+	EventID string
+	// Key is the tenant id.
+	Key string
+	// Value is the event JSON: {"type", "created_ms", "metadata":
+	// {"tenant_id"}, "payload"}.
+	Value []byte
+	// Headers are squall-event-id, traceparent, tracestate (when the
+	// caller sent one), squall-webhook and squall-source, in this order.
+	Headers []Header
+	// Time is the event's creation time (created_ms).
+	Time time.Time
+}
+
+// Header is one record header.
+type Header struct {
+	// Key is the header name, such as squall-event-id.
+	Key string
+	// Value is the header value.
+	Value string
+}
+
+// Intake is the HTTP handler of the webhook endpoint
+// POST /engine/webhook/event/{id}?token=…
+type Intake struct {
+	cfg    Config
+	dir    Directory
+	sink   Sink
+	logger *slog.Logger
+	m      *metrics
+	bufs   sync.Pool
+
+	mu       sync.Mutex
+	closed   bool
+	inflight int
+	idle     chan struct{} // closed when closed and inflight is 0
+}
+
+var _ http.Handler = (*Intake)(nil)
+
+// New builds an Intake whose metrics are registered with reg (nil registers
+// nothing).
+func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Intake, error) {
+	if cfg.Source == "" {
+		return nil, errors.New("intake config: source required")
+	}
+	if cfg.TenantID == "" {
+		cfg.TenantID = webhooks.DefaultTenant
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Intake{
+		cfg:    cfg,
+		dir:    dir,
+		sink:   sink,
+		logger: logger.With("component", "intake"),
+		m:      m,
+		bufs:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		idle:   make(chan struct{}),
+	}, nil
+}
+
+// Register adds the webhook endpoint to mux.
+func (in *Intake) Register(mux *http.ServeMux) { mux.Handle(Pattern, in) }
+
+// accepted is the body of a 200 answer.
+type accepted struct {
+	EventID string `json:"event_id"`
+}
+
+// ServeHTTP handles one webhook call. It answers 200 {"event_id": …} once the
+// sink took the event, or an error with a JSON body.
+func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.PathValue("id")
+	if id == "" {
+		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
+	}
+	known, res, err := in.serve(w, r, id, start)
+	status := http.StatusOK
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
+		}
+		status = ae.status
+		in.logAnswer(r, id, ae)
+		writeError(w, ae)
+	} else {
+		// {"event_id":"…"}: a UUID needs no escaping.
+		body := make([]byte, 0, 64)
+		body = append(append(append(body, `{"event_id":"`...), res.EventID...), "\"}\n"...)
+		h := w.Header()
+		h["Squall-Event-Id"] = []string{res.EventID}
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	}
+	label := ""
+	if known {
+		label = id // only ids of the current set: unknown ids cannot grow the series
+	}
+	in.m.requests.WithLabelValues(label, strconv.Itoa(status)).Inc()
+	in.m.duration.Observe(time.Since(start).Seconds())
+}
+
+// serve runs the checks in order and hands the event to the sink. known
+// reports whether id named a webhook.
+func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now time.Time) (known bool, res accepted, err error) {
+	if r.Method != http.MethodPost {
+		return false, res, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+			params: map[string]any{"method": r.Method}, message: "only POST is allowed"}
+	}
+	if !in.enter() {
+		return false, res, &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
+			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
+	}
+	defer in.leave()
+	in.m.inflight.Inc()
+	defer in.m.inflight.Dec()
+
+	wh := in.dir.Lookup(id)
+	if wh == nil {
+		if len(id) > webhooks.MaxIDLen {
+			id = id[:webhooks.MaxIDLen]
+		}
+		return false, res, &apiError{status: http.StatusNotFound, code: CodeNotFound,
+			params: map[string]any{"id": id}, message: "no webhook with this id"}
+	}
+	token, hasToken := r.URL.Query()["token"]
+	if !hasToken || len(token) != 1 || !wh.CheckToken(token[0]) {
+		msg := "wrong token"
+		if !hasToken {
+			msg = "missing token"
+		}
+		return true, res, &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+	}
+
+	limit := wh.MaxPayloadSize
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+		params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	if r.ContentLength > limit {
+		return true, res, tooLarge // not a byte of the body is read
+	}
+	buf := in.bufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			in.bufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	// MaxBytesReader stops at the limit and makes the server close the
+	// connection instead of reading the rest.
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return true, res, tooLarge
+		}
+		return true, res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
+	}
+	body := buf.Bytes()
+
+	if sig := wh.Signature; sig != nil && !sig.Verify(body, r.Header.Get(sig.Header)) {
+		return true, res, &apiError{status: http.StatusUnauthorized, code: CodeBadSignature,
+			params: map[string]any{"header": sig.Header}, message: "missing or wrong signature"}
+	}
+
+	ev, err := wh.Collector().Collect(body, now, in.cfg.TenantID)
+	if err != nil {
+		var te *webhooks.TemplateError
+		switch {
+		case errors.Is(err, webhooks.ErrBodyNotJSON):
+			return true, res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
+		case errors.As(err, &te):
+			return true, res, &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
+				params: map[string]any{"field": te.Field}, message: te.Error()}
+		}
+		return true, res, fmt.Errorf("collect: %w", err)
+	}
+
+	rec, err := in.record(r, wh, ev)
+	if err != nil {
+		return true, res, err
+	}
+	// The caller hanging up does not stop the event: it may be accepted
+	// anyway, and the caller will retry (at least once).
+	if err := in.sink.Publish(context.WithoutCancel(r.Context()), rec); err != nil {
+		return true, res, in.sinkError(err)
+	}
+	return true, accepted{EventID: rec.EventID}, nil
+}
+
+// record builds the Kafka record of an event.
+func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, ev webhooks.Event) (Record, error) {
+	value, err := appendEvent(make([]byte, 0, 256), ev)
+	if err != nil {
+		return Record{}, fmt.Errorf("encode event: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Record{}, fmt.Errorf("event id: %w", err)
+	}
+	tenant, _ := ev.Metadata["tenant_id"].(string)
+	traceparent, tracestate := traceContext(r.Context(), r.Header)
+	headers := make([]Header, 0, 5)
+	headers = append(headers, Header{HeaderEventID, id.String()}, Header{HeaderTraceparent, traceparent})
+	if tracestate != "" {
+		headers = append(headers, Header{HeaderTracestate, tracestate})
+	}
+	headers = append(headers, Header{HeaderWebhook, wh.ID}, Header{HeaderSource, in.cfg.Source})
+	return Record{
+		EventID: id.String(),
+		Key:     tenant,
+		Value:   value,
+		Headers: headers,
+		Time:    time.UnixMilli(ev.CreatedMs),
+	}, nil
+}
+
+// sinkError maps an error of the sink to the answer.
+func (in *Intake) sinkError(err error) *apiError {
+	switch {
+	case errors.Is(err, ErrSpoolFull):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeSpoolFull,
+			message: "Kafka is unavailable and the local spool is full", retryAfter: in.cfg.RetryAfter, err: err}
+	case errors.Is(err, ErrTooLarge):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeEventTooLarge,
+			message: "the event is larger than a Kafka record may be", err: err}
+	case errors.Is(err, ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
+			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter, err: err}
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+		message: "the event could not be stored", retryAfter: in.cfg.RetryAfter, err: err}
+}
+
+// logAnswer logs an error answer once: server-side failures as errors,
+// refused calls at debug level.
+func (in *Intake) logAnswer(r *http.Request, id string, e *apiError) {
+	level := slog.LevelDebug
+	if e.status >= 500 {
+		level = slog.LevelError
+	}
+	if !in.logger.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []any{"webhook", id, "status", e.status, "code", e.code, "remote", r.RemoteAddr}
+	if e.err != nil {
+		attrs = append(attrs, "error", e.err)
+	}
+	in.logger.Log(r.Context(), level, "webhook call refused", attrs...)
+}
+
+// enter counts a call in, unless the intake is closed.
+func (in *Intake) enter() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return false
+	}
+	in.inflight++
+	return true
+}
+
+// leave counts a call out.
+func (in *Intake) leave() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.inflight--
+	if in.closed && in.inflight == 0 {
+		close(in.idle)
+	}
+}
+
+// Close stops taking events: new calls get 503 SHUTTING_DOWN. Calls in
+// progress go on; [Intake.Drain] waits for them.
+func (in *Intake) Close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.closed {
+		in.closed = true
+		if in.inflight == 0 {
+			close(in.idle)
+		}
+	}
+}
+
+// Drain closes the intake and waits until the calls in progress are
+// answered, or ctx ends.
+func (in *Intake) Drain(ctx context.Context) error {
+	in.Close()
+	select {
+	case <-in.idle:
+		return nil
+	default:
+	}
+	select {
+	case <-in.idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain intake: %w", ctx.Err())
+	}
+}
+
+// writeJSON writes v as the JSON answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"code":"INTERNAL","params":{},"message":"encode answer"}`)
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}

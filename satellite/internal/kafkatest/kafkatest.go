@@ -1,0 +1,251 @@
+// Package kafkatest runs an in-process Kafka-protocol broker (franz-go's
+// kfake) on the loopback interface for the satellite's tests, and reads
+// topics back with franz-go's client, a Kafka client independent of the
+// kafka-go producer under test.
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Broker is a one-node kfake cluster listening on 127.0.0.1. It is closed at
+// the end of the test.
+type Broker struct {
+	// Addr is the broker's host:port; it stays the same across Restart.
+	Addr string
+
+	t    testing.TB
+	port int
+	opts []kfake.Opt
+	c    *kfake.Cluster
+}
+
+// Config describes a Broker.
+type Config struct {
+	// Topics are created with Partitions partitions each.
+	Topics []string
+	// Partitions defaults to 3.
+	Partitions int32
+	// DataDir, when set, persists the records so that they survive Stop
+	// and Restart.
+	DataDir string
+	// Opts are more kfake options (SASL, TLS, broker configs).
+	Opts []kfake.Opt
+}
+
+// Start starts a broker.
+func Start(t testing.TB, cfg Config) *Broker {
+	t.Helper()
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 3
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+	}
+	if len(cfg.Topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(cfg.Partitions, cfg.Topics...))
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	opts = append(opts, cfg.Opts...)
+	b := &Broker{t: t, opts: opts}
+	b.start(0)
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// start starts the cluster on port (0: any free port).
+func (b *Broker) start(port int) {
+	b.t.Helper()
+	opts := append(slices.Clone(b.opts), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}))
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		b.t.Fatalf("start kfake: %v", err)
+	}
+	b.c = c
+	b.Addr = c.ListenAddrs()[0]
+	_, p, _ := net.SplitHostPort(b.Addr)
+	b.port, _ = strconv.Atoi(p)
+}
+
+// Stop stops the broker: its port refuses connections until Restart.
+func (b *Broker) Stop() {
+	if b.c != nil {
+		b.c.Close()
+		b.c = nil
+	}
+}
+
+// Restart starts a stopped broker again on the same address (and DataDir).
+func (b *Broker) Restart() {
+	b.t.Helper()
+	if b.c != nil {
+		b.t.Fatal("kafkatest: restart of a running broker")
+	}
+	b.start(b.port)
+}
+
+// Cluster returns the running kfake cluster.
+func (b *Broker) Cluster() *kfake.Cluster { return b.c }
+
+// Header is a record header.
+type Header struct {
+	// Key is the header name.
+	Key string
+	// Value is the header value.
+	Value string
+}
+
+// Record is a record read back from a topic.
+type Record struct {
+	// Partition is the record's partition.
+	Partition int32
+	// Offset is the record's offset in its partition.
+	Offset int64
+	// Key is the record key.
+	Key string
+	// Value is the record value.
+	Value []byte
+	// Headers are the record headers, in order.
+	Headers []Header
+	// Timestamp is the record timestamp.
+	Timestamp time.Time
+}
+
+// Header returns the value of the first header named key.
+func (r Record) Header(key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return "", false
+}
+
+// Records reads every record of topic, from the start of each partition to
+// its end at the time of the call, in partition and offset order.
+func (b *Broker) Records(t testing.TB, topic string, opts ...kgo.Opt) []Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ends, err := endOffsets(ctx, b.Addr, topic, opts)
+	if err != nil {
+		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
+	}
+	want := make(map[int32]kgo.Offset)
+	var total int64
+	for p, end := range ends {
+		if end > 0 {
+			want[p] = kgo.NewOffset().AtStart()
+			total += end
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(b.Addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.DisableClientMetrics(),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("kafkatest: client: %v", err)
+	}
+	defer cl.Close()
+	var out []Record
+	next := make(map[int32]int64)
+	for done := false; !done; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("kafkatest: read %s: timed out with %d of %d records", topic, len(out), total)
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("kafkatest: fetch %s/%d: %v", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= ends[r.Partition] {
+				return
+			}
+			rec := Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Timestamp: r.Timestamp}
+			for _, h := range r.Headers {
+				rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: string(h.Value)})
+			}
+			out = append(out, rec)
+			next[r.Partition] = r.Offset + 1
+		})
+		done = true
+		for p, end := range ends {
+			if next[p] < end {
+				done = false
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	return out
+}
+
+// endOffsets returns the end offset of every partition of topic.
+func endOffsets(ctx context.Context, addr, topic string, opts []kgo.Opt) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DisableClientMetrics()}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, t := range mresp.Topics {
+		if t.ErrorCode != 0 {
+			return nil, fmt.Errorf("metadata error code %d", t.ErrorCode)
+		}
+		for _, p := range t.Partitions {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition = p.Partition
+			lp.Timestamp = -1 // latest
+			lt.Partitions = append(lt.Partitions, lp)
+		}
+	}
+	lreq.Topics = append(lreq.Topics, lt)
+	lresp, err := lreq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ends := make(map[int32]int64)
+	for _, t := range lresp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return nil, fmt.Errorf("list offsets error code %d", p.ErrorCode)
+			}
+			ends[p.Partition] = p.Offset
+		}
+	}
+	return ends, nil
+}

@@ -1,0 +1,59 @@
+package kafkasink
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of squall_kafka_messages_total.
+const (
+	resultOK       = "ok"       // acknowledged by the brokers
+	resultError    = "error"    // failed, may be retried
+	resultRejected = "rejected" // can never be written
+)
+
+// metrics are the sink's Prometheus metrics.
+type metrics struct {
+	messages *prometheus.CounterVec
+	duration prometheus.Histogram
+	batch    prometheus.Histogram
+}
+
+// newMetrics builds the metrics and registers them with reg; a nil reg
+// registers nothing.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_kafka_messages_total",
+			Help: "Records written to Kafka, by result (ok, error, rejected).",
+		}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "squall_kafka_produce_duration_seconds",
+			Help: "Duration of one produce request to Kafka until it is acknowledged, retries included.",
+			// 100µs to ~3.3s.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "squall_kafka_batch_records",
+			Help:    "Records per produce request.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	for _, r := range []string{resultOK, resultError, resultRejected} {
+		m.messages.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	collectors := []prometheus.Collector{m.messages, m.duration, m.batch}
+	for i, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register kafka metrics: %w", err)
+		}
+	}
+	return m, nil
+}

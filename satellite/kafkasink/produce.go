@@ -1,0 +1,200 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// partitionQueue holds the writes waiting for one partition. Up to
+// Config.MaxInFlight produce requests per partition are in flight, each
+// carrying whole writes; the writes that arrive meanwhile form the next
+// batch. There is no batch timer: an idle partition sends at once, a busy one
+// sends everything that waited as soon as a request is acknowledged.
+//
+// The records of one write are sent in order, one request after the other.
+// Two writes in flight at once may land in either order: they come from
+// concurrent calls, which have no order between them.
+type partitionQueue struct {
+	id       int
+	pending  []*pendingWrite // guarded by Sink.mu
+	flushers int             // running flush goroutines; guarded by Sink.mu
+}
+
+// pendingWrite is one Write call's records for one partition.
+type pendingWrite struct {
+	msgs []Message
+	done chan error // receives the outcome once; buffered
+	// abandoned is set when the caller stopped waiting: a write not yet
+	// sent is then dropped, since the caller keeps the records elsewhere
+	// (the spool) and sending them too would only duplicate them.
+	abandoned atomic.Bool
+}
+
+// enqueue adds w to partition p's queue and starts its flush goroutine if
+// none runs. ctx's values (not its cancellation) go to the flush.
+func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errSinkClosed
+	}
+	q := s.queues[p]
+	if q == nil {
+		q = &partitionQueue{id: p}
+		s.queues[p] = q
+	}
+	q.pending = append(q.pending, w)
+	if q.flushers < s.cfg.MaxInFlight {
+		q.flushers++
+		s.flushers.Add(1)
+		go s.flush(context.WithoutCancel(ctx), q)
+	}
+	return nil
+}
+
+// flush sends q's pending writes, batch after batch, until none is left.
+func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
+	defer s.flushers.Done()
+	for {
+		s.mu.Lock()
+		if len(q.pending) == 0 {
+			q.flushers--
+			s.mu.Unlock()
+			return
+		}
+		// Take every write that fits in one request (at least one),
+		// leaving out those nobody waits for any more.
+		var taken []*pendingWrite
+		records, bytes, used := 0, int64(0), 0
+		for _, w := range q.pending {
+			if w.abandoned.Load() {
+				used++
+				w.done <- context.Canceled
+				continue
+			}
+			size := int64(0)
+			for _, m := range w.msgs {
+				size += m.Size()
+			}
+			if len(taken) > 0 && (records+len(w.msgs) > s.cfg.BatchSize || bytes+size > s.cfg.MaxMessageBytes) {
+				break
+			}
+			taken = append(taken, w)
+			used++
+			records += len(w.msgs)
+			bytes += size
+		}
+		q.pending = q.pending[used:]
+		s.mu.Unlock()
+		if len(taken) == 0 {
+			continue
+		}
+
+		var msgs []Message
+		for _, w := range taken {
+			msgs = append(msgs, w.msgs...)
+		}
+		err := s.produce(ctx, q.id, msgs)
+		for _, w := range taken {
+			w.done <- err
+		}
+	}
+}
+
+// produce writes msgs to partition p, in requests of at most BatchSize
+// records and MaxMessageBytes bytes, each tried up to MaxAttempts times. It
+// stops at the first request that fails for good.
+func (s *Sink) produce(ctx context.Context, p int, msgs []Message) error {
+	for len(msgs) > 0 {
+		n, size := 0, int64(0)
+		for n < len(msgs) && n < s.cfg.BatchSize {
+			if n > 0 && size+msgs[n].Size() > s.cfg.MaxMessageBytes {
+				break
+			}
+			size += msgs[n].Size()
+			n++
+		}
+		if err := s.produceBatch(ctx, p, msgs[:n]); err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// produceBatch sends one produce request with retries.
+func (s *Sink) produceBatch(ctx context.Context, p int, msgs []Message) error {
+	start := time.Now()
+	defer func() { s.m.batch.Observe(float64(len(msgs))) }()
+	backoff := 50 * time.Millisecond
+	var err error
+	for attempt := range s.cfg.MaxAttempts {
+		if attempt > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.closing:
+				t.Stop()
+				return fmt.Errorf("%w (last error: %w)", errSinkClosed, err)
+			}
+			backoff = min(2*backoff, 500*time.Millisecond)
+		}
+		err = s.produceOnce(ctx, p, msgs)
+		if err == nil || !retriable(err) {
+			break
+		}
+		s.logger.Debug("kafka produce failed; retrying", "partition", p, "attempt", attempt+1, "error", err)
+	}
+	s.m.duration.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// produceOnce sends one produce request to the partition's leader.
+func (s *Sink) produceOnce(ctx context.Context, p int, msgs []Message) error {
+	records := make([]kafka.Record, len(msgs))
+	for i, m := range msgs {
+		hs := make([]kafka.Header, len(m.Headers))
+		for j, h := range m.Headers {
+			hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+		t := m.Time
+		if t.IsZero() {
+			t = time.Now()
+		}
+		records[i] = kafka.Record{Time: t, Key: kafka.NewBytes(m.Key), Value: kafka.NewBytes(m.Value), Headers: hs}
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	res, err := s.client.Produce(rctx, &kafka.ProduceRequest{
+		Topic:        s.cfg.Topic,
+		Partition:    p,
+		RequiredAcks: kafka.RequireAll,
+		Records:      kafka.NewRecordReader(records...),
+		Compression:  s.codec,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Error != nil {
+		return res.Error
+	}
+	for _, rerr := range res.RecordErrors {
+		return fmt.Errorf("%w: %w", kafka.InvalidRecord, rerr)
+	}
+	return nil
+}
+
+// retriable reports whether a failed produce request may succeed if sent
+// again: broker errors that Kafka marks temporary, and network errors.
+func retriable(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return kerr.Temporary()
+	}
+	return !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,313 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// ErrRejected reports records the brokers will never accept as they are (too
+// large, invalid). Retrying them is useless. Match it with [errors.Is].
+var ErrRejected = errors.New("kafka rejected the record")
+
+// Message is one record to write.
+type Message struct {
+	// Key decides the partition (the satellite uses the tenant id).
+	Key []byte
+	// Value is the record value.
+	Value []byte
+	// Headers are the record headers, in order.
+	Headers []Header
+	// Time is the record timestamp; zero means now.
+	Time time.Time
+}
+
+// Header is one record header.
+type Header struct {
+	// Key is the header name.
+	Key string
+	// Value is the header value.
+	Value []byte
+}
+
+// Size returns an upper bound of the bytes m takes in a record batch, to be
+// compared with Config.MaxMessageBytes.
+func (m Message) Size() int64 {
+	const batchOverhead = 61  // record batch header
+	const recordOverhead = 21 // attributes, deltas and varint lengths
+	n := int64(batchOverhead + recordOverhead + len(m.Key) + len(m.Value))
+	for _, h := range m.Headers {
+		n += 10 + int64(len(h.Key)+len(h.Value))
+	}
+	return n
+}
+
+// Sink writes records to one Kafka topic with acks from all in-sync
+// replicas. It is safe for concurrent use: concurrent writes to a partition
+// share produce requests.
+type Sink struct {
+	cfg       Config
+	logger    *slog.Logger
+	m         *metrics
+	transport *kafka.Transport
+	client    *kafka.Client
+	codec     kafka.Compression
+	balancer  kafka.Murmur2Balancer
+	closing   chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	queues   map[int]*partitionQueue
+	flushers sync.WaitGroup
+
+	metaMu     sync.Mutex
+	partitions []int
+	metaAt     time.Time
+	refreshing bool
+}
+
+var errSinkClosed = errors.New("kafka sink closed")
+
+// New validates cfg and builds a Sink whose metrics are registered with reg
+// (nil registers nothing). It reads the TLS files but opens no connection
+// and starts no goroutine: that happens on the first write.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka config: %w", err)
+	}
+	tlsCfg, err := cfg.TLS.build()
+	if err != nil {
+		return nil, fmt.Errorf("kafka config: %w", err)
+	}
+	mech, err := cfg.SASL.mechanism()
+	if err != nil {
+		return nil, fmt.Errorf("kafka config: %w", err)
+	}
+	codec, _ := compression(cfg.Compression)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	transport := &kafka.Transport{
+		DialTimeout:    cfg.DialTimeout,
+		IdleTimeout:    time.Minute,
+		MetadataTTL:    cfg.MetadataTTL,
+		MetadataTopics: []string{cfg.Topic},
+		ClientID:       cfg.ClientID,
+		TLS:            tlsCfg,
+		SASL:           mech,
+	}
+	return &Sink{
+		cfg:       cfg,
+		logger:    logger.With("component", "kafkasink"),
+		m:         m,
+		transport: transport,
+		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: transport, Timeout: cfg.WriteTimeout},
+		codec:     codec,
+		closing:   make(chan struct{}),
+		queues:    make(map[int]*partitionQueue),
+	}, nil
+}
+
+// Topic returns the topic the sink writes to.
+func (s *Sink) Topic() string { return s.cfg.Topic }
+
+// MaxMessageBytes returns Config.MaxMessageBytes: a [Message] whose Size is
+// larger is rejected.
+func (s *Sink) MaxMessageBytes() int64 { return s.cfg.MaxMessageBytes }
+
+// Write writes msgs and returns once the brokers acknowledged all of them
+// (acks=all), or ctx ended, or a request failed Config.MaxAttempts times.
+// Records of one key keep their order. On error, some of msgs may have been
+// written, and a write abandoned when ctx ended may still complete: the
+// caller that retries delivers them at least once. Records that can never be
+// written give an error wrapping [ErrRejected].
+func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	for _, m := range msgs {
+		if m.Size() > s.cfg.MaxMessageBytes {
+			s.m.messages.WithLabelValues(resultRejected).Add(float64(len(msgs)))
+			return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, m.Size(), s.cfg.MaxMessageBytes)
+		}
+	}
+	parts, err := s.partitionIDs(ctx)
+	if err != nil {
+		s.m.messages.WithLabelValues(resultError).Add(float64(len(msgs)))
+		return fmt.Errorf("kafka write: %w", err)
+	}
+	// Group by partition, in order.
+	var order []int
+	groups := make(map[int][]Message, 1)
+	for _, m := range msgs {
+		p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
+		if _, ok := groups[p]; !ok {
+			order = append(order, p)
+		}
+		groups[p] = append(groups[p], m)
+	}
+	writes := make([]*pendingWrite, 0, len(order))
+	for _, p := range order {
+		w := &pendingWrite{msgs: groups[p], done: make(chan error, 1)}
+		if err := s.enqueue(ctx, p, w); err != nil {
+			return fmt.Errorf("kafka write: %w", err)
+		}
+		writes = append(writes, w)
+	}
+	var errs []error
+	for i, w := range writes {
+		select {
+		case err := <-w.done:
+			n := float64(len(w.msgs))
+			switch {
+			case err == nil:
+				s.m.messages.WithLabelValues(resultOK).Add(n)
+			case rejected(err):
+				s.m.messages.WithLabelValues(resultRejected).Add(n)
+				errs = append(errs, fmt.Errorf("%w: partition %d: %w", ErrRejected, order[i], err))
+			default:
+				s.m.messages.WithLabelValues(resultError).Add(n)
+				errs = append(errs, fmt.Errorf("kafka write: partition %d: %w", order[i], err))
+			}
+		case <-ctx.Done():
+			for _, w := range writes[i:] {
+				w.abandoned.Store(true)
+			}
+			return fmt.Errorf("kafka write: %w", ctx.Err())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// partitionIDs returns the topic's partitions, from kafka-go's metadata
+// cache, refreshed at most every MetadataTTL by one caller while the others
+// go on with the list they have. A missing topic is created when
+// AllowAutoTopicCreation is set.
+func (s *Sink) partitionIDs(ctx context.Context) ([]int, error) {
+	s.metaMu.Lock()
+	parts := s.partitions
+	refresh := time.Since(s.metaAt) >= s.cfg.MetadataTTL && !s.refreshing
+	if refresh {
+		s.refreshing = true
+	}
+	s.metaMu.Unlock()
+	if len(parts) > 0 && !refresh {
+		return parts, nil
+	}
+	ids, err := s.fetchPartitions(ctx)
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	if refresh {
+		s.refreshing = false
+	}
+	if err != nil {
+		if len(parts) > 0 {
+			return parts, nil // the produce request tells whether it is stale
+		}
+		return nil, err
+	}
+	s.partitions, s.metaAt = ids, time.Now()
+	return ids, nil
+}
+
+// fetchPartitions reads the topic's partitions from kafka-go's metadata.
+func (s *Sink) fetchPartitions(ctx context.Context) ([]int, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.cfg.Topic}})
+		if err != nil {
+			return nil, err
+		}
+		var topic *kafka.Topic
+		for i := range resp.Topics {
+			if resp.Topics[i].Name == s.cfg.Topic {
+				topic = &resp.Topics[i]
+			}
+		}
+		if topic == nil {
+			return nil, fmt.Errorf("topic %s: %w", s.cfg.Topic, kafka.UnknownTopicOrPartition)
+		}
+		if errors.Is(topic.Error, kafka.UnknownTopicOrPartition) && s.cfg.AllowAutoTopicCreation && attempt == 0 {
+			_, err := s.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+				{Topic: s.cfg.Topic, NumPartitions: -1, ReplicationFactor: -1},
+			}})
+			if err != nil {
+				return nil, fmt.Errorf("create topic %s: %w", s.cfg.Topic, err)
+			}
+			continue
+		}
+		if topic.Error != nil {
+			return nil, fmt.Errorf("topic %s: %w", s.cfg.Topic, topic.Error)
+		}
+		if len(topic.Partitions) == 0 {
+			return nil, fmt.Errorf("topic %s has no partitions", s.cfg.Topic)
+		}
+		ids := make([]int, len(topic.Partitions))
+		for i, p := range topic.Partitions {
+			ids[i] = p.ID
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
+}
+
+// Ping checks that a broker answers (an ApiVersions request, which also goes
+// through TLS and SASL) and that the topic exists, unless topics are created
+// on demand.
+func (s *Sink) Ping(ctx context.Context) error {
+	av, err := s.client.ApiVersions(ctx, &kafka.ApiVersionsRequest{})
+	if err == nil && av.Error != nil {
+		err = av.Error
+	}
+	if err != nil {
+		return fmt.Errorf("kafka ping: %w", err)
+	}
+	// Metadata comes from kafka-go's cache, refreshed every few seconds.
+	resp, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.cfg.Topic}})
+	if err != nil {
+		return fmt.Errorf("kafka metadata: %w", err)
+	}
+	for _, t := range resp.Topics {
+		if t.Name == s.cfg.Topic && t.Error != nil && !(s.cfg.AllowAutoTopicCreation && errors.Is(t.Error, kafka.UnknownTopicOrPartition)) {
+			return fmt.Errorf("kafka topic %s: %w", s.cfg.Topic, t.Error)
+		}
+	}
+	return nil
+}
+
+// Close waits for the produce requests in flight and closes the
+// connections; retries still waiting are abandoned. Writes after Close
+// fail.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+	}
+	s.mu.Unlock()
+	s.flushers.Wait()
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// rejected reports whether err means that a record can never be written.
+func rejected(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidRecord:
+			return true
+		}
+	}
+	return false
+}

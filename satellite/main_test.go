@@ -1,0 +1,9 @@
+package satellite
+
+import (
+	"testing"
+
+	"github.com/squallhq/squall/satellite/internal/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }

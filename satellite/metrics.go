@@ -1,0 +1,59 @@
+package satellite
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Paths of squall_forward_events_total.
+const (
+	pathKafka = "kafka" // acknowledged by Kafka while the call waited
+	pathSpool = "spool" // written to the spool
+)
+
+// metrics are the forwarder's Prometheus metrics.
+type metrics struct {
+	forwarded *prometheus.CounterVec
+	drained   prometheus.Counter
+	spooling  prometheus.Gauge
+	kafkaUp   prometheus.Gauge
+}
+
+// newMetrics builds the metrics and registers them with reg; a nil reg
+// registers nothing.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_forward_events_total",
+			Help: "Accepted events, by where they were when the call was answered (kafka or spool).",
+		}, []string{"path"}),
+		drained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_forward_drained_total",
+			Help: "Spooled events delivered to Kafka.",
+		}),
+		spooling: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_forward_spooling",
+			Help: "1 while new events go to the spool (Kafka unavailable or the spool not yet drained), 0 while they go to Kafka directly.",
+		}),
+		kafkaUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_kafka_up",
+			Help: "1 if the last write to Kafka or check of a broker succeeded, else 0.",
+		}),
+	}
+	m.forwarded.WithLabelValues(pathKafka)
+	m.forwarded.WithLabelValues(pathSpool)
+	if reg == nil {
+		return m, nil
+	}
+	collectors := []prometheus.Collector{m.forwarded, m.drained, m.spooling, m.kafkaUp}
+	for i, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register forwarder metrics: %w", err)
+		}
+	}
+	return m, nil
+}
