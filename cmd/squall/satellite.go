@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/squallhq/squall/satellite"
+)
+
+func newSatelliteCommand() *cobra.Command {
+	cfg := satellite.Default()
+	var brokers []string
+	var logLevel, saslPasswordFile string
+	cmd := &cobra.Command{
+		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
+		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
+		Long: `Satellite serves one endpoint per webhook file of --webhooks-dir
+(POST /engine/webhook/event/{id}?token=...), turns each call into an event and
+forwards it to Kafka. A call is answered 200 only once Kafka acknowledged the
+event or it is safely written to the local spool (--spool-dir), which drains
+to Kafka in order when the brokers are back: no accepted event is lost.
+
+The folder is watched: adding, changing or removing a file changes the
+endpoints within a second, and a broken file never takes the others down.
+/healthz, /readyz and /metrics are served on the same address.
+
+Every flag can also be set with an environment variable: SQUALL_ and the flag
+name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
+on the command line wins; empty variables are ignored.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			for _, b := range brokers {
+				if b = strings.TrimSpace(b); b != "" {
+					cfg.Kafka.Brokers = append(cfg.Kafka.Brokers, b)
+				}
+			}
+			if saslPasswordFile != "" {
+				b, err := os.ReadFile(saslPasswordFile)
+				if err != nil {
+					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
+				}
+				cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			s, err := satellite.New(cfg, logger, reg)
+			if err != nil {
+				return err
+			}
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook JSON files, watched for changes (required)")
+	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address of the webhook endpoints and the probes")
+	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
+	f.StringVar(&cfg.Kafka.Topic, "topic", cfg.Kafka.Topic, "Kafka topic of the events")
+	f.StringVar(&cfg.TenantID, "tenant-id", cfg.TenantID, "tenant of events whose webhook file names none")
+	f.StringVar(&cfg.Name, "name", "", "this satellite's name in the squall-source header (default: the host name)")
+	f.StringVar(&cfg.Spool.Dir, "spool-dir", "", "folder of the durable local spool (required)")
+	f.Int64Var(&cfg.Spool.MaxBytes, "spool-max-bytes", cfg.Spool.MaxBytes, "spool size above which calls are answered 503")
+	f.DurationVar(&cfg.AckTimeout, "ack-timeout", cfg.AckTimeout, "how long a call waits for Kafka before its event is spooled instead")
+	f.StringVar(&cfg.Kafka.Compression, "kafka-compression", cfg.Kafka.Compression, "none, gzip, snappy, lz4 or zstd")
+	f.BoolVar(&cfg.Kafka.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
+	f.StringVar(&cfg.Kafka.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
+	f.StringVar(&cfg.Kafka.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
+	f.StringVar(&cfg.Kafka.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
+	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
+	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	documentEnv(f)
+	return cmd
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestSatelliteBinary runs squall satellite against an in-process Kafka
+// broker: a webhook call is answered with its event id and the event is in
+// the topic with its key and headers.
+func TestSatelliteBinary(t *testing.T) {
+	t.Parallel()
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	dir := t.TempDir()
+	hooks := filepath.Join(dir, "webhooks")
+	if err := os.Mkdir(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hook := `{"id": "github", "token": "s3cret", "tenant_id": "acme",
+	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
+	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
+		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logText lockedBuffer
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logText.Write(append(sc.Bytes(), '\n'))
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "satellite started" {
+				a, _ := rec["http"].(string)
+				addr <- a
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+	})
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-done:
+		t.Fatalf("squall satellite exited:\n%s", logText.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not started within 30s:\n%s", logText.String())
+	}
+	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ack struct {
+		EventID string `json:"event_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ack)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || ack.EventID == "" {
+		t.Fatalf("webhook: %d %+v\n%s", resp.StatusCode, ack, logText.String())
+	}
+	resp, err = http.Post(base+"/engine/webhook/event/github?token=wrong", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d", resp.StatusCode)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()[0]), kgo.ConsumeTopics("squall.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	fetches := cl.PollFetches(ctx)
+	if err := fetches.Err(); err != nil {
+		t.Fatal(err)
+	}
+	recs := fetches.Records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	r := recs[0]
+	headers := map[string]string{}
+	for _, h := range r.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	var ev struct {
+		Type     string         `json:"type"`
+		Metadata map[string]any `json:"metadata"`
+		Payload  map[string]any `json:"payload"`
+	}
+	if err := json.Unmarshal(r.Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Key) != "acme" || headers["squall-event-id"] != ack.EventID || headers["squall-source"] != "sat1" || headers["squall-webhook"] != "github" ||
+		ev.Type != "push" || ev.Metadata["tenant_id"] != "acme" || ev.Payload["ref"] != "refs/heads/main" {
+		t.Fatalf("record key %q headers %v value %s", r.Key, headers, r.Value)
+	}
+}
