@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/satellite/intake"
+	"golang.org/x/sync/errgroup"
 	"log/slog"
 	"os"
 
@@ -16,6 +19,8 @@ import (
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
 	var logLevel, actionsConfig string
+	intakeCfg := satellite.Default()
+	var intakeBrokers []string
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
@@ -77,7 +82,24 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
 				return err
 			}
-			return srv.Run(cmd.Context())
+			if intakeCfg.Webhooks.Dir == "" {
+				return srv.Run(cmd.Context())
+			}
+			// The webhook intake of a master node: every node serves it and
+			// forwards to Kafka like a satellite.
+			intakeCfg.HTTPAddr = ""
+			intakeCfg.Kafka.Brokers = splitList(intakeBrokers)
+			sat, err := satellite.New(intakeCfg, logger.With("component", "intake"), reg)
+			if err != nil {
+				return fmt.Errorf("webhook intake: %w", err)
+			}
+			if err := srv.Mount(intake.Pattern, sat.WebhookHandler(), master.OnAnyNode); err != nil {
+				return err
+			}
+			g, ctx := errgroup.WithContext(cmd.Context())
+			g.Go(func() error { return sat.Run(ctx) })
+			g.Go(func() error { return srv.Run(ctx) })
+			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
@@ -100,6 +122,11 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.LeaderWait, "leader-wait", cfg.LeaderWait, "how long a request waits for a leader during an election before it is answered 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a graceful shutdown waits for running requests")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
+	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake, host:port (repeatable or comma-separated)")
+	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")
+	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
+	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")
 	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger runs")
 	documentEnv(f)
 	return cmd

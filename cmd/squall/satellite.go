@@ -43,11 +43,7 @@ on the command line wins; empty variables are ignored.`,
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			for _, b := range brokers {
-				if b = strings.TrimSpace(b); b != "" {
-					cfg.Kafka.Brokers = append(cfg.Kafka.Brokers, b)
-				}
-			}
+			cfg.Kafka.Brokers = splitList(brokers)
 			if saslPasswordFile != "" {
 				b, err := os.ReadFile(saslPasswordFile)
 				if err != nil {
@@ -85,4 +81,15 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd
+}
+
+// splitList trims the values of a list flag and drops empty ones.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -22,22 +22,9 @@ import (
 // the topic with its key and headers.
 func TestSatelliteBinary(t *testing.T) {
 	t.Parallel()
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
+	broker := startBroker(t)
 	dir := t.TempDir()
-	hooks := filepath.Join(dir, "webhooks")
-	if err := os.Mkdir(hooks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hook := `{"id": "github", "token": "s3cret", "tenant_id": "acme",
-	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
-	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	hooks := webhookDir(t, dir)
 	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
 		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
@@ -98,22 +85,7 @@ func TestSatelliteBinary(t *testing.T) {
 		t.Errorf("wrong token: %d", resp.StatusCode)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()[0]), kgo.ConsumeTopics("squall.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	fetches := cl.PollFetches(ctx)
-	if err := fetches.Err(); err != nil {
-		t.Fatal(err)
-	}
-	recs := fetches.Records()
-	if len(recs) != 1 {
-		t.Fatalf("%d records", len(recs))
-	}
-	r := recs[0]
+	r := oneRecord(t, broker.ListenAddrs()[0])
 	headers := map[string]string{}
 	for _, h := range r.Headers {
 		headers[h.Key] = string(h.Value)
@@ -129,5 +101,75 @@ func TestSatelliteBinary(t *testing.T) {
 	if string(r.Key) != "acme" || headers["squall-event-id"] != ack.EventID || headers["squall-source"] != "sat1" || headers["squall-webhook"] != "github" ||
 		ev.Type != "push" || ev.Metadata["tenant_id"] != "acme" || ev.Payload["ref"] != "refs/heads/main" {
 		t.Fatalf("record key %q headers %v value %s", r.Key, headers, r.Value)
+	}
+}
+
+func startBroker(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	return broker
+}
+
+// webhookDir writes a folder with the webhook "github" (token s3cret,
+// tenant acme) under dir.
+func webhookDir(t *testing.T, dir string) string {
+	t.Helper()
+	hooks := filepath.Join(dir, "webhooks")
+	if err := os.Mkdir(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hook := `{"id": "github", "token": "s3cret", "tenant_id": "acme",
+	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
+	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return hooks
+}
+
+// oneRecord reads the one record of squall.events.
+func oneRecord(t *testing.T, broker string) *kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("squall.events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	fetches := cl.PollFetches(ctx)
+	if err := fetches.Err(); err != nil {
+		t.Fatal(err)
+	}
+	recs := fetches.Records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	return recs[0]
+}
+
+// TestMasterIntake: a master node started with --webhooks-dir serves the
+// webhook intake and forwards to Kafka like a satellite.
+func TestMasterIntake(t *testing.T) {
+	t.Parallel()
+	broker := startBroker(t)
+	dir := t.TempDir()
+	hooks := webhookDir(t, dir)
+	base := startMaster(t, "--allow-unsigned-tokens", "--webhooks-dir", hooks, "--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook on the master: %d", resp.StatusCode)
+	}
+	r := oneRecord(t, broker.ListenAddrs()[0])
+	if string(r.Key) != "acme" || !strings.Contains(string(r.Value), "refs/heads/dev") {
+		t.Fatalf("record %q %s", r.Key, r.Value)
 	}
 }
