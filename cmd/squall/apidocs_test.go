@@ -207,3 +207,43 @@ func mustRun(t *testing.T, bin string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestImportTornadoIntoMaster migrates Tornado's rules.d into a draft of a
+// live master in one command.
+func TestImportTornadoIntoMaster(t *testing.T) {
+	t.Parallel()
+	base := startMaster(t, "--allow-unsigned-tokens")
+	bin := squallBinary(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--master", base, "--token-file", tokenFile))
+	if draft == "" {
+		t.Fatal("no draft id printed")
+	}
+	token, _ := os.ReadFile(tokenFile)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/api/v2_beta/config/draft/tree/children/all/"+draft+"/root", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var children []struct{ Name string }
+	if err := json.NewDecoder(resp.Body).Decode(&children); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	var names []string
+	for _, c := range children {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "SNMPTRAD,ruleset_01,tenant_id_alpha,tenant_id_beta" {
+		t.Errorf("draft children %v", names)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "import-tornado", "testdata/rules.d", "--master", base, "--token-file", tokenFile, "--auth", "nope")
+	out, err := cmd.Output()
+	if err == nil || len(out) != 0 {
+		t.Errorf("an unknown authorization was accepted: %s", out)
+	}
+}
