@@ -8,29 +8,30 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
-	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/master/mastertest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// env is an API served over real HTTP on a single-node raft store.
+// env is the API mounted on every node of a real 3-node master cluster;
+// requests go to the nodes in turn, so most of them cross a follower.
 type env struct {
 	t       *testing.T
-	srv     *httptest.Server
-	store   *store.Store
+	cluster *mastertest.Cluster
+	next    atomic.Int64
 	archive string
 }
 
@@ -53,41 +54,32 @@ const activeTree = `{"version": "1.1", "Filter": {"name": "root", "filter": {"de
 
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
-	st, err := store.New(store.Config{
-		NodeID: "n1", DataDir: t.TempDir(), BindAddr: "127.0.0.1:0", Bootstrap: true,
-		Registerer: prometheus.NewRegistry(), NoSync: true,
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, _, err := st.WaitForLeader(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	archive := t.TempDir()
+	c := mastertest.TestCluster(t, 3,
+		mastertest.WithConfig(func(_ int, c *master.Config) { c.AllowUnsignedTokens = true }),
+		mastertest.WithSetup(func(_ int, s *master.Server) {
+			acfg := action.Default()
+			acfg.Archive.BasePath = archive
+			acfg.Archive.DefaultPath = "events.jsonl"
+			reg, err := action.NewRegistry(acfg, action.Deps{Registerer: prometheus.NewRegistry()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = reg.Close() })
+			a := New(cfg, s.Store(), s.Verifier(), reg, nil)
+			if err := s.Mount(Prefix, a.Handler(), master.OnLeader); err != nil {
+				t.Fatal(err)
+			}
+		}))
 	ex, err := config.DecodeExport([]byte(activeTree))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ReplaceActive(t.Context(), ex.Node); err != nil {
+	if _, err := c.Server(c.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
 		t.Fatal(err)
 	}
-	archive := t.TempDir()
-	acfg := action.Default()
-	acfg.Archive.BasePath = archive
-	acfg.Archive.DefaultPath = "events.jsonl"
-	reg, err := action.NewRegistry(acfg, action.Deps{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	a := New(cfg, st, &auth.Verifier{AllowUnsigned: true}, reg, nil)
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, store: st, archive: archive}
+	c.WaitConverged()
+	return &env{t: t, cluster: c, archive: archive}
 }
 
 // token returns an unsigned token for user with the authorizations.
@@ -126,7 +118,8 @@ func (r response) json(t *testing.T) map[string]any {
 
 func (e *env) do(method, path, tok, contentType string, body []byte) response {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL+path, bytes.NewReader(body))
+	node := int(e.next.Add(1)) % e.cluster.Len()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.cluster.URL(node)+path, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
