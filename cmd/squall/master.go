@@ -14,18 +14,20 @@ import (
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/findings"
 )
 
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
-	var logLevel, actionsConfig string
+	var logLevel, actionsConfig, findingsKey string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
 		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
-draft, the v2_beta configuration and test-event API, the cluster endpoints
+draft, the v2_beta configuration and test-event API, the findings API
+(/intel/api/sdk/v0, docs/findings.md), the cluster endpoints
 (/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active) and
 /healthz, /readyz, /metrics. Any node answers every request; requests that need
 the leader are forwarded to it.
@@ -82,6 +84,18 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
 				return err
 			}
+			// The findings API runs on the leader too; with --findings-key
+			// passwords are encrypted at rest.
+			fcfg := findings.Default()
+			if findingsKey != "" {
+				if fcfg.Sealer, err = findings.LoadKey(findingsKey); err != nil {
+					return err
+				}
+			}
+			fa := findings.New(fcfg, srv.Store(), srv.Verifier(), logger)
+			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeader); err != nil {
+				return err
+			}
 			if intakeCfg.Webhooks.Dir == "" {
 				return srv.Run(cmd.Context())
 			}
@@ -128,6 +142,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")
 	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger runs")
+	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)
 	return cmd
 }

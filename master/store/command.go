@@ -17,16 +17,18 @@ type cmdType uint8
 
 // The command types.
 const (
-	typeReplaceActive cmdType = 1
-	typeCreateDraft   cmdType = 2
-	typeEditDraft     cmdType = 3
-	typeTakeOver      cmdType = 4
-	typeDeploy        cmdType = 5
-	typeDeleteDraft   cmdType = 6
-	typeBatch         cmdType = 7
-	typeSetMember     cmdType = 8
-	typeDeleteMember  cmdType = 9
-	typeRestoreState  cmdType = 10
+	typeReplaceActive  cmdType = 1
+	typeCreateDraft    cmdType = 2
+	typeEditDraft      cmdType = 3
+	typeTakeOver       cmdType = 4
+	typeDeploy         cmdType = 5
+	typeDeleteDraft    cmdType = 6
+	typeBatch          cmdType = 7
+	typeSetMember      cmdType = 8
+	typeDeleteMember   cmdType = 9
+	typeRestoreState   cmdType = 10
+	typeInsertFindings cmdType = 11
+	typePatchFinding   cmdType = 12
 )
 
 // payloadVersion is the second byte of every entry: the version of the JSON
@@ -58,6 +60,10 @@ func (t cmdType) String() string {
 		return "delete_member"
 	case typeRestoreState:
 		return "restore_state"
+	case typeInsertFindings:
+		return "insert_findings"
+	case typePatchFinding:
+		return "patch_finding"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -65,7 +71,8 @@ func (t cmdType) String() string {
 // Command is a change of the replicated state, submitted with
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
-// [DeleteDraft], [SetMember], [DeleteMember] and [RestoreState]. Every field, including ids and timestamps, is chosen by the
+// [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
+// [InsertFindings] and [PatchFinding]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
 type Command interface {
@@ -83,6 +90,8 @@ var (
 	_ Command = SetMember{}
 	_ Command = DeleteMember{}
 	_ Command = RestoreState{}
+	_ Command = InsertFindings{}
+	_ Command = PatchFinding{}
 )
 
 // ReplaceActive replaces the active tree, e.g. on import. A tree that does
@@ -407,6 +416,10 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(memberPayload)
 	case typeRestoreState:
 		p = new(restorePayload)
+	case typeInsertFindings:
+		p = new(insertFindingsPayload)
+	case typePatchFinding:
+		p = new(patchFindingPayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
 	}

@@ -34,6 +34,10 @@ func TestCommand_RoundTrip(t *testing.T) {
 		{"restore state without draft", RestoreState{Active: tree}, typeRestoreState, &restorePayload{Active: rawTree}},
 		{"restore state", RestoreState{Active: tree, Draft: &Draft{ID: "d", Owner: "o", CreatedMS: 1, UpdatedMS: 2, Tree: tree}}, typeRestoreState,
 			&restorePayload{Active: rawTree, Draft: &draftRecord{ID: "d", Owner: "o", CreatedMS: 1, UpdatedMS: 2, Tree: rawTree}}},
+		{"insert findings", InsertFindings{Findings: []Finding{testFinding("a", 1, 5)}}, typeInsertFindings,
+			&insertFindingsPayload{Findings: []findingRecord{findingRecord(testFinding("a", 1, 5))}}},
+		{"patch finding", PatchFinding{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), Now: now}, typePatchFinding,
+			&patchFindingPayload{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), NowMS: now.UnixMilli()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := encodeCommand(tc.cmd)
@@ -110,6 +114,23 @@ func TestCommand_Format(t *testing.T) {
 	if !strings.HasPrefix(string(data), "\x0a\x01"+`{"active":{"version":`) || !strings.HasSuffix(string(data), `,"draft":null}`) {
 		t.Fatalf("entry %q", data)
 	}
+	data, err = encodeCommand(InsertFindings{Findings: []Finding{{UID: "u1", Tenant: "t", DiscoveredMS: 7, UpdatedMS: 7,
+		MonitoredDomainID: 3, ToolCode: "tc", ResourceURL: "https://h/", Username: "n", Password: "p", State: "Unassigned"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "\x0b\x01" + `{"findings":[{"uid":"u1","tenant":"t","discovered_ms":7,"updated_ms":7,"monitored_domain_id":3,` +
+		`"tool_code":"tc","resource_url":"https://h/","username":"n","password":"p","state":"Unassigned"}]}`
+	if string(data) != want {
+		t.Fatalf("entry %q, want %q", data, want)
+	}
+	data, err = encodeCommand(PatchFinding{Tenant: "t", UID: "u1", Severity: new("High"), Now: time.UnixMilli(9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want = "\x0c\x01" + `{"tenant":"t","uid":"u1","severity":"High","now_ms":9}`; string(data) != want {
+		t.Fatalf("entry %q, want %q", data, want)
+	}
 }
 
 func TestCommand_EncodeRefuses(t *testing.T) {
@@ -132,6 +153,12 @@ func TestCommand_EncodeRefuses(t *testing.T) {
 		{"restore without active tree", RestoreState{}},
 		{"restore a draft without owner", RestoreState{Active: treeWith(), Draft: &Draft{ID: "d", Tree: treeWith()}}},
 		{"restore a draft without tree", RestoreState{Active: treeWith(), Draft: &Draft{ID: "d", Owner: "o"}}},
+		{"insert no findings", InsertFindings{}},
+		{"insert a finding without uid", InsertFindings{Findings: []Finding{{Tenant: "t", State: "s"}}}},
+		{"insert a finding without tenant", InsertFindings{Findings: []Finding{{UID: "u", State: "s"}}}},
+		{"insert a finding without state", InsertFindings{Findings: []Finding{{UID: "u", Tenant: "t"}}}},
+		{"patch without tenant", PatchFinding{UID: "u"}},
+		{"patch to an empty state", PatchFinding{Tenant: "t", UID: "u", State: new("")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := encodeCommand(tc.cmd); !errors.Is(err, ErrInvalidCommand) {
@@ -158,6 +185,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		SetMember{ID: "n", HTTPAddr: "h:1"},
 		DeleteMember{ID: "n"},
 		RestoreState{Active: treeWith("r"), Draft: &Draft{ID: "d", Owner: "o", Tree: treeWith("s")}},
+		InsertFindings{Findings: []Finding{testFinding("a", 1, 5), testFinding("b", 2, 6)}},
+		PatchFinding{Tenant: "a", UID: "u", State: new("Resolved"), Priority: new(""), Now: time.UnixMilli(3)},
 	} {
 		data, err := encodeCommand(c)
 		if err != nil {

@@ -1,5 +1,5 @@
 // Package store is the master's replicated state: the one active
-// processing tree, the one draft, and later the findings, kept identical on
+// processing tree, the one draft, and the findings, kept identical on
 // every master by hashicorp/raft. It is the only package of Squall that
 // imports raft; its API speaks in config trees, drafts, members and the
 // errors of this package.
@@ -44,6 +44,14 @@
 // TLS when Config.TLS names the certificate files. Each member's HTTP
 // address is replicated state beside raft's configuration ([SetMember],
 // [Store.HTTPAddr]), so that any node can forward requests to the leader.
+//
+// # Findings
+//
+// Security findings of each tenant are kept in the state file only (not
+// in memory): [InsertFindings] stores a batch in one entry, deduplicating
+// identical findings, [PatchFinding] triages one, [Store.Finding] and
+// [Store.Findings] read them (newest first through an index), and
+// [Store.InsertFinding] groups concurrent inserts into shared entries.
 //
 // # Backups
 //

@@ -24,6 +24,8 @@ var (
 	ErrClosed = errors.New("store is closed")
 	// ErrNoDraft means there is no draft with the given id.
 	ErrNoDraft = errors.New("no such draft")
+	// ErrNoFinding means the tenant has no finding with the given uid.
+	ErrNoFinding = errors.New("no such finding")
 	// ErrNotOwner means the draft belongs to somebody else. The error is a
 	// *NotOwnerError naming the owner.
 	ErrNotOwner = errors.New("not the draft owner")

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,8 +26,12 @@ type Result struct {
 	Index uint64
 	// Err is why the command was refused; a refused command changed
 	// nothing. It matches ErrNoDraft, ErrNotOwner (a *NotOwnerError),
-	// ErrInvalidTree (wrapping the config error) or ErrInvalidCommand.
+	// ErrInvalidTree (wrapping the config error), ErrNoFinding or
+	// ErrInvalidCommand.
 	Err error
+	// Findings holds, for an InsertFindings command, the outcome of each
+	// finding in the command's order.
+	Findings []FindingOutcome
 }
 
 // fsm is the raft state machine: the state file (bbolt, separate from the
@@ -40,7 +45,12 @@ type fsm struct {
 	logger  *slog.Logger
 	metrics *metrics
 
-	db *bolt.DB
+	// db is replaced by Restore. Raft's FSM goroutine (apply, snapshot,
+	// restore) uses it freely; other goroutines (the findings reads) hold
+	// dbMu's read lock while they use it, and Restore and close hold the
+	// write lock while the file is swapped or closed.
+	dbMu sync.RWMutex
+	db   *bolt.DB
 
 	mu       sync.RWMutex
 	st       state
@@ -103,6 +113,8 @@ func (f *fsm) close() error {
 		close(f.activeCh)
 	}
 	f.mu.Unlock()
+	f.dbMu.Lock()
+	defer f.dbMu.Unlock()
 	return f.db.Close()
 }
 
@@ -359,6 +371,30 @@ func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 		}
 		return changed()
 
+	case *insertFindingsPayload:
+		outs, err := applyInsertFindings(b.Tx(), p)
+		if err != nil {
+			return Result{}, err
+		}
+		for _, o := range outs {
+			if o.Created {
+				// At least one finding is new: the state changed.
+				r, err := changed()
+				r.Findings = outs
+				return r, err
+			}
+		}
+		return Result{Index: st.index, Findings: outs}, nil
+
+	case *patchFindingPayload:
+		if err := applyPatchFinding(b.Tx(), p); err != nil {
+			if errors.Is(err, ErrNoFinding) || errors.Is(err, ErrInvalidCommand) {
+				return refuse(err)
+			}
+			return Result{}, err
+		}
+		return changed()
+
 	case *draftUserPayload:
 		switch d.typ {
 		case typeTakeOver:
@@ -539,6 +575,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 	// Past this point the old state file is gone: failing would leave the
 	// node without state, so a failure panics (see ApplyBatch).
+	f.dbMu.Lock()
+	defer f.dbMu.Unlock()
 	if err := f.db.Close(); err != nil {
 		return fmt.Errorf("restore: close state file: %w", err)
 	}

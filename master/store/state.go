@@ -69,7 +69,9 @@ var (
 
 // stateFormat is the version of the state file layout. Snapshots are state
 // files, so a node refuses to restore a snapshot of a newer format.
-const stateFormat = 1
+// Format 2 adds the findings buckets (see finding.go); a format 1 file
+// becomes format 2 when its first finding is stored.
+const stateFormat = 2
 
 // draftRecord is the stored form of the draft.
 type draftRecord struct {

@@ -46,6 +46,9 @@ type Store struct {
 	raft atomic.Pointer[raft.Raft]
 	fsm  atomic.Pointer[fsm]
 
+	// findingBatch groups concurrent InsertFinding calls into one entry.
+	findingBatch findingBatcher
+
 	mu       sync.Mutex // guards the lifecycle fields below
 	opened   bool
 	closed   bool

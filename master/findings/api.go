@@ -1,0 +1,480 @@
+package findings
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Store is the replicated state the API reads and changes.
+// *store.Store implements it.
+type Store interface {
+	InsertFinding(ctx context.Context, f store.Finding) (store.FindingOutcome, error)
+	Finding(tenant, uid string) (store.Finding, error)
+	Findings(tenant string, q store.FindingQuery) (store.FindingPage, error)
+	PatchFinding(ctx context.Context, p store.PatchFinding) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Verifier authenticates Authorization headers. *auth.Verifier implements it.
+type Verifier interface {
+	Verify(header string) (*auth.Claims, error)
+}
+
+var _ Verifier = (*auth.Verifier)(nil)
+
+// Config holds the API's limits and, for tests, its clock and uid source.
+type Config struct {
+	// MaxBody bounds JSON request bodies (default 1 MiB).
+	MaxBody int64
+	// Now is the clock that dates new findings (default time.Now).
+	Now func() time.Time
+	// NewUID returns a new finding uid (default store.NewDraftID, a UUIDv7).
+	NewUID func() (string, error)
+	// Sealer, when set, encrypts passwords before they enter the raft log
+	// (so the log, the state file and snapshots hold them encrypted), and
+	// decrypts them on reads. Without it passwords are stored in clear.
+	Sealer *Sealer
+}
+
+// Default returns the default configuration.
+func Default() Config {
+	return Config{MaxBody: 1 << 20, Now: time.Now, NewUID: store.NewDraftID}
+}
+
+// Paging limits of GET /findings/credential.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Prefix is the path prefix of every route of the API.
+const Prefix = "/intel/api/sdk/v0/"
+
+// Log attribute keys.
+const (
+	logMethod   = "method"
+	logPath     = "path"
+	logStatus   = "status"
+	logCode     = "code"
+	logError    = "error"
+	logTenant   = "tenant"
+	logTraceID  = "trace_id"
+	logParentID = "parent_id"
+	logDuration = "duration"
+)
+
+// API serves the findings API.
+type API struct {
+	cfg    Config
+	store  Store
+	tokens Verifier
+	logger *slog.Logger
+}
+
+// New returns the API. logger may be nil.
+func New(cfg Config, st Store, tokens Verifier, logger *slog.Logger) *API {
+	d := Default()
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = d.MaxBody
+	}
+	if cfg.Now == nil {
+		cfg.Now = d.Now
+	}
+	if cfg.NewUID == nil {
+		cfg.NewUID = d.NewUID
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{cfg: cfg, store: st, tokens: tokens, logger: logger.With("component", "findings")}
+}
+
+// request is what a handler gets: the request, its tenant and its logger
+// (carrying the trace context).
+type request struct {
+	*http.Request
+	w      http.ResponseWriter
+	tenant string
+}
+
+// handlerFunc returns the status and the body of a successful answer.
+type handlerFunc func(r *request) (int, any, error)
+
+// Handler returns the API's routes, rooted at Prefix.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	const p = "/intel/api/sdk/v0"
+	mux.Handle("PUT "+p+"/findings/credentials", a.wrap(a.insert))
+	mux.Handle("GET "+p+"/finding/{uid}", a.wrap(a.get))
+	mux.Handle("PATCH "+p+"/finding/{uid}", a.wrap(a.patch))
+	mux.Handle("GET "+p+"/findings/credential", a.wrap(a.list))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		e := &Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such endpoint: " + r.Method + " " + r.URL.Path}
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if probe.status == http.StatusMethodNotAllowed {
+			e.Status, e.Code, e.Message = http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path
+		}
+		a.finish(w, r, a.logger, time.Now(), "", 0, nil, e)
+	})
+}
+
+// statusProbe records the status and headers a handler writes, and drops the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// Error is an error answer: {"code", "params", "message"} with a status
+// (DESIGN.md decision 16).
+type Error struct {
+	Status  int               `json:"-"`
+	Code    string            `json:"code"`
+	Params  map[string]string `json:"params"`
+	Message string            `json:"message"`
+	// RetryAfter, in seconds, is sent as Retry-After when set.
+	RetryAfter int `json:"-"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// traceparent is the W3C trace-context header: version, trace id, parent
+// id, flags.
+var traceparent = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$`)
+
+// traceLogger returns logger with the request's trace context, when its
+// Traceparent header is valid (an invalid one is ignored, as the
+// trace-context specification asks).
+func traceLogger(logger *slog.Logger, r *http.Request) *slog.Logger {
+	m := traceparent.FindStringSubmatch(strings.TrimSpace(r.Header.Get("Traceparent")))
+	if m == nil || m[1] == "ff" || m[2] == strings.Repeat("0", 32) || m[3] == strings.Repeat("0", 16) {
+		return logger
+	}
+	return logger.With(logTraceID, m[2], logParentID, m[3])
+}
+
+// wrap authenticates the request, runs fn, writes its answer and logs the
+// request once, with its trace context.
+func (a *API) wrap(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		logger := traceLogger(a.logger, r)
+		claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
+		if err != nil {
+			a.finish(w, r, logger, start, "", 0, nil, err)
+			return
+		}
+		if claims.Tenant == "" {
+			a.finish(w, r, logger, start, "", 0, nil, &Error{Status: http.StatusForbidden, Code: "NO_TENANT", Message: "the token names no tenant (claim \"tenant\"): the findings API needs one"})
+			return
+		}
+		status, body, err := fn(&request{Request: r, w: w, tenant: claims.Tenant})
+		a.finish(w, r, logger, start, claims.Tenant, status, body, err)
+	})
+}
+
+// finish writes the answer and logs the request: failures at info (error
+// for 5xx), successes at debug.
+func (a *API) finish(w http.ResponseWriter, r *http.Request, logger *slog.Logger, start time.Time, tenant string, status int, body any, err error) {
+	attrs := []any{logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant}
+	if err != nil {
+		e := toError(err)
+		if e.Params == nil {
+			e.Params = map[string]string{}
+		}
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		}
+		level := slog.LevelInfo
+		if e.Status >= 500 {
+			level = slog.LevelError
+		}
+		logger.Log(r.Context(), level, "request failed", append(attrs, logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start))...)
+		writeJSON(w, e.Status, e)
+		return
+	}
+	logger.Log(r.Context(), slog.LevelDebug, "request", append(attrs, logStatus, status, logDuration, time.Since(start))...)
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// toError maps the errors of the layers below to answers.
+func toError(err error) *Error {
+	var e *Error
+	var fe *FieldError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &fe):
+		return &Error{Status: http.StatusBadRequest, Code: fe.Code, Params: map[string]string{"FIELD": fe.Field}, Message: fe.Error()}
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return &Error{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: err.Error()}
+	case errors.Is(err, auth.ErrForbidden):
+		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
+	case errors.Is(err, store.ErrNoFinding):
+		return &Error{Status: http.StatusNotFound, Code: "FINDING_NOT_FOUND", Message: err.Error()}
+	case errors.As(err, &mbe):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
+	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrLeadershipLost), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: err.Error(), RetryAfter: 1}
+	case errors.Is(err, errBadBody):
+		return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: err.Error()}
+}
+
+// errBadBody marks a body that is not the JSON object a request needs.
+var errBadBody = errors.New("bad request body")
+
+// readJSON reads a JSON body of at most MaxBody bytes, checking its
+// content type.
+func (a *API) readJSON(r *request) ([]byte, error) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return nil, &Error{Status: http.StatusUnsupportedMediaType, Code: "UNSUPPORTED_MEDIA_TYPE", Message: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %q)", ct)}
+	}
+	return io.ReadAll(http.MaxBytesReader(r.w, r.Body, a.cfg.MaxBody))
+}
+
+// decode decodes a body strictly, marking errors that name no field.
+func decode(body []byte, v any) error {
+	err := decodeStrict(body, v)
+	var fe *FieldError
+	if err != nil && !errors.As(err, &fe) {
+		return fmt.Errorf("%w: %w", errBadBody, err)
+	}
+	return err
+}
+
+// uidBody is the answer of an insert.
+type uidBody struct {
+	UID string `json:"uid"`
+}
+
+// Envelope is the answer of the list and get endpoints.
+type Envelope struct {
+	Total    int    `json:"total"`
+	Page     int    `json:"page"`
+	Limit    int    `json:"limit"`
+	Findings []View `json:"findings"`
+}
+
+// insert is PUT /findings/credentials: 201 {"uid"} for a new finding, 200
+// {"uid"} of the identical finding that already existed.
+func (a *API) insert(r *request) (int, any, error) {
+	body, err := a.readJSON(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b insertBody
+	if err := decode(body, &b); err != nil {
+		return 0, nil, err
+	}
+	f, err := b.toFinding()
+	if err != nil {
+		return 0, nil, err
+	}
+	if f.UID, err = a.cfg.NewUID(); err != nil {
+		return 0, nil, err
+	}
+	f.Tenant = r.tenant
+	if a.cfg.Sealer != nil {
+		f.Password = a.cfg.Sealer.Seal(f.Tenant, f.Password)
+	}
+	f.DiscoveredMS = a.cfg.Now().UnixMilli()
+	f.UpdatedMS = f.DiscoveredMS
+	f.State = StateUnassigned
+	out, err := a.store.InsertFinding(r.Context(), f)
+	if err != nil {
+		return 0, nil, err
+	}
+	if out.Err != nil {
+		return 0, nil, out.Err
+	}
+	if out.Created {
+		return http.StatusCreated, uidBody{UID: out.UID}, nil
+	}
+	return http.StatusOK, uidBody{UID: out.UID}, nil
+}
+
+// view returns the API form of a stored finding, its password decrypted.
+func (a *API) view(f store.Finding) (View, error) {
+	pw, err := a.cfg.Sealer.open(f.Tenant, f.Password)
+	if err != nil {
+		return View{}, fmt.Errorf("finding %s: %w", f.UID, err)
+	}
+	f.Password = pw
+	return ViewOf(f), nil
+}
+
+// one answers the envelope of one finding.
+func (a *API) one(f store.Finding) (int, any, error) {
+	v, err := a.view(f)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Envelope{Total: 1, Page: 1, Limit: 1, Findings: []View{v}}, nil
+}
+
+// get is GET /finding/{uid}.
+func (a *API) get(r *request) (int, any, error) {
+	f, err := a.store.Finding(r.tenant, r.PathValue("uid"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return a.one(f)
+}
+
+// patch is PATCH /finding/{uid}: it answers the changed finding.
+func (a *API) patch(r *request) (int, any, error) {
+	body, err := a.readJSON(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	p, err := decodePatch(body)
+	if err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			err = fmt.Errorf("%w: %w", errBadBody, err)
+		}
+		return 0, nil, err
+	}
+	p.Tenant, p.UID, p.Now = r.tenant, r.PathValue("uid"), a.cfg.Now()
+	if err := a.store.PatchFinding(r.Context(), p); err != nil {
+		return 0, nil, err
+	}
+	f, err := a.store.Finding(r.tenant, p.UID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return a.one(f)
+}
+
+// listParams are the query parameters of GET /findings/credential.
+var listParams = []string{"page", "limit", "state", "tool", "monitored_domain", "username", "from", "to"}
+
+// list is GET /findings/credential.
+func (a *API) list(r *request) (int, any, error) {
+	q, page, limit, err := parseList(r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	p, err := a.store.Findings(r.tenant, q)
+	if err != nil {
+		return 0, nil, err
+	}
+	env := Envelope{Total: p.Total, Page: page, Limit: limit, Findings: make([]View, 0, len(p.Findings))}
+	for _, f := range p.Findings {
+		v, err := a.view(f)
+		if err != nil {
+			return 0, nil, err
+		}
+		env.Findings = append(env.Findings, v)
+	}
+	return http.StatusOK, env, nil
+}
+
+// parseList parses the list query: page (from 1, default 1), limit (1 to
+// MaxLimit, default DefaultLimit), state, tool, monitored_domain,
+// username, from (inclusive) and to (exclusive) in epoch seconds.
+// Unknown and repeated parameters are refused.
+func parseList(v url.Values) (q store.FindingQuery, page, limit int, err error) {
+	for k, vals := range v {
+		if !slices.Contains(listParams, k) {
+			return q, 0, 0, &FieldError{Code: "UNKNOWN_FIELD", Field: k, Reason: "is not a query parameter of this request (" + strings.Join(listParams, ", ") + ")"}
+		}
+		if len(vals) > 1 {
+			return q, 0, 0, invalid(k, "is given %d times", len(vals))
+		}
+	}
+	num := func(name string, def, lo, hi int64) (int64, error) {
+		s := v.Get(name)
+		if !v.Has(name) {
+			return def, nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return 0, invalid(name, "must be an integer from %d to %d", lo, hi)
+		}
+		return n, nil
+	}
+	p, err := num("page", 1, 1, 1_000_000_000)
+	if err != nil {
+		return q, 0, 0, err
+	}
+	l, err := num("limit", DefaultLimit, 1, MaxLimit)
+	if err != nil {
+		return q, 0, 0, err
+	}
+	if q.MonitoredDomainID, err = num("monitored_domain", 0, 1, 1<<53); err != nil {
+		return q, 0, 0, err
+	}
+	// Epoch seconds up to year 9999.
+	const maxSec = 253402300799
+	from, err := num("from", 0, 0, maxSec)
+	if err != nil {
+		return q, 0, 0, err
+	}
+	to, err := num("to", 0, 1, maxSec)
+	if err != nil {
+		return q, 0, 0, err
+	}
+	q.FromMS, q.ToMS = from*1000, to*1000
+	if s := v.Get("state"); v.Has("state") {
+		if !slices.Contains(States, s) {
+			return q, 0, 0, invalid("state", "must be one of %s", strings.Join(States, ", "))
+		}
+		q.State = s
+	}
+	for name, dst := range map[string]*string{"tool": &q.ToolCode, "username": &q.Username} {
+		if v.Has(name) {
+			if *dst = v.Get(name); *dst == "" {
+				return q, 0, 0, invalid(name, "must not be empty")
+			}
+		}
+	}
+	q.Offset, q.Limit = int((p-1)*l), int(l)
+	return q, int(p), int(l), nil
+}

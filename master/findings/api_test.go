@@ -1,0 +1,571 @@
+package findings_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/mastertest"
+)
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is the findings API mounted on every node of a 3-node cluster, with
+// one clock (Unix seconds) shared by all nodes.
+type env struct {
+	c     *mastertest.Cluster
+	clock atomic.Int64
+	logs  syncBuffer
+	// tokA and tokB are tokens of tenants a and b; noTenant has none.
+	tokA, tokB, noTenant string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{}
+	e.clock.Store(1_700_000_000)
+	logger := slog.New(slog.NewJSONHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.c = mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
+		cfg := findings.Default()
+		cfg.Now = func() time.Time { return time.Unix(e.clock.Load(), 0) }
+		a := findings.New(cfg, s.Store(), s.Verifier(), logger)
+		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	e.tokA = e.c.Token(auth.Claims{User: "ingest", Tenant: "a"})
+	e.tokB = e.c.Token(auth.Claims{User: "ingest", Tenant: "b"})
+	e.noTenant = e.c.Token(auth.Claims{User: "ingest"})
+	return e
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// errCode returns the code and FIELD param of an error answer.
+func (r reply) errCode(t *testing.T) (code, field string) {
+	t.Helper()
+	var e struct {
+		Code    string            `json:"code"`
+		Params  map[string]string `json:"params"`
+		Message string            `json:"message"`
+	}
+	r.decode(t, &e)
+	if e.Params == nil || e.Message == "" {
+		t.Fatalf("error answer without params or message: %s", r.body)
+	}
+	return e.Code, e.Params["FIELD"]
+}
+
+// do sends a request to node i. ct "" means application/json when there
+// is a body. hdr are extra header names and values.
+func (e *env) do(t *testing.T, i int, method, path, token, ct, body string, hdr ...string) reply {
+	t.Helper()
+	r, err := e.send(t, i, method, path, token, ct, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// send is do for other goroutines than the test's: it returns its error.
+func (e *env) send(t *testing.T, i int, method, path, token, ct, body string, hdr ...string) (reply, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+		if ct == "" {
+			ct = "application/json"
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, e.c.URL(i)+"/intel/api/sdk/v0"+path, rd)
+	if err != nil {
+		return reply{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	for k := 0; k+1 < len(hdr); k += 2 {
+		req.Header.Set(hdr[k], hdr[k+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+func credential(n int) string {
+	return fmt.Sprintf(`{"monitored_domain_id": %d, "tool_code": "%s", "resource_url": "https://Login.Example.com/auth",
+		"username": "user%d@example.com", "password": "pw%d", "hash": "%064x", "hash_algorithm": "SHA-256"}`,
+		1+n%3, []string{"leakmon", "scanner"}[n%2], n, n, n)
+}
+
+// insert inserts credential(n) for token through node i and returns the uid.
+func (e *env) insert(t *testing.T, i int, token string, n int, wantStatus int) string {
+	t.Helper()
+	r := e.do(t, i, "PUT", "/findings/credentials", token, "", credential(n))
+	if r.status != wantStatus {
+		t.Fatalf("insert %d: %d %s, want %d", n, r.status, r.body, wantStatus)
+	}
+	var u struct{ UID string }
+	r.decode(t, &u)
+	if u.UID == "" {
+		t.Fatalf("insert %d: no uid in %s", n, r.body)
+	}
+	return u.UID
+}
+
+type envelope struct {
+	Total    int              `json:"total"`
+	Page     int              `json:"page"`
+	Limit    int              `json:"limit"`
+	Findings []map[string]any `json:"findings"`
+}
+
+func TestAPI(t *testing.T) {
+	e := newEnv(t)
+	leader := e.c.Leader()
+	follower := e.c.Followers()[0]
+
+	var uid0 string
+	t.Run("insert and get", func(t *testing.T) {
+		// Through a follower: forwarded to the leader.
+		uid0 = e.insert(t, follower, e.tokA, 0, http.StatusCreated)
+		// The same credential again is the same finding: 200, same uid.
+		e.clock.Add(5)
+		if again := e.insert(t, leader, e.tokA, 0, http.StatusOK); again != uid0 {
+			t.Fatalf("duplicate got uid %s, want %s", again, uid0)
+		}
+		r := e.do(t, follower, "GET", "/finding/"+uid0, e.tokA, "", "", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		if r.status != http.StatusOK {
+			t.Fatalf("get: %d %s", r.status, r.body)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(r.body, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{
+			"total": 1.0, "page": 1.0, "limit": 1.0,
+			"findings": []any{map[string]any{
+				"uid": uid0, "identifier": uid0, "finding_type": "credential",
+				"tool":             map[string]any{"name": "leakmon", "id": nil},
+				"organization":     map[string]any{"name": "a", "id": nil},
+				"monitored_domain": map[string]any{"name": "domain-1", "id": 1.0},
+				"hostname":         map[string]any{"data": "login.example.com", "uid": nil},
+				"ipv4_address":     nil, "port": nil, "severity": nil, "ticket": nil, "priority": nil,
+				"discovery_date": 1_700_000_000.0, "state": "Unassigned",
+				"username": "user0@example.com", "plain_text": "pw0", "hash_algorithm": "SHA-256",
+				"hash": fmt.Sprintf("%064x", 0), "email_address": "user0@example.com",
+				"resource": "https://login.example.com/auth/",
+			}},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got  %v\nwant %v", got, want)
+		}
+		if logs := e.logs.String(); !strings.Contains(logs, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
+			t.Fatalf("trace id not in the logs:\n%s", logs)
+		}
+	})
+
+	t.Run("email address only for e-mail usernames", func(t *testing.T) {
+		body := `{"monitored_domain_id": 7, "tool_code": "t", "resource_url": "http://h.example/", "username": "bob", "password": "x"}`
+		r := e.do(t, leader, "PUT", "/findings/credentials", e.tokA, "", body)
+		if r.status != http.StatusCreated {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		var u struct{ UID string }
+		r.decode(t, &u)
+		var env envelope
+		e.do(t, leader, "GET", "/finding/"+u.UID, e.tokA, "", "").decode(t, &env)
+		f := env.Findings[0]
+		if f["email_address"] != nil || f["hash"] != "" || f["hash_algorithm"] != "" || f["resource"] != "http://h.example/" {
+			t.Fatalf("finding %v", f)
+		}
+	})
+
+	t.Run("tenant isolation", func(t *testing.T) {
+		// Tenant b neither sees, counts, patches nor dedups against a.
+		if r := e.do(t, leader, "GET", "/finding/"+uid0, e.tokB, "", ""); r.status != http.StatusNotFound {
+			t.Fatalf("get of another tenant's finding: %d %s", r.status, r.body)
+		}
+		if r := e.do(t, follower, "PATCH", "/finding/"+uid0, e.tokB, "", `{"state": "Resolved"}`); r.status != http.StatusNotFound {
+			t.Fatalf("patch of another tenant's finding: %d %s", r.status, r.body)
+		}
+		var env envelope
+		e.do(t, leader, "GET", "/findings/credential", e.tokB, "", "").decode(t, &env)
+		if env.Total != 0 || len(env.Findings) != 0 {
+			t.Fatalf("tenant b lists %+v", env)
+		}
+		uidB := e.insert(t, leader, e.tokB, 0, http.StatusCreated)
+		if uidB == uid0 {
+			t.Fatal("tenant b deduplicated against tenant a")
+		}
+		var ga envelope
+		e.do(t, leader, "GET", "/finding/"+uidB, e.tokB, "", "").decode(t, &ga)
+		if ga.Findings[0]["organization"].(map[string]any)["name"] != "b" {
+			t.Fatalf("organization %v", ga.Findings[0]["organization"])
+		}
+	})
+
+	t.Run("patch", func(t *testing.T) {
+		r := e.do(t, follower, "PATCH", "/finding/"+uid0, e.tokA, "", `{"state": "InProgress", "ticket": "SEC-42", "priority": "High", "severity": "Critical"}`)
+		if r.status != http.StatusOK {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		var env envelope
+		r.decode(t, &env)
+		f := env.Findings[0]
+		if f["state"] != "InProgress" || f["ticket"] != "SEC-42" || f["priority"] != "High" || f["severity"] != "Critical" {
+			t.Fatalf("patched %v", f)
+		}
+		r = e.do(t, leader, "PATCH", "/finding/"+uid0, e.tokA, "", `{"ticket": null}`)
+		env = envelope{}
+		r.decode(t, &env)
+		if f := env.Findings[0]; f["ticket"] != nil || f["state"] != "InProgress" || f["priority"] != "High" {
+			t.Fatalf("after clearing the ticket: %v", f)
+		}
+		if r := e.do(t, leader, "PATCH", "/finding/nope", e.tokA, "", `{"state": "Resolved"}`); r.status != http.StatusNotFound {
+			t.Fatalf("patch of a missing finding: %d", r.status)
+		}
+		for _, tc := range []struct{ body, code, field string }{
+			{`{"state": "Done"}`, "INVALID_FIELD", "state"},
+			{`{"state": null}`, "INVALID_FIELD", "state"},
+			{`{"severity": "Huge"}`, "INVALID_FIELD", "severity"},
+			{`{"priority": 3}`, "INVALID_FIELD", "priority"},
+			{`{"owner": "x"}`, "UNKNOWN_FIELD", "owner"},
+			{`{}`, "MISSING_FIELD", "state"},
+			{`[1]`, "BAD_REQUEST", ""},
+		} {
+			r := e.do(t, leader, "PATCH", "/finding/"+uid0, e.tokA, "", tc.body)
+			if code, field := r.errCode(t); r.status != http.StatusBadRequest || code != tc.code || field != tc.field {
+				t.Errorf("%s: %d %s", tc.body, r.status, r.body)
+			}
+		}
+	})
+
+	t.Run("insert validation", func(t *testing.T) {
+		full := map[string]any{"monitored_domain_id": 1, "tool_code": "t", "resource_url": "https://x.example/a",
+			"username": "u", "password": "p", "hash": "abc", "hash_algorithm": "SHA-256"}
+		with := func(changes map[string]any) string {
+			m := map[string]any{}
+			for k, v := range full {
+				m[k] = v
+			}
+			for k, v := range changes {
+				if v == "<delete>" {
+					delete(m, k)
+				} else {
+					m[k] = v
+				}
+			}
+			b, _ := json.Marshal(m)
+			return string(b)
+		}
+		cases := []struct {
+			name, body, code, field string
+		}{
+			{"no domain", with(map[string]any{"monitored_domain_id": "<delete>"}), "MISSING_FIELD", "monitored_domain_id"},
+			{"string domain", with(map[string]any{"monitored_domain_id": "1"}), "INVALID_FIELD", "monitored_domain_id"},
+			{"zero domain", with(map[string]any{"monitored_domain_id": 0}), "INVALID_FIELD", "monitored_domain_id"},
+			{"fractional domain", with(map[string]any{"monitored_domain_id": 1.5}), "INVALID_FIELD", "monitored_domain_id"},
+			{"no tool", with(map[string]any{"tool_code": "<delete>"}), "MISSING_FIELD", "tool_code"},
+			{"empty tool", with(map[string]any{"tool_code": ""}), "INVALID_FIELD", "tool_code"},
+			{"no resource", with(map[string]any{"resource_url": "<delete>"}), "MISSING_FIELD", "resource_url"},
+			{"relative resource", with(map[string]any{"resource_url": "/login"}), "INVALID_FIELD", "resource_url"},
+			{"no username", with(map[string]any{"username": "<delete>"}), "MISSING_FIELD", "username"},
+			{"numeric username", with(map[string]any{"username": 5}), "INVALID_FIELD", "username"},
+			{"no secret", with(map[string]any{"password": "<delete>", "hash": "<delete>", "hash_algorithm": "<delete>"}), "MISSING_FIELD", "password"},
+			{"hash without algorithm", with(map[string]any{"hash_algorithm": "<delete>"}), "MISSING_FIELD", "hash_algorithm"},
+			{"algorithm without hash", with(map[string]any{"hash": "<delete>"}), "INVALID_FIELD", "hash_algorithm"},
+			{"unknown field", with(map[string]any{"email": "x@y"}), "UNKNOWN_FIELD", "email"},
+			{"not JSON", `{"monitored_domain_id": `, "BAD_REQUEST", ""},
+			{"trailing data", with(nil) + ` {}`, "BAD_REQUEST", ""},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := e.do(t, leader, "PUT", "/findings/credentials", e.tokA, "", tc.body)
+				if code, field := r.errCode(t); r.status != http.StatusBadRequest || code != tc.code || field != tc.field {
+					t.Fatalf("%d %s; want 400 %s %s", r.status, r.body, tc.code, tc.field)
+				}
+			})
+		}
+	})
+
+	t.Run("protocol errors", func(t *testing.T) {
+		big := `{"monitored_domain_id": 1, "tool_code": "` + strings.Repeat("x", 1<<20) + `"}`
+		cases := []struct {
+			name                 string
+			method, path, token  string
+			ct, body             string
+			wantStatus           int
+			wantCode, wantHeader string
+		}{
+			{"no token", "GET", "/findings/credential", "", "", "", http.StatusUnauthorized, "UNAUTHORIZED", ""},
+			{"bad token", "GET", "/findings/credential", "garbage", "", "", http.StatusUnauthorized, "UNAUTHORIZED", ""},
+			{"no tenant", "PUT", "/findings/credentials", e.noTenant, "", credential(1), http.StatusForbidden, "NO_TENANT", ""},
+			{"wrong content type", "PUT", "/findings/credentials", e.tokA, "text/plain", credential(1), http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", ""},
+			{"too large", "PUT", "/findings/credentials", e.tokA, "", big, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", ""},
+			{"unknown path", "GET", "/findings/other", e.tokA, "", "", http.StatusNotFound, "NOT_FOUND", ""},
+			{"wrong method", "POST", "/findings/credentials", e.tokA, "", credential(1), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "Allow"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, node := range []int{leader, follower} {
+					r := e.do(t, node, tc.method, tc.path, tc.token, tc.ct, tc.body)
+					if code, _ := r.errCode(t); r.status != tc.wantStatus || code != tc.wantCode {
+						t.Fatalf("node %d: %d %s", node, r.status, r.body)
+					}
+					if tc.wantHeader != "" && r.header.Get(tc.wantHeader) == "" {
+						t.Fatalf("no %s header", tc.wantHeader)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("list query errors", func(t *testing.T) {
+		for _, q := range []struct{ query, field string }{
+			{"limit=1001", "limit"}, {"limit=0", "limit"}, {"page=0", "page"}, {"page=x", "page"},
+			{"state=Open", "state"}, {"from=-1", "from"}, {"monitored_domain=a", "monitored_domain"},
+			{"sort=uid", "sort"}, {"page=1&page=2", "page"}, {"tool=", "tool"},
+		} {
+			r := e.do(t, follower, "GET", "/findings/credential?"+q.query, e.tokA, "", "")
+			if code, field := r.errCode(t); r.status != http.StatusBadRequest || field != q.field || code == "" {
+				t.Errorf("%s: %d %s", q.query, r.status, r.body)
+			}
+		}
+	})
+}
+
+// TestAPI_Paging walks every page of a tenant's findings while inserts go
+// on: with to pinned before the new inserts, no finding is skipped or
+// repeated.
+func TestAPI_Paging(t *testing.T) {
+	e := newEnv(t)
+	leader := e.c.Leader()
+	follower := e.c.Followers()[0]
+	const n = 230
+	want := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		if i%23 == 0 {
+			// 10 distinct discovery seconds: many ties, broken by uid.
+			wg.Wait()
+			e.clock.Add(1)
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := e.send(t, []int{leader, follower}[i%2], "PUT", "/findings/credentials", e.tokA, "", credential(i))
+			var u struct{ UID string }
+			if err == nil {
+				err = json.Unmarshal(r.body, &u)
+			}
+			if err != nil || r.status != http.StatusCreated {
+				t.Errorf("insert %d: %v %d %s", i, err, r.status, r.body)
+				return
+			}
+			mu.Lock()
+			want[u.UID] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	last := e.clock.Load()
+
+	// New findings keep arriving during the walk (a few before each
+	// page), one second later.
+	e.clock.Add(1)
+	next := n
+	seen := map[string]bool{}
+	var prev struct {
+		date int64
+		uid  string
+	}
+	for page := 1; ; page++ {
+		for range 3 {
+			e.insert(t, []int{leader, follower}[next%2], e.tokA, next, http.StatusCreated)
+			next++
+		}
+		r := e.do(t, []int{leader, follower}[page%2], "GET", fmt.Sprintf("/findings/credential?limit=17&page=%d&to=%d", page, last+1), e.tokA, "", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("page %d: %d %s", page, r.status, r.body)
+		}
+		var env envelope
+		r.decode(t, &env)
+		if env.Total != n || env.Page != page || env.Limit != 17 {
+			t.Fatalf("page %d: total %d page %d limit %d", page, env.Total, env.Page, env.Limit)
+		}
+		for _, f := range env.Findings {
+			uid, date := f["uid"].(string), int64(f["discovery_date"].(float64))
+			if seen[uid] {
+				t.Fatalf("page %d repeats %s", page, uid)
+			}
+			seen[uid] = true
+			// Newest first, ties by uid.
+			if prev.uid != "" && (date > prev.date || date == prev.date && uid < prev.uid) {
+				t.Fatalf("page %d: %s (%d) after %s (%d)", page, uid, date, prev.uid, prev.date)
+			}
+			prev.date, prev.uid = date, uid
+		}
+		if len(env.Findings) < 17 {
+			break
+		}
+	}
+	if !reflect.DeepEqual(seen, want) {
+		t.Fatalf("walked %d findings, want the %d inserted", len(seen), len(want))
+	}
+
+	// Filters.
+	check := func(query string, wantTotal int) {
+		t.Helper()
+		var env envelope
+		r := e.do(t, follower, "GET", "/findings/credential?"+query, e.tokA, "", "")
+		r.decode(t, &env)
+		if r.status != http.StatusOK || env.Total != wantTotal {
+			t.Fatalf("%s: %d total %d, want %d", query, r.status, env.Total, wantTotal)
+		}
+	}
+	first := last - 9
+	check(fmt.Sprintf("tool=scanner&to=%d", last+1), n/2)
+	check(fmt.Sprintf("monitored_domain=1&to=%d", last+1), (n+2)/3)
+	check("username=user7@example.com", 1)
+	check(fmt.Sprintf("from=%d&to=%d", first, first+1), 23)
+	check(fmt.Sprintf("state=Unassigned&to=%d", last+1), n)
+	check("state=Resolved", 0)
+	var env envelope
+	e.do(t, leader, "GET", "/findings/credential?"+url.Values{"to": {fmt.Sprint(last + 1)}}.Encode(), e.tokA, "", "").decode(t, &env)
+	if env.Limit != findings.DefaultLimit || len(env.Findings) != findings.DefaultLimit || env.Page != 1 {
+		t.Fatalf("default paging: page %d limit %d, %d findings", env.Page, env.Limit, len(env.Findings))
+	}
+}
+
+// TestAPI_LeaderKill kills the leader while inserts go on through the
+// followers: every acknowledged insert is readable from the new leader.
+func TestAPI_LeaderKill(t *testing.T) {
+	e := newEnv(t)
+	leader := e.c.Leader()
+	followers := e.c.Followers()
+	var mu sync.Mutex
+	acked := map[string]int{} // uid -> credential number
+	acks := make(chan struct{}, 1000)
+	var wg sync.WaitGroup
+	const writers, perWriter = 8, 50
+	for w := range writers {
+		wg.Go(func() {
+			for k := range perWriter {
+				n := w*perWriter + k
+				// Retry until acknowledged, as a client would: an insert
+				// that failed may or may not be stored, and retrying it is
+				// safe.
+				var r reply
+				var err error
+				for try := 0; ; try++ {
+					r, err = e.send(t, followers[(n+try)%2], "PUT", "/findings/credentials", e.tokA, "", credential(n))
+					if err == nil && (r.status == http.StatusCreated || r.status == http.StatusOK) {
+						break
+					}
+					if try == 500 {
+						t.Errorf("insert %d never acknowledged: %v %d %s", n, err, r.status, r.body)
+						return
+					}
+					select {
+					case <-time.After(20 * time.Millisecond): // client backoff
+					case <-t.Context().Done():
+						return
+					}
+				}
+				var u struct{ UID string }
+				if err := json.Unmarshal(r.body, &u); err != nil {
+					t.Errorf("insert %d: %v", n, err)
+					return
+				}
+				mu.Lock()
+				acked[u.UID] = n
+				mu.Unlock()
+				select {
+				case acks <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	for range 60 {
+		<-acks
+	}
+	e.c.Kill(leader)
+	wg.Wait()
+	newLeader := e.c.Leader()
+	if newLeader == leader {
+		t.Fatal("the killed node still leads")
+	}
+	if len(acked) != writers*perWriter {
+		t.Fatalf("%d inserts acknowledged, want %d", len(acked), writers*perWriter)
+	}
+	for uid, n := range acked {
+		r := e.do(t, followers[0], "GET", "/finding/"+uid, e.tokA, "", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("acknowledged insert %d (%s) lost: %d %s", n, uid, r.status, r.body)
+		}
+	}
+	// Retrying everything is safe: the acknowledged ones keep their uids.
+	for uid, n := range acked {
+		r := e.do(t, followers[1], "PUT", "/findings/credentials", e.tokA, "", credential(n))
+		var u struct{ UID string }
+		r.decode(t, &u)
+		if r.status != http.StatusOK || u.UID != uid {
+			t.Fatalf("retry of %d: %d %s, want 200 %s", n, r.status, r.body, uid)
+		}
+	}
+}

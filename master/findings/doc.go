@@ -1,0 +1,22 @@
+// Package findings serves the findings API of
+// ../shared/spec/findings-and-webhook-api.md under /intel/api/sdk/v0:
+// technical integrations (leak monitors, scanners) insert credential
+// findings for their tenant, list and read them, and triage them.
+//
+//	PUT   /findings/credentials   insert: 201 {"uid"}, or 200 {"uid"} of the identical finding
+//	GET   /finding/{uid}          {total, page, limit, findings: [the finding]}
+//	GET   /findings/credential    {total, page, limit, findings}, newest first
+//	PATCH /finding/{uid}          change state, ticket, priority, severity
+//
+// Every request carries a bearer token (the formats of the configuration
+// API, package auth) whose "tenant" claim names the one tenant it reads
+// and writes; a token without one is answered 403. Another tenant's
+// findings are answered as missing (404), never counted or deduplicated
+// against.
+//
+// Findings live in the replicated store (package store): inserts on the
+// leader are grouped into shared raft entries, identical inserts return
+// the existing uid. The master mounts the API OnLeader, so followers
+// forward requests to the leader. docs/findings.md documents fields,
+// validation, errors and how names are derived.
+package findings

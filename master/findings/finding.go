@@ -1,0 +1,359 @@
+package findings
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/mail"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/squallhq/squall/master/store"
+)
+
+// FindingType is the finding_type of credential findings.
+const FindingType = "credential"
+
+// The triage states of a finding. A new finding is Unassigned; PATCH may
+// set any state from any other (the API enforces no workflow).
+const (
+	StateUnassigned    = "Unassigned"
+	StateAcknowledged  = "Acknowledged"
+	StateInProgress    = "InProgress"
+	StateResolved      = "Resolved"
+	StateFalsePositive = "FalsePositive"
+	StateIgnored       = "Ignored"
+)
+
+// States lists the states a finding may have.
+var States = []string{StateUnassigned, StateAcknowledged, StateInProgress, StateResolved, StateFalsePositive, StateIgnored}
+
+// Severities and Priorities list the values PATCH accepts for severity
+// and priority.
+var (
+	Severities = []string{"Info", "Low", "Medium", "High", "Critical"}
+	Priorities = []string{"Low", "Medium", "High", "Critical"}
+)
+
+// Field limits, in bytes.
+const (
+	maxShort  = 256  // tool_code, hash_algorithm, ticket
+	maxMedium = 1024 // username, hash
+	maxLong   = 4096 // resource_url, password
+)
+
+// FieldError is a request field that is missing, malformed or unknown.
+type FieldError struct {
+	// Code is MISSING_FIELD, INVALID_FIELD or UNKNOWN_FIELD.
+	Code  string
+	Field string
+	// Reason says what is wrong, for the message.
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Reason) }
+
+func missing(field string) *FieldError {
+	return &FieldError{Code: "MISSING_FIELD", Field: field, Reason: "is required"}
+}
+
+func invalid(field, format string, args ...any) *FieldError {
+	return &FieldError{Code: "INVALID_FIELD", Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// insertBody is the body of PUT /findings/credentials. Pointers tell a
+// missing field from an empty one.
+type insertBody struct {
+	MonitoredDomainID *int64  `json:"monitored_domain_id"`
+	ToolCode          *string `json:"tool_code"`
+	ResourceURL       *string `json:"resource_url"`
+	Username          *string `json:"username"`
+	Password          *string `json:"password"`
+	Hash              *string `json:"hash"`
+	HashAlgorithm     *string `json:"hash_algorithm"`
+}
+
+// decodeStrict decodes one JSON object into v, refusing unknown fields,
+// values of the wrong type and trailing data with a *FieldError or a
+// *json.SyntaxError-based error.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// decodeError names the field of a decoding error when there is one.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return invalid(te.Field, "must be a JSON %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	// encoding/json has no typed error for unknown fields.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return &FieldError{Code: "UNKNOWN_FIELD", Field: name, Reason: "is not a field of this request"}
+	}
+	if errors.Is(err, io.EOF) {
+		return errors.New("the body is empty")
+	}
+	return fmt.Errorf("the body is not a JSON object: %w", err)
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+		return "number (integer)"
+	case goKind == "string":
+		return "string"
+	}
+	return goKind
+}
+
+// checkText checks a required or optional text field.
+func checkText(field string, v *string, required bool, limit int) (string, error) {
+	if v == nil {
+		if required {
+			return "", missing(field)
+		}
+		return "", nil
+	}
+	s := *v
+	switch {
+	case s == "" && required:
+		return "", invalid(field, "must not be empty")
+	case len(s) > limit:
+		return "", invalid(field, "is longer than %d bytes", limit)
+	case !utf8.ValidString(s):
+		return "", invalid(field, "is not valid UTF-8")
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "", invalid(field, "contains control characters")
+	}
+	return s, nil
+}
+
+// toFinding validates an insert body into a finding without uid, tenant,
+// times or state.
+func (b *insertBody) toFinding() (store.Finding, error) {
+	var f store.Finding
+	if b.MonitoredDomainID == nil {
+		return f, missing("monitored_domain_id")
+	}
+	if *b.MonitoredDomainID < 1 {
+		return f, invalid("monitored_domain_id", "must be a positive integer")
+	}
+	f.MonitoredDomainID = *b.MonitoredDomainID
+	var err error
+	if f.ToolCode, err = checkText("tool_code", b.ToolCode, true, maxShort); err != nil {
+		return f, err
+	}
+	raw, err := checkText("resource_url", b.ResourceURL, true, maxLong)
+	if err != nil {
+		return f, err
+	}
+	if f.ResourceURL, err = NormalizeResource(raw); err != nil {
+		return f, invalid("resource_url", "%v", err)
+	}
+	if f.Username, err = checkText("username", b.Username, true, maxMedium); err != nil {
+		return f, err
+	}
+	if b.Password == nil && b.Hash == nil {
+		return f, &FieldError{Code: "MISSING_FIELD", Field: "password", Reason: "is required when there is no hash"}
+	}
+	if f.Password, err = checkText("password", b.Password, false, maxLong); err != nil {
+		return f, err
+	}
+	if f.Hash, err = checkText("hash", b.Hash, false, maxMedium); err != nil {
+		return f, err
+	}
+	if f.HashAlgorithm, err = checkText("hash_algorithm", b.HashAlgorithm, f.Hash != "", maxShort); err != nil {
+		return f, err
+	}
+	if strings.HasPrefix(f.Password, sealedPrefix) {
+		return f, invalid("password", "must not start with %q (the prefix of encrypted stored passwords)", sealedPrefix)
+	}
+	if f.Password == "" && f.Hash == "" {
+		return f, invalid("password", "password and hash are both empty")
+	}
+	if f.Hash == "" && f.HashAlgorithm != "" {
+		return f, invalid("hash_algorithm", "is set but there is no hash")
+	}
+	return f, nil
+}
+
+// NormalizeResource returns the normalized form of a resource URL: an
+// absolute URL with a host, its scheme and host in lower case, without
+// fragment or user info, its path ending with a slash (query kept).
+func NormalizeResource(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", errors.New("is not a URL")
+	}
+	if u.Scheme == "" || u.Host == "" {
+		return "", errors.New("must be an absolute URL with a host, e.g. https://example.com/login")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	u.ForceQuery = false
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+		if u.RawPath != "" {
+			u.RawPath += "/"
+		}
+	}
+	return u.String(), nil
+}
+
+// decodePatch decodes a PATCH body: state (one of States), ticket,
+// priority (one of Priorities), severity (one of Severities); null clears
+// ticket, priority and severity. At least one field is required.
+func decodePatch(body []byte) (store.PatchFinding, error) {
+	var p store.PatchFinding
+	var m map[string]json.RawMessage
+	if err := decodeStrict(body, &m); err != nil {
+		return p, err
+	}
+	if m == nil {
+		return p, errors.New("the body must be a JSON object")
+	}
+	if len(m) == 0 {
+		return p, &FieldError{Code: "MISSING_FIELD", Field: "state", Reason: "a patch needs at least one of state, ticket, priority, severity"}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		raw := m[k]
+		var dst **string
+		var allowed []string
+		nullable, limit := true, maxShort
+		switch k {
+		case "state":
+			dst, allowed, nullable = &p.State, States, false
+		case "ticket":
+			dst = &p.Ticket
+		case "priority":
+			dst, allowed = &p.Priority, Priorities
+		case "severity":
+			dst, allowed = &p.Severity, Severities
+		default:
+			return p, &FieldError{Code: "UNKNOWN_FIELD", Field: k, Reason: "is not a field of this request"}
+		}
+		if string(raw) == "null" {
+			if !nullable {
+				return p, invalid(k, "cannot be null")
+			}
+			*dst = new("")
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return p, invalid(k, "must be a string or null")
+		}
+		v, err := checkText(k, &s, true, limit)
+		if err != nil {
+			return p, err
+		}
+		if allowed != nil && !slices.Contains(allowed, v) {
+			return p, invalid(k, "must be one of %s", strings.Join(allowed, ", "))
+		}
+		*dst = &v
+	}
+	return p, nil
+}
+
+// named is the {name, id} object of tool, organization and
+// monitored_domain.
+type named struct {
+	Name string `json:"name"`
+	ID   *int64 `json:"id"`
+}
+
+// hostname is the hostname object.
+type hostname struct {
+	Data string  `json:"data"`
+	UID  *string `json:"uid"`
+}
+
+// View is a finding as the API answers it (the spec's table).
+type View struct {
+	UID             string   `json:"uid"`
+	Identifier      string   `json:"identifier"`
+	FindingType     string   `json:"finding_type"`
+	Tool            named    `json:"tool"`
+	Organization    named    `json:"organization"`
+	MonitoredDomain named    `json:"monitored_domain"`
+	Hostname        hostname `json:"hostname"`
+	IPv4Address     *string  `json:"ipv4_address"`
+	Port            *int     `json:"port"`
+	Severity        *string  `json:"severity"`
+	DiscoveryDate   int64    `json:"discovery_date"`
+	Ticket          *string  `json:"ticket"`
+	Priority        *string  `json:"priority"`
+	State           string   `json:"state"`
+	Username        string   `json:"username"`
+	PlainText       string   `json:"plain_text"`
+	HashAlgorithm   string   `json:"hash_algorithm"`
+	Hash            string   `json:"hash"`
+	EmailAddress    *string  `json:"email_address"`
+	Resource        string   `json:"resource"`
+}
+
+// DomainName is the name of monitored domain id: there is no registry of
+// monitored domains, so it is derived from the id.
+func DomainName(id int64) string { return fmt.Sprintf("domain-%d", id) }
+
+// ViewOf returns the API form of a stored finding.
+func ViewOf(f store.Finding) View {
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	host := ""
+	if u, err := url.Parse(f.ResourceURL); err == nil {
+		host = u.Hostname()
+	}
+	id := f.MonitoredDomainID
+	return View{
+		UID:             f.UID,
+		Identifier:      f.UID,
+		FindingType:     FindingType,
+		Tool:            named{Name: f.ToolCode},
+		Organization:    named{Name: f.Tenant},
+		MonitoredDomain: named{Name: DomainName(id), ID: &id},
+		Hostname:        hostname{Data: host},
+		Severity:        opt(f.Severity),
+		DiscoveryDate:   f.DiscoveredMS / 1000,
+		Ticket:          opt(f.Ticket),
+		Priority:        opt(f.Priority),
+		State:           f.State,
+		Username:        f.Username,
+		PlainText:       f.Password,
+		HashAlgorithm:   f.HashAlgorithm,
+		Hash:            f.Hash,
+		EmailAddress:    emailOf(f.Username),
+		Resource:        f.ResourceURL,
+	}
+}
+
+// emailOf returns username when it is a plain e-mail address
+// (local@domain, no display name), else nil.
+func emailOf(username string) *string {
+	a, err := mail.ParseAddress(username)
+	if err != nil || a.Name != "" || a.Address != username {
+		return nil
+	}
+	return &username
+}

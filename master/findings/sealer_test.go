@@ -1,0 +1,166 @@
+package findings_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/store"
+)
+
+func testSealer(t *testing.T) *findings.Sealer {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "findings.key")
+	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := findings.LoadKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestLoadKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, content := range map[string]string{"short": "abcd", "not hex": strings.Repeat("zz", 32)} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := findings.LoadKey(path); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := findings.LoadKey(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing file: no error")
+	}
+}
+
+// TestSealer_AtRest inserts through the API with a findings key on a
+// one-node store, and checks that the password is in no file of the data
+// dir (raft log, state file, snapshot), that reads decrypt it, that
+// password-only findings still deduplicate, and that an API without the
+// key refuses to show it.
+func TestSealer_AtRest(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.New(store.Config{
+		NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true,
+		Registerer:       prometheus.NewRegistry(),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx := t.Context()
+	if _, _, err := st.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ConsistentRead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	verifier := &auth.Verifier{AllowUnsigned: true}
+	cfg := findings.Default()
+	cfg.Sealer = testSealer(t)
+	srv := httptest.NewServer(findings.New(cfg, st, verifier, nil).Handler())
+	t.Cleanup(srv.Close)
+	nokey := httptest.NewServer(findings.New(findings.Default(), st, verifier, nil).Handler())
+	t.Cleanup(nokey.Close)
+	tok := auth.EncodeUnsigned(auth.Claims{User: "u", Tenant: "acme"})
+
+	call := func(base, method, path, body string) (int, []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+"/intel/api/sdk/v0"+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
+	const secret = "Correct-Horse-Battery-Staple-42"
+	body := `{"monitored_domain_id": 3, "tool_code": "leakmon", "resource_url": "https://example.com/", "username": "jane", "password": "` + secret + `"}`
+	status, b := call(srv.URL, "PUT", "/findings/credentials", body)
+	if status != http.StatusCreated {
+		t.Fatalf("insert: %d %s", status, b)
+	}
+	var u struct{ UID string }
+	if err := json.Unmarshal(b, &u); err != nil {
+		t.Fatal(err)
+	}
+	// A password-only duplicate is recognized although encrypted.
+	if status, b := call(srv.URL, "PUT", "/findings/credentials", body); status != http.StatusOK || !bytes.Contains(b, []byte(u.UID)) {
+		t.Fatalf("duplicate: %d %s", status, b)
+	}
+	status, b = call(srv.URL, "GET", "/finding/"+u.UID, "")
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"plain_text":"`+secret+`"`)) {
+		t.Fatalf("get: %d %s", status, b)
+	}
+	if status, b := call(nokey.URL, "GET", "/findings/credential", ""); status != http.StatusInternalServerError || bytes.Contains(b, []byte(secret)) {
+		t.Fatalf("list without the key: %d %s", status, b)
+	}
+	stored, err := st.Finding("acme", u.UID)
+	if err != nil || !strings.HasPrefix(stored.Password, "enc:v1:") {
+		t.Fatalf("stored password %q, %v", stored.Password, err)
+	}
+
+	if err := st.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		if bytes.Contains(data, []byte(secret)) {
+			return errors.New(path + " holds the password in clear")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 3 {
+		t.Fatalf("only %d files in the data dir", files)
+	}
+}

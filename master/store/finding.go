@@ -1,0 +1,623 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Finding is a security finding of one tenant, as stored. The store keeps
+// what was submitted; the findings API derives the rest of its answer
+// (names, host, e-mail address) from these fields.
+type Finding struct {
+	UID    string
+	Tenant string
+	// DiscoveredMS is the discovery time in Unix milliseconds, chosen by
+	// the node that submitted the insert. UpdatedMS is the time of the last
+	// patch (DiscoveredMS until then).
+	DiscoveredMS int64
+	UpdatedMS    int64
+
+	MonitoredDomainID int64
+	ToolCode          string
+	// ResourceURL is the resource's URL, normalized by the caller.
+	ResourceURL   string
+	Username      string
+	Password      string
+	Hash          string
+	HashAlgorithm string
+
+	// State is the triage state; the store does not interpret it.
+	State string
+	// Ticket, Priority and Severity are "" when not set.
+	Ticket   string
+	Priority string
+	Severity string
+}
+
+// FindingOutcome is the outcome of one finding of an InsertFindings
+// command.
+type FindingOutcome struct {
+	// UID is the new finding's uid, or the uid of the identical finding
+	// that already existed.
+	UID string
+	// Created is false when an identical finding already existed (same
+	// tenant, monitored domain, resource, username and hash — or password
+	// when there is no hash); nothing was stored then.
+	Created bool
+	// Err is why the finding was refused (ErrInvalidCommand).
+	Err error
+}
+
+// InsertFindings stores findings, in order, in one log entry. UIDs and
+// discovery times are chosen by the submitter. A finding identical to a
+// stored one of the same tenant (see FindingOutcome.Created), or to an
+// earlier one of the same command, is not stored again.
+type InsertFindings struct {
+	Findings []Finding
+}
+
+// PatchFinding changes the triage fields of finding UID of Tenant. A nil
+// field is left as it is; a pointer to "" clears Ticket, Priority or
+// Severity. It is refused with ErrNoFinding when the tenant has no such
+// finding.
+type PatchFinding struct {
+	Tenant   string
+	UID      string
+	State    *string
+	Ticket   *string
+	Priority *string
+	Severity *string
+	// Now becomes the finding's UpdatedMS.
+	Now time.Time
+}
+
+// findingRecord is a finding's payload in InsertFindings entries and its
+// stored form.
+type findingRecord struct {
+	UID               string `json:"uid"`
+	Tenant            string `json:"tenant"`
+	DiscoveredMS      int64  `json:"discovered_ms"`
+	UpdatedMS         int64  `json:"updated_ms"`
+	MonitoredDomainID int64  `json:"monitored_domain_id"`
+	ToolCode          string `json:"tool_code"`
+	ResourceURL       string `json:"resource_url"`
+	Username          string `json:"username"`
+	Password          string `json:"password,omitempty"`
+	Hash              string `json:"hash,omitempty"`
+	HashAlgorithm     string `json:"hash_algorithm,omitempty"`
+	State             string `json:"state"`
+	Ticket            string `json:"ticket,omitempty"`
+	Priority          string `json:"priority,omitempty"`
+	Severity          string `json:"severity,omitempty"`
+}
+
+type (
+	insertFindingsPayload struct {
+		Findings []findingRecord `json:"findings"`
+	}
+	patchFindingPayload struct {
+		Tenant   string  `json:"tenant"`
+		UID      string  `json:"uid"`
+		State    *string `json:"state,omitempty"`
+		Ticket   *string `json:"ticket,omitempty"`
+		Priority *string `json:"priority,omitempty"`
+		Severity *string `json:"severity,omitempty"`
+		NowMS    int64   `json:"now_ms"`
+	}
+)
+
+func (InsertFindings) cmdType() cmdType { return typeInsertFindings }
+func (PatchFinding) cmdType() cmdType   { return typePatchFinding }
+
+func (c InsertFindings) payload() (any, error) {
+	if len(c.Findings) == 0 {
+		return nil, fmt.Errorf("%w: insert findings needs at least one finding", ErrInvalidCommand)
+	}
+	p := insertFindingsPayload{Findings: make([]findingRecord, 0, len(c.Findings))}
+	for i, f := range c.Findings {
+		if err := checkFinding(f); err != nil {
+			return nil, fmt.Errorf("finding %d: %w", i, err)
+		}
+		p.Findings = append(p.Findings, findingRecord(f))
+	}
+	return p, nil
+}
+
+func (c PatchFinding) payload() (any, error) {
+	if c.Tenant == "" || c.UID == "" {
+		return nil, fmt.Errorf("%w: patch finding needs a tenant and a uid", ErrInvalidCommand)
+	}
+	if c.State != nil && *c.State == "" {
+		return nil, fmt.Errorf("%w: a finding's state cannot be empty", ErrInvalidCommand)
+	}
+	return patchFindingPayload{
+		Tenant: c.Tenant, UID: c.UID, State: c.State, Ticket: c.Ticket,
+		Priority: c.Priority, Severity: c.Severity, NowMS: c.Now.UnixMilli(),
+	}, nil
+}
+
+// checkFinding checks what the store itself relies on; the findings API
+// validates the rest.
+func checkFinding(f Finding) error {
+	switch {
+	case f.UID == "" || f.Tenant == "":
+		return fmt.Errorf("%w: a finding needs a uid and a tenant", ErrInvalidCommand)
+	case f.DiscoveredMS < 0:
+		return fmt.Errorf("%w: negative discovery time", ErrInvalidCommand)
+	case f.State == "":
+		return fmt.Errorf("%w: a finding needs a state", ErrInvalidCommand)
+	}
+	return nil
+}
+
+// The findings' part of the state file (format 2): bucket "findings" holds
+// one bucket per tenant (named by the tenant), which holds
+//
+//	count    uint64 big-endian: the number of the tenant's findings
+//	by_uid   uid -> findingRecord JSON
+//	by_time  (MaxInt64 - discovered_ms, 8 bytes big-endian) + uid -> empty:
+//	         newest first, ties by uid ascending, in key order
+//	dedupe   SHA-256 of the identity (see dedupeKey) -> uid
+var (
+	bucketFindings = []byte("findings")
+	bucketByUID    = []byte("by_uid")
+	bucketByTime   = []byte("by_time")
+	bucketDedupe   = []byte("dedupe")
+	keyCount       = []byte("count")
+)
+
+// timeKey returns the by_time key of a finding.
+func timeKey(discoveredMS int64, uid string) []byte {
+	k := make([]byte, 8, 8+len(uid))
+	binary.BigEndian.PutUint64(k, uint64(math.MaxInt64-discoveredMS))
+	return append(k, uid...)
+}
+
+// timeKeyMS returns the discovery time of a by_time key.
+func timeKeyMS(k []byte) int64 {
+	return math.MaxInt64 - int64(binary.BigEndian.Uint64(k[:8]))
+}
+
+// dedupeKey identifies a finding for idempotent inserts: its tenant,
+// monitored domain, resource, username and hash, or its password when it
+// has no hash. It is hashed so that no secret sits in the index in clear.
+func dedupeKey(r *findingRecord) []byte {
+	h := sha256.New()
+	secret := "h:" + r.Hash
+	if r.Hash == "" {
+		secret = "p:" + r.Password
+	}
+	for _, s := range []string{r.Tenant, strconv.FormatInt(r.MonitoredDomainID, 10), r.ResourceURL, r.Username, secret} {
+		// Length-prefixed, so that no two tuples share an encoding.
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return h.Sum(nil)
+}
+
+// tenantBuckets are the buckets of one tenant's findings.
+type tenantBuckets struct {
+	t, byUID, byTime, dedupe *bolt.Bucket
+}
+
+// tenantFindings returns the buckets of tenant, creating them when create
+// is set; ok is false when they do not exist.
+func tenantFindings(tx *bolt.Tx, tenant string, create bool) (tb tenantBuckets, ok bool, err error) {
+	root := tx.Bucket(bucketFindings)
+	if root == nil && create {
+		if root, err = tx.CreateBucket(bucketFindings); err != nil {
+			return tb, false, err
+		}
+		// A state file holding findings is format 2: older binaries must
+		// not restore it as a snapshot, silently dropping the findings.
+		if err := tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat))); err != nil {
+			return tb, false, err
+		}
+	}
+	if root == nil {
+		return tb, false, nil
+	}
+	tb.t = root.Bucket([]byte(tenant))
+	if tb.t == nil {
+		if !create {
+			return tb, false, nil
+		}
+		if tb.t, err = root.CreateBucket([]byte(tenant)); err != nil {
+			return tb, false, err
+		}
+		for _, name := range [][]byte{bucketByUID, bucketByTime, bucketDedupe} {
+			if _, err := tb.t.CreateBucket(name); err != nil {
+				return tb, false, err
+			}
+		}
+	}
+	tb.byUID, tb.byTime, tb.dedupe = tb.t.Bucket(bucketByUID), tb.t.Bucket(bucketByTime), tb.t.Bucket(bucketDedupe)
+	if tb.byUID == nil || tb.byTime == nil || tb.dedupe == nil {
+		return tb, false, fmt.Errorf("findings of tenant %q: missing index buckets", tenant)
+	}
+	return tb, true, nil
+}
+
+// applyInsertFindings stores the findings of an entry. Refusals are
+// outcomes; the error is a failed write.
+func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcome, error) {
+	outs := make([]FindingOutcome, len(p.Findings))
+	for i := range p.Findings {
+		r := &p.Findings[i]
+		if err := checkFinding(Finding(*r)); err != nil {
+			outs[i] = FindingOutcome{UID: r.UID, Err: err}
+			continue
+		}
+		tb, _, err := tenantFindings(tx, r.Tenant, true)
+		if err != nil {
+			return nil, err
+		}
+		dk := dedupeKey(r)
+		if uid := tb.dedupe.Get(dk); uid != nil {
+			outs[i] = FindingOutcome{UID: string(uid)}
+			continue
+		}
+		if tb.byUID.Get([]byte(r.UID)) != nil {
+			outs[i] = FindingOutcome{UID: r.UID, Err: fmt.Errorf("%w: finding uid %s is taken", ErrInvalidCommand, r.UID)}
+			continue
+		}
+		rec, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if err := tb.byUID.Put([]byte(r.UID), rec); err != nil {
+			return nil, err
+		}
+		if err := tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), nil); err != nil {
+			return nil, err
+		}
+		if err := tb.dedupe.Put(dk, []byte(r.UID)); err != nil {
+			return nil, err
+		}
+		n, err := getUint64(tb.t, keyCount)
+		if err != nil {
+			return nil, err
+		}
+		if err := putUint64(tb.t, keyCount, n+1); err != nil {
+			return nil, err
+		}
+		outs[i] = FindingOutcome{UID: r.UID, Created: true}
+	}
+	return outs, nil
+}
+
+// applyPatchFinding changes a stored finding. ErrNoFinding and
+// ErrInvalidCommand are refusals; other errors are failed writes.
+func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
+	if p.Tenant == "" || p.UID == "" || (p.State != nil && *p.State == "") {
+		return fmt.Errorf("%w: patch finding needs a tenant, a uid and a non-empty state", ErrInvalidCommand)
+	}
+	tb, ok, err := tenantFindings(tx, p.Tenant, false)
+	if err != nil {
+		return err
+	}
+	var v []byte
+	if ok {
+		v = tb.byUID.Get([]byte(p.UID))
+	}
+	if v == nil {
+		return fmt.Errorf("finding %s: %w", p.UID, ErrNoFinding)
+	}
+	var r findingRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return fmt.Errorf("finding %s: %w", p.UID, err)
+	}
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&r.State, p.State)
+	set(&r.Ticket, p.Ticket)
+	set(&r.Priority, p.Priority)
+	set(&r.Severity, p.Severity)
+	r.UpdatedMS = p.NowMS
+	rec, err := json.Marshal(&r)
+	if err != nil {
+		return err
+	}
+	return tb.byUID.Put([]byte(p.UID), rec)
+}
+
+// FindingQuery selects and pages a tenant's findings. Zero fields do not
+// filter.
+type FindingQuery struct {
+	State             string
+	ToolCode          string
+	MonitoredDomainID int64
+	Username          string
+	// FromMS (inclusive) and ToMS (exclusive) bound the discovery time,
+	// in Unix milliseconds; 0 is unbounded.
+	FromMS, ToMS int64
+	// Offset findings are skipped; at most Limit are returned.
+	Offset, Limit int
+}
+
+// filtered reports whether q filters on anything besides time.
+func (q FindingQuery) filtered() bool {
+	return q.State != "" || q.ToolCode != "" || q.MonitoredDomainID != 0 || q.Username != ""
+}
+
+func (q FindingQuery) match(r *findingRecord) bool {
+	return (q.State == "" || r.State == q.State) &&
+		(q.ToolCode == "" || r.ToolCode == q.ToolCode) &&
+		(q.MonitoredDomainID == 0 || r.MonitoredDomainID == q.MonitoredDomainID) &&
+		(q.Username == "" || r.Username == q.Username)
+}
+
+// FindingPage is a page of findings and the number of all that match.
+type FindingPage struct {
+	Total    int
+	Findings []Finding
+}
+
+// view runs fn in a read transaction on the state file, from any
+// goroutine.
+func (f *fsm) view(fn func(tx *bolt.Tx) error) error {
+	f.dbMu.RLock()
+	defer f.dbMu.RUnlock()
+	err := f.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+func decodeFinding(v []byte) (Finding, error) {
+	var r findingRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return Finding{}, err
+	}
+	return Finding(r), nil
+}
+
+// finding returns finding uid of tenant, or ErrNoFinding.
+func (f *fsm) finding(tenant, uid string) (Finding, error) {
+	var out Finding
+	err := f.view(func(tx *bolt.Tx) error {
+		tb, ok, err := tenantFindings(tx, tenant, false)
+		if err != nil {
+			return err
+		}
+		var v []byte
+		if ok {
+			v = tb.byUID.Get([]byte(uid))
+		}
+		if v == nil {
+			return fmt.Errorf("finding %s: %w", uid, ErrNoFinding)
+		}
+		out, err = decodeFinding(v)
+		return err
+	})
+	return out, err
+}
+
+// findings returns a page of tenant's findings, newest first (ties by uid),
+// walking the by_time index: the unfiltered first page reads Limit records,
+// whatever the number of findings.
+func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
+	page := FindingPage{Findings: []Finding{}}
+	err := f.view(func(tx *bolt.Tx) error {
+		tb, ok, err := tenantFindings(tx, tenant, false)
+		if err != nil || !ok {
+			return err
+		}
+		c := tb.byTime.Cursor()
+		var k []byte
+		if q.ToMS > 0 {
+			// The first key discovered before ToMS.
+			k, _ = c.Seek(timeKey(q.ToMS-1, ""))
+		} else {
+			k, _ = c.First()
+		}
+		inRange := func(k []byte) bool { return k != nil && (q.FromMS <= 0 || timeKeyMS(k) >= q.FromMS) }
+		get := func(k []byte) (*findingRecord, error) {
+			var r findingRecord
+			v := tb.byUID.Get(k[8:])
+			if v == nil {
+				return nil, fmt.Errorf("findings of tenant %q: index names missing finding %s", tenant, k[8:])
+			}
+			return &r, json.Unmarshal(v, &r)
+		}
+		if !q.filtered() && q.FromMS <= 0 && q.ToMS <= 0 {
+			n, err := getUint64(tb.t, keyCount)
+			if err != nil {
+				return err
+			}
+			page.Total = int(n)
+			// Skip Offset keys, then read Limit records.
+			for i := 0; k != nil && i < q.Offset; i++ {
+				k, _ = c.Next()
+			}
+			for ; k != nil && len(page.Findings) < q.Limit; k, _ = c.Next() {
+				r, err := get(k)
+				if err != nil {
+					return err
+				}
+				page.Findings = append(page.Findings, Finding(*r))
+			}
+			return nil
+		}
+		for ; inRange(k); k, _ = c.Next() {
+			if !q.filtered() {
+				// Time range only: count keys, read the page's records.
+				if page.Total >= q.Offset && len(page.Findings) < q.Limit {
+					r, err := get(k)
+					if err != nil {
+						return err
+					}
+					page.Findings = append(page.Findings, Finding(*r))
+				}
+				page.Total++
+				continue
+			}
+			r, err := get(k)
+			if err != nil {
+				return err
+			}
+			if !q.match(r) {
+				continue
+			}
+			if page.Total >= q.Offset && len(page.Findings) < q.Limit {
+				page.Findings = append(page.Findings, Finding(*r))
+			}
+			page.Total++
+		}
+		return nil
+	})
+	return page, err
+}
+
+// Finding returns finding uid of tenant from the local state, or
+// ErrNoFinding. Another tenant's finding is ErrNoFinding too.
+func (s *Store) Finding(tenant, uid string) (Finding, error) {
+	f := s.fsm.Load()
+	if f == nil {
+		return Finding{}, ErrNotOpen
+	}
+	return f.finding(tenant, uid)
+}
+
+// Findings returns a page of tenant's findings matching q from the local
+// state, newest first, ties by uid ascending, and the number of all that
+// match. A Limit of 0 or less returns no findings, only the total.
+func (s *Store) Findings(tenant string, q FindingQuery) (FindingPage, error) {
+	f := s.fsm.Load()
+	if f == nil {
+		return FindingPage{}, ErrNotOpen
+	}
+	q.Offset = max(q.Offset, 0)
+	return f.findings(tenant, q)
+}
+
+// PatchFinding applies p on the leader. A refusal (ErrNoFinding) is
+// returned as the error.
+func (s *Store) PatchFinding(ctx context.Context, p PatchFinding) error {
+	res, err := s.Apply(ctx, p)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// InsertFindings stores findings in one log entry on the leader and
+// returns one outcome per finding.
+func (s *Store) InsertFindings(ctx context.Context, findings []Finding) ([]FindingOutcome, error) {
+	res, err := s.Apply(ctx, InsertFindings{Findings: findings})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	if len(res.Findings) != len(findings) {
+		return nil, fmt.Errorf("insert findings: %d outcomes for %d findings", len(res.Findings), len(findings))
+	}
+	return res.Findings, nil
+}
+
+// Group commit of InsertFinding: concurrent inserts on the leader share
+// one InsertFindings entry.
+const (
+	// findingBatchWait is how long the first insert of a batch waits for
+	// others to join it.
+	findingBatchWait = 2 * time.Millisecond
+	// findingBatchMax is the most findings of one batch; a full batch is
+	// submitted at once.
+	findingBatchMax = 64
+)
+
+// findingBatcher collects concurrent InsertFinding calls. It runs no
+// goroutine of its own: a batch is submitted by the timer of its first
+// insert, or by the insert that fills it.
+type findingBatcher struct {
+	mu  sync.Mutex
+	cur *findingBatch
+}
+
+// findingBatch is one group of inserts, submitted once.
+type findingBatch struct {
+	ctx   context.Context // the first caller's, without its cancellation
+	items []Finding
+	timer *time.Timer
+	once  sync.Once
+	done  chan struct{} // closed when outs and err are set
+	outs  []FindingOutcome
+	err   error
+}
+
+// InsertFinding stores one finding on the leader, in one log entry with
+// the other inserts that arrive within about 2 ms (at most 64 per entry),
+// and returns its outcome. After a ctx error or ErrLeadershipLost the
+// finding may still be stored; a retry with the same content is
+// deduplicated.
+func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, error) {
+	if err := checkFinding(f); err != nil {
+		return FindingOutcome{}, err
+	}
+	if _, err := s.leaderNode(); err != nil {
+		return FindingOutcome{}, err
+	}
+	b := &s.findingBatch
+	b.mu.Lock()
+	cur := b.cur
+	if cur == nil {
+		cur = &findingBatch{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		b.cur = cur
+		cur.timer = time.AfterFunc(findingBatchWait, func() { s.flushFindings(cur) })
+	}
+	i := len(cur.items)
+	cur.items = append(cur.items, f)
+	full := len(cur.items) >= findingBatchMax
+	if full {
+		b.cur = nil
+	}
+	b.mu.Unlock()
+	if full {
+		cur.timer.Stop()
+		s.flushFindings(cur)
+	}
+	select {
+	case <-cur.done:
+	case <-ctx.Done():
+		return FindingOutcome{}, ctx.Err()
+	}
+	if cur.err != nil {
+		return FindingOutcome{}, cur.err
+	}
+	return cur.outs[i], nil
+}
+
+// flushFindings submits batch, once.
+func (s *Store) flushFindings(batch *findingBatch) {
+	batch.once.Do(func() {
+		b := &s.findingBatch
+		b.mu.Lock()
+		if b.cur == batch {
+			b.cur = nil
+		}
+		b.mu.Unlock()
+		ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
+		defer cancel()
+		batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
+		close(batch.done)
+	})
+}
