@@ -1,0 +1,135 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/squallhq/squall/engine"
+)
+
+func newEngineCommand() *cobra.Command {
+	cfg := engine.Default()
+	var masters, brokers []string
+	var tokenFile, masterCAFile, saslPasswordFile, logLevel string
+	cmd := &cobra.Command{
+		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
+		Short: "Run an engine: consume events from Kafka, evaluate the active tree, run the actions",
+		Long: `Engine follows the active processing tree of the masters (--master, one or
+more; it moves to the next when one fails) and, once a tree is deployed,
+consumes the events of --topic in the consumer group --group: each event is
+evaluated against the tree and the actions of the matching rules run through
+the executors configured by --actions-config. Events that cannot be decoded,
+or whose actions fail past their retries, go to --dlq-topic with the reason in
+their headers. Offsets are committed once an event's actions ran: delivery is
+at least once, and events seen again (same squall-event-id) are skipped.
+Several engines share the partitions of the topic.
+
+The token (--token-file) needs view on the root of the tree. /healthz, /readyz
+(ready once a tree is installed and the group joined) and /metrics are served
+on --http.
+
+Every flag can also be set with an environment variable: SQUALL_ and the flag
+name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
+on the command line wins; empty variables are ignored.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, os.LookupEnv); err != nil {
+				return err
+			}
+			for _, name := range []string{"master", "token-file", "kafka-brokers"} {
+				if !cmd.Flags().Lookup(name).Changed {
+					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+				}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			cfg.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			cfg.MasterURLs = splitList(masters)
+			cfg.Brokers = splitList(brokers)
+			tok, err := os.ReadFile(tokenFile)
+			if err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+			if cfg.Token = strings.TrimSpace(string(tok)); cfg.Token == "" {
+				return fmt.Errorf("--token-file %s is empty", tokenFile)
+			}
+			if masterCAFile != "" {
+				if cfg.MasterClient, err = clientWithCA(masterCAFile); err != nil {
+					return fmt.Errorf("--master-ca-file: %w", err)
+				}
+			}
+			if saslPasswordFile != "" {
+				b, err := os.ReadFile(saslPasswordFile)
+				if err != nil {
+					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
+				}
+				cfg.SASL.Password = strings.TrimSpace(string(b))
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			cfg.Registerer = reg
+			s, err := engine.New(cfg)
+			if err != nil {
+				return err
+			}
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&masters, "master", nil, "base URL of a master, http://host:port (repeatable or comma-separated; required)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the API token, with view on the root (required)")
+	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
+	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
+	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the events")
+	f.StringVar(&cfg.DLQTopic, "dlq-topic", cfg.DLQTopic, "Kafka topic of the events that cannot be processed")
+	f.StringVar(&cfg.Group, "group", cfg.Group, "Kafka consumer group the engines share")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
+	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
+	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
+	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, retries; default: built-in defaults)")
+	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "listen address of /healthz, /readyz and /metrics")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a stop waits for the events in progress")
+	f.BoolVar(&cfg.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
+	f.StringVar(&cfg.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
+	f.StringVar(&cfg.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
+	f.StringVar(&cfg.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
+	f.StringVar(&cfg.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&cfg.SASL.Username, "kafka-sasl-username", "", "SASL user")
+	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	documentEnv(f)
+	return cmd
+}
+
+// clientWithCA returns an HTTP client that trusts the CA certificates of a
+// PEM file.
+func clientWithCA(path string) (*http.Client, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in " + path)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: t}, nil
+}

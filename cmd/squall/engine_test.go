@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestEngineFlags(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"engine", "--master", "http://m:8080", "--token-file", tokenFile, "--kafka-brokers", "k:9092"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"engine"}, "--master (or SQUALL_MASTER) is required"},
+		{[]string{"engine", "--master", "http://m:8080"}, "--token-file (or SQUALL_TOKEN_FILE) is required"},
+		{[]string{"engine", "--master", "http://m:8080", "--token-file", tokenFile}, "--kafka-brokers (or SQUALL_KAFKA_BROKERS) is required"},
+		{[]string{"engine", "--master", "http://m:8080", "--token-file", "/nonexistent", "--kafka-brokers", "k:9092"}, "--token-file"},
+		{append(base, "--workers", "0"), "workers"},
+		{append(base, "--master", "ftp://m"), "http or https"},
+		{append(base, "--dlq-topic", "squall.events"), "dlq_topic"},
+		{append(base, "--actions-config", "/nonexistent.json"), "nonexistent.json"},
+		{append(base, "--log-level", "loud"), "--log-level"},
+	} {
+		code, out, errOut := runSquall(t, "", tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q, want %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	code, out, _ := runSquall(t, "", "engine", "--help")
+	if code != 0 || !strings.Contains(out, "[SQUALL_KAFKA_BROKERS]") || !strings.Contains(out, "--dlq-topic") {
+		t.Errorf("help: %d %s", code, out)
+	}
+}
+
+// TestEngineBinary runs the real processes: squall master (a tree imported
+// from Tornado's rules.d and deployed through the API) and squall engine,
+// with an in-process Kafka broker. Events of the topic are archived by the
+// tree's archive_all rule; an event for the elasticsearch rule (the second
+// action of its event), whose executor is not built in, goes to the
+// dead-letter topic.
+func TestEngineBinary(t *testing.T) {
+	t.Parallel()
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--master", base, "--token-file", tokenFile))
+	token, _ := os.ReadFile(tokenFile)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("deploy: %d", resp.StatusCode)
+	}
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	archive := filepath.Join(dir, "archive")
+	actions := filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(actions, []byte(fmt.Sprintf(`{"archive": {"base_path": %q,
+		"default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile,
+		"--kafka-brokers", addr, "--actions-config", actions)
+	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-test")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logText lockedBuffer
+	opsAddr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logText.Write(append(sc.Bytes(), '\n'))
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "ops endpoints listening" {
+				a, _ := rec["addr"].(string)
+				opsAddr <- a
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Wait()
+		}
+	})
+	var ops string
+	select {
+	case ops = <-opsAddr:
+	case <-done:
+		t.Fatalf("squall engine exited:\n%s", logText.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no ops address within 30s:\n%s", logText.String())
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range 20 {
+		typ := "webhook"
+		if i == 10 {
+			typ = "index"
+		}
+		recs = append(recs, &kgo.Record{
+			Key:   []byte("acme"),
+			Value: fmt.Appendf(nil, `{"type": %q, "created_ms": 1700000000000, "metadata": {"tenant_id": "acme"}, "payload": {"n": %d, "data": {"k": "v"}}}`, typ, i),
+			Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)},
+				{Key: "squall-source", Value: []byte("test")}},
+		})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A separate process gives no signal to wait on: poll, bounded.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
+		if strings.Count(string(b), "\n") == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("archive has %d lines, want 20:\n%s", strings.Count(string(b), "\n"), logText.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err = http.Get("http://" + ops + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Ready     bool   `json:"ready"`
+		TreeIndex uint64 `json:"tree_index"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !st.Ready || st.TreeIndex == 0 {
+		t.Errorf("/readyz %d %+v", resp.StatusCode, st)
+	}
+
+	// The elasticsearch event is in the dead-letter topic.
+	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var dead *kgo.Record
+	for dead == nil {
+		fs := dlq.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no dead letter:\n%s", logText.String())
+		}
+		fs.EachRecord(func(r *kgo.Record) { dead = r })
+	}
+	headers := map[string]string{}
+	for _, h := range dead.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if headers["squall-error-actions"] != "1:elasticsearch" || !strings.Contains(headers["squall-error"], "no executor") ||
+		headers["squall-event-id"] != "019a0000-0000-7000-8000-000000000010" {
+		t.Errorf("dead letter headers %v", headers)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("squall engine: %v\n%s", err, logText.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("squall engine did not exit within 30s of SIGTERM")
+	}
+	<-done
+	if !strings.Contains(logText.String(), `"msg":"consumer stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", logText.String())
+	}
+}

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/kafkasource"
+)
+
+// Defaults of [Config].
+const (
+	DefaultHTTPAddr        = ":8082"
+	DefaultTopic           = "squall.events"
+	DefaultDLQTopic        = "squall.events.dlq"
+	DefaultGroup           = "squall-engine"
+	DefaultWatchWait       = 30 * time.Second
+	DefaultWatchBackoffMin = 200 * time.Millisecond
+	DefaultWatchBackoffMax = 10 * time.Second
+	DefaultQueueSize       = 256
+	DefaultDedupeSize      = 100_000
+	DefaultDedupeMaxAge    = 10 * time.Minute
+	DefaultCommitInterval  = 100 * time.Millisecond
+	DefaultCommitBatch     = 1000
+	DefaultCommitTimeout   = 10 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	// MaxWorkers bounds Config.Workers.
+	MaxWorkers = 1024
+)
+
+// Config configures a [Service]. Start from [Default] and set the fields
+// without a default: MasterURLs, Token and Brokers.
+type Config struct {
+	// MasterURLs are the base URLs (http://host:port) of the masters whose
+	// tree watch the engine follows. It uses one at a time and moves to the
+	// next when it fails. Required.
+	MasterURLs []string
+	// Token is the bearer token sent to the masters: it needs view on the
+	// root. Required.
+	Token string
+	// WatchWait is the wait of each blocking query (default 30s).
+	WatchWait time.Duration
+	// WatchBackoffMin and WatchBackoffMax bound the wait between failed
+	// watch requests once every master failed (defaults 200ms and 10s);
+	// the wait doubles with each failure, with jitter.
+	WatchBackoffMin time.Duration
+	WatchBackoffMax time.Duration
+	// MasterClient sends the watch requests (for TLS to the masters). Nil
+	// uses a client of its own.
+	MasterClient *http.Client
+
+	// Brokers are the Kafka bootstrap brokers, host:port. Required.
+	Brokers []string
+	// Topic is the topic of the events (default "squall.events").
+	Topic string
+	// DLQTopic receives the events that cannot be processed (default
+	// "squall.events.dlq").
+	DLQTopic string
+	// Group is the consumer group the engines share (default
+	// "squall-engine").
+	Group string
+	// TLS and SASL configure the connections to the brokers.
+	TLS  kafkasource.TLSConfig
+	SASL kafkasource.SASLConfig
+	// Kafka tunes the consumer; zero fields take kafkasource's defaults.
+	Kafka KafkaTuning
+
+	// Workers is the number of events processed in parallel; the events of
+	// one key always go to the same worker, in order (default 2×GOMAXPROCS,
+	// at most MaxWorkers).
+	Workers int
+	// QueueSize is the number of events waiting for each worker (default
+	// 256). Fetching pauses while the worker of the next event is full.
+	QueueSize int
+	// DedupeSize bounds the event ids remembered to recognise redelivered
+	// events (default 100,000); 0 disables deduplication.
+	DedupeSize int
+	// DedupeMaxAge forgets ids older than this (default 10m); 0 keeps
+	// them until DedupeSize pushes them out.
+	DedupeMaxAge time.Duration
+	// CommitInterval is how often processed offsets are committed
+	// (default 100ms).
+	CommitInterval time.Duration
+	// CommitBatch commits sooner, once this many events were processed
+	// since the last commit (default 1000).
+	CommitBatch int
+	// CommitTimeout bounds one commit (default 10s).
+	CommitTimeout time.Duration
+	// ShutdownTimeout bounds the wait for events in progress when Run's
+	// context ends (default 30s); actions still running then are canceled
+	// and their events are left uncommitted, for redelivery.
+	ShutdownTimeout time.Duration
+
+	// ActionsConfig is the executor configuration file ([action.Load]);
+	// empty means [action.Default].
+	ActionsConfig string
+	// Executors adds or replaces executors by action id
+	// ([action.Deps.Executors]).
+	Executors map[string]action.Executor
+	// HTTPClient sends the http actions; nil uses the executor's own.
+	HTTPClient *http.Client
+
+	// HTTPAddr serves /healthz, /readyz and /metrics (default ":8082");
+	// port 0 picks a free port ([Service.Addr]). Empty serves nothing: mount
+	// [Service.Handler] elsewhere.
+	HTTPAddr string
+
+	// Logger receives the engine's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics (the engine's and the actions') and
+	// Gatherer serves them on /metrics. When both are nil the service makes
+	// its own registry with the Go and process collectors; a Registerer
+	// that is a *prometheus.Registry is also used as the Gatherer.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// KafkaTuning tunes the consumer; see [kafkasource.SourceConfig].
+type KafkaTuning struct {
+	ClientID          string
+	DialTimeout       time.Duration
+	MaxWait           time.Duration
+	MaxBytes          int
+	QueueCapacity     int
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+	RebalanceTimeout  time.Duration
+}
+
+// Default returns the default configuration.
+func Default() Config {
+	return Config{
+		WatchWait:       DefaultWatchWait,
+		WatchBackoffMin: DefaultWatchBackoffMin,
+		WatchBackoffMax: DefaultWatchBackoffMax,
+		Topic:           DefaultTopic,
+		DLQTopic:        DefaultDLQTopic,
+		Group:           DefaultGroup,
+		Workers:         min(2*runtime.GOMAXPROCS(0), MaxWorkers),
+		QueueSize:       DefaultQueueSize,
+		DedupeSize:      DefaultDedupeSize,
+		DedupeMaxAge:    DefaultDedupeMaxAge,
+		CommitInterval:  DefaultCommitInterval,
+		CommitBatch:     DefaultCommitBatch,
+		CommitTimeout:   DefaultCommitTimeout,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		HTTPAddr:        DefaultHTTPAddr,
+	}
+}
+
+// ConfigError reports an invalid field of a [Config].
+type ConfigError struct {
+	// Field is the field's name, such as "master_urls" or "kafka".
+	Field string
+	// Err is what is wrong with it.
+	Err error
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks c without touching files or the network. Every problem
+// is reported, joined with [errors.Join], each a [*ConfigError].
+func (c Config) Validate() error {
+	var errs []error
+	add := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, &ConfigError{Field: field, Err: err})
+		}
+	}
+	positive := func(field string, d time.Duration) {
+		if d <= 0 {
+			add(field, fmt.Errorf("%s must be positive", d))
+		}
+	}
+	if len(c.MasterURLs) == 0 {
+		add("master_urls", errors.New("at least one master URL is required"))
+	}
+	for _, u := range c.MasterURLs {
+		if _, err := masterURL(u); err != nil {
+			add("master_urls", fmt.Errorf("%q: %w", u, err))
+		}
+	}
+	if c.Token == "" {
+		add("token", errors.New("required (a token with view on the root)"))
+	}
+	positive("watch_wait", c.WatchWait)
+	positive("watch_backoff_min", c.WatchBackoffMin)
+	if c.WatchBackoffMax < c.WatchBackoffMin {
+		add("watch_backoff_max", fmt.Errorf("%s is less than watch_backoff_min %s", c.WatchBackoffMax, c.WatchBackoffMin))
+	}
+	if c.DLQTopic != "" && c.DLQTopic == c.Topic {
+		add("dlq_topic", errors.New("must differ from the topic"))
+	}
+	if c.DLQTopic == "" {
+		add("dlq_topic", errors.New("required"))
+	}
+	add("kafka", c.sourceConfig(nil).Validate())
+	add("kafka", c.dlqConfig().Validate())
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		add("workers", fmt.Errorf("%d is not between 1 and %d", c.Workers, MaxWorkers))
+	}
+	if c.QueueSize < 1 {
+		add("queue_size", fmt.Errorf("%d is less than 1", c.QueueSize))
+	}
+	if c.DedupeSize < 0 {
+		add("dedupe_size", fmt.Errorf("%d is negative", c.DedupeSize))
+	}
+	if c.DedupeMaxAge < 0 {
+		add("dedupe_max_age", fmt.Errorf("%s is negative", c.DedupeMaxAge))
+	}
+	positive("commit_interval", c.CommitInterval)
+	if c.CommitBatch < 1 {
+		add("commit_batch", fmt.Errorf("%d is less than 1", c.CommitBatch))
+	}
+	positive("commit_timeout", c.CommitTimeout)
+	positive("shutdown_timeout", c.ShutdownTimeout)
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			add("http_addr", fmt.Errorf("%q: want host:port", c.HTTPAddr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// masterURL checks and normalises a master's base URL: http or https, a
+// host, no query; a bare host:port means http.
+func masterURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("the scheme must be http or https")
+	}
+	if u.Host == "" {
+		return "", errors.New("no host")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", errors.New("a base URL has no query or fragment")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u.String(), nil
+}
+
+func (c Config) dial() kafkasource.Dial {
+	return kafkasource.Dial{
+		Brokers:  c.Brokers,
+		ClientID: c.Kafka.ClientID,
+		TLS:      c.TLS,
+		SASL:     c.SASL,
+		Timeout:  c.Kafka.DialTimeout,
+	}
+}
+
+// sourceConfig is the consumer's configuration.
+func (c Config) sourceConfig(log *slog.Logger) kafkasource.SourceConfig {
+	return kafkasource.SourceConfig{
+		Dial:              c.dial(),
+		Topic:             c.Topic,
+		Group:             c.Group,
+		MaxWait:           c.Kafka.MaxWait,
+		MaxBytes:          c.Kafka.MaxBytes,
+		QueueCapacity:     c.Kafka.QueueCapacity,
+		HeartbeatInterval: c.Kafka.HeartbeatInterval,
+		SessionTimeout:    c.Kafka.SessionTimeout,
+		RebalanceTimeout:  c.Kafka.RebalanceTimeout,
+		Logger:            log,
+	}
+}
+
+// dlqConfig is the dead-letter writer's configuration.
+func (c Config) dlqConfig() kafkasource.WriterConfig {
+	return kafkasource.WriterConfig{Dial: c.dial(), Topic: c.DLQTopic}
+}

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// Record headers the engine reads (the satellite writes them) and adds to
+// dead-lettered records.
+const (
+	HeaderEventID = "squall-event-id"
+	// HeaderError is the reason a record was dead-lettered.
+	HeaderError = "squall-error"
+	// HeaderErrorStage is where it failed: "decode" or "action".
+	HeaderErrorStage = "squall-error-stage"
+	// HeaderErrorActions lists the actions that failed, as
+	// "index:id" separated by commas (index in the event's actions).
+	HeaderErrorActions = "squall-error-actions"
+	// HeaderTreeIndex is the index of the tree the event was evaluated
+	// against.
+	HeaderTreeIndex = "squall-tree-index"
+	// HeaderOrigin is where the record was read: topic/partition/offset.
+	HeaderOrigin = "squall-origin"
+)
+
+// maxReasonBytes bounds the error text of a dead-lettered record.
+const maxReasonBytes = 4 << 10
+
+// job is a fetched message on its way to a worker.
+type job struct {
+	msg kafkasource.Message
+	tk  ticket
+}
+
+// consume waits for a tree, then consumes until ctx ends, and shuts the
+// consumer down.
+func (s *Service) consume(ctx context.Context) error {
+	select {
+	case <-s.treeReady:
+	case <-ctx.Done():
+		return nil
+	}
+	scfg := s.cfg.sourceConfig(s.base)
+	scfg.OnAssignment = s.onAssignment
+	src, err := kafkasource.Open(scfg)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	s.log.Info("consuming", slog.String("topic", s.cfg.Topic), slog.String("group", s.cfg.Group),
+		slog.Int("workers", s.cfg.Workers), slog.Uint64(logKeyTreeIndex, s.TreeIndex()))
+
+	// Actions run under their own context: when ctx ends they finish,
+	// unless the shutdown timeout passes.
+	actCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	kick := make(chan struct{}, 1)
+	queues := make([]chan job, s.cfg.Workers)
+	var workers sync.WaitGroup
+	for i := range queues {
+		q := make(chan job, s.cfg.QueueSize)
+		queues[i] = q
+		workers.Go(func() { s.work(actCtx, q, kick) })
+	}
+	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
+	var committer sync.WaitGroup
+	committer.Go(func() { s.commitLoop(commitCtx, src, kick) })
+
+	s.fetch(ctx, src, queues)
+
+	// Shutdown: no more fetching; drain the queues; commit; leave.
+	s.draining.Store(true)
+	s.updateReady()
+	crash := s.crashOnStop.Load()
+	if crash {
+		abort()
+	}
+	for _, q := range queues {
+		close(q)
+	}
+	drained := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(drained)
+	}()
+	t := time.NewTimer(s.cfg.ShutdownTimeout)
+	select {
+	case <-drained:
+	case <-t.C:
+		s.log.Warn("shutdown timeout: canceling the actions in progress; their events stay uncommitted",
+			slog.Duration("timeout", s.cfg.ShutdownTimeout), slog.Int("in_flight", s.tracker.inFlight()))
+		abort()
+		<-drained
+	}
+	t.Stop()
+	stopCommits()
+	committer.Wait()
+	var errs []error
+	if !crash {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
+		if err := s.commit(cctx, src); err != nil {
+			errs = append(errs, fmt.Errorf("engine: last commit: %w", err))
+		}
+		cancel()
+	}
+	if err := src.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: %w", err))
+	}
+	s.log.Info("consumer stopped", slog.Bool("crash", crash))
+	return errors.Join(errs...)
+}
+
+// fetch hands the fetched messages to the workers until ctx ends. The
+// messages of one key always go to the same worker.
+func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan job) {
+	for {
+		m, err := src.Fetch(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafkasource.ErrClosed) {
+				return
+			}
+			s.m.fetchErrors.Inc()
+			s.log.Warn("fetch failed", slog.String(logKeyError, err.Error()))
+			if !sleep(ctx, 500*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		tk := s.tracker.add(m.Partition(), m.Offset())
+		q := queues[workerOf(&m, len(queues))]
+		select {
+		case q <- job{msg: m, tk: tk}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// workerOf picks the worker of a message: by a hash of its key (FNV-1a),
+// or by partition for messages without a key.
+func workerOf(m *kafkasource.Message, n int) int {
+	key := m.Key()
+	if len(key) == 0 {
+		return m.Partition() % n
+	}
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// work processes the jobs of one queue, in order.
+func (s *Service) work(ctx context.Context, q <-chan job, kick chan<- struct{}) {
+	var buf []tree.Action
+	for j := range q {
+		if !s.process(ctx, &j.msg, &buf) {
+			s.m.abandoned.Inc()
+			continue
+		}
+		if s.tracker.done(j.tk) >= s.cfg.CommitBatch {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// process runs one event: deduplicate, decode, evaluate against the
+// current tree, run the actions; dead-letter it if it does not decode or an
+// action fails for good. It reports whether the event is finished (its
+// offset may be committed); false means it was cut off by ctx.
+func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	id, _ := m.Header(HeaderEventID)
+	if s.dedupe.seen(id) {
+		s.m.deduplicated.Inc()
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.Debug("duplicate event skipped", s.eventAttrs(m, id)...)
+		}
+		return true
+	}
+	tv := s.current.Load()
+	t0 := time.Now()
+	ev, err := tree.DecodeEvent(m.Value())
+	t1 := time.Now()
+	s.m.decode.Observe(t1.Sub(t0).Seconds())
+	if err != nil {
+		if !s.deadLetter(ctx, m, id, tv.index, failDecode, err.Error(), "") {
+			return false
+		}
+		s.m.failed.WithLabelValues(failDecode).Inc()
+		s.dedupe.add(id)
+		return true
+	}
+
+	actions := tv.tree.Actions(ev, (*buf)[:0])
+	t2 := time.Now()
+	s.m.evaluate.Observe(t2.Sub(t1).Seconds())
+	var failed []string
+	var reasons []string
+	for i, a := range actions {
+		if err := s.actions.Run(ctx, a); err != nil {
+			if ctx.Err() != nil {
+				clear(actions)
+				return false
+			}
+			failed = append(failed, strconv.Itoa(i)+":"+a.ID)
+			reasons = append(reasons, fmt.Sprintf("action %d (%s): %v", i, a.ID, err))
+		}
+	}
+	s.m.act.Observe(time.Since(t2).Seconds())
+	n := len(actions)
+	clear(actions)
+	*buf = actions
+	if len(failed) > 0 {
+		if !s.deadLetter(ctx, m, id, tv.index, failAction, strings.Join(reasons, "; "), strings.Join(failed, ",")) {
+			return false
+		}
+		s.m.failed.WithLabelValues(failAction).Inc()
+	} else {
+		s.m.processed.Inc()
+	}
+	s.dedupe.add(id)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("event processed", append(s.eventAttrs(m, id),
+			slog.Uint64(logKeyTreeIndex, tv.index), slog.Int(logKeyActions, n))...)
+	}
+	return true
+}
+
+func (s *Service) eventAttrs(m *kafkasource.Message, id []byte) []any {
+	return []any{slog.String(logKeyEventID, string(id)), slog.Int(logKeyPartition, m.Partition()),
+		slog.Int64(logKeyOffset, m.Offset())}
+}
+
+// deadLetter writes the message to the dead-letter topic with the reason
+// in its headers, retrying until it is written or ctx ends; it reports
+// whether it was written.
+func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []byte, index uint64, stage, reason, actions string) bool {
+	if len(reason) > maxReasonBytes {
+		reason = reason[:maxReasonBytes] + "…"
+	}
+	headers := m.Headers()
+	kept := headers[:0]
+	for _, h := range headers {
+		// An event replayed from the dead-letter topic loses its old reason.
+		switch h.Key {
+		case HeaderError, HeaderErrorStage, HeaderErrorActions, HeaderTreeIndex, HeaderOrigin:
+			continue
+		}
+		kept = append(kept, h)
+	}
+	kept = append(kept,
+		kafkasource.Header{Key: HeaderError, Value: []byte(reason)},
+		kafkasource.Header{Key: HeaderErrorStage, Value: []byte(stage)},
+		kafkasource.Header{Key: HeaderTreeIndex, Value: strconv.AppendUint(nil, index, 10)},
+		kafkasource.Header{Key: HeaderOrigin, Value: fmt.Appendf(nil, "%s/%d/%d", m.Topic(), m.Partition(), m.Offset())},
+	)
+	if actions != "" {
+		kept = append(kept, kafkasource.Header{Key: HeaderErrorActions, Value: []byte(actions)})
+	}
+	rec := kafkasource.Record{Key: m.Key(), Value: m.Value(), Headers: kept, Time: m.Time()}
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.dlq.Write(ctx, rec)
+		if err == nil {
+			s.m.dlq.Inc()
+			s.log.Warn("event dead-lettered", append(s.eventAttrs(m, id),
+				slog.Uint64(logKeyTreeIndex, index), slog.String(logKeyStage, stage),
+				slog.String(logKeyReason, reason))...)
+			return true
+		}
+		s.m.dlqFailures.Inc()
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Error("dead-letter write failed, retrying", append(s.eventAttrs(m, id),
+			slog.String(logKeyError, err.Error()), slog.Duration("delay", backoff))...)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// commitLoop commits the finished offsets every CommitInterval, or sooner
+// when kicked (CommitBatch events finished), until ctx ends.
+func (s *Service) commitLoop(ctx context.Context, src *kafkasource.Source, kick <-chan struct{}) {
+	t := time.NewTicker(s.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CommitTimeout)
+		if err := s.commit(cctx, src); err != nil && ctx.Err() == nil {
+			s.log.Warn("commit failed; retrying at the next interval", slog.String(logKeyError, err.Error()))
+		}
+		cancel()
+	}
+}
+
+// commit commits the positions the tracker allows.
+func (s *Service) commit(ctx context.Context, src *kafkasource.Source) error {
+	ps := s.tracker.positions()
+	if len(ps) == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := src.Commit(ctx, ps...)
+	s.m.commit.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.m.commitFails.Inc()
+		return err
+	}
+	s.tracker.committed(ps)
+	s.m.commits.Inc()
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("offsets committed", slog.Any(logKeyPositions, ps))
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package engine is Squall's engine service: it consumes the events the
+// satellites put in Kafka, evaluates each against the active processing
+// tree, and runs the actions of the rules that match.
+//
+// A [Service] is built from a [Config] by [New], which starts nothing, and
+// runs with [Service.Run], which blocks until its context ends. Several
+// engines share the events through one Kafka consumer group; each follows
+// the masters' active tree on its own.
+//
+// # The tree
+//
+// The engine follows the tree watch of the masters (GET
+// /squall/v1/tree/active?index=N&wait=30s, a blocking query) on one of
+// Config.MasterURLs at a time, moving to the next when a request fails, and
+// backing off with jitter once all failed (a 503's Retry-After is honoured).
+// Each new tree is decoded and compiled ([tree.Compile]) and swapped in
+// atomically with its index; a tree that does not compile is refused
+// (logged, squall_engine_tree_compile_failures_total) and the previous one
+// stays. A worker reads the current tree once per event, so every event is
+// evaluated against exactly one tree version, the one in
+// squall_engine_tree_index and in the logs (tree_index). Index 0, the
+// master's initial tree before any deployment, is not a tree to process
+// with: until the masters answer a deployed tree, the engine does not
+// consume and is not ready. An answer with an index below the tree in use
+// (a master that lost its state or lags far behind) is never installed:
+// the engine tries another master. A master cluster rebuilt from scratch,
+// whose indexes start again below the engines', needs the engines
+// restarted.
+//
+// # Consuming
+//
+// Once it has a tree, the engine joins the consumer group
+// ([kafkasource.Source]) and fetches without committing. Each message goes
+// to one of Config.Workers workers chosen by a hash of its key (the tenant
+// id), so the events of one key are processed one at a time, in order,
+// while other keys run in parallel; each worker has a bounded queue, and
+// fetching waits when the next message's queue is full. A worker:
+//
+//  1. skips the event if its squall-event-id is in the dedupe window (the
+//     ids processed recently, bounded by Config.DedupeSize and
+//     Config.DedupeMaxAge): redeliveries after a rebalance
+//     (squall_engine_events_deduplicated_total);
+//  2. decodes it ([tree.DecodeEvent]); a record that is not an event goes to
+//     the dead-letter topic;
+//  3. evaluates it against the current tree ([tree.Tree.Actions]);
+//  4. runs each action through the [action.Registry], which retries
+//     retriable failures; if an action still fails, the others still run
+//     and then the record goes to the dead-letter topic, saying which
+//     actions failed and why;
+//  5. remembers its id and marks the message finished.
+//
+// A dead-lettered record is the original (key, value, headers) plus
+// squall-error (the reason), squall-error-stage (decode or action),
+// squall-error-actions ("index:id,…"), squall-tree-index and squall-origin
+// (topic/partition/offset). A bad event so never blocks the stream: it is
+// dead-lettered and the next ones flow. Writing the dead letter is retried
+// until it succeeds (the event's worker waits meanwhile), because an event
+// is never finished without its actions or its dead letter.
+//
+// A slow event (an action waiting on a timeout, or retrying) holds back the
+// events of its key, and of the other keys of its worker; once that
+// worker's queue is full, fetching waits too. That is the price of per-key
+// order with bounded memory.
+//
+// # Offsets
+//
+// Offsets are committed only for finished messages: per partition, up to
+// the longest run of finished messages in fetch order (an offset tracker),
+// every Config.CommitInterval or after Config.CommitBatch events. So
+// delivery is at least once, without gaps: an event whose processing was
+// cut off holds back the commits of its partition and comes again after a
+// restart or a rebalance. After a rebalance kafka-go restarts every
+// partition at its committed offset; the tracker forgets what it tracked
+// for it, and partitions the engine no longer owns are never committed.
+//
+// # Shutdown
+//
+// When Run's context ends, the engine stops fetching (readiness false),
+// lets the workers finish the queued events for up to
+// Config.ShutdownTimeout (then cancels the actions in progress: their
+// events stay uncommitted), commits, leaves the group, and closes the
+// dead-letter writer and the executors.
+//
+// # Ops
+//
+// [Service.Handler] serves GET /healthz, GET /readyz (200 with a tree and a
+// group membership, else 503; a [Status] body) and GET /metrics: the
+// squall_engine_* metrics (events processed, failed, deduplicated and
+// abandoned; stage latencies for decode, evaluate, act and commit; tree
+// index, updates and refusals; dead letters; commits; assigned
+// partitions) and the registry's squall_action_* metrics.
+package engine

@@ -1,0 +1,474 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/mastertest"
+)
+
+const (
+	testTopic = "squall.events"
+	testDLQ   = "squall.events.dlq"
+)
+
+// testTree is the export file of the trees the tests deploy: events of type
+// "order" are archived under <version>/<tenant>.log and posted to the
+// receiver at /<version>; events of type "nagios" call an action no
+// executor handles; events of type "flaky" are posted to /fail, which
+// always fails. VERSION and RECEIVER are replaced.
+const testTree = `{"version": "1.1", "Filter": {
+  "name": "root", "filter": {"description": "", "active": true, "filter": {}},
+  "nodes": [{"Ruleset": {"name": "all", "rules": [
+    {"name": "orders", "description": "", "continue": true, "active": true,
+     "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "order"}, "WITH": {}},
+     "actions": [
+       {"id": "archive", "payload": {"event": "${event}", "archive_type": "VERSION", "tenant": "${event.metadata.tenant_id}"}},
+       {"id": "http", "payload": {"url": "RECEIVER/VERSION", "tree": "VERSION", "id": "${event.payload.id}",
+                                  "seq": "${event.payload.seq}", "tenant": "${event.metadata.tenant_id}"}}]},
+    {"name": "nagios", "description": "", "continue": true, "active": true,
+     "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "nagios"}, "WITH": {}},
+     "actions": [{"id": "nagios", "payload": {"host": "${event.payload.host}"}}]},
+    {"name": "flaky", "description": "", "continue": true, "active": true,
+     "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "flaky"}, "WITH": {}},
+     "actions": [
+       {"id": "http", "payload": {"url": "RECEIVER/fail", "id": "${event.payload.id}"}},
+       {"id": "archive", "payload": {"event": "${event}", "archive_type": "VERSION", "tenant": "${event.metadata.tenant_id}"}}]}
+  ]}}]}}`
+
+// env is the world of an engine test: a kfake broker, a one-node master
+// cluster, an http receiver and an archive directory.
+type env struct {
+	t        testing.TB
+	broker   *kafkatest.Broker
+	masters  *mastertest.Cluster
+	token    string
+	receiver *receiver
+	archive  string
+	actions  string // actions config file
+	writer   *kafkasource.Writer
+}
+
+func newEnv(t testing.TB, partitions int32) *env {
+	t.Helper()
+	e := &env{t: t}
+	e.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic, testDLQ}, Partitions: partitions})
+	e.masters = mastertest.TestCluster(t, 1)
+	e.token = e.masters.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
+		"root": {Path: []string{"root"}, Roles: []string{string(auth.View)}},
+	}})
+	e.receiver = newReceiver(t)
+	dir := t.TempDir()
+	e.archive = filepath.Join(dir, "archive")
+	e.actions = filepath.Join(dir, "actions.json")
+	writeFile(t, e.actions, fmt.Sprintf(`{
+		"retry": {"max_attempts": 2, "base_delay": "5ms", "max_delay": "10ms", "jitter": 0},
+		"archive": {"base_path": %q, "default_path": "/other.log",
+		            "paths": {"v1": "/v1/${tenant}.log", "v2": "/v2/${tenant}.log", "v3": "/v3/${tenant}.log"}},
+		"http": {"timeout": "5s"}}`, e.archive))
+	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{
+		Dial: kafkasource.Dial{Brokers: []string{e.broker.Addr}, Timeout: 2 * time.Second}, Topic: testTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	e.writer = w
+	return e
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// treeNode returns the test tree of a version.
+func (e *env) treeNode(version string) *config.Node {
+	e.t.Helper()
+	raw := strings.NewReplacer("VERSION", version, "RECEIVER", e.receiver.URL).Replace(testTree)
+	ex, err := config.DecodeExport([]byte(raw))
+	if err != nil {
+		e.t.Fatalf("test tree: %v", err)
+	}
+	return ex.Node
+}
+
+// deploy makes the test tree of version the active tree and returns its
+// index.
+func (e *env) deploy(version string) uint64 {
+	e.t.Helper()
+	l := e.masters.Leader()
+	idx, err := e.masters.Server(l).Store().ReplaceActive(e.t.Context(), e.treeNode(version))
+	if err != nil {
+		e.t.Fatalf("deploy %s: %v", version, err)
+	}
+	return idx
+}
+
+// config returns an engine configuration for the env: loopback, short
+// timeouts.
+func (e *env) config() Config {
+	cfg := Default()
+	cfg.MasterURLs = []string{e.masters.URL(0)}
+	cfg.Token = e.token
+	cfg.WatchWait = 5 * time.Second
+	cfg.WatchBackoffMin = 20 * time.Millisecond
+	cfg.WatchBackoffMax = 200 * time.Millisecond
+	cfg.Brokers = []string{e.broker.Addr}
+	cfg.Kafka = KafkaTuning{
+		DialTimeout:       2 * time.Second,
+		MaxWait:           100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		SessionTimeout:    3 * time.Second,
+		RebalanceTimeout:  3 * time.Second,
+	}
+	cfg.Workers = 4
+	cfg.CommitInterval = 50 * time.Millisecond
+	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.ActionsConfig = e.actions
+	cfg.HTTPAddr = "127.0.0.1:0"
+	return cfg
+}
+
+// event is a test event.
+type event struct {
+	id     string // squall-event-id
+	tenant string // key and metadata.tenant_id
+	typ    string
+	seq    int
+	raw    []byte // the value when set, else built from the fields
+}
+
+func (ev event) record() kafkasource.Record {
+	value := ev.raw
+	if value == nil {
+		value = fmt.Appendf(nil, `{"type": %q, "created_ms": %d, "metadata": {"tenant_id": %q},
+			"payload": {"id": %q, "seq": %d, "host": "h-%d"}}`, ev.typ, time.Now().UnixMilli(), ev.tenant, ev.id, ev.seq, ev.seq)
+	}
+	return kafkasource.Record{
+		Key:   []byte(ev.tenant),
+		Value: value,
+		Headers: []kafkasource.Header{
+			{Key: HeaderEventID, Value: []byte(ev.id)},
+			{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+			{Key: "squall-webhook", Value: []byte("test")},
+			{Key: "squall-source", Value: []byte("sat-test")},
+		},
+	}
+}
+
+// orders returns n order events spread over tenants, numbered per tenant.
+func orders(n, tenants int) []event {
+	evs := make([]event, n)
+	seq := map[string]int{}
+	for i := range evs {
+		tenant := fmt.Sprintf("tenant-%d", i%tenants)
+		evs[i] = event{id: uuid.Must(uuid.NewV7()).String(), tenant: tenant, typ: "order", seq: seq[tenant]}
+		seq[tenant]++
+	}
+	return evs
+}
+
+// produce writes the events, in order.
+func (e *env) produce(evs ...event) {
+	e.t.Helper()
+	recs := make([]kafkasource.Record, len(evs))
+	for i, ev := range evs {
+		recs[i] = ev.record()
+	}
+	if err := e.writer.Write(e.t.Context(), recs...); err != nil {
+		e.t.Fatalf("produce: %v", err)
+	}
+}
+
+// archived is an archive line: the event's id and seq, and the tree
+// version whose path it is under.
+type archived struct {
+	version, tenant, id string
+	seq                 int
+}
+
+// archivedEvents reads every archive file.
+func (e *env) archivedEvents() []archived {
+	e.t.Helper()
+	var out []archived
+	for _, version := range []string{"v1", "v2", "v3"} {
+		files, _ := filepath.Glob(filepath.Join(e.archive, version, "*.log"))
+		for _, f := range files {
+			tenant := strings.TrimSuffix(filepath.Base(f), ".log")
+			b, err := os.ReadFile(f)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var ev struct {
+					Payload struct {
+						ID  string `json:"id"`
+						Seq int    `json:"seq"`
+					} `json:"payload"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+					// A line being written: read again later.
+					continue
+				}
+				out = append(out, archived{version: version, tenant: tenant, id: ev.Payload.ID, seq: ev.Payload.Seq})
+			}
+		}
+	}
+	return out
+}
+
+// countIDs counts the archive lines of each event id.
+func countIDs(lines []archived) map[string]int {
+	n := make(map[string]int, len(lines))
+	for _, l := range lines {
+		n[l.id]++
+	}
+	return n
+}
+
+// receiver is the http actions' endpoint: it records every call; /fail
+// answers 500.
+type receiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	Path   string
+	Tree   string `json:"tree"`
+	ID     string `json:"id"`
+	Seq    int    `json:"seq"`
+	Tenant string `json:"tenant"`
+}
+
+func newReceiver(t testing.TB) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var c call
+		body, _ := io.ReadAll(req.Body)
+		if err := json.Unmarshal(body, &c); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.Path = req.URL.Path
+		r.mu.Lock()
+		r.calls = append(r.calls, c)
+		r.mu.Unlock()
+		if c.Path == "/fail" {
+			http.Error(w, "down", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) Calls() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+// runner is a running engine.
+type runner struct {
+	*Service
+	t      testing.TB
+	reg    *prometheus.Registry
+	log    *testLog
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs an engine with cfg until stop, kill or the end of the test.
+func start(t testing.TB, cfg Config) *runner {
+	t.Helper()
+	r := &runner{t: t, reg: prometheus.NewRegistry(), log: &testLog{}, done: make(chan error, 1)}
+	cfg.Registerer = r.reg
+	level := slog.LevelInfo
+	if os.Getenv("SQUALL_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: level}))
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Service = s
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	r.cancel = cancel
+	go func() { r.done <- s.Run(ctx) }()
+	select {
+	case <-s.Started():
+	case err := <-r.done:
+		t.Fatalf("engine stopped: %v", err)
+	}
+	t.Cleanup(func() {
+		r.stop()
+		if t.Failed() || os.Getenv("SQUALL_TEST_LOG") != "" {
+			t.Logf("engine log:\n%s", r.log.String())
+		}
+	})
+	return r
+}
+
+// stop shuts the engine down gracefully and checks that Run returned nil.
+func (r *runner) stop() {
+	r.t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Errorf("engine Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		r.t.Error("engine did not stop")
+	}
+}
+
+// kill stops the engine as a crash would: no drain, no last commit.
+func (r *runner) kill() {
+	r.t.Helper()
+	r.crashOnStop.Store(true)
+	r.stop()
+}
+
+// counter returns the value of a counter (summed over its labels).
+func (r *runner) counter(name string) float64 {
+	r.t.Helper()
+	return metricValue(r.t, r.reg, name)
+}
+
+func metricValue(t testing.TB, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v += value(m)
+		}
+	}
+	return v
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// get fetches an ops endpoint of the engine.
+func (r *runner) get(path string) (int, []byte) {
+	r.t.Helper()
+	resp, err := http.Get("http://" + r.Addr() + path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (r *runner) readyz() (int, Status) {
+	r.t.Helper()
+	code, b := r.get("/readyz")
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		r.t.Fatalf("/readyz %s: %v", b, err)
+	}
+	return code, st
+}
+
+// waitFor polls cond every few milliseconds, at most timeout: only for
+// conditions that depend on real sockets, a real broker and a real master.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-tick.C:
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting for %s", what)
+		}
+	}
+}
+
+// testLog buffers an engine's log, printed if the test fails.
+type testLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() > 8<<20 {
+		return len(p), nil
+	}
+	return l.buf.Write(p)
+}
+
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// testCounter reads a counter.
+func testCounter(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return value(&m)
+}

@@ -1,0 +1,290 @@
+package kafkasource
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/squallhq/squall/engine/internal/kafkatest"
+)
+
+const testTopic = "squall.events"
+
+// waitFor polls cond, at most timeout: only for conditions that depend on a
+// real broker.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+func testDial(addr string) Dial {
+	return Dial{Brokers: []string{addr}, Timeout: 2 * time.Second}
+}
+
+func testSourceConfig(addr, group string) SourceConfig {
+	var logger *slog.Logger
+	if os.Getenv("SQUALL_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return SourceConfig{
+		Logger:            logger,
+		Dial:              testDial(addr),
+		Topic:             testTopic,
+		Group:             group,
+		MaxWait:           100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		SessionTimeout:    2 * time.Second,
+		RebalanceTimeout:  2 * time.Second,
+	}
+}
+
+func openSource(t testing.TB, cfg SourceConfig) *Source {
+	t.Helper()
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func newWriter(t testing.TB, d Dial) *Writer {
+	t.Helper()
+	w, err := NewWriter(WriterConfig{Dial: d, Topic: testTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return w
+}
+
+func records(n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{
+			Key:     fmt.Appendf(nil, "tenant-%d", i%5),
+			Value:   fmt.Appendf(nil, `{"n":%d}`, i),
+			Headers: []Header{{"squall-event-id", fmt.Appendf(nil, "id-%d", i)}, {"squall-source", []byte("test")}},
+		}
+	}
+	return recs
+}
+
+func TestSource_FetchCommit(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 3})
+	w := newWriter(t, testDial(b.Addr))
+	if err := w.Write(t.Context(), records(30)...); err != nil {
+		t.Fatal(err)
+	}
+
+	var assignments []Assignment
+	cfg := testSourceConfig(b.Addr, "g1")
+	got := make(chan Assignment, 10)
+	cfg.OnAssignment = func(a Assignment) { got <- a }
+	s := openSource(t, cfg)
+
+	seen := map[string]bool{}
+	last := map[int]int64{}
+	for len(seen) < 30 {
+		m, err := s.Fetch(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, ok := m.Header("squall-event-id")
+		if !ok {
+			t.Fatalf("no event id in %v", m.Headers())
+		}
+		if seen[string(id)] {
+			t.Fatalf("%s fetched twice", id)
+		}
+		seen[string(id)] = true
+		if m.Topic() != testTopic || !strings.HasPrefix(string(m.Key()), "tenant-") || len(m.Headers()) != 2 {
+			t.Fatalf("message %s/%d/%d key %q headers %v", m.Topic(), m.Partition(), m.Offset(), m.Key(), m.Headers())
+		}
+		if prev, ok := last[m.Partition()]; ok && m.Offset() <= prev {
+			t.Fatalf("partition %d: offset %d after %d", m.Partition(), m.Offset(), prev)
+		}
+		last[m.Partition()] = m.Offset()
+	}
+	a := s.Assignment()
+	if !a.Joined || a.Generation != 1 || !slices.Equal(a.Partitions, []int{0, 1, 2}) {
+		t.Fatalf("assignment %+v", a)
+	}
+	assignments = append(assignments, <-got)
+	if !assignments[0].Joined || len(assignments[0].Partitions) != 3 {
+		t.Fatalf("OnAssignment got %+v", assignments[0])
+	}
+
+	var ps []Position
+	for p, off := range last {
+		ps = append(ps, Position{Partition: p, Next: off + 1})
+	}
+	if err := s.Commit(t.Context(), ps...); err != nil {
+		t.Fatal(err)
+	}
+	committed := b.Committed(t, "g1", testTopic)
+	ends := b.EndOffsets(t, testTopic)
+	for p, end := range ends {
+		if committed[p] != end {
+			t.Errorf("partition %d: committed %d, end %d", p, committed[p], end)
+		}
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.Joined {
+		t.Errorf("after close: %+v", a)
+	}
+	if _, err := s.Fetch(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Errorf("fetch after close: %v", err)
+	}
+	if err := s.Commit(t.Context(), Position{0, 1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("commit after close: %v", err)
+	}
+}
+
+func TestSource_TwoMembersSplitPartitions(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 4})
+	s1 := openSource(t, testSourceConfig(b.Addr, "g2"))
+	// The first member starts fetching (kafka-go joins on the first fetch
+	// of a group reader as well as in the background).
+	waitFor(t, "member 1 to own every partition", 10*time.Second, func() bool {
+		return len(s1.Assignment().Partitions) == 4
+	})
+	s2 := openSource(t, testSourceConfig(b.Addr, "g2"))
+	waitFor(t, "both members to share the partitions", 10*time.Second, func() bool {
+		a1, a2 := s1.Assignment(), s2.Assignment()
+		if !a1.Joined || !a2.Joined || len(a1.Partitions) != 2 || len(a2.Partitions) != 2 {
+			return false
+		}
+		all := slices.Sorted(slices.Values(append(slices.Clone(a1.Partitions), a2.Partitions...)))
+		return slices.Equal(all, []int{0, 1, 2, 3})
+	})
+	if g := s1.Assignment().Generation; g < 2 {
+		t.Errorf("member 1 generation %d, want a second one after the rebalance", g)
+	}
+}
+
+func TestSource_SASLPlain(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 1,
+		Opts: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", "engine", "s3cr3t")}})
+	d := testDial(b.Addr)
+	d.SASL = SASLConfig{Mechanism: "plain", Username: "engine", Password: "s3cr3t"}
+	if err := newWriter(t, d).Write(t.Context(), records(3)...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testSourceConfig(b.Addr, "g3")
+	cfg.Dial = d
+	s := openSource(t, cfg)
+	for range 3 {
+		if _, err := s.Fetch(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	bad := testDial(b.Addr)
+	bad.SASL = SASLConfig{Mechanism: "PLAIN", Username: "engine", Password: "wrong"}
+	bad.Timeout = 500 * time.Millisecond
+	w, err := NewWriter(WriterConfig{Dial: bad, Topic: testTopic, WriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(t.Context(), records(1)...); err == nil {
+		t.Error("write with a wrong password succeeded")
+	}
+}
+
+func TestSASLConfig_neverPrintsPassword(t *testing.T) {
+	t.Parallel()
+	c := SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "hunter2"}
+	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%v", Dial{SASL: c})} {
+		if strings.Contains(s, "hunter2") {
+			t.Errorf("%q shows the password", s)
+		}
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	t.Parallel()
+	ok := SourceConfig{Dial: Dial{Brokers: []string{"k:9092"}}, Topic: "t", Group: "g"}
+	tests := []struct {
+		name string
+		cfg  func() error
+		want string
+	}{
+		{"source ok", func() error { return ok.Validate() }, ""},
+		{"no brokers", func() error { c := ok; c.Brokers = nil; return c.Validate() }, "brokers: at least one"},
+		{"bad broker", func() error { c := ok; c.Brokers = []string{"k 9092"}; return c.Validate() }, `"k 9092" is not host:port`},
+		{"no topic", func() error { c := ok; c.Topic = ""; return c.Validate() }, "topic: required"},
+		{"no group", func() error { c := ok; c.Group = ""; return c.Validate() }, "group: required"},
+		{"heartbeat", func() error { c := ok; c.HeartbeatInterval = time.Minute; return c.Validate() }, "heartbeat interval"},
+		{"tls pair", func() error { c := ok; c.TLS.CertFile = "c.pem"; return c.Validate() }, "cert file and key file"},
+		{"sasl", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "GSSAPI", Username: "u"}; return c.Validate() }, "GSSAPI"},
+		{"sasl user", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "PLAIN"}; return c.Validate() }, "username required"},
+		{"writer ok", func() error { return WriterConfig{Dial: ok.Dial, Topic: "t"}.Validate() }, ""},
+		{"writer batch", func() error {
+			return WriterConfig{Dial: ok.Dial, Topic: "t", BatchTimeout: 2 * time.Second}.Validate()
+		}, "batch timeout"},
+		{"writer no topic", func() error { return WriterConfig{Dial: ok.Dial}.Validate() }, "topic: required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPartitionsOf(t *testing.T) {
+	t.Parallel()
+	type topicPartition struct {
+		topic     string
+		partition int32
+	}
+	parts, ok := partitionsOf(map[topicPartition]int64{{"a", 2}: 5, {"a", 0}: 1, {"b", 1}: 3}, "a")
+	if !ok || !slices.Equal(parts, []int{0, 2}) {
+		t.Errorf("got %v %v", parts, ok)
+	}
+	if _, ok := partitionsOf(map[string]int64{"a": 1}, "a"); ok {
+		t.Error("a map of strings was read")
+	}
+	if _, ok := partitionsOf(42, "a"); ok {
+		t.Error("a number was read")
+	}
+}

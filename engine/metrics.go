@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Stages of squall_engine_stage_duration_seconds.
+const (
+	stageDecode   = "decode"
+	stageEvaluate = "evaluate"
+	stageAct      = "act"
+	stageCommit   = "commit"
+)
+
+// Reasons of squall_engine_events_failed_total.
+const (
+	failDecode = "decode"
+	failAction = "action"
+)
+
+// metrics are the engine's Prometheus metrics.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+
+	processed    prometheus.Counter
+	failed       *prometheus.CounterVec
+	deduplicated prometheus.Counter
+	abandoned    prometheus.Counter
+	dlq          prometheus.Counter
+	dlqFailures  prometheus.Counter
+	stage        *prometheus.HistogramVec
+	decode       prometheus.Observer
+	evaluate     prometheus.Observer
+	act          prometheus.Observer
+	commit       prometheus.Observer
+	commits      prometheus.Counter
+	commitFails  prometheus.Counter
+	fetchErrors  prometheus.Counter
+	treeIndex    prometheus.Gauge
+	treeUpdates  prometheus.Counter
+	compileFails prometheus.Counter
+	watchErrors  prometheus.Counter
+	partitions   prometheus.Gauge
+	ready        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		processed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_events_processed_total",
+			Help: "Events evaluated whose actions all ran (events without actions included).",
+		}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_engine_events_failed_total",
+			Help: "Events sent to the dead-letter topic, by reason: decode (not an event) or action (an action failed past its retries).",
+		}, []string{"reason"}),
+		deduplicated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_events_deduplicated_total",
+			Help: "Events skipped because their squall-event-id was processed recently (redeliveries).",
+		}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_events_abandoned_total",
+			Help: "Events whose processing was cut off at shutdown; they stay uncommitted and come again.",
+		}),
+		dlq: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_dlq_messages_total",
+			Help: "Records written to the dead-letter topic.",
+		}),
+		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_dlq_write_failures_total",
+			Help: "Failed writes to the dead-letter topic (each is retried).",
+		}),
+		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "squall_engine_stage_duration_seconds",
+			Help: "Duration of one event's stage (decode, evaluate, act), or of one commit (commit).",
+			// 1µs to ~16s.
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 13),
+		}, []string{"stage"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_commits_total",
+			Help: "Offset commits that succeeded.",
+		}),
+		commitFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_commit_failures_total",
+			Help: "Offset commits that failed (retried at the next interval).",
+		}),
+		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_fetch_errors_total",
+			Help: "Errors fetching from Kafka.",
+		}),
+		treeIndex: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_engine_tree_index",
+			Help: "Index of the tree the engine evaluates events against (0: none yet).",
+		}),
+		treeUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_tree_updates_total",
+			Help: "Trees compiled and swapped in.",
+		}),
+		compileFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_tree_compile_failures_total",
+			Help: "Trees from the master refused because they did not decode or compile; the previous tree stays.",
+		}),
+		watchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_engine_watch_errors_total",
+			Help: "Failed tree-watch requests to the masters.",
+		}),
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_engine_assigned_partitions",
+			Help: "Partitions assigned to this engine in the consumer group.",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "squall_engine_ready",
+			Help: "1 when the engine has a tree and has joined the consumer group.",
+		}),
+	}
+	m.decode = m.stage.WithLabelValues(stageDecode)
+	m.evaluate = m.stage.WithLabelValues(stageEvaluate)
+	m.act = m.stage.WithLabelValues(stageAct)
+	m.commit = m.stage.WithLabelValues(stageCommit)
+	m.failed.WithLabelValues(failDecode)
+	m.failed.WithLabelValues(failAction)
+	m.collectors = []prometheus.Collector{
+		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
+		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
+		m.watchErrors, m.partitions, m.ready,
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register engine metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// unregister removes the metrics from the registry.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/kafkasource"
+)
+
+// Log attribute keys.
+const (
+	logKeyComponent = "component"
+	logKeyTreeIndex = "tree_index"
+	logKeyMaster    = "master"
+	logKeyAttempt   = "attempt"
+	logKeyError     = "error"
+	logKeyPartition = "partition"
+	logKeyOffset    = "offset"
+	logKeyEventID   = "event_id"
+	logKeyReason    = "reason"
+	logKeyActions   = "actions"
+	logKeyStage     = "stage"
+	logKeyPositions = "positions"
+	logKeyAddr      = "addr"
+)
+
+// Service is the engine: it follows the masters' active tree, consumes the
+// events from Kafka, evaluates each against the tree and runs the actions of
+// the rules that match. Build it with [New], run it with [Service.Run].
+type Service struct {
+	cfg      Config
+	base     *slog.Logger // Config.Logger, for the components
+	log      *slog.Logger
+	m        *metrics
+	gatherer prometheus.Gatherer
+	actions  *action.Registry
+	dlq      *kafkasource.Writer
+	watcher  *watcher
+	tracker  *offsetTracker
+	dedupe   *dedupeWindow
+	mux      *http.ServeMux
+	// masterClient is closed (idle connections) when Run ends, if ours.
+	masterClient *http.Client
+
+	current   atomic.Pointer[treeVersion]
+	treeReady chan struct{} // closed when the first tree is installed
+	treeOnce  sync.Once
+
+	assignment atomic.Pointer[kafkasource.Assignment]
+	draining   atomic.Bool
+	ran        atomic.Bool
+	started    chan struct{} // closed once Run listens
+	addr       atomic.Pointer[string]
+	closeOnce  sync.Once
+	closeErr   error
+
+	// crashOnStop makes Run stop as a crash would: without waiting for
+	// the events in progress and without a last commit. For tests.
+	crashOnStop atomic.Bool
+}
+
+// New validates cfg, reads the actions configuration file and builds a
+// Service. It starts no goroutine and opens no connection: Run does.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	acfg := action.Default()
+	if cfg.ActionsConfig != "" {
+		var err error
+		if acfg, err = action.Load(cfg.ActionsConfig); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	urls := make([]string, len(cfg.MasterURLs))
+	for i, u := range cfg.MasterURLs {
+		urls[i], _ = masterURL(u)
+	}
+
+	reg, gath := cfg.Registerer, cfg.Gatherer
+	if reg == nil && gath == nil {
+		r := prometheus.NewRegistry()
+		if err := r.Register(collectors.NewGoCollector()); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		reg, gath = r, r
+	}
+	if reg == nil {
+		return nil, errors.New("engine: a Gatherer needs a Registerer")
+	}
+	if gath == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, errors.New("engine: the Registerer is not a Gatherer: set Config.Gatherer")
+		}
+		gath = g
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		// Every worker may post to the same host: keep a connection each
+		// (the default transport keeps 2 per host and reconnects).
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.Workers
+		httpClient = &http.Client{Transport: t}
+	}
+	actions, err := action.NewRegistry(acfg, action.Deps{
+		Logger:     log,
+		Registerer: reg,
+		HTTPClient: httpClient,
+		Executors:  cfg.Executors,
+	})
+	if err != nil {
+		m.unregister()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	dlq, err := kafkasource.NewWriter(cfg.dlqConfig())
+	if err != nil {
+		m.unregister()
+		_ = actions.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+
+	s := &Service{
+		cfg:       cfg,
+		base:      log,
+		log:       log.With(logKeyComponent, "engine"),
+		m:         m,
+		gatherer:  gath,
+		actions:   actions,
+		dlq:       dlq,
+		tracker:   newOffsetTracker(),
+		dedupe:    newDedupeWindow(cfg.DedupeSize, cfg.DedupeMaxAge),
+		treeReady: make(chan struct{}),
+		started:   make(chan struct{}),
+	}
+	client := cfg.MasterClient
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost: 2,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+		s.masterClient = client
+	}
+	s.watcher = &watcher{
+		urls:       urls,
+		token:      cfg.Token,
+		client:     client,
+		wait:       cfg.WatchWait,
+		backoffMin: cfg.WatchBackoffMin,
+		backoffMax: cfg.WatchBackoffMax,
+		log:        log.With(logKeyComponent, "treewatch"),
+		m:          m,
+		install:    s.install,
+		refused:    s.refuse,
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// install swaps a new tree in.
+func (s *Service) install(tv treeVersion) {
+	old := s.current.Swap(&tv)
+	s.m.treeIndex.Set(float64(tv.index))
+	s.m.treeUpdates.Inc()
+	attrs := []any{slog.Uint64(logKeyTreeIndex, tv.index)}
+	if old != nil {
+		attrs = append(attrs, slog.Uint64("previous_index", old.index))
+	}
+	s.log.Info("tree installed", attrs...)
+	s.treeOnce.Do(func() { close(s.treeReady) })
+	s.updateReady()
+}
+
+// refuse logs a tree that does not compile; the current one stays.
+func (s *Service) refuse(index uint64, err error) {
+	s.m.compileFails.Inc()
+	attrs := []any{slog.Uint64(logKeyTreeIndex, index), slog.String(logKeyError, err.Error())}
+	if cur := s.current.Load(); cur != nil {
+		attrs = append(attrs, slog.Uint64("kept_index", cur.index))
+	}
+	s.log.Error("tree refused: it does not compile; the current tree stays", attrs...)
+}
+
+// TreeIndex returns the index of the tree events are evaluated against, 0 before
+// the first.
+func (s *Service) TreeIndex() uint64 {
+	if tv := s.current.Load(); tv != nil {
+		return tv.index
+	}
+	return 0
+}
+
+// Assignment returns the engine's share of the consumer group: its
+// partitions in the current generation.
+func (s *Service) Assignment() kafkasource.Assignment {
+	if a := s.assignment.Load(); a != nil {
+		return *a
+	}
+	return kafkasource.Assignment{}
+}
+
+// onAssignment follows the consumer group's generations.
+func (s *Service) onAssignment(a kafkasource.Assignment) {
+	s.tracker.assign(a.Joined, a.Partitions)
+	s.assignment.Store(&a)
+	s.m.partitions.Set(float64(len(a.Partitions)))
+	s.updateReady()
+}
+
+// Ready reports whether the engine processes events: it has a tree, has
+// joined the consumer group, and is not shutting down.
+func (s *Service) Ready() bool {
+	a := s.assignment.Load()
+	return s.current.Load() != nil && a != nil && a.Joined && !s.draining.Load()
+}
+
+func (s *Service) updateReady() {
+	v := 0.0
+	if s.Ready() {
+		v = 1
+	}
+	s.m.ready.Set(v)
+}
+
+// Started is closed once Run listens on Config.HTTPAddr (at once when it
+// is empty).
+func (s *Service) Started() <-chan struct{} { return s.started }
+
+// Addr returns the address the ops endpoints listen on, once Started.
+func (s *Service) Addr() string {
+	if a := s.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// Run runs the engine until ctx ends: it serves the ops endpoints, follows
+// the masters' tree and, once it has a tree, consumes and processes events.
+// When ctx ends it stops fetching, waits up to Config.ShutdownTimeout for
+// the events in progress, commits their offsets, leaves the consumer group
+// and closes its writers. It returns nil after a clean stop. Run may be
+// called once; it releases what New built when it returns.
+func (s *Service) Run(ctx context.Context) error {
+	if s.ran.Swap(true) {
+		return errors.New("engine: Run called twice")
+	}
+	defer s.Close()
+
+	var srv *http.Server
+	var srvDone chan struct{}
+	if s.cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("engine: listen: %w", err)
+		}
+		addr := ln.Addr().String()
+		s.addr.Store(&addr)
+		srv = &http.Server{
+			Handler:           s.mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		srvDone = make(chan struct{})
+		go func() {
+			defer close(srvDone)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("ops server stopped", slog.String(logKeyError, err.Error()))
+			}
+		}()
+		s.log.Info("ops endpoints listening", slog.String(logKeyAddr, addr))
+	}
+	close(s.started)
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	watchers.Go(func() { s.watcher.run(watchCtx) })
+
+	err := s.consume(ctx)
+
+	stopWatch()
+	watchers.Wait()
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if serr := srv.Shutdown(sctx); serr != nil {
+			_ = srv.Close()
+		}
+		cancel()
+		<-srvDone
+	}
+	if cerr := s.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close releases what New built: the dead-letter writer, the executors
+// and the metrics. Run calls it; call it only for a Service never run.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() {
+		s.draining.Store(true)
+		s.updateReady()
+		errs := []error{s.dlq.Close(), s.actions.Close()}
+		if s.masterClient != nil {
+			s.masterClient.CloseIdleConnections()
+		}
+		s.m.unregister()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}

@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// watchPath is the master's tree watch (master/watch.go).
+const watchPath = "/squall/v1/tree/active"
+
+// maxTreeBytes bounds a watch answer.
+const maxTreeBytes = 64 << 20
+
+// treeVersion is a compiled tree and the master's index of it. Workers read
+// the current one once per event, so each event sees exactly one version.
+type treeVersion struct {
+	tree  *tree.Tree
+	index uint64
+}
+
+// watcher follows the active tree of the masters with blocking queries
+// (GET /squall/v1/tree/active?index=N&wait=W) and installs every new tree
+// that compiles. It uses one master at a time, and moves to the next when a
+// request fails; once every master failed in a row it waits, with
+// exponential backoff and jitter, or as long as a 503's Retry-After says.
+type watcher struct {
+	urls       []string
+	token      string
+	client     *http.Client
+	wait       time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
+	log        *slog.Logger
+	m          *metrics
+	// install is called with each new tree, in index order.
+	install func(treeVersion)
+	// refused is called when a tree does not decode or compile.
+	refused func(index uint64, err error)
+}
+
+// watchAnswer is the master's answer (master.TreeAnswer).
+type watchAnswer struct {
+	Index uint64          `json:"index"`
+	Tree  json.RawMessage `json:"tree"`
+}
+
+// masterError is an error answer of a master.
+type masterError struct {
+	URL        string
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *masterError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("master %s: status %d", e.URL, e.Status)
+	}
+	return fmt.Sprintf("master %s: status %d %s: %s", e.URL, e.Status, e.Code, e.Message)
+}
+
+// run watches until ctx ends.
+func (w *watcher) run(ctx context.Context) {
+	var index uint64
+	first := true
+	failures := 0
+	cur := 0
+	for ctx.Err() == nil {
+		url := w.urls[cur]
+		ans, err := w.poll(ctx, url, index, first)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.m.watchErrors.Inc()
+			failures++
+			level := slog.LevelWarn
+			if failures > len(w.urls) {
+				level = slog.LevelDebug // already said
+			}
+			w.log.Log(ctx, level, "tree watch failed", slog.String(logKeyMaster, url),
+				slog.Int(logKeyAttempt, failures), slog.String(logKeyError, err.Error()))
+			cur = (cur + 1) % len(w.urls)
+			if d := w.backoff(failures, err); d > 0 && !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		if failures > 0 {
+			w.log.Info("tree watch recovered", slog.String(logKeyMaster, url), slog.Uint64(logKeyTreeIndex, ans.Index))
+		}
+		failures, first = 0, false
+		if ans.Index < index {
+			// A master behind the tree we have (it lost its state, or
+			// lags far behind): never go back; try another, after a pause
+			// so that a master answering at once cannot make us spin.
+			w.log.Warn("master is behind the tree in use; trying another", slog.String(logKeyMaster, url),
+				slog.Uint64(logKeyTreeIndex, index), slog.Uint64("master_index", ans.Index))
+			cur = (cur + 1) % len(w.urls)
+			if !sleep(ctx, w.backoffMin) {
+				return
+			}
+			continue
+		}
+		if ans.Index == index {
+			// The wait ended without a change.
+			continue
+		}
+		index = ans.Index
+		t, err := compileAnswer(ans.Tree)
+		if err != nil {
+			w.refused(index, err)
+			continue
+		}
+		w.install(treeVersion{tree: t, index: index})
+	}
+}
+
+// compileAnswer decodes and compiles a watch answer's export file.
+func compileAnswer(raw json.RawMessage) (*tree.Tree, error) {
+	ex, err := config.DecodeExport(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decode tree: %w", err)
+	}
+	t, err := tree.Compile(ex.Node)
+	if err != nil {
+		return nil, fmt.Errorf("compile tree: %w", err)
+	}
+	return t, nil
+}
+
+// poll sends one watch request. The first one does not block.
+func (w *watcher) poll(ctx context.Context, base string, index uint64, first bool) (*watchAnswer, error) {
+	u := base + watchPath
+	if !first {
+		u += "?index=" + strconv.FormatUint(index, 10) + "&wait=" + w.wait.String()
+	}
+	// The master answers at the end of the wait at the latest.
+	ctx, cancel := context.WithTimeout(ctx, w.wait+15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	req.Header.Set("Accept", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTreeBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("master %s: read answer: %w", base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		me := &masterError{URL: base, Status: resp.StatusCode}
+		var e struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(body, &e) == nil {
+			me.Code, me.Message = e.Code, e.Message
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			me.RetryAfter = time.Duration(s) * time.Second
+		}
+		return nil, me
+	}
+	if len(body) > maxTreeBytes {
+		return nil, fmt.Errorf("master %s: answer larger than %d bytes", base, maxTreeBytes)
+	}
+	var ans watchAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, fmt.Errorf("master %s: decode answer: %w", base, err)
+	}
+	if len(ans.Tree) == 0 {
+		return nil, fmt.Errorf("master %s: answer without a tree", base)
+	}
+	return &ans, nil
+}
+
+// backoff returns the wait after the given number of failures in a row: none
+// while some master was not tried yet in this round, then an exponential
+// backoff with jitter (at least a 503's Retry-After).
+func (w *watcher) backoff(failures int, err error) time.Duration {
+	if failures < len(w.urls) {
+		return 0
+	}
+	rounds := failures/len(w.urls) - 1
+	d := w.backoffMin
+	for range rounds {
+		if d >= w.backoffMax {
+			break
+		}
+		d *= 2
+	}
+	d = min(d, w.backoffMax)
+	d = d/2 + rand.N(d/2+1) // jitter: between half and all of it
+	var me *masterError
+	if errors.As(err, &me) && me.RetryAfter > d {
+		d = min(me.RetryAfter, w.backoffMax)
+	}
+	return d
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
