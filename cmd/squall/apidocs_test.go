@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -47,46 +46,8 @@ func startMaster(t *testing.T, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
-	cmd := exec.Command(squallBinary(t), all...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logText lockedBuffer
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logText.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "master started" {
-				a, _ := rec["http_addr"].(string)
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		_ = cmd.Wait()
-	})
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-done:
-		t.Fatalf("squall master exited:\n%s", logText.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no \"master started\" line within 30s:\n%s", logText.String())
-	}
+	p := startLogged(t, exec.Command(squallBinary(t), all...), "master started", "http_addr")
+	base := "http://" + p.addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(base + "/readyz")
@@ -97,7 +58,7 @@ func startMaster(t *testing.T, args ...string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready within 30s:\n%s", logText.String())
+			t.Fatalf("not ready within 30s:\n%s", p.logs.String())
 		}
 		// A separate process gives no signal to wait on: poll, bounded.
 		select {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,47 +95,8 @@ func TestEngineBinary(t *testing.T) {
 	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions)
 	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-test")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logText lockedBuffer
-	opsAddr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logText.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "ops endpoints listening" {
-				a, _ := rec["addr"].(string)
-				opsAddr <- a
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Wait()
-		}
-	})
-	var ops string
-	select {
-	case ops = <-opsAddr:
-	case <-done:
-		t.Fatalf("squall engine exited:\n%s", logText.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no ops address within 30s:\n%s", logText.String())
-	}
-
+	p := startLogged(t, cmd, "ops endpoints listening", "addr")
+	ops, logText, done := p.addr, p.logs, p.done
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +174,7 @@ func TestEngineBinary(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:

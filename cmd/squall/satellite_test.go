@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -28,42 +27,7 @@ func TestSatelliteBinary(t *testing.T) {
 	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
 		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logText lockedBuffer
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logText.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "satellite started" {
-				a, _ := rec["http"].(string)
-				addr <- a
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		_ = cmd.Wait()
-	})
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-done:
-		t.Fatalf("squall satellite exited:\n%s", logText.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not started within 30s:\n%s", logText.String())
-	}
+	base := "http://" + startLogged(t, cmd, "satellite started", "http").addr
 	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +38,7 @@ func TestSatelliteBinary(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&ack)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || ack.EventID == "" {
-		t.Fatalf("webhook: %d %+v\n%s", resp.StatusCode, ack, logText.String())
+		t.Fatalf("webhook: %d %+v", resp.StatusCode, ack)
 	}
 	resp, err = http.Post(base+"/engine/webhook/event/github?token=wrong", "application/json", strings.NewReader(`{}`))
 	if err != nil {
