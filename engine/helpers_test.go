@@ -25,13 +25,16 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/mastertest"
 )
 
 const (
 	testTopic = "squall.events"
 	testDLQ   = "squall.events.dlq"
+	testOut   = "squall.actions.out" // the kafka actions' topic
 )
 
 // testTree is the export file of the trees the tests deploy: events of type
@@ -74,8 +77,15 @@ type env struct {
 func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
 	e := &env{t: t}
-	e.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic, testDLQ}, Partitions: partitions})
-	e.masters = mastertest.TestCluster(t, 1)
+	e.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic, testDLQ, testOut}, Partitions: partitions})
+	// The master serves the findings API too, mounted as
+	// cmd/squall/master.go does, for the finding action.
+	e.masters = mastertest.TestCluster(t, 1, mastertest.WithSetup(func(_ int, s *master.Server) {
+		a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
+		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
+			t.Fatal(err)
+		}
+	}))
 	e.token = e.masters.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
 		"root": {Path: []string{"root"}, Roles: []string{string(auth.View)}},
 	}})

@@ -125,20 +125,23 @@ func New(cfg Config) (*Service, error) {
 		t.MaxIdleConnsPerHost = cfg.Workers
 		httpClient = &http.Client{Transport: t}
 	}
-	actions, err := action.NewRegistry(acfg, action.Deps{
-		Logger:     log,
-		Registerer: reg,
-		HTTPClient: httpClient,
-		Executors:  cfg.Executors,
-	})
+	// The dead-letter writer (acks=all) also sends the kafka actions,
+	// each to its own topic.
+	dlq, err := kafkasource.NewWriter(cfg.dlqConfig())
 	if err != nil {
 		m.unregister()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	dlq, err := kafkasource.NewWriter(cfg.dlqConfig())
+	actions, err := action.NewRegistry(acfg, action.Deps{
+		Logger:     log,
+		Registerer: reg,
+		HTTPClient: httpClient,
+		Producer:   kafkaProducer{dlq},
+		Executors:  cfg.Executors,
+	})
 	if err != nil {
 		m.unregister()
-		_ = actions.Close()
+		_ = dlq.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 
@@ -324,7 +327,7 @@ func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
 		s.draining.Store(true)
 		s.updateReady()
-		errs := []error{s.dlq.Close(), s.actions.Close()}
+		errs := []error{s.actions.Close(), s.dlq.Close()}
 		if s.masterClient != nil {
 			s.masterClient.CloseIdleConnections()
 		}
@@ -332,4 +335,12 @@ func (s *Service) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// kafkaProducer sends the kafka actions through a Kafka writer.
+type kafkaProducer struct{ w *kafkasource.Writer }
+
+// Produce writes one record to topic and waits for its acknowledgement.
+func (p kafkaProducer) Produce(ctx context.Context, topic string, key, value []byte) error {
+	return p.w.Write(ctx, kafkasource.Record{Topic: topic, Key: key, Value: value})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,56 @@ type Config struct {
 	HTTP HTTPConfig `json:"http"`
 	// Foreach configures the foreach executor, always enabled.
 	Foreach ForeachConfig `json:"foreach"`
+	// Kafka configures the kafka executor. It is enabled when
+	// Kafka.DefaultTopic or Kafka.AllowedTopics is set and [Deps.Producer]
+	// is not nil.
+	Kafka KafkaConfig `json:"kafka"`
+	// Finding configures the finding executor. It is enabled when
+	// Finding.MasterURLs is set.
+	Finding FindingConfig `json:"finding"`
+	// Elasticsearch configures the elasticsearch executor. It is enabled
+	// when Elasticsearch.DefaultEndpoint or Elasticsearch.AllowedEndpoints
+	// is set.
+	Elasticsearch ElasticsearchConfig `json:"elasticsearch"`
+}
+
+// KafkaConfig configures the kafka executor.
+type KafkaConfig struct {
+	// DefaultTopic receives the actions without a topic.
+	DefaultTopic string `json:"default_topic"`
+	// AllowedTopics lists the other topics an action may name.
+	AllowedTopics []string `json:"allowed_topics"`
+}
+
+// FindingConfig configures the finding executor.
+type FindingConfig struct {
+	// MasterURLs are the base URLs of the masters (such as
+	// "https://master-1:8080"), tried in order. Empty disables the finding
+	// executor.
+	MasterURLs []string `json:"master_urls"`
+	// TokenFile holds the bearer token, which must carry a tenant claim.
+	// It is read when the registry is built. Required with MasterURLs.
+	TokenFile string `json:"token_file"`
+	// Timeout bounds one request. Default 10s.
+	Timeout Duration `json:"timeout"`
+}
+
+// ElasticsearchConfig configures the elasticsearch executor.
+type ElasticsearchConfig struct {
+	// DefaultEndpoint is the Elasticsearch URL for actions without an
+	// endpoint.
+	DefaultEndpoint string `json:"default_endpoint"`
+	// AllowedEndpoints lists the other endpoints an action may name.
+	AllowedEndpoints []string `json:"allowed_endpoints"`
+	// Username and PasswordFile set basic authentication; the password is
+	// read from the file when the registry is built.
+	Username     string `json:"username"`
+	PasswordFile string `json:"password_file"`
+	// APIKeyFile holds an API key (the base64 "id:key" form), sent as
+	// "Authorization: ApiKey ..."; it excludes Username.
+	APIKeyFile string `json:"api_key_file"`
+	// Timeout bounds one request. Default 10s.
+	Timeout Duration `json:"timeout"`
 }
 
 // RetryConfig is the retry policy for retriable failures: attempt n+1 starts
@@ -127,7 +178,9 @@ func Default() Config {
 			Timeout:        Duration(10 * time.Second),
 			AllowedSchemes: []string{"http", "https"},
 		},
-		Foreach: ForeachConfig{MaxDepth: 4},
+		Foreach:       ForeachConfig{MaxDepth: 4},
+		Finding:       FindingConfig{Timeout: Duration(10 * time.Second)},
+		Elasticsearch: ElasticsearchConfig{Timeout: Duration(10 * time.Second)},
 	}
 }
 
@@ -268,6 +321,53 @@ func (c Config) Validate() error {
 	if c.Foreach.MaxDepth < 1 {
 		bad("foreach.max_depth", "must be at least 1")
 	}
+
+	k := c.Kafka
+	if k.DefaultTopic != "" && !validTopic(k.DefaultTopic) {
+		bad("kafka.default_topic", "%q is not a Kafka topic name", k.DefaultTopic)
+	}
+	for _, t := range k.AllowedTopics {
+		if !validTopic(t) {
+			bad("kafka.allowed_topics", "%q is not a Kafka topic name", t)
+		}
+	}
+
+	f := c.Finding
+	if len(f.MasterURLs) > 0 && f.TokenFile == "" {
+		bad("finding.token_file", "is required with master_urls")
+	}
+	if len(f.MasterURLs) == 0 && f.TokenFile != "" {
+		bad("finding.master_urls", "is required with token_file")
+	}
+	for _, u := range f.MasterURLs {
+		if err := checkBaseURL(u); err != nil {
+			bad("finding.master_urls", "%w", err)
+		}
+	}
+	if f.Timeout <= 0 {
+		bad("finding.timeout", "must be positive")
+	}
+
+	e := c.Elasticsearch
+	if e.DefaultEndpoint != "" {
+		if err := checkBaseURL(e.DefaultEndpoint); err != nil {
+			bad("elasticsearch.default_endpoint", "%w", err)
+		}
+	}
+	for _, u := range e.AllowedEndpoints {
+		if err := checkBaseURL(u); err != nil {
+			bad("elasticsearch.allowed_endpoints", "%w", err)
+		}
+	}
+	if e.APIKeyFile != "" && e.Username != "" {
+		bad("elasticsearch.api_key_file", "excludes username")
+	}
+	if e.PasswordFile != "" && e.Username == "" {
+		bad("elasticsearch.username", "is required with password_file")
+	}
+	if e.Timeout <= 0 {
+		bad("elasticsearch.timeout", "must be positive")
+	}
 	return errors.Join(errs...)
 }
 
@@ -291,6 +391,36 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// validTopic reports whether t is a legal Kafka topic name.
+func validTopic(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBaseURL checks an http or https URL with a host, no query, fragment
+// or user info (credentials belong in files).
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%s: scheme must be http or https", redactURL(u))
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%s: must be scheme://host[:port][/path], without user info, query or fragment", redactURL(u))
+	}
 	return nil
 }
 

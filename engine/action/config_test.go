@@ -41,6 +41,19 @@ func TestLoad(t *testing.T) {
 		},
 		HTTP:    HTTPConfig{Timeout: Duration(3 * time.Second), AllowedSchemes: []string{"https"}, AllowedHosts: []string{"hooks.example.com", "*.example.org"}},
 		Foreach: ForeachConfig{MaxDepth: 2},
+		Kafka:   KafkaConfig{DefaultTopic: "squall.out", AllowedTopics: []string{"squall.alerts"}},
+		Finding: FindingConfig{
+			MasterURLs: []string{"https://master-1:8080", "https://master-2:8080"},
+			TokenFile:  "/etc/squall/finding.token",
+			Timeout:    Duration(4 * time.Second),
+		},
+		Elasticsearch: ElasticsearchConfig{
+			DefaultEndpoint:  "https://es.example.com:9200",
+			AllowedEndpoints: []string{"https://es2.example.com:9200"},
+			Username:         "squall",
+			PasswordFile:     "/etc/squall/es.password",
+			Timeout:          Duration(7 * time.Second),
+		},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("Load =\n%+v\nwant\n%+v", cfg, want)
@@ -81,7 +94,10 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{name: "unknown field", in: `{"retry": {"attempts": 2}}`, wantErr: `unknown field "attempts"`},
-		{name: "unknown section", in: `{"kafka": {}}`, wantErr: `unknown field "kafka"`},
+		{name: "unknown section", in: `{"nats": {}}`, wantErr: `unknown field "nats"`},
+		{name: "unknown kafka field", in: `{"kafka": {"topic": "x"}}`, wantErr: `unknown field "topic"`},
+		{name: "unknown finding field", in: `{"finding": {"token": "x"}}`, wantErr: `unknown field "token"`},
+		{name: "unknown elasticsearch field", in: `{"elasticsearch": {"password": "x"}}`, wantErr: `unknown field "password"`},
 		{name: "trailing data", in: `{} {}`, wantErr: "data after the JSON object"},
 		{name: "duration as a number", in: `{"http": {"timeout": 10}}`, wantErr: "duration must be a string"},
 		{name: "bad duration", in: `{"http": {"timeout": "10 parsecs"}}`, wantErr: "time: unknown unit"},
@@ -152,6 +168,23 @@ func TestConfig_Validate(t *testing.T) {
 		{"uppercase host", func(c *Config) { c.HTTP.AllowedHosts = []string{"A.example.com"} }, "http.allowed_hosts", "lowercase"},
 		{"http timeout 0", func(c *Config) { c.HTTP.Timeout = 0 }, "http.timeout", "positive"},
 		{"max_depth 0", func(c *Config) { c.Foreach.MaxDepth = 0 }, "foreach.max_depth", "at least 1"},
+		{"kafka enabled", func(c *Config) { c.Kafka = KafkaConfig{DefaultTopic: "a.b_c-1", AllowedTopics: []string{"x"}} }, "", ""},
+		{"bad default topic", func(c *Config) { c.Kafka.DefaultTopic = "a b" }, "kafka.default_topic", "topic name"},
+		{"bad allowed topic", func(c *Config) { c.Kafka.AllowedTopics = []string{""} }, "kafka.allowed_topics", "topic name"},
+		{"finding enabled", func(c *Config) { c.Finding.MasterURLs, c.Finding.TokenFile = []string{"http://m:8080/"}, "/t" }, "", ""},
+		{"finding without token", func(c *Config) { c.Finding.MasterURLs = []string{"http://m:8080"} }, "finding.token_file", "required"},
+		{"finding token without urls", func(c *Config) { c.Finding.TokenFile = "/t" }, "finding.master_urls", "required"},
+		{"finding url with user", func(c *Config) {
+			c.Finding.MasterURLs, c.Finding.TokenFile = []string{"http://u:p@m:8080"}, "/t"
+		}, "finding.master_urls", "without user info"},
+		{"finding ftp url", func(c *Config) { c.Finding.MasterURLs, c.Finding.TokenFile = []string{"ftp://m"}, "/t" }, "finding.master_urls", "http or https"},
+		{"finding timeout 0", func(c *Config) { c.Finding.Timeout = 0 }, "finding.timeout", "positive"},
+		{"elasticsearch enabled", func(c *Config) { c.Elasticsearch.DefaultEndpoint = "http://es:9200" }, "", ""},
+		{"elasticsearch query", func(c *Config) { c.Elasticsearch.DefaultEndpoint = "http://es:9200?x=1" }, "elasticsearch.default_endpoint", "query"},
+		{"elasticsearch bad allowed", func(c *Config) { c.Elasticsearch.AllowedEndpoints = []string{"es:9200"} }, "elasticsearch.allowed_endpoints", ""},
+		{"elasticsearch key and user", func(c *Config) { c.Elasticsearch.APIKeyFile, c.Elasticsearch.Username = "/k", "u" }, "elasticsearch.api_key_file", "excludes"},
+		{"elasticsearch password without user", func(c *Config) { c.Elasticsearch.PasswordFile = "/p" }, "elasticsearch.username", "required"},
+		{"elasticsearch timeout 0", func(c *Config) { c.Elasticsearch.Timeout = 0 }, "elasticsearch.timeout", "positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -191,5 +191,55 @@ func conformanceCases(t *testing.T) []conformanceCase {
 			},
 			honorsCancel: true,
 		},
+		{
+			name: IDKafka,
+			setup: func(t *testing.T) (Executor, map[string]any) {
+				p := ProducerFunc(func(ctx context.Context, _ string, _, _ []byte) error { return ctx.Err() })
+				return &kafkaExecutor{p: p, def: "out", allowed: []string{"alerts"}},
+					payload(t, `{"topic": "alerts", "key": "k", "value": {"a": [1, null]}}`)
+			},
+			invalid: []map[string]any{
+				{"topic": 3},
+				{"topic": ""},
+				{"topic": "elsewhere"},
+				{"key": 1},
+			},
+			honorsCancel: true,
+		},
+		{
+			name: IDFinding,
+			setup: func(t *testing.T) (Executor, map[string]any) {
+				f := newTestFindingExecutor(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.WriteHeader(http.StatusCreated)
+					_, _ = w.Write([]byte(`{"uid": "u"}`))
+				}))
+				return f, payload(t, `{"monitored_domain_id": 7, "tool_code": "leakmon", "resource_url": "https://paste.example/1",
+					"username": "bob@acme.example", "password": "hunter2"}`)
+			},
+			invalid: []map[string]any{
+				{},
+				{"monitored_domain_id": "7"},
+				{"monitored_domain_id": 1.5},
+				{"monitored_domain_id": 7, "username": 3},
+				{"monitored_domain_id": 7, "extra": "x"},
+			},
+			honorsCancel: true,
+		},
+		{
+			name: IDElasticsearch,
+			setup: func(t *testing.T) (Executor, map[string]any) {
+				es := newFakeElasticsearch(t)
+				return newTestElasticsearchExecutor(t, es.URL, nil), payload(t, `{"index": "logs-1", "data": {"a": 1}}`)
+			},
+			invalid: []map[string]any{
+				{},
+				{"index": "i"},
+				{"index": 3, "data": 1},
+				{"index": "i", "data": 1, "endpoint": 3},
+				{"index": "i", "data": 1, "endpoint": "http://elsewhere:9200"},
+				{"index": "i", "data": 1, "auth": map[string]any{"type": "PemCertificatePath"}},
+			},
+			honorsCancel: true,
+		},
 	}
 }

@@ -62,9 +62,34 @@
 //     it is. The produced actions, with the foreach's created_ms, run through
 //     the registry in that order. Invalid inner actions are skipped (and
 //     logged); nesting is bounded by foreach.max_depth.
-//
-// The elasticsearch, kafka and finding executors are not built in yet: pass
-// them in [Deps.Executors].
+//   - kafka: payload topic (string; default kafka.default_topic), key
+//     (optional string) and value (any JSON; default the payload without
+//     topic and key). The topic must be kafka.default_topic or in
+//     kafka.allowed_topics. The message is written through [Deps.Producer]
+//     (the engine's Kafka writer, acks=all); a producer failure is
+//     retriable. Enabled when a topic is configured and Deps.Producer is set.
+//   - finding: the payload is a credential finding, sent as the body of
+//     PUT {master}/intel/api/sdk/v0/findings/credentials (docs/findings.md):
+//     monitored_domain_id (integer, required), tool_code, resource_url,
+//     username, password, hash, hash_algorithm (strings); other fields are
+//     refused. The bearer token is read from finding.token_file when the
+//     registry is built; its tenant claim decides the finding's tenant.
+//     finding.master_urls are tried in order while failures are retriable.
+//     201 and 200 (the finding existed) succeed; other 4xx are permanent
+//     ([FindingError] carries the API's error code); 5xx, 429, network
+//     errors and timeouts are retriable. Enabled when finding.master_urls
+//     is set.
+//   - elasticsearch: payload endpoint (string; default
+//     elasticsearch.default_endpoint; must be it or in
+//     elasticsearch.allowed_endpoints, the only hosts that receive the
+//     credentials), index (string, required), data (any JSON, required),
+//     auth (optional, {"type": "None"} to send no credentials). POSTs data
+//     to <endpoint>/<index>/_doc/, the index percent-encoded byte by byte
+//     except ASCII letters and digits (Tornado §7.3), with basic auth
+//     (username, password_file) or an API key (api_key_file) from the
+//     config. 2xx succeeds; 5xx, 429, network errors and timeouts are
+//     retriable; other statuses are permanent. Enabled when an endpoint is
+//     configured. The token, password and API key are never logged.
 //
 // # Configuration
 //
@@ -78,7 +103,14 @@
 //	  "script":  {"allowed_dir": "/etc/squall/scripts", "timeout": "30s", "max_output": 65536,
 //	              "env": {"PATH": "/usr/bin:/bin"}},
 //	  "http":    {"timeout": "10s", "allowed_schemes": ["https"], "allowed_hosts": ["*.example.com"]},
-//	  "foreach": {"max_depth": 4}
+//	  "foreach": {"max_depth": 4},
+//	  "kafka":   {"default_topic": "squall.out", "allowed_topics": ["squall.alerts"]},
+//	  "finding": {"master_urls": ["https://master-1:8080", "https://master-2:8080"],
+//	              "token_file": "/etc/squall/finding.token", "timeout": "10s"},
+//	  "elasticsearch": {"default_endpoint": "https://es.example.com:9200",
+//	              "allowed_endpoints": ["https://es2.example.com:9200"],
+//	              "username": "squall", "password_file": "/etc/squall/es.password",
+//	              "api_key_file": "", "timeout": "10s"}
 //	}
 //
 // # Metrics

@@ -187,3 +187,8 @@ func labelsMatch(m *dto.Metric, want map[string]string) bool {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testAction returns an action of id with the payload.
+func testAction(id string, p map[string]any) tree.Action {
+	return tree.Action{ID: id, Payload: p, CreatedMs: 1}
+}

@@ -40,6 +40,10 @@ const (
 	IDScript  = "script"
 	IDHTTP    = "http"
 	IDForeach = "foreach"
+
+	IDKafka         = "kafka"
+	IDFinding       = "finding"
+	IDElasticsearch = "elasticsearch"
 )
 
 // Deps are the collaborators of a [Registry]. Every field is optional.
@@ -53,8 +57,12 @@ type Deps struct {
 	// HTTPClient sends the http actions. Nil uses a client with its own
 	// transport. Its CheckRedirect is replaced: redirects are never followed.
 	HTTPClient *http.Client
-	// Executors adds executors by action id (elasticsearch, kafka, finding,
-	// or fakes in tests). An id of a built-in executor replaces it; a nil
+	// Producer sends the kafka actions. Without it the kafka executor is
+	// not registered, even when configured (the master, which runs actions
+	// of test events, has no Kafka writer).
+	Producer Producer
+	// Executors adds executors by action id (fakes in tests, or executors
+	// of other kinds). An id of a built-in executor replaces it; a nil
 	// Executor removes it.
 	Executors map[string]Executor
 }
@@ -78,8 +86,12 @@ type entry struct {
 
 // NewRegistry validates cfg and builds the registry: logger, http and
 // foreach always, archive when cfg.Archive.BasePath is set, script when
-// cfg.Script.AllowedDir is set, then deps.Executors. It starts no goroutine
-// and touches no file: the archive directory is created on first use.
+// cfg.Script.AllowedDir is set, kafka when a topic is configured and
+// deps.Producer is set, finding when cfg.Finding.MasterURLs is set,
+// elasticsearch when an endpoint is configured, then deps.Executors. It
+// starts no goroutine and reads only the secret files (finding token,
+// elasticsearch password or API key): the archive directory is created on
+// first use.
 func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("action config: %w", err)
@@ -105,6 +117,23 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	}
 	if cfg.Script.AllowedDir != "" {
 		executors[IDScript] = newScriptExecutor(cfg.Script, log)
+	}
+	if (cfg.Kafka.DefaultTopic != "" || len(cfg.Kafka.AllowedTopics) > 0) && deps.Producer != nil {
+		executors[IDKafka] = &kafkaExecutor{p: deps.Producer, def: cfg.Kafka.DefaultTopic, allowed: cfg.Kafka.AllowedTopics}
+	}
+	if len(cfg.Finding.MasterURLs) > 0 {
+		f, err := newFindingExecutor(cfg.Finding, deps.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		executors[IDFinding] = f
+	}
+	if cfg.Elasticsearch.DefaultEndpoint != "" || len(cfg.Elasticsearch.AllowedEndpoints) > 0 {
+		e, err := newElasticsearchExecutor(cfg.Elasticsearch, deps.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		executors[IDElasticsearch] = e
 	}
 	for id, ex := range deps.Executors {
 		if id == "" {

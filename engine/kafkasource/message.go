@@ -51,6 +51,8 @@ func (m *Message) Headers() []Header {
 
 // Record is a record to write.
 type Record struct {
+	// Topic, when set, replaces the writer's topic for this record.
+	Topic string
 	// Key decides the partition.
 	Key []byte
 	// Value is the record value.

@@ -8,10 +8,12 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Writer writes records to one topic with acks=all. It is safe for
-// concurrent use: concurrent writes share batches.
+// Writer writes records with acks=all, to its topic or to the topic a
+// record names. It is safe for concurrent use: concurrent writes share
+// batches.
 type Writer struct {
 	w         *kafka.Writer
+	topic     string
 	transport *kafka.Transport
 }
 
@@ -37,9 +39,11 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	return &Writer{
 		transport: transport,
+		topic:     cfg.Topic,
+		// The topic is set on every message, so that a record may name
+		// another one.
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
-			Topic:                  cfg.Topic,
 			Balancer:               kafka.Murmur2Balancer{},
 			BatchSize:              cfg.BatchSize,
 			BatchTimeout:           cfg.BatchTimeout,
@@ -52,7 +56,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 }
 
 // Topic returns the topic the writer writes to.
-func (w *Writer) Topic() string { return w.w.Topic }
+func (w *Writer) Topic() string { return w.topic }
 
 // Write writes the records and returns once the brokers acknowledged all of
 // them, or ctx ended, or kafka-go gave up. Records of one key keep their
@@ -70,10 +74,17 @@ func (w *Writer) Write(ctx context.Context, recs ...Record) error {
 				hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
 			}
 		}
-		msgs[i] = kafka.Message{Key: r.Key, Value: r.Value, Headers: hs, Time: r.Time}
+		topic := r.Topic
+		if topic == "" {
+			topic = w.topic
+		}
+		msgs[i] = kafka.Message{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Time: r.Time}
 	}
 	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
-		return fmt.Errorf("kafka write %s: %w", w.w.Topic, err)
+		if len(recs) == 1 {
+			return fmt.Errorf("kafka write %s: %w", msgs[0].Topic, err)
+		}
+		return fmt.Errorf("kafka write: %w", err)
 	}
 	return nil
 }
