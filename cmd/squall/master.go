@@ -80,7 +80,11 @@ given on the command line wins; empty variables are ignored.`,
 			}
 			defer actions.Close()
 			// The configuration and test-event API runs on the leader.
-			a := api.New(api.Default(), srv.Store(), srv.Verifier(), actions, logger)
+			apiCfg := api.Default()
+			if host, err := os.Hostname(); err == nil && host != "" {
+				apiCfg.Hostname = host // names export files
+			}
+			a := api.New(apiCfg, srv.Store(), srv.Verifier(), actions, logger)
 			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
 				return err
 			}
