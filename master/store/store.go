@@ -321,6 +321,9 @@ func (s *Store) Close() error {
 		errs = append(errs, fmt.Errorf("close raft transport: %w", err))
 	}
 	s.stream.closeConns()
+	if !s.stream.waitHandlers(5 * time.Second) {
+		s.logger.Warn("raft connection handlers still running after 5s; closing the raft log anyway")
+	}
 	r.DeregisterObserver(s.observer)
 	close(s.stop)
 	s.wg.Wait()

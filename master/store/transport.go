@@ -86,6 +86,9 @@ type streamLayer struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// handlers counts the accepted connections whose raft handler has not
+	// returned yet (it closes its connection when it does).
+	handlers int
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
@@ -143,6 +146,11 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 			c = &serverConn{Conn: tls.Server(c, l.server)}
 		}
 		if c, err = l.track(c); err == nil {
+			tc := c.(*trackedConn)
+			l.mu.Lock()
+			tc.accepted = true
+			l.handlers++
+			l.mu.Unlock()
 			return c, nil
 		}
 	}
@@ -219,15 +227,9 @@ var errPartitioned = errors.New("partitioned")
 func (l *streamLayer) setCut(cut bool) {
 	l.mu.Lock()
 	l.cut = cut
-	var open []net.Conn
-	if cut {
-		for c := range l.conns {
-			open = append(open, c)
-		}
-	}
 	l.mu.Unlock()
-	for _, c := range open {
-		c.Close()
+	if cut {
+		l.closeConns()
 	}
 }
 
@@ -237,16 +239,42 @@ func (l *streamLayer) isCut() bool {
 	return l.cut
 }
 
-// closeConns closes every open connection (the store is closing).
+// closeConns closes every open connection (the store is closing). The
+// socket is closed under the raft handler of an accepted connection, which
+// then returns and closes its connection itself.
 func (l *streamLayer) closeConns() {
 	l.mu.Lock()
-	open := make([]net.Conn, 0, len(l.conns))
+	open := make([]*trackedConn, 0, len(l.conns))
 	for c := range l.conns {
-		open = append(open, c)
+		open = append(open, c.(*trackedConn))
 	}
 	l.mu.Unlock()
 	for _, c := range open {
-		c.Close()
+		if c.accepted {
+			c.Conn.Close()
+		} else {
+			c.Close()
+		}
+	}
+}
+
+// waitHandlers waits until the raft handlers of accepted connections have
+// returned, or the timeout passes. A handler that was already past raft's
+// shutdown check may still write the term or vote to the stable store;
+// the store must stay open until it is done (raft panics on a failed write).
+func (l *streamLayer) waitHandlers(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		l.mu.Lock()
+		n := l.handlers
+		l.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -270,12 +298,19 @@ func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
 type trackedConn struct {
 	net.Conn
 	l *streamLayer
+	// accepted is set for connections raft's handlers serve; released
+	// records that the handler closed it.
+	accepted, released bool
 }
 
 // Close implements net.Conn.
 func (c *trackedConn) Close() error {
 	c.l.mu.Lock()
 	delete(c.l.conns, c)
+	if c.accepted && !c.released {
+		c.released = true
+		c.l.handlers--
+	}
 	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
