@@ -86,13 +86,21 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// handleReady answers 200 when the store is ready: it knows a leader and
-// has applied the log (Store.Ready).
+// handleReady answers 200 when the store is ready (it knows a leader and
+// has applied the log, Store.Ready) and every added ready check passes.
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) error {
 	if !s.store.Ready() {
 		e := errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: no leader known, or the log is not applied yet", s.cfg.NodeID)
 		e.RetryAfter = 1
 		return e
+	}
+	for _, c := range s.readyChecks {
+		if err := c.check(); err != nil {
+			e := errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: %s: %s", s.cfg.NodeID, c.name, err)
+			e.Params = map[string]string{"CHECK": c.name}
+			e.RetryAfter = 1
+			return e
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil

@@ -40,6 +40,8 @@ type Server struct {
 
 	errCh chan error // background failures, for Run
 
+	readyChecks []readyCheck // added before Start, read-only after
+
 	mu       sync.Mutex // guards the lifecycle fields below
 	started  bool
 	stopped  bool
@@ -224,6 +226,31 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) 
 		}
 	}()
 	s.mux.Handle(pattern, h)
+	return nil
+}
+
+// readyCheck is a check of AddReadyCheck.
+type readyCheck struct {
+	name  string
+	check func() error
+}
+
+// AddReadyCheck makes /readyz depend on check too: the node is ready only
+// while the store is and every check returns nil; the first failing
+// check's name and error are in the 503 answer. It is for processes that
+// serve more than the master on the same address (squall dev). Checks
+// run on every /readyz request, so they must be fast. It must be called
+// before Start.
+func (s *Server) AddReadyCheck(name string, check func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return fmt.Errorf("ready check %s: the server is already started", name)
+	}
+	if name == "" || check == nil {
+		return errors.New("ready check: a name and a check are required")
+	}
+	s.readyChecks = append(s.readyChecks, readyCheck{name: name, check: check})
 	return nil
 }
 

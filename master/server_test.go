@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +105,38 @@ func TestServer_Mount(t *testing.T) {
 		if err := s.Mount(tc.pattern, ok, tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Mount(%q): %v, want %q", tc.pattern, err, tc.want)
 		}
+	}
+}
+
+// TestServer_AddReadyCheck: /readyz answers 503 naming the failing check
+// until every added check passes; checks cannot be added once started.
+func TestServer_AddReadyCheck(t *testing.T) {
+	t.Parallel()
+	var engineUp atomic.Bool
+	c := mastertest.TestCluster(t, 1, mastertest.WithSetup(func(_ int, s *master.Server) {
+		if err := s.AddReadyCheck("engine", func() error {
+			if !engineUp.Load() {
+				return errors.New("no tree installed")
+			}
+			return nil
+		}); err != nil {
+			panic(err)
+		}
+		if err := s.AddReadyCheck("", nil); err == nil {
+			panic("a nameless check was accepted")
+		}
+	}))
+	resp, body := c.Get(0, "/readyz", "")
+	wantError(t, resp, body, http.StatusServiceUnavailable, "NOT_READY")
+	if e := decode[apiErr](t, body); e.Params["CHECK"] != "engine" || !strings.Contains(e.Message, "engine: no tree installed") {
+		t.Errorf("readyz body %s", body)
+	}
+	engineUp.Store(true)
+	if resp, body = c.Get(0, "/readyz", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("readyz with every check passing: %d %s", resp.StatusCode, body)
+	}
+	if err := c.Server(0).AddReadyCheck("late", func() error { return nil }); err == nil {
+		t.Error("a check was added to a started server")
 	}
 }
 
