@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/satellite/intake"
+)
+
+// devOptions are the settings of squall dev.
+type devOptions struct {
+	httpAddr string
+	dataDir  string
+	logLevel string
+}
+
+// Defaults of squall dev.
+const (
+	devDefaultHTTP    = "127.0.0.1:8080"
+	devDefaultDataDir = "squall-data"
+	// devEnginePrefix is where the engine's own /healthz, /readyz and
+	// /metrics are mounted; the process's /readyz includes its readiness.
+	devEnginePrefix = "/squall/v1/engine"
+)
+
+func newDevCommand() *cobra.Command {
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "dev [--http ADDR] [--data-dir DIR]",
+		Short: "Run the whole system in one process, for development and a first look",
+		Long: `Dev runs, on one address (--http, default 127.0.0.1:8080): a single-node
+master (configuration, test-event and findings APIs), the webhook intake, the
+engine, and an in-process Kafka-protocol broker. Everything lives under
+--data-dir (default ./squall-data): the replicated state, the broker's topics,
+the intake's spool, the webhook files (webhooks/, watched), the executors'
+settings (actions.json) and the archive (archive/).
+
+The first start seeds an example: a webhook (webhooks/disk_alerts.json), a
+deployed tree that filters tenant master and archives disk alerts with the
+usage extracted from their message, an HS256 key (token.key) and an admin
+token (admin.token). Later starts keep whatever you changed. It prints the
+URLs, the admin token and three curl commands to try.
+
+Dev mode also accepts unsigned tokens (squall token --unsigned): never expose
+its address. Ctrl-C stops it cleanly; a restart keeps everything.
+
+Every flag can also be set with an environment variable: SQUALL_ and the flag
+name in upper case with underscores, e.g. SQUALL_DATA_DIR. A flag given on the
+command line wins; empty variables are ignored.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.httpAddr, "http", o.httpAddr, "listen address of every endpoint (port 0 picks a free port, logged at start)")
+	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
+	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
+	documentEnv(f)
+	return cmd
+}
+
+// runDev runs squall dev until ctx ends.
+func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
+		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	d, err := prepareDevDir(o.dataDir)
+	if err != nil {
+		return err
+	}
+	logger.Warn("dev mode: unsigned tokens are accepted; anyone who reaches the address is an admin", "http", o.httpAddr)
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(d.path("kafka")),
+		kfake.SeedTopics(1, engine.DefaultTopic, engine.DefaultDLQTopic),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		return fmt.Errorf("kafka broker: %w", err)
+	}
+	// The broker closes last: the intake and the engine flush into it.
+	defer broker.Close()
+	brokers := broker.ListenAddrs()
+
+	// One registry serves the metrics of every component on /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	mcfg := master.Default()
+	mcfg.NodeID = "dev"
+	mcfg.DataDir = d.path("master")
+	mcfg.HTTPAddr = o.httpAddr
+	mcfg.RaftAddr = "127.0.0.1:0"
+	mcfg.Bootstrap = true
+	mcfg.JoinTokenFile = d.path(devJoinTokenFile)
+	mcfg.TokenHMACKeyFile = d.path(devKeyFile)
+	mcfg.AllowUnsignedTokens = true
+	mcfg.Logger = logger
+	mcfg.Registerer = reg
+	srv, err := master.New(mcfg)
+	if err != nil {
+		return err
+	}
+	// Test events with process_type Full run the same executors as the
+	// engine. Their metrics are left out: the engine's executors own the
+	// squall_action_* names on the shared registry.
+	testActions, err := newActionRegistry(d.path(devActionsFile), logger, nil)
+	if err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	defer testActions.Close()
+	apiCfg := api.Default()
+	apiCfg.Hostname = "squall-dev"
+	if err := srv.Mount(api.Prefix, api.New(apiCfg, srv.Store(), srv.Verifier(), testActions, logger).Handler(), master.OnLeader); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	fa := findings.New(findings.Default(), srv.Store(), srv.Verifier(), logger)
+	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeader); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+
+	scfg := satellite.Default()
+	scfg.Name = "dev"
+	scfg.HTTPAddr = ""
+	scfg.Webhooks.Dir = d.path(devWebhooksDir)
+	scfg.Kafka.Brokers = brokers
+	scfg.Spool.Dir = d.path("spool")
+	sat, err := satellite.New(scfg, logger.With("component", "intake"), reg)
+	if err != nil {
+		return errors.Join(fmt.Errorf("webhook intake: %w", err), srv.Shutdown(ctx))
+	}
+	if err := srv.Mount(intake.Pattern, sat.WebhookHandler(), master.OnAnyNode); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+
+	// The engine needs the master's address, known once it listens: its
+	// endpoints and readiness are mounted now and answer once it exists.
+	var eng atomic.Pointer[engine.Service]
+	engineOps := http.StripPrefix(devEnginePrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := eng.Load()
+		if e == nil {
+			http.Error(w, `{"code":"NOT_READY","params":{},"message":"the engine is starting"}`, http.StatusServiceUnavailable)
+			return
+		}
+		e.Handler().ServeHTTP(w, r)
+	}))
+	if err := srv.Mount("GET "+devEnginePrefix+"/", engineOps, master.OnAnyNode); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	if err := errors.Join(
+		srv.AddReadyCheck("intake", func() error {
+			if st := sat.Status(); !st.Ready {
+				return fmt.Errorf("not ready (mode %s, %d webhooks loaded, spool full: %t)", st.Mode, st.Webhooks.Loaded, st.Spool.Full)
+			}
+			return nil
+		}),
+		srv.AddReadyCheck("engine", func() error {
+			e := eng.Load()
+			if e == nil {
+				return errors.New("starting")
+			}
+			if !e.Ready() {
+				return fmt.Errorf("not ready (tree index %d, partitions %v); see %s/readyz", e.TreeIndex(), e.Assignment().Partitions, devEnginePrefix)
+			}
+			return nil
+		}),
+	); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+
+	if err := srv.Start(ctx); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	stopMaster := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcfg.ShutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+	if err := seedDevTree(ctx, srv.Store(), logger); err != nil {
+		return errors.Join(err, stopMaster())
+	}
+
+	ecfg := engine.Default()
+	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
+	ecfg.Token = d.engineToken
+	ecfg.Brokers = brokers
+	ecfg.ActionsConfig = d.path(devActionsFile)
+	ecfg.HTTPAddr = ""
+	ecfg.Logger = logger
+	ecfg.Registerer = reg
+	e, err := engine.New(ecfg)
+	if err != nil {
+		return errors.Join(err, stopMaster())
+	}
+	eng.Store(e)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sat.Run(gctx) })
+	g.Go(func() error { return e.Run(gctx) })
+	g.Go(func() error {
+		var runErr error
+		select {
+		case <-gctx.Done():
+		case runErr = <-srv.Err():
+		}
+		return errors.Join(runErr, stopMaster())
+	})
+
+	addr := srv.HTTPAddr()
+	logger.Info("squall dev started", "http_addr", addr, "data_dir", d.dir, "kafka", brokers[0], "first_start", d.firstStart)
+	printDevBanner(stdout, addr, d, brokers[0])
+
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	broker.Close()
+	logger.Info("squall dev stopped")
+	return nil
+}

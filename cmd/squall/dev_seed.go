@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
+)
+
+// Files and folders of the dev data dir.
+const (
+	devKeyFile        = "token.key"  // HS256 key of the tokens
+	devJoinTokenFile  = "join.token" // join secret of the single-node cluster
+	devAdminTokenFile = "admin.token"
+	devActionsFile    = "actions.json"
+	devWebhooksDir    = "webhooks"
+	devArchiveDir     = "archive"
+)
+
+// Lifetimes of the tokens minted at every start.
+const (
+	devAdminTTL  = 30 * 24 * time.Hour
+	devEngineTTL = 365 * 24 * time.Hour
+)
+
+// The example seeded on first start: a webhook, an archive file, a tenant.
+const (
+	devWebhookID    = "disk_alerts"
+	devWebhookToken = "example-token"
+	devArchiveFile  = "disk_alerts.log"
+	devTenant       = "master"
+)
+
+// devExampleWebhook is webhooks/disk_alerts.json: a call's body
+// {"host": ..., "message": ...} becomes a disk_alert event.
+const devExampleWebhook = `{
+  "id": "disk_alerts",
+  "token": "example-token",
+  "collector_config": {
+    "event_type": "disk_alert",
+    "payload": {"host": "${host}", "message": "${message}"}
+  }
+}
+`
+
+// devExampleTree is the subtree deployed below root on first start (export
+// form, docs/rules.md): a filter on tenant master holding a ruleset whose
+// rule extracts the disk usage from the message and archives the event
+// with it.
+const devExampleTree = `{"version": "1.1",
+ "Filter": {"name": "master",
+  "filter": {"description": "Events of tenant master", "active": true,
+             "filter": {"type": "equals", "first": "${event.metadata.tenant_id}", "second": "master"}},
+  "nodes": [
+   {"Ruleset": {"name": "disks", "rules": [
+    {"name": "archive_disk_alerts",
+     "description": "Archive every disk alert with the usage its message reports",
+     "continue": true, "active": true,
+     "constraint": {
+      "WHERE": {"type": "equals", "first": "${event.type}", "second": "disk_alert"},
+      "WITH": {"used_percent": {"from": "${event.payload.message}",
+                                "regex": {"type": "Regex", "match": "([0-9]+)%", "group_match_idx": 1, "all_matches": false},
+                                "modifiers_post": [{"type": "ToNumber"}]}}},
+     "actions": [
+      {"id": "archive", "payload": {"archive_type": "disk_alerts",
+        "event": {"host": "${event.payload.host}", "used_percent": "${_variables.used_percent}", "event": "${event}"}}}]}
+   ]}}
+  ]}}
+`
+
+// devDir is the dev data dir, prepared for a start.
+type devDir struct {
+	// dir is the directory as given (relative paths stay relative, so
+	// that the printed commands read like the README's).
+	dir string
+	// firstStart is true when the master had no state yet.
+	firstStart bool
+	// adminToken and engineToken are minted at every start.
+	adminToken, engineToken string
+}
+
+// path returns a path inside the data dir.
+func (d *devDir) path(elem ...string) string {
+	return filepath.Join(append([]string{d.dir}, elem...)...)
+}
+
+// prepareDevDir creates the data dir and what a start needs: the token
+// key and join secret (first start), the example webhook and executor
+// settings (only when missing, so that edits are kept), and fresh admin
+// and engine tokens; the admin token is also written to admin.token.
+func prepareDevDir(dir string) (*devDir, error) {
+	d := &devDir{dir: filepath.Clean(dir)}
+	if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if _, err := os.Stat(d.path("master")); errors.Is(err, fs.ErrNotExist) {
+		d.firstStart = true
+	}
+	for _, f := range []struct {
+		name  string
+		bytes int
+	}{{devKeyFile, 32}, {devJoinTokenFile, 16}} {
+		if err := createIfMissing(d.path(f.name), func(w io.Writer) error {
+			b := make([]byte, f.bytes)
+			if _, err := rand.Read(b); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(w, hex.EncodeToString(b))
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Mkdir(d.path(devWebhooksDir), 0o700); err == nil {
+		if err := createIfMissing(d.path(devWebhooksDir, devWebhookID+".json"), writeString(devExampleWebhook)); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	archive, err := filepath.Abs(d.path(devArchiveDir))
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := createIfMissing(d.path(devActionsFile), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"archive": map[string]any{
+			"base_path":    archive,
+			"default_path": "events.log",
+			"paths":        map[string]string{"disk_alerts": devArchiveFile},
+		}})
+	}); err != nil {
+		return nil, err
+	}
+
+	key, err := auth.LoadHMACKey(d.path(devKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	signer := auth.Signer{HMACKey: key}
+	root := []string{config.RootName}
+	if d.adminToken, err = signer.Sign(auth.Claims{User: "admin", Tenant: devTenant,
+		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.Admin)}}}}, devAdminTTL); err != nil {
+		return nil, err
+	}
+	if d.engineToken, err = signer.Sign(auth.Claims{User: "squall-engine",
+		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View)}}}}, devEngineTTL); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(d.path(devAdminTokenFile), []byte(d.adminToken+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("admin token: %w", err)
+	}
+	return d, nil
+}
+
+// createIfMissing writes a new file with mode 0600 through write, unless
+// the file exists. A failed write leaves no file behind.
+func createIfMissing(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := errors.Join(write(f), f.Sync(), f.Close()); err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("data dir: write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeString(s string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
+	}
+}
+
+// devExample returns the example tree: root with the example subtree.
+func devExample() (*config.Node, error) {
+	ex, err := config.DecodeExport([]byte(devExampleTree))
+	if err != nil {
+		return nil, fmt.Errorf("example tree: %w", err)
+	}
+	root := config.NewRoot()
+	root.Children = []*config.Node{ex.Node}
+	return root, nil
+}
+
+// seedDevTree deploys the example tree while the active tree is still the
+// initial one (index 0): on first start, never over a tree you deployed.
+func seedDevTree(ctx context.Context, st *store.Store, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := st.WaitForLeader(ctx); err != nil {
+		return fmt.Errorf("example tree: %w", err)
+	}
+	if err := st.ConsistentRead(ctx); err != nil {
+		return fmt.Errorf("example tree: %w", err)
+	}
+	if _, index := st.Active(); index != 0 {
+		return nil
+	}
+	tree, err := devExample()
+	if err != nil {
+		return err
+	}
+	index, err := st.ReplaceActive(ctx, tree)
+	if err != nil {
+		return fmt.Errorf("example tree: %w", err)
+	}
+	logger.Info("deployed the example tree", "tree_index", index)
+	return nil
+}
+
+// printDevBanner prints where everything is and three commands to try.
+func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
+	base := "http://" + addr
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("")
+	p("squall dev: master, webhook intake, engine and Kafka broker in one process")
+	p("  APIs          %s/api/v2_beta/  %s/intel/api/sdk/v0/  (docs/api.md, docs/findings.md)", base, base)
+	p("  webhooks      %s/engine/webhook/event/{id}?token=...  (files in %s)", base, d.path(devWebhooksDir))
+	p("  probes        %s/healthz  %s/readyz  %s/metrics  (engine: %s%s/readyz)", base, base, base, base, devEnginePrefix)
+	p("  Kafka broker  %s  (topic squall.events)", broker)
+	p("  data dir      %s  (delete it to start over)", d.dir)
+	p("  admin token   %s", d.adminToken)
+	p("                (in %s; valid %d days, a restart mints a new one)", d.path(devAdminTokenFile), int(devAdminTTL.Hours()/24))
+	p("WARNING: dev mode also accepts unsigned tokens: anyone who reaches %s is an admin. Never expose it.", addr)
+	p("")
+	p("Try it:")
+	p("  # 1. send a webhook")
+	p(`  curl -sS -X POST "%s/engine/webhook/event/%s?token=%s" -H "Content-Type: application/json" -d '{"host": "web-1", "message": "Disk 95%% full on /var"}'`,
+		base, devWebhookID, devWebhookToken)
+	p("  # 2. see the archived event (with the extracted used_percent)")
+	p("  cat %s", d.path(devArchiveDir, devArchiveFile))
+	p("  # 3. send a test event through the active tree")
+	p(`  curl -sS -X POST "%s/api/v2_beta/event/active/all" -H "Authorization: Bearer $(cat %s)" -H "Content-Type: application/json" -d '%s'`,
+		base, d.path(devAdminTokenFile), devTestEvent)
+	p("")
+	p("Ctrl-C stops; a restart keeps everything.")
+	_, _ = io.WriteString(w, b.String())
+}
+
+// devTestEvent is the body of the tour's test event.
+const devTestEvent = `{"process_type": "SkipActions", "event": {"type": "disk_alert", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {"host": "web-1", "message": "Disk 95% full on /var"}}}`
