@@ -1,0 +1,360 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeTourHeading starts the README section whose sh blocks
+// TestDevReadmeTour runs.
+const readmeTourHeading = "## Five-minute tour"
+
+// readmeAddr is the address the README's commands use.
+const readmeAddr = "127.0.0.1:8080"
+
+// readmeTour returns the commands of the sh blocks of the README's tour,
+// in order: a command spans continuation lines and quoted newlines;
+// comment lines are left out.
+func readmeTour(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "\n"+readmeTourHeading+"\n")
+	if i < 0 {
+		t.Fatalf("README.md has no %q section", readmeTourHeading)
+	}
+	section := text[i+1:]
+	if j := strings.Index(section[len(readmeTourHeading):], "\n## "); j >= 0 {
+		section = section[:len(readmeTourHeading)+j]
+	}
+	var cmds []string
+	inBlock := false
+	var cur strings.Builder
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case line == "```sh":
+			inBlock = true
+			continue
+		case line == "```":
+			inBlock = false
+			continue
+		case !inBlock:
+			continue
+		}
+		open := strings.Count(cur.String(), "'")%2 == 1
+		if !open && (strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "") {
+			continue
+		}
+		cur.WriteString(line + "\n")
+		if !strings.HasSuffix(line, "\\") && strings.Count(cur.String(), "'")%2 == 0 {
+			cmds = append(cmds, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	return cmds
+}
+
+// devProcess is a running squall dev.
+type devProcess struct {
+	cmd  *exec.Cmd
+	p    *started
+	addr string
+	out  string // file of its standard output
+}
+
+// startDev starts squall dev in dir (data dir ./squall-data, a free port)
+// and waits until /readyz answers 200: the master, the intake and the
+// engine are ready.
+func startDev(t *testing.T, dir string) *devProcess {
+	t.Helper()
+	out, err := os.CreateTemp(t.TempDir(), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(squallBinary(t), "dev", "--http", "127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.Stdout = out
+	p := startLogged(t, cmd, "squall dev started", "http_addr")
+	d := &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + d.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("squall dev not ready within 30s:\n%s", p.logs.String())
+		}
+		pause(t)
+	}
+}
+
+// pause waits a little between two polls of a separate process, which
+// gives no signal to wait on (every poll loop is bounded by a deadline).
+func pause(t *testing.T) {
+	t.Helper()
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+}
+
+// stop sends SIGINT and checks that squall dev exits 0 after a clean
+// shutdown of every component.
+func (d *devProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { <-d.p.done; exited <- d.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("squall dev: %v\n%s", err, d.p.logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("squall dev did not exit within 60s of SIGINT:\n%s", d.p.logs.String())
+	}
+	logs := d.p.logs.String()
+	for _, msg := range []string{"master stopped", "satellite stopped", "consumer stopped", "squall dev stopped"} {
+		if !strings.Contains(logs, `"msg":"`+msg+`"`) {
+			t.Errorf("no %q in the log:\n%s", msg, logs)
+		}
+	}
+}
+
+// sh runs a command with bash in dir and returns its standard output.
+func sh(t *testing.T, dir, command string) (string, error) {
+	t.Helper()
+	c := exec.CommandContext(t.Context(), "bash", "-c", command)
+	c.Dir = dir
+	out, err := c.Output()
+	return string(out), err
+}
+
+// curlStatus runs a curl command with its status appended and returns the
+// body and the status.
+func curlStatus(t *testing.T, dir, command string) (string, int) {
+	t.Helper()
+	out, err := sh(t, dir, command+` -w '\n%{http_code}'`)
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	out = strings.TrimSpace(out)
+	i := strings.LastIndexByte(out, '\n')
+	code, _ := strconv.Atoi(out[i+1:])
+	return strings.TrimSpace(out[:max(i, 0)]), code
+}
+
+// archiveLines waits until the archive file has n lines and returns them.
+func archiveLines(t *testing.T, d *devProcess, path string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"); len(b) > 0 && len(lines) >= n {
+			if len(lines) > n {
+				t.Fatalf("archive has %d lines, want %d:\n%s", len(lines), n, b)
+			}
+			return lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("archive %s has not %d lines within 30s:\n%s\n%s", path, n, b, d.p.logs.String())
+		}
+		pause(t)
+	}
+}
+
+// archived is one line of the example's archive.
+type archived struct {
+	Host        string  `json:"host"`
+	UsedPercent float64 `json:"used_percent"`
+	Event       struct {
+		Type     string            `json:"type"`
+		Metadata map[string]string `json:"metadata"`
+		Payload  map[string]string `json:"payload"`
+	} `json:"event"`
+}
+
+func parseArchived(t *testing.T, line string) archived {
+	t.Helper()
+	var a archived
+	if err := json.Unmarshal([]byte(line), &a); err != nil {
+		t.Fatalf("archive line %s: %v", line, err)
+	}
+	return a
+}
+
+// TestDevReadmeTour starts the real squall dev, runs the README's tour
+// with curl (its address replaced by the test's), checks the archive,
+// stops it with SIGINT, and restarts it on the same data dir: the tree,
+// the archive, the token key and an edited webhook file survive, and a new
+// webhook is processed exactly once.
+func TestDevReadmeTour(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed to run the README's tour (.ci/run installs it)")
+	}
+	work := t.TempDir()
+	d := startDev(t, work)
+	data := filepath.Join(work, "squall-data")
+	archive := filepath.Join(data, "archive", devArchiveFile)
+
+	cmds := readmeTour(t)
+	if len(cmds) != 4 {
+		t.Fatalf("the README's tour has %d commands, want 4 (token, webhook, archive, test event): %q", len(cmds), cmds)
+	}
+	var prelude strings.Builder // the variables the tour sets
+	var sawWebhook, sawArchive, sawTest bool
+	for _, c := range cmds {
+		if !strings.Contains(c, readmeAddr) && !strings.HasPrefix(c, "cat ") && !strings.HasPrefix(c, "TOKEN=") {
+			t.Fatalf("unexpected tour command %q", c)
+		}
+		c = strings.ReplaceAll(c, readmeAddr, d.addr)
+		switch {
+		case strings.HasPrefix(c, "TOKEN="):
+			prelude.WriteString(c + "\n")
+		case strings.Contains(c, "/engine/webhook/event/"):
+			sawWebhook = true
+			body, code := curlStatus(t, work, prelude.String()+c)
+			var ack struct {
+				EventID string `json:"event_id"`
+			}
+			if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || ack.EventID == "" {
+				t.Fatalf("%s\nanswered %d: %s", c, code, body)
+			}
+		case strings.HasPrefix(c, "cat "):
+			sawArchive = true
+			if filepath.Join(work, strings.TrimPrefix(c, "cat ")) != archive {
+				t.Fatalf("the tour shows %s, the example archives to %s", c, archive)
+			}
+			archiveLines(t, d, archive, 1)
+			out, err := sh(t, work, prelude.String()+c)
+			if a := parseArchived(t, strings.TrimSpace(out)); err != nil || a.Host != "web-1" || a.UsedPercent != 95 ||
+				a.Event.Type != "disk_alert" || a.Event.Metadata["tenant_id"] != "master" || a.Event.Payload["message"] != "Disk 95% full on /var" {
+				t.Fatalf("%s: %v: %s", c, err, out)
+			}
+		case strings.Contains(c, "/api/v2_beta/event/active/"):
+			sawTest = true
+			body, code := curlStatus(t, work, prelude.String()+c)
+			if code != http.StatusOK || !strings.Contains(body, `"name":"archive_disk_alerts","status":"Matched"`) ||
+				!strings.Contains(body, `"extracted_vars":{"archive_disk_alerts":{"used_percent":95}}`) {
+				t.Fatalf("%s\nanswered %d: %s", c, code, body)
+			}
+		default:
+			t.Fatalf("unexpected tour command %q", c)
+		}
+	}
+	if !sawWebhook || !sawArchive || !sawTest {
+		t.Fatalf("the tour lacks a webhook (%t), the archive (%t) or a test event (%t)", sawWebhook, sawArchive, sawTest)
+	}
+	// The test event skipped its actions: still one archived event.
+	archiveLines(t, d, archive, 1)
+
+	// The banner names the same commands, with the real address.
+	banner, err := os.ReadFile(d.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := os.ReadFile(filepath.Join(data, devAdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"admin token   " + strings.TrimSpace(string(token)),
+		`curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=example-token"`,
+		"cat " + filepath.Join("squall-data", "archive", devArchiveFile),
+		`curl -sS -X POST "http://` + d.addr + `/api/v2_beta/event/active/all"`,
+		"WARNING: dev mode also accepts unsigned tokens",
+	} {
+		if !strings.Contains(string(banner), want) {
+			t.Errorf("the banner lacks %q:\n%s", want, banner)
+		}
+	}
+	// Unsigned tokens are accepted, with a warning line in the log.
+	unsigned := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "bob", "--auth", "all=root:view", "--unsigned"))
+	if _, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H "Authorization: Bearer `+unsigned+`"`); code != http.StatusOK {
+		t.Errorf("an unsigned token: %d", code)
+	}
+	if !strings.Contains(d.p.logs.String(), `"level":"WARN","msg":"dev mode: unsigned tokens are accepted`) {
+		t.Error("no warning about unsigned tokens in the log")
+	}
+	d.stop(t)
+
+	// Edit the example webhook: a restart must keep the edit.
+	hook := filepath.Join(data, "webhooks", devWebhookID+".json")
+	b, err := os.ReadFile(hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hook, []byte(strings.Replace(string(b), devWebhookToken, "edited-token", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	d = startDev(t, work)
+	logs := d.p.logs.String()
+	if strings.Contains(logs, "deployed the example tree") || !strings.Contains(logs, `"first_start":false`) {
+		t.Errorf("the restart seeded again:\n%s", logs)
+	}
+	// The first start's admin token still works (the key is kept), and
+	// the tree is the one deployed then.
+	body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H "Authorization: Bearer `+strings.TrimSpace(string(token))+`"`)
+	if code != http.StatusOK || body != `{"filters_count":2,"iterators_count":0,"rules_count":1}` {
+		t.Errorf("tree info after the restart: %d %s", code, body)
+	}
+	post := `curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=%s" -H "Content-Type: application/json" -d '{"host": "web-2", "message": "Disk 42% full on /home"}'`
+	if _, code := curlStatus(t, work, strings.Replace(post, "%s", devWebhookToken, 1)); code != http.StatusUnauthorized {
+		t.Errorf("the seeded token after the edit: %d, want 401", code)
+	}
+	if body, code := curlStatus(t, work, strings.Replace(post, "%s", "edited-token", 1)); code != http.StatusOK {
+		t.Fatalf("webhook after the restart: %d %s", code, body)
+	}
+	// Two lines: the first start's event, not processed again, then the
+	// new one (one partition, one key: in order).
+	lines := archiveLines(t, d, archive, 2)
+	if a := parseArchived(t, lines[0]); a.Host != "web-1" {
+		t.Errorf("first archived event %s", lines[0])
+	}
+	if a := parseArchived(t, lines[1]); a.Host != "web-2" || a.UsedPercent != 42 {
+		t.Errorf("archived event after the restart %s", lines[1])
+	}
+	d.stop(t)
+}
+
+// TestDevFlags: bad flags are refused before anything starts.
+func TestDevFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--log-level", "loud"}, "--log-level"},
+		{[]string{"dev", "--http", "8080"}, "--http"},
+		{[]string{"dev", "extra"}, "unknown command"},
+	} {
+		dir := t.TempDir()
+		code, _, stderr := runSquall(t, "", append(tc.args, "--data-dir", filepath.Join(dir, "d"))...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "d")); err == nil {
+			t.Errorf("%v created the data dir", tc.args)
+		}
+	}
+}
