@@ -28,6 +28,9 @@
 // index ([Store.Index]), and for the active tree its own index, which
 // [Store.WaitActive] uses for blocking watches. A snapshot is the state file
 // streamed as a bbolt file; restoring one replaces the file atomically.
+// The state file is written without fsync and kept across a restart only
+// after a clean Close; after a crash it is rebuilt from the newest snapshot
+// and the raft log, which are synced.
 //
 // # Reads
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -202,16 +203,26 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	}
 
 	fsmPath := filepath.Join(c.DataDir, fsmDBName)
-	if !existing {
+	clean, err := takeCleanMark(fsmPath)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	switch {
+	case !existing:
 		// A state file without raft state belongs to an earlier life of
 		// this data dir (raft.db was deleted): its applied index means
 		// nothing in the cluster this node is about to join, and skipping
 		// entries by it would corrupt the state. Start empty.
-		if err := os.Remove(fsmPath); err == nil {
-			s.logger.Warn("no raft state: discarded the old state file", "path", fsmPath)
-		} else if !os.IsNotExist(err) {
-			return fmt.Errorf("open store: %w", err)
-		}
+		err = s.discardStateFile(fsmPath, "no raft state: discarded the old state file")
+	case !clean:
+		// The state file is written without fsync: after a crash it may
+		// be stale or torn. Rebuild it from the newest snapshot
+		// (restoreIfBehind) and the raft log (raft replays the entries
+		// after the snapshot), both synced.
+		err = s.discardStateFile(fsmPath, "state file was not closed cleanly: rebuilding it from the newest snapshot and the raft log")
+	}
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
 	}
 	f, err := openFSM(fsmPath, c.Logger.With("component", "fsm", "node", c.NodeID), s.metrics)
 	if err != nil {
@@ -268,6 +279,29 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	s.opened = true
 	s.logger.Info("store open", "data_dir", c.DataDir, "addr", trans.LocalAddr(), "existing_state", existing,
 		"tls", c.TLS.Enabled(), "applied_index", f.appliedIndex())
+	return nil
+}
+
+// discardStateFile removes the state file at path and the temporary files
+// of an interrupted restore, and logs msg if there was a state file.
+func (s *Store) discardStateFile(path, msg string) error {
+	tmps, err := filepath.Glob(path + ".restore-*")
+	if err != nil {
+		return err
+	}
+	for _, p := range tmps {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	err = os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.logger.Warn(msg, "path", path)
 	return nil
 }
 
