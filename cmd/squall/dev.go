@@ -202,6 +202,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return srv.Shutdown(sctx)
 	}
 	if err := seedDevTree(ctx, srv.Store(), logger); err != nil {
+		if ctx.Err() != nil { // stopped while starting
+			return stopMaster()
+		}
 		return errors.Join(err, stopMaster())
 	}
 

@@ -267,6 +267,19 @@ func TestDevReadmeTour(t *testing.T) {
 	// The test event skipped its actions: still one archived event.
 	archiveLines(t, d, archive, 1)
 
+	// One address serves the ops endpoints of every component.
+	if body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+devEnginePrefix+`/readyz"`); code != http.StatusOK || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("engine readyz: %d %s", code, body)
+	}
+	metrics, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/metrics"`)
+	for _, want := range []string{
+		"squall_store_raft_leader 1", `squall_intake_requests_total{`, "squall_engine_", `squall_action_executed_total{action="archive"} 1`,
+	} {
+		if code != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+
 	// The banner names the same commands, with the real address.
 	banner, err := os.ReadFile(d.out)
 	if err != nil {

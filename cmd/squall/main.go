@@ -44,6 +44,10 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 tree of filters, iterators and rulesets, and executes the actions of the rules
 that match.
 
+Run the whole system in one process, with an example to try (see README.md):
+
+  squall dev
+
 Try a tree on an event without any server:
 
   squall process --tree tree.json --event event.json`,
