@@ -81,6 +81,21 @@ command line wins; empty variables are ignored.`,
 	return cmd
 }
 
+// lateHandler serves the handler get returns, or answers 503 while get
+// returns nil: the component named what is still starting.
+func lateHandler(what string, get func() http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := get(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, `{"code":"NOT_READY","params":{},"message":"%s is starting"}`+"\n", what)
+	})
+}
+
 // runDev runs squall dev until ctx ends.
 func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	var level slog.Level
@@ -96,16 +111,6 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger.Warn("dev mode: unsigned tokens are accepted; anyone who reaches the address is an admin", "http", o.httpAddr)
-
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(d.path("kafka")),
-		kfake.SeedTopics(1, engine.DefaultTopic, engine.DefaultDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		return fmt.Errorf("kafka broker: %w", err)
-	}
-	// The broker closes last: the intake and the engine flush into it.
-	defer broker.Close()
-	brokers := broker.ListenAddrs()
 
 	// One registry serves the metrics of every component on /metrics.
 	reg := prometheus.NewRegistry()
@@ -144,37 +149,33 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 
-	scfg := satellite.Default()
-	scfg.Name = "dev"
-	scfg.HTTPAddr = ""
-	scfg.Webhooks.Dir = d.path(devWebhooksDir)
-	scfg.Kafka.Brokers = brokers
-	scfg.Spool.Dir = d.path("spool")
-	sat, err := satellite.New(scfg, logger.With("component", "intake"), reg)
-	if err != nil {
-		return errors.Join(fmt.Errorf("webhook intake: %w", err), srv.Shutdown(ctx))
-	}
-	if err := srv.Mount(intake.Pattern, sat.WebhookHandler(), master.OnAnyNode); err != nil {
-		return errors.Join(err, srv.Shutdown(ctx))
-	}
-
-	// The engine needs the master's address, known once it listens: its
-	// endpoints and readiness are mounted now and answer once it exists.
+	// The intake and the engine need the broker, which starts once the
+	// master holds the data dir (its files are locked: a second squall dev
+	// on the same dir stops there), and the engine needs the master's
+	// address: their routes are mounted now and answer once they exist.
+	var sat atomic.Pointer[satellite.Satellite]
 	var eng atomic.Pointer[engine.Service]
-	engineOps := http.StripPrefix(devEnginePrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := eng.Load()
-		if e == nil {
-			http.Error(w, `{"code":"NOT_READY","params":{},"message":"the engine is starting"}`, http.StatusServiceUnavailable)
-			return
+	webhooks := lateHandler("the webhook intake", func() http.Handler {
+		if s := sat.Load(); s != nil {
+			return s.WebhookHandler()
 		}
-		e.Handler().ServeHTTP(w, r)
+		return nil
+	})
+	engineOps := http.StripPrefix(devEnginePrefix, lateHandler("the engine", func() http.Handler {
+		if e := eng.Load(); e != nil {
+			return e.Handler()
+		}
+		return nil
 	}))
-	if err := srv.Mount("GET "+devEnginePrefix+"/", engineOps, master.OnAnyNode); err != nil {
-		return errors.Join(err, srv.Shutdown(ctx))
-	}
 	if err := errors.Join(
+		srv.Mount(intake.Pattern, webhooks, master.OnAnyNode),
+		srv.Mount("GET "+devEnginePrefix+"/", engineOps, master.OnAnyNode),
 		srv.AddReadyCheck("intake", func() error {
-			if st := sat.Status(); !st.Ready {
+			s := sat.Load()
+			if s == nil {
+				return errors.New("starting")
+			}
+			if st := s.Status(); !st.Ready {
 				return fmt.Errorf("not ready (mode %s, %d webhooks loaded, spool full: %t)", st.Mode, st.Webhooks.Loaded, st.Spool.Full)
 			}
 			return nil
@@ -194,6 +195,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 
 	if err := srv.Start(ctx); err != nil {
+		err = fmt.Errorf("%w (is another squall dev running on %s?)", err, d.dir)
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	stopMaster := func() error {
@@ -201,12 +203,37 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
+	if err := d.writeAdminToken(); err != nil {
+		return errors.Join(err, stopMaster())
+	}
 	if err := seedDevTree(ctx, srv.Store(), logger); err != nil {
 		if ctx.Err() != nil { // stopped while starting
 			return stopMaster()
 		}
 		return errors.Join(err, stopMaster())
 	}
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(d.path("kafka")),
+		kfake.SeedTopics(1, engine.DefaultTopic, engine.DefaultDLQTopic),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		return errors.Join(fmt.Errorf("kafka broker: %w", err), stopMaster())
+	}
+	// The broker closes last: the intake and the engine flush into it.
+	defer broker.Close()
+	brokers := broker.ListenAddrs()
+
+	scfg := satellite.Default()
+	scfg.Name = "dev"
+	scfg.HTTPAddr = ""
+	scfg.Webhooks.Dir = d.path(devWebhooksDir)
+	scfg.Kafka.Brokers = brokers
+	scfg.Spool.Dir = d.path("spool")
+	s, err := satellite.New(scfg, logger.With("component", "intake"), reg)
+	if err != nil {
+		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())
+	}
+	sat.Store(s)
 
 	ecfg := engine.Default()
 	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
@@ -223,7 +250,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	eng.Store(e)
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return sat.Run(gctx) })
+	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error { return e.Run(gctx) })
 	g.Go(func() error {
 		var runErr error

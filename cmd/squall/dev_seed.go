@@ -100,7 +100,7 @@ func (d *devDir) path(elem ...string) string {
 // prepareDevDir creates the data dir and what a start needs: the token
 // key and join secret (first start), the example webhook and executor
 // settings (only when missing, so that edits are kept), and fresh admin
-// and engine tokens; the admin token is also written to admin.token.
+// and engine tokens.
 func prepareDevDir(dir string) (*devDir, error) {
 	d := &devDir{dir: filepath.Clean(dir)}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
@@ -161,10 +161,17 @@ func prepareDevDir(dir string) (*devDir, error) {
 		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View)}}}}, devEngineTTL); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(d.path(devAdminTokenFile), []byte(d.adminToken+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("admin token: %w", err)
-	}
 	return d, nil
+}
+
+// writeAdminToken writes the admin token to admin.token; call it once the
+// master holds the data dir, so that a second squall dev refused there
+// leaves the file alone.
+func (d *devDir) writeAdminToken() error {
+	if err := os.WriteFile(d.path(devAdminTokenFile), []byte(d.adminToken+"\n"), 0o600); err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	return nil
 }
 
 // createIfMissing writes a new file with mode 0600 through write, unless

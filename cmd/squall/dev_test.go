@@ -267,6 +267,15 @@ func TestDevReadmeTour(t *testing.T) {
 	// The test event skipped its actions: still one archived event.
 	archiveLines(t, d, archive, 1)
 
+	// A second squall dev on the same data dir stops at the master's
+	// locked files, before it touches the broker's.
+	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0")
+	second.Dir = work
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "is another squall dev running on squall-data?") ||
+		strings.Contains(string(out), "squall dev started") {
+		t.Errorf("a second squall dev on the same data dir: %v\n%s", err, out)
+	}
+
 	// One address serves the ops endpoints of every component.
 	if body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+devEnginePrefix+`/readyz"`); code != http.StatusOK || !strings.Contains(body, `"ready":true`) {
 		t.Errorf("engine readyz: %d %s", code, body)
