@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -83,6 +84,8 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		{"systemd_short_timeout", []string{"TimeoutStopSec 5s is not longer than SQUALL_SHUTDOWN_TIMEOUT 10s"}},
 		{"systemd_orphan_env", []string{"systemd/extra.env: no unit or service reads this file"}},
 		{"readme_misspelt_flag", []string{"README.md: squall token has no flag --usr"}},
+		{"compose_bad_value", []string{`compose.yaml: service satellite: squall satellite: invalid argument "1G" for "--spool-max-bytes"`}},
+		{"systemd_bad_value", []string{`systemd/master.env: squall master: environment variable SQUALL_BOOTSTRAP="yes" (flag --bootstrap)`}},
 		{"dockerfile_root", []string{"Dockerfile: the final stage runs as root"}},
 		{"bad_webhook", []string{"examples/webhooks/a/broken.json"}},
 	}
@@ -204,9 +207,11 @@ func (r *deployReport) seenList() []string {
 }
 
 // invocation checks one run of the binary: args start with the command
-// (args[0] == "" when the file names none, as a bare ENTRYPOINT), env holds
-// the variable names it sets; only SQUALL_* ones are checked.
-func (r *deployReport) invocation(file, where string, args, env []string) {
+// (none when the file names none, as a bare ENTRYPOINT), env holds the
+// variables it sets; only SQUALL_* ones are checked. Names are checked
+// against the binary's --help; values by parsing them with the command's
+// own flags, in-process.
+func (r *deployReport) invocation(file, where string, args []string, env map[string]string) {
 	cmd := ""
 	if len(args) > 0 {
 		cmd = args[0]
@@ -232,14 +237,47 @@ func (r *deployReport) invocation(file, where string, args, env []string) {
 			r.problem(where, "squall %s: %q: long flags take two dashes", cmd, a)
 		}
 	}
-	for _, v := range env {
+	squallEnv := map[string]string{}
+	for _, v := range sortedKeys(env) {
 		if !strings.HasPrefix(v, envPrefix) {
 			continue
 		}
 		r.vars++
 		if !h.env[v] {
 			r.problem(where, "squall %s reads no %s", cmd, v)
+			continue
 		}
+		squallEnv[v] = env[v]
+	}
+	r.checkValues(where, args, squallEnv)
+}
+
+// checkValues parses the flags and the variables of an invocation with a
+// fresh copy of the command, as the binary would: a value the flag refuses
+// (a duration without a unit, a number that is not) is a problem.
+func (r *deployReport) checkValues(where string, args []string, env map[string]string) {
+	c, rest, err := newRootCommand(strings.NewReader(""), io.Discard, io.Discard).Find(args)
+	if err != nil || c.Name() != args[0] {
+		return // an unknown command, reported above
+	}
+	// Flags this test does not know are reported above; parse the rest.
+	var known []string
+	for i := 0; i < len(rest); i++ {
+		name, _, _ := strings.Cut(strings.TrimPrefix(rest[i], "--"), "=")
+		if strings.HasPrefix(rest[i], "--") && c.Flags().Lookup(name) == nil {
+			if !strings.Contains(rest[i], "=") && i+1 < len(rest) && !strings.HasPrefix(rest[i+1], "-") {
+				i++ // its value
+			}
+			continue
+		}
+		known = append(known, rest[i])
+	}
+	if err := c.ParseFlags(known); err != nil {
+		r.problem(where, "squall %s: %v", args[0], err)
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := bindEnv(c, lookup); err != nil {
+		r.problem(where, "squall %s: %v", args[0], err)
 	}
 }
 
@@ -495,7 +533,7 @@ func (r *deployReport) compose(file string, b []byte) {
 				env[k] = v
 			}
 		}
-		r.invocation(file, where, args, sortedKeys(env))
+		r.invocation(file, where, args, env)
 		for _, f := range stringList(svc["env_file"]) {
 			name := path.Join(path.Dir(file), f)
 			b, err := os.ReadFile(filepath.Join(r.root, name))
@@ -504,7 +542,7 @@ func (r *deployReport) compose(file string, b []byte) {
 				continue
 			}
 			r.envFiles[name] = true
-			r.invocation(name, name, args[:min(len(args), 1)], sortedKeys(envFileVars(b, true)))
+			r.invocation(name, name, args[:min(len(args), 1)], envFileVars(b, true))
 			for k, v := range envFileVars(b, false) {
 				if _, set := env[k]; !set {
 					env[k] = v
@@ -772,7 +810,7 @@ func (r *deployReport) podSpec(file, where string, o map[string]any, defined map
 		}
 		// Kubernetes expands $(NAME) in env values and args from the
 		// variables defined before; an unknown one stays as written.
-		var env []string
+		env := map[string]string{}
 		known := map[string]bool{}
 		refs := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 		checkRefs := func(s string) {
@@ -785,7 +823,7 @@ func (r *deployReport) podSpec(file, where string, o map[string]any, defined map
 		for _, e := range list(c, "env") {
 			checkRefs(str(e, "value"))
 			known[str(e, "name")] = true
-			env = append(env, str(e, "name"))
+			env[str(e, "name")] = str(e, "value")
 		}
 		args := stringList(get(c, "args"))
 		for _, a := range args {
@@ -795,12 +833,7 @@ func (r *deployReport) podSpec(file, where string, o map[string]any, defined map
 			r.problem(cw, "command %q does not run /squall", cmd)
 		}
 		r.invocation(file, cw, args, env)
-		shutdown := ""
-		for _, e := range list(c, "env") {
-			if str(e, "name") == "SQUALL_SHUTDOWN_TIMEOUT" {
-				shutdown = str(e, "value")
-			}
-		}
+		shutdown := env["SQUALL_SHUTDOWN_TIMEOUT"]
 		grace := "30s" // the Kubernetes default
 		if g := get(spec, "terminationGracePeriodSeconds"); g != nil {
 			grace = fmt.Sprint(g) + "s"
@@ -905,7 +938,7 @@ func (r *deployReport) unit(file string, b []byte) {
 			env[k] = v
 		}
 	}
-	own := sortedKeys(env) // Environment= ; the files' variables are checked per file
+	own := maps.Clone(env) // Environment= ; the files' variables are checked per file
 	for _, f := range keys["EnvironmentFile"] {
 		name := path.Join(path.Dir(file), path.Base(strings.TrimPrefix(f, "-")))
 		b, err := os.ReadFile(filepath.Join(r.root, name))
@@ -915,7 +948,7 @@ func (r *deployReport) unit(file string, b []byte) {
 		}
 		r.envFiles[name] = true
 		if len(args) > 1 && r.help[args[1]].flags != nil { // an unknown command is reported once, below
-			r.invocation(name, name, args[1:2], sortedKeys(envFileVars(b, true)))
+			r.invocation(name, name, args[1:2], envFileVars(b, true))
 		}
 		for k, v := range envFileVars(b, false) {
 			env[k] = v // the file wins over Environment=
