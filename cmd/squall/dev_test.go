@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,11 +115,11 @@ func pause(t *testing.T) {
 	}
 }
 
-// stop sends SIGINT and checks that squall dev exits 0 after a clean
-// shutdown of every component.
-func (d *devProcess) stop(t *testing.T) {
+// stop sends sig (SIGINT, Ctrl-C, or SIGTERM) and checks that squall dev
+// exits 0 after a clean shutdown of every component.
+func (d *devProcess) stop(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
@@ -203,9 +204,9 @@ func parseArchived(t *testing.T, line string) archived {
 
 // TestDevReadmeTour starts the real squall dev, runs the README's tour
 // with curl (its address replaced by the test's), checks the archive,
-// stops it with SIGINT, and restarts it on the same data dir: the tree,
+// stops it with SIGINT (Ctrl-C), and restarts it on the same data dir: the tree,
 // the archive, the token key and an edited webhook file survive, and a new
-// webhook is processed exactly once.
+// webhook is processed exactly once; SIGTERM stops it as cleanly.
 func TestDevReadmeTour(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -317,7 +318,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if !strings.Contains(d.p.logs.String(), `"level":"WARN","msg":"dev mode: unsigned tokens are accepted`) {
 		t.Error("no warning about unsigned tokens in the log")
 	}
-	d.stop(t)
+	d.stop(t, os.Interrupt)
 
 	// Edit the example webhook: a restart must keep the edit.
 	hook := filepath.Join(data, "webhooks", devWebhookID+".json")
@@ -356,7 +357,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if a := parseArchived(t, lines[1]); a.Host != "web-2" || a.UsedPercent != 42 {
 		t.Errorf("archived event after the restart %s", lines[1])
 	}
-	d.stop(t)
+	d.stop(t, syscall.SIGTERM)
 }
 
 // TestDevFlags: bad flags are refused before anything starts.
