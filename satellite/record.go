@@ -19,7 +19,7 @@ var errBadRecord = errors.New("bad spooled record")
 func toMessage(rec intake.Record) kafkasink.Message {
 	hs := make([]kafkasink.Header, len(rec.Headers))
 	for i, h := range rec.Headers {
-		hs[i] = kafkasink.Header{Key: h.Key, Value: []byte(h.Value)}
+		hs[i] = kafkasink.Header{Key: h.Key, Value: h.Value}
 	}
 	return kafkasink.Message{Key: []byte(rec.Key), Value: rec.Value, Headers: hs, Time: rec.Time}
 }

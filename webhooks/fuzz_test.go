@@ -86,6 +86,7 @@ func FuzzCollect(f *testing.F) {
 			return
 		}
 		ev, err := c.Collect(body, testNow, "tenant")
+		checkAppendEvent(t, c, body)
 		bodyOK := utf8.Valid(body) && json.Valid(body)
 		if err != nil {
 			var te *TemplateError
@@ -117,4 +118,55 @@ func FuzzCollect(f *testing.F) {
 			t.Fatalf("event marshals to invalid JSON: %s", out)
 		}
 	})
+}
+
+// directConfigs are templates that AppendEvent may write straight from the
+// body, and one it may not.
+var directConfigs = []string{
+	`{"event_type": "e", "payload": {"all": "${@}"}}`,
+	`{"event_type": "e\u2028\"", "payload": {"z": "${ @ }", "a": ["${@}", 1.5, null, {"k": "${@}"}], "m": {"t": true}}}`,
+	`{"event_type": "e", "payload": {"n": 12345678901234567890, "s": "<x>"}}`,
+	`{"event_type": "e", "payload": {"all": "${@}", "k": "${kind}"}}`,
+}
+
+// FuzzCollector_AppendEvent checks that AppendEvent writes exactly what
+// Event.AppendJSON writes of Collect's event, with the same errors, whichever
+// path it takes.
+func FuzzCollector_AppendEvent(f *testing.F) {
+	for _, name := range tornadoCases {
+		if input, err := os.ReadFile(filepath.Join("testdata", "jmespath", name+"_input.json")); err == nil {
+			f.Add(uint8(0), input)
+		}
+	}
+	for i, body := range directBodies {
+		f.Add(uint8(i), []byte(body))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		cfg, err := decodeCollectorConfig([]byte(directConfigs[int(which)%len(directConfigs)]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewCollector(cfg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAppendEvent(t, c, body)
+	})
+}
+
+// checkAppendEvent compares AppendEvent with Collect and Event.AppendJSON.
+func checkAppendEvent(t *testing.T, c *Collector, body []byte) {
+	t.Helper()
+	want, wantErr := c.Collect(body, testNow, "tenant")
+	var wantJSON []byte
+	if wantErr == nil {
+		wantJSON, wantErr = want.AppendJSON([]byte("prefix"))
+	}
+	got, tenant, err := c.AppendEvent([]byte("prefix"), body, testNow, "tenant")
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("body %q: error %v, want %v", body, err, wantErr)
+	}
+	if err == nil && (!bytes.Equal(got, wantJSON) || tenant != "tenant") {
+		t.Fatalf("body %q:\n got %s (tenant %q)\nwant %s", body, got, tenant, wantJSON)
+	}
 }

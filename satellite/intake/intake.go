@@ -3,17 +3,19 @@ package intake
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/webhooks"
@@ -81,7 +83,7 @@ type Header struct {
 	// Key is the header name, such as squall-event-id.
 	Key string
 	// Value is the header value.
-	Value string
+	Value []byte
 }
 
 // Intake is the HTTP handler of the webhook endpoint
@@ -93,6 +95,7 @@ type Intake struct {
 	logger *slog.Logger
 	m      *metrics
 	bufs   sync.Pool
+	ids    eventIDs
 
 	mu       sync.Mutex
 	closed   bool
@@ -135,11 +138,6 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 // Register adds the webhook endpoint to mux.
 func (in *Intake) Register(mux *http.ServeMux) { mux.Handle(Pattern, in) }
 
-// accepted is the body of a 200 answer.
-type accepted struct {
-	EventID string `json:"event_id"`
-}
-
 // ServeHTTP handles one webhook call. It answers 200 {"event_id": …} once the
 // sink took the event, or an error with a JSON body.
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +146,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
 	}
-	known, res, err := in.serve(w, r, id, start)
+	known, eventID, err := in.serve(w, r, id, start)
 	status := http.StatusOK
 	if err != nil {
 		var ae *apiError
@@ -160,32 +158,35 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ae)
 	} else {
 		// {"event_id":"…"}: a UUID needs no escaping.
-		body := make([]byte, 0, 64)
-		body = append(append(append(body, `{"event_id":"`...), res.EventID...), "\"}\n"...)
+		const prefix, suffix = `{"event_id":"`, "\"}\n"
+		values := make([]string, 3) // one allocation for the three headers
+		values[0], values[1], values[2] = eventID, "application/json", strconv.Itoa(len(prefix)+len(eventID)+len(suffix))
 		h := w.Header()
-		h["Squall-Event-Id"] = []string{res.EventID}
-		h["Content-Type"] = []string{"application/json"}
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		h["Squall-Event-Id"] = values[0:1:1]
+		h["Content-Type"] = values[1:2:2]
+		h["Content-Length"] = values[2:3:3]
 		w.WriteHeader(http.StatusOK)
-		w.Write(body)
+		io.WriteString(w, prefix)
+		io.WriteString(w, eventID)
+		io.WriteString(w, suffix)
 	}
 	label := ""
 	if known {
 		label = id // only ids of the current set: unknown ids cannot grow the series
 	}
-	in.m.requests.WithLabelValues(label, strconv.Itoa(status)).Inc()
+	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	in.m.duration.Observe(time.Since(start).Seconds())
 }
 
 // serve runs the checks in order and hands the event to the sink. known
 // reports whether id named a webhook.
-func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now time.Time) (known bool, res accepted, err error) {
+func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now time.Time) (known bool, eventID string, err error) {
 	if r.Method != http.MethodPost {
-		return false, res, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+		return false, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
 			params: map[string]any{"method": r.Method}, message: "only POST is allowed"}
 	}
 	if !in.enter() {
-		return false, res, &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
+		return false, "", &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
 			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
 	}
 	defer in.leave()
@@ -197,23 +198,25 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		if len(id) > webhooks.MaxIDLen {
 			id = id[:webhooks.MaxIDLen]
 		}
-		return false, res, &apiError{status: http.StatusNotFound, code: CodeNotFound,
+		return false, "", &apiError{status: http.StatusNotFound, code: CodeNotFound,
 			params: map[string]any{"id": id}, message: "no webhook with this id"}
 	}
-	token, hasToken := r.URL.Query()["token"]
-	if !hasToken || len(token) != 1 || !wh.CheckToken(token[0]) {
+	token, tokens := queryToken(r.URL)
+	if tokens != 1 || !wh.CheckToken(token) {
 		msg := "wrong token"
-		if !hasToken {
+		if tokens == 0 {
 			msg = "missing token"
 		}
-		return true, res, &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
 	}
 
 	limit := wh.MaxPayloadSize
-	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
-		params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	tooLarge := func() *apiError {
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	}
 	if r.ContentLength > limit {
-		return true, res, tooLarge // not a byte of the body is read
+		return true, "", tooLarge() // not a byte of the body is read
 	}
 	buf := in.bufs.Get().(*bytes.Buffer)
 	defer func() {
@@ -231,67 +234,71 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return true, res, tooLarge
+			return true, "", tooLarge()
 		}
-		return true, res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
+		return true, "", &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
 	}
 	body := buf.Bytes()
 
 	if sig := wh.Signature; sig != nil && !sig.Verify(body, r.Header.Get(sig.Header)) {
-		return true, res, &apiError{status: http.StatusUnauthorized, code: CodeBadSignature,
+		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeBadSignature,
 			params: map[string]any{"header": sig.Header}, message: "missing or wrong signature"}
 	}
 
-	ev, err := wh.Collector().Collect(body, now, in.cfg.TenantID)
+	// One allocation holds the event and its header values; both stay
+	// with the record until Kafka or the spool has them.
+	b := make([]byte, 0, len(body)+256+len(wh.ID)+len(in.cfg.Source))
+	value, tenant, err := wh.Collector().AppendEvent(b, body, now, in.cfg.TenantID)
 	if err != nil {
 		var te *webhooks.TemplateError
 		switch {
 		case errors.Is(err, webhooks.ErrBodyNotJSON):
-			return true, res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
+			return true, "", &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
 		case errors.As(err, &te):
-			return true, res, &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
+			return true, "", &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
 				params: map[string]any{"field": te.Field}, message: te.Error()}
 		}
-		return true, res, fmt.Errorf("collect: %w", err)
+		return true, "", fmt.Errorf("collect: %w", err)
 	}
 
-	rec, err := in.record(r, wh, ev)
-	if err != nil {
-		return true, res, err
-	}
+	rec := in.record(r, wh, value, tenant, now)
 	// The caller hanging up does not stop the event: it may be accepted
 	// anyway, and the caller will retry (at least once).
 	if err := in.sink.Publish(context.WithoutCancel(r.Context()), rec); err != nil {
-		return true, res, in.sinkError(err)
+		return true, "", in.sinkError(err)
 	}
-	return true, accepted{EventID: rec.EventID}, nil
+	return true, rec.EventID, nil
 }
 
-// record builds the Kafka record of an event.
-func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, ev webhooks.Event) (Record, error) {
-	value, err := appendEvent(make([]byte, 0, 256), ev)
-	if err != nil {
-		return Record{}, fmt.Errorf("encode event: %w", err)
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Record{}, fmt.Errorf("event id: %w", err)
-	}
-	tenant, _ := ev.Metadata["tenant_id"].(string)
-	traceparent, tracestate := traceContext(r.Context(), r.Header)
+// record builds the Kafka record of an event whose JSON is value. The header
+// values go after value, in its spare capacity when it has some.
+func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, tenant string, now time.Time) Record {
+	value = value[:len(value):len(value)]
+	b := value[len(value):cap(value)]
+	var random [randomLen]byte
+	rand.Read(random[:])
 	headers := make([]Header, 0, 5)
-	headers = append(headers, Header{HeaderEventID, id.String()}, Header{HeaderTraceparent, traceparent})
+	start := len(b)
+	b = in.ids.appendNew(b, now, random[:8])
+	eventID := len(b)
+	b, tracestate := appendTraceparent(b, r.Header, random[8:])
+	traceparent := len(b)
+	b = append(b, tracestate...)
+	b = append(b, wh.ID...)
+	webhook := len(b)
+	b = append(b, in.cfg.Source...)
+	headers = append(headers, Header{HeaderEventID, b[start:eventID:eventID]}, Header{HeaderTraceparent, b[eventID:traceparent:traceparent]})
 	if tracestate != "" {
-		headers = append(headers, Header{HeaderTracestate, tracestate})
+		headers = append(headers, Header{HeaderTracestate, b[traceparent : traceparent+len(tracestate) : traceparent+len(tracestate)]})
 	}
-	headers = append(headers, Header{HeaderWebhook, wh.ID}, Header{HeaderSource, in.cfg.Source})
+	headers = append(headers, Header{HeaderWebhook, b[webhook-len(wh.ID) : webhook : webhook]}, Header{HeaderSource, b[webhook:len(b):len(b)]})
 	return Record{
-		EventID: id.String(),
+		EventID: string(b[start:eventID]),
 		Key:     tenant,
 		Value:   value,
 		Headers: headers,
-		Time:    time.UnixMilli(ev.CreatedMs),
-	}, nil
+		Time:    time.UnixMilli(now.UnixMilli()),
+	}
 }
 
 // sinkError maps an error of the sink to the answer.
@@ -390,4 +397,44 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// queryToken returns the value of the token query parameter and the number
+// of times it is given, as the URL's parsed query would have it.
+func queryToken(u *url.URL) (string, int) {
+	q := u.RawQuery
+	if strings.ContainsAny(q, "%+;") || strings.Count(q, "&") >= 100 {
+		// Escapes, separators url.ParseQuery refuses, many parameters:
+		// leave them to it.
+		tokens := u.Query()["token"]
+		if len(tokens) == 0 {
+			return "", 0
+		}
+		return tokens[0], len(tokens)
+	}
+	token, n := "", 0
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		if key, value, _ := strings.Cut(pair, "="); key == "token" {
+			if n == 0 {
+				token = value
+			}
+			n++
+		}
+	}
+	return token, n
+}
+
+// statusLabel is the code label of an answer.
+func statusLabel(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusNotFound:
+		return "404"
+	case http.StatusUnauthorized:
+		return "401"
+	}
+	return strconv.Itoa(status)
 }

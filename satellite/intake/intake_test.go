@@ -202,8 +202,12 @@ func TestIntake_StatusCodes(t *testing.T) {
 				t.Errorf("Allow %q", a.header.Get("Allow"))
 			}
 			if tc.status == 200 {
-				var ok accepted
-				json.Unmarshal(a.raw, &ok)
+				var ok struct {
+					EventID string `json:"event_id"`
+				}
+				if err := json.Unmarshal(a.raw, &ok); err != nil || string(a.raw) != `{"event_id":"`+ok.EventID+`"}`+"\n" {
+					t.Errorf("answer %q: %v", a.raw, err)
+				}
 				if rec := sink.last(t); ok.EventID != rec.EventID || a.header.Get("Squall-Event-Id") != rec.EventID {
 					t.Errorf("answer %s, record id %s", a.raw, rec.EventID)
 				}
@@ -303,7 +307,7 @@ func TestIntake_Record(t *testing.T) {
 func headerMap(rec Record) map[string]string {
 	m := make(map[string]string)
 	for _, h := range rec.Headers {
-		m[h.Key] = h.Value
+		m[h.Key] = string(h.Value)
 	}
 	return m
 }

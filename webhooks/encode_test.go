@@ -1,11 +1,9 @@
-package intake
+package webhooks
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
-
-	"github.com/squallhq/squall/webhooks"
 )
 
 // marshalStd is the reference: encoding/json without HTML escaping.
@@ -19,7 +17,7 @@ func marshalStd(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-func TestAppendEvent(t *testing.T) {
+func TestEvent_AppendJSON(t *testing.T) {
 	t.Parallel()
 	for _, payload := range []map[string]any{
 		{},
@@ -29,12 +27,12 @@ func TestAppendEvent(t *testing.T) {
 		{"nil map": map[string]any(nil), "nil slice": []any(nil), "other": []string{"x"}, "int": 3},
 		{"empty number": json.Number("")},
 	} {
-		ev := webhooks.Event{Type: "t\"ype", CreatedMs: 1700000000123, Metadata: map[string]any{"tenant_id": "acme"}, Payload: payload}
+		ev := Event{Type: "t\"ype", CreatedMs: 1700000000123, Metadata: map[string]any{"tenant_id": "acme"}, Payload: payload}
 		want, err := marshalStd(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendEvent(nil, ev)
+		got, err := ev.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,14 +41,14 @@ func TestAppendEvent(t *testing.T) {
 		}
 	}
 	for _, bad := range []json.Number{"1.", "01x", "true", "--1", "1e"} {
-		_, err := appendEvent(nil, webhooks.Event{Payload: map[string]any{"n": bad}})
+		_, err := Event{Payload: map[string]any{"n": bad}}.AppendJSON(nil)
 		if _, stdErr := marshalStd(map[string]any{"n": bad}); (err == nil) != (stdErr == nil) {
 			t.Errorf("number %q: error %v, encoding/json %v", bad, err, stdErr)
 		}
 	}
 }
 
-func FuzzAppendEvent(f *testing.F) {
+func FuzzEvent_AppendJSON(f *testing.F) {
 	f.Add(`{"a": [1, "x", {"b": null}], "c": "\u2028<&>"}`, "type")
 	f.Add(`"\ud800"`, "\xff")
 	f.Fuzz(func(t *testing.T, body, typ string) {
@@ -60,12 +58,12 @@ func FuzzAppendEvent(f *testing.F) {
 		if dec.Decode(&v) != nil {
 			return
 		}
-		ev := webhooks.Event{Type: typ, CreatedMs: 5, Metadata: map[string]any{"tenant_id": typ}, Payload: map[string]any{"all": v, typ: typ}}
+		ev := Event{Type: typ, CreatedMs: 5, Metadata: map[string]any{"tenant_id": typ}, Payload: map[string]any{"all": v, typ: typ}}
 		want, err := marshalStd(ev)
 		if err != nil {
 			return
 		}
-		got, err := appendEvent(nil, ev)
+		got, err := ev.AppendJSON(nil)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("\n got %s (%v)\nwant %s", got, err, want)
 		}

@@ -1,24 +1,18 @@
-package intake
+package webhooks
 
 import (
 	"encoding/json"
 	"slices"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/squallhq/squall/webhooks"
 )
 
-// appendEvent appends the JSON of ev to b, exactly as encoding/json with
+// AppendJSON appends the JSON of ev to b, exactly as encoding/json with
 // SetEscapeHTML(false) writes it (object keys sorted), without reflection:
-// this is on the path of every call. Values of types an event does not hold
-// go through encoding/json.
-func appendEvent(b []byte, ev webhooks.Event) ([]byte, error) {
-	b = append(b, `{"type":`...)
-	b = appendString(b, ev.Type)
-	b = append(b, `,"created_ms":`...)
-	b = strconv.AppendInt(b, ev.CreatedMs, 10)
-	b = append(b, `,"metadata":`...)
+// this is on the path of every webhook call. Values of types an event does
+// not hold go through encoding/json.
+func (ev Event) AppendJSON(b []byte) ([]byte, error) {
+	b = appendEventHead(b, ev.Type, ev.CreatedMs)
 	b, err := appendValue(b, ev.Metadata)
 	if err != nil {
 		return nil, err
@@ -28,6 +22,16 @@ func appendEvent(b []byte, ev webhooks.Event) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '}'), nil
+}
+
+// appendEventHead appends the start of an event's JSON, up to the value of
+// "metadata".
+func appendEventHead(b []byte, typ string, createdMs int64) []byte {
+	b = append(b, `{"type":`...)
+	b = appendString(b, typ)
+	b = append(b, `,"created_ms":`...)
+	b = strconv.AppendInt(b, createdMs, 10)
+	return append(b, `,"metadata":`...)
 }
 
 func appendValue(b []byte, v any) ([]byte, error) {
