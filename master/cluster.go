@@ -63,7 +63,7 @@ const HeaderJoinToken = "X-Squall-Join-Token"
 // maxJoinBody bounds join request bodies; maxRestoreBody backup files.
 const (
 	maxJoinBody    = 64 << 10
-	maxRestoreBody = 64 << 20
+	maxRestoreBody = 4 << 30
 )
 
 // authorize authenticates the request's bearer token and checks that one
@@ -191,47 +191,57 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 }
 
 // handleBackup answers the backup file of the state (on the leader, with
-// every acknowledged write). Token: admin on root.
+// every acknowledged write), findings included, streamed from one read
+// transaction. Token: admin on root.
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, auth.Admin); err != nil {
 		return err
 	}
-	b, err := s.store.Backup()
-	if err != nil {
-		return err
+	started := false
+	err := s.store.WriteBackup(w, func(b *store.Backup) {
+		started = true
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="squall-backup-%d.json"`, b.Index))
+		w.WriteHeader(http.StatusOK)
+	})
+	if err != nil && started {
+		// The status is sent: the client sees a truncated file, which
+		// does not decode. Log it here, since nobody else can.
+		s.logger.Error("backup cut short", "error", err)
+		return nil
 	}
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="squall-backup-%d.json"`, b.Index))
-	writeJSON(w, http.StatusOK, b)
-	return nil
+	return err
 }
 
 // RestoreResult is the answer of POST /squall/v1/restore.
 type RestoreResult struct {
-	// Index is the state index of the restore, which is also the active
-	// tree's new index.
+	// Index is the state index of the restore of the trees, which is also
+	// the active tree's new index.
 	Index uint64 `json:"index"`
+	// Findings is how many findings were restored (0 for a format 1
+	// backup, which leaves the findings alone); Duplicates how many of the
+	// file's findings were left out as duplicates.
+	Findings   int `json:"findings"`
+	Duplicates int `json:"duplicates"`
 }
 
-// handleRestore replaces the active tree and the draft with a backup's
-// (on the leader). Token: admin on root.
+// handleRestore replaces the active tree, the draft and the findings with
+// a backup's (on the leader). The whole file is checked before anything
+// changes. Token: admin on root.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, auth.Admin); err != nil {
 		return err
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRestoreBody)
-	b, err := store.DecodeBackup(r.Body)
+	res, err := s.store.RestoreFrom(r.Context(), r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || errors.Is(err, store.ErrInvalidTree) {
+		if errors.As(err, &mbe) || errors.Is(err, store.ErrInvalidTree) || !errors.Is(err, store.ErrInvalidBackup) {
 			return err
 		}
 		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
 	}
-	idx, err := s.store.Restore(r.Context(), b)
-	if err != nil {
-		return err
-	}
-	s.logger.Info("state restored from a backup", "index", idx, "backup_index", b.Index)
-	writeJSON(w, http.StatusOK, RestoreResult{Index: idx})
+	s.logger.Info("state restored from a backup", "index", res.Index, "findings", res.Findings, "duplicates", res.Duplicates)
+	writeJSON(w, http.StatusOK, RestoreResult{Index: res.Index, Findings: res.Findings, Duplicates: res.Duplicates})
 	return nil
 }

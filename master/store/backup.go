@@ -1,29 +1,43 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/squallhq/squall/config"
 )
 
 // BackupFormat is the version of the backup file written by
-// [Backup.MarshalJSON]. DecodeBackup reads every format up to it.
-const BackupFormat = 1
+// [Store.WriteBackup] and [Backup.MarshalJSON]. Format 2 adds the
+// findings; DecodeBackup reads formats 1 and 2.
+const BackupFormat = 2
 
-// Backup is a logical copy of the replicated state: the active tree and
-// the draft. It is what an operator saves to restore later, into the same
-// cluster or a new one ([Store.Restore]). Membership is deliberately not
-// part of it: it belongs to the cluster, not to the data.
+// restoreChunk is how many findings of a backup go in one InsertFindings
+// entry when it is restored (about 0.5 MB of log entry).
+const restoreChunk = 1000
+
+// Backup is a logical copy of the replicated state: the active tree, the
+// draft and the findings. It is what an operator saves to restore later,
+// into the same cluster or a new one ([Store.Restore]). Membership is
+// deliberately not part of it: it belongs to the cluster, not to the data.
 //
 // Its JSON form, the backup file, is
 //
-//	{"format": 1, "index": N, "active_index": N,
+//	{"format": 2, "index": N, "active_index": N,
 //	 "active": <export file>,
-//	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null}
+//	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null,
+//	 "findings": [<finding>, ...]}
+//
+// where each finding is its stored record (the form of InsertFindings
+// entries): passwords the findings API encrypted stay encrypted. The
+// findings come last, so that a restore can stream them. Format 1 files
+// (before findings) have no "findings" key.
 type Backup struct {
 	// Index and ActiveIndex are the state's and the active tree's indexes
 	// when the backup was taken (informational: a restore gets new ones).
@@ -32,10 +46,27 @@ type Backup struct {
 	Active      *config.Node
 	// Draft is nil when there was no draft.
 	Draft *Draft
+	// WithFindings is set when the backup holds the findings (format 2):
+	// restoring it replaces every finding with Findings. A format 1 backup
+	// restores the trees and leaves the findings alone.
+	WithFindings bool
+	Findings     []Finding
 }
 
-// backupFile is the JSON form of a Backup.
-type backupFile struct {
+// Restored is the outcome of a restore.
+type Restored struct {
+	// Index is the state index of the restore of the trees, which is also
+	// the active tree's new index.
+	Index uint64
+	// Findings is how many findings were restored; Duplicates how many of
+	// the backup's findings were left out as duplicates of an earlier one
+	// (same identity or uid: none in a file written by WriteBackup).
+	Findings   int
+	Duplicates int
+}
+
+// backupHeader is the backup file without its findings.
+type backupHeader struct {
 	Format      int             `json:"format"`
 	Index       uint64          `json:"index"`
 	ActiveIndex uint64          `json:"active_index"`
@@ -43,74 +74,376 @@ type backupFile struct {
 	Draft       *draftRecord    `json:"draft"`
 }
 
-// MarshalJSON writes the backup file.
+// MarshalJSON writes the backup file, in format 2 with b.Findings.
 func (b *Backup) MarshalJSON() ([]byte, error) {
 	active, err := encodeTree(b.Active)
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	f := backupFile{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active}
+	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active}
 	if d := b.Draft; d != nil {
 		tree, err := encodeTree(d.Tree)
 		if err != nil {
 			return nil, fmt.Errorf("backup: draft: %w", err)
 		}
-		f.Draft = &draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree}
+		h.Draft = &draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree}
 	}
-	return json.Marshal(f)
+	recs := make([]findingRecord, len(b.Findings))
+	for i, f := range b.Findings {
+		recs[i] = findingRecord(f)
+	}
+	return json.Marshal(struct {
+		backupHeader
+		Findings []findingRecord `json:"findings"`
+	}{h, recs})
 }
 
-// DecodeBackup reads a backup file, strictly: unknown fields, trailing
-// data, a newer format and trees that do not pass config.Validate are
-// errors (ErrInvalidTree for the trees).
+// DecodeBackup reads a whole backup file into memory (see RestoreFrom for
+// large ones), strictly: unknown fields, trailing data, a newer format,
+// findings that are not the last key, and trees that do not pass
+// config.Validate are errors (ErrInvalidTree for the trees, else
+// ErrInvalidBackup).
 func DecodeBackup(r io.Reader) (*Backup, error) {
-	data, err := io.ReadAll(r)
+	var b *Backup
+	err := decodeBackup(r, func(h *Backup) error {
+		b = h
+		return nil
+	}, func(f Finding) error {
+		b.Findings = append(b.Findings, f)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read backup: %w", err)
-	}
-	var f backupFile
-	if err := strictUnmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("decode backup: %w", err)
-	}
-	if f.Format < 1 || f.Format > BackupFormat {
-		return nil, fmt.Errorf("decode backup: format %d is not supported (this binary reads 1 to %d)", f.Format, BackupFormat)
-	}
-	if len(f.Active) == 0 || string(f.Active) == "null" {
-		return nil, errors.New("decode backup: no active tree")
-	}
-	b := &Backup{Index: f.Index, ActiveIndex: f.ActiveIndex}
-	if b.Active, err = decodeTree(f.Active); err != nil {
-		return nil, fmt.Errorf("decode backup: active tree: %w", err)
-	}
-	if rec := f.Draft; rec != nil {
-		if rec.ID == "" || rec.Owner == "" {
-			return nil, fmt.Errorf("decode backup: %w: the draft needs an id and an owner", ErrInvalidCommand)
-		}
-		tree, err := decodeTree(rec.Tree)
-		if err != nil {
-			return nil, fmt.Errorf("decode backup: draft tree: %w", err)
-		}
-		b.Draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: tree}
+		return nil, err
 	}
 	return b, nil
 }
 
-// Backup returns a copy of this node's state. On the leader after
-// ConsistentRead it holds every acknowledged write.
-func (s *Store) Backup() (*Backup, error) {
-	f := s.fsm.Load()
-	if f == nil {
-		return nil, ErrNotOpen
+// decodeBackup reads a backup file from r as a stream: it calls header
+// once with the trees (before any finding), then finding for each finding
+// in the file's order. Errors of the file match ErrInvalidBackup, or
+// ErrInvalidTree for its trees; errors of the callbacks are returned as
+// they are.
+func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding) error) error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("decode backup: %w: %s", ErrInvalidBackup, fmt.Sprintf(format, args...))
 	}
-	return f.backup(), nil
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	dec.DisallowUnknownFields()
+	delim := func(want json.Delim) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return invalid("%v", err)
+		}
+		if d, ok := tok.(json.Delim); !ok || d != want {
+			return invalid("want %q, got %v", want, tok)
+		}
+		return nil
+	}
+	var (
+		h          backupHeader
+		seen       = map[string]bool{}
+		headerDone bool
+	)
+	finishHeader := func() error {
+		if headerDone {
+			return nil
+		}
+		headerDone = true
+		if h.Format < 1 || h.Format > BackupFormat {
+			return invalid("format %d is not supported (this binary reads 1 to %d)", h.Format, BackupFormat)
+		}
+		if len(h.Active) == 0 || string(h.Active) == "null" {
+			return invalid("no active tree")
+		}
+		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2}
+		var err error
+		if b.Active, err = decodeTree(h.Active); err != nil {
+			return fmt.Errorf("decode backup: active tree: %w", err)
+		}
+		if rec := h.Draft; rec != nil {
+			if rec.ID == "" || rec.Owner == "" {
+				return invalid("the draft needs an id and an owner")
+			}
+			tree, err := decodeTree(rec.Tree)
+			if err != nil {
+				return fmt.Errorf("decode backup: draft tree: %w", err)
+			}
+			b.Draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: tree}
+		}
+		return header(b)
+	}
+
+	if err := delim('{'); err != nil {
+		return err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return invalid("%v", err)
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return invalid("duplicate key %q", key)
+		}
+		seen[key] = true
+		var dst any
+		switch key {
+		case "format":
+			dst = &h.Format
+		case "index":
+			dst = &h.Index
+		case "active_index":
+			dst = &h.ActiveIndex
+		case "active":
+			dst = &h.Active
+		case "draft":
+			dst = &h.Draft
+		case "findings":
+			if !seen["format"] || !seen["active"] || h.Format < 2 {
+				return invalid(`"findings" needs format 2 and must follow "format" and "active"`)
+			}
+			if err := finishHeader(); err != nil {
+				return err
+			}
+			if err := delim('['); err != nil {
+				return err
+			}
+			for i := 0; dec.More(); i++ {
+				var rec findingRecord
+				if err := dec.Decode(&rec); err != nil {
+					return invalid("finding %d: %v", i, err)
+				}
+				if err := checkFinding(Finding(rec)); err != nil {
+					return invalid("finding %d: %v", i, err)
+				}
+				if err := finding(Finding(rec)); err != nil {
+					return err
+				}
+			}
+			if err := delim(']'); err != nil {
+				return err
+			}
+			if dec.More() {
+				return invalid(`"findings" must be the last key`)
+			}
+			continue
+		default:
+			return invalid("unknown key %q", key)
+		}
+		if err := dec.Decode(dst); err != nil {
+			return invalid("%s: %v", key, err)
+		}
+	}
+	if err := delim('}'); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("trailing data after the backup")
+	}
+	if h.Format >= 2 && !seen["findings"] {
+		return invalid(`format %d needs "findings"`, h.Format)
+	}
+	return finishHeader()
 }
 
-// Restore replaces the active tree and the draft with the backup's, in one
-// command (RestoreState), and returns the new state index. Watchers of the
-// active tree see the restored tree as a change. Only the leader can.
-func (s *Store) Restore(ctx context.Context, b *Backup) (uint64, error) {
-	if b == nil {
-		return 0, fmt.Errorf("restore: %w: no backup", ErrInvalidCommand)
+// WriteBackup writes the backup file of this node's state to w, from one
+// read transaction of the state file, streaming the findings (tenants and
+// uids in byte order) without holding them in memory. start, if not nil,
+// is called with the backup's indexes before anything is written. On the
+// leader after ConsistentRead the backup holds every acknowledged write.
+func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
+	f := s.fsm.Load()
+	if f == nil {
+		return ErrNotOpen
 	}
-	return s.do(ctx, RestoreState{Active: b.Active, Draft: b.Draft})
+	return f.view(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketState)
+		h := backupHeader{Format: BackupFormat}
+		var err error
+		if h.Index, err = getUint64(sb, keyIndex); err != nil {
+			return err
+		}
+		if h.ActiveIndex, err = getUint64(sb, keyActiveIndex); err != nil {
+			return err
+		}
+		if v := sb.Get(keyActive); v != nil {
+			h.Active = append(json.RawMessage(nil), v...)
+		} else if h.Active, err = encodeTree(config.NewRoot()); err != nil {
+			return err
+		}
+		if v := sb.Get(keyDraft); v != nil {
+			h.Draft = new(draftRecord)
+			if err := json.Unmarshal(v, h.Draft); err != nil {
+				return fmt.Errorf("backup: draft: %w", err)
+			}
+		}
+		if start != nil {
+			start(&Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: true})
+		}
+		head, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriterSize(w, 64<<10)
+		// The header object without its closing brace, then the findings.
+		bw.Write(head[:len(head)-1])
+		bw.WriteString(`,"findings":[`)
+		first := true
+		if root := tx.Bucket(bucketFindings); root != nil {
+			err := root.ForEachBucket(func(tenant []byte) error {
+				tb, ok, err := tenantFindings(tx, string(tenant), false)
+				if err != nil || !ok {
+					return err
+				}
+				return tb.byUID.ForEach(func(_, rec []byte) error {
+					if !first {
+						bw.WriteByte(',')
+					}
+					first = false
+					// The stored record is the backup's form of a finding.
+					_, err := bw.Write(rec)
+					return err
+				})
+			})
+			if err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+		}
+		bw.WriteString("]}\n")
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("backup: write: %w", err)
+		}
+		return nil
+	})
+}
+
+// Restore replaces the state with the backup's: the active tree and the
+// draft (one RestoreState command, new indexes, watchers woken) and, for a
+// backup WithFindings, every tenant's findings. Only the leader can.
+//
+// The findings are restored in several entries: the first (a batch of
+// RestoreState and ClearFindings) replaces the trees and deletes every
+// finding, then InsertFindings entries of restoreChunk findings each add
+// the backup's, as stored (uids, times, triage fields, encrypted
+// passwords). Until the last one is applied, reads see part of the
+// findings; an insert accepted meanwhile is kept. A restore cut short
+// (leadership lost, ctx) leaves part of the findings: run it again.
+func (s *Store) Restore(ctx context.Context, b *Backup) (Restored, error) {
+	if b == nil {
+		return Restored{}, fmt.Errorf("restore: %w: no backup", ErrInvalidCommand)
+	}
+	rs := &restorer{s: s, ctx: ctx}
+	if err := rs.header(b); err != nil {
+		return Restored{}, err
+	}
+	for _, f := range b.Findings {
+		if err := rs.finding(f); err != nil {
+			return rs.out, err
+		}
+	}
+	return rs.out, rs.flush()
+}
+
+// RestoreFrom restores the backup file read from r (see Restore), which
+// may be larger than memory: it copies r to a temporary file in the data
+// dir, checks all of it, and only then restores it, so that a bad file
+// (ErrInvalidBackup, ErrInvalidTree) changes nothing.
+func (s *Store) RestoreFrom(ctx context.Context, r io.Reader) (Restored, error) {
+	if _, err := s.leaderNode(); err != nil {
+		return Restored{}, err
+	}
+	tmp, err := os.CreateTemp(s.cfg.DataDir, "restore-upload-*.json")
+	if err != nil {
+		return Restored{}, fmt.Errorf("restore: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := io.Copy(tmp, r); err != nil {
+		return Restored{}, fmt.Errorf("restore: read backup: %w", err)
+	}
+	rewind := func() error {
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		return nil
+	}
+	if err := rewind(); err != nil {
+		return Restored{}, err
+	}
+	if err := decodeBackup(tmp, func(*Backup) error { return nil }, func(Finding) error { return nil }); err != nil {
+		return Restored{}, err
+	}
+	if err := rewind(); err != nil {
+		return Restored{}, err
+	}
+	rs := &restorer{s: s, ctx: ctx}
+	if err := decodeBackup(tmp, rs.header, rs.finding); err != nil {
+		return rs.out, err
+	}
+	return rs.out, rs.flush()
+}
+
+// restorer submits a restore: the trees, then the findings in chunks.
+type restorer struct {
+	s       *Store
+	ctx     context.Context
+	withF   bool
+	pending []Finding
+	out     Restored
+}
+
+func (rs *restorer) header(b *Backup) error {
+	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
+	rs.withF = b.WithFindings
+	if !b.WithFindings {
+		idx, err := rs.s.do(rs.ctx, cmd)
+		rs.out.Index = idx
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		return nil
+	}
+	// One entry: the trees are replaced and the findings deleted together.
+	res, err := rs.s.Batch(rs.ctx, cmd, ClearFindings{})
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("restore: %w", r.Err)
+		}
+	}
+	rs.out.Index = res[0].Index
+	return nil
+}
+
+func (rs *restorer) finding(f Finding) error {
+	if !rs.withF {
+		return fmt.Errorf("restore: %w: findings in a backup without findings", ErrInvalidBackup)
+	}
+	rs.pending = append(rs.pending, f)
+	if len(rs.pending) >= restoreChunk {
+		return rs.flush()
+	}
+	return nil
+}
+
+// flush submits the pending findings.
+func (rs *restorer) flush() error {
+	if len(rs.pending) == 0 {
+		return nil
+	}
+	outs, err := rs.s.InsertFindings(rs.ctx, rs.pending)
+	if err != nil {
+		return fmt.Errorf("restore: findings after %d restored: %w", rs.out.Findings, err)
+	}
+	for _, o := range outs {
+		if o.Created {
+			rs.out.Findings++
+		} else {
+			rs.out.Duplicates++
+		}
+	}
+	rs.pending = rs.pending[:0]
+	return nil
 }

@@ -29,6 +29,7 @@ const (
 	typeRestoreState   cmdType = 10
 	typeInsertFindings cmdType = 11
 	typePatchFinding   cmdType = 12
+	typeClearFindings  cmdType = 13
 )
 
 // payloadVersion is the second byte of every entry: the version of the JSON
@@ -64,6 +65,8 @@ func (t cmdType) String() string {
 		return "insert_findings"
 	case typePatchFinding:
 		return "patch_finding"
+	case typeClearFindings:
+		return "clear_findings"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -72,7 +75,7 @@ func (t cmdType) String() string {
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
 // [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
-// [InsertFindings] and [PatchFinding]. Every field, including ids and timestamps, is chosen by the
+// [InsertFindings], [PatchFinding] and [ClearFindings]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
 type Command interface {
@@ -92,6 +95,7 @@ var (
 	_ Command = RestoreState{}
 	_ Command = InsertFindings{}
 	_ Command = PatchFinding{}
+	_ Command = ClearFindings{}
 )
 
 // ReplaceActive replaces the active tree, e.g. on import. A tree that does
@@ -420,6 +424,8 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(insertFindingsPayload)
 	case typePatchFinding:
 		p = new(patchFindingPayload)
+	case typeClearFindings:
+		p = new(clearFindingsPayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
 	}

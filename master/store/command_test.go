@@ -36,6 +36,7 @@ func TestCommand_RoundTrip(t *testing.T) {
 			&restorePayload{Active: rawTree, Draft: &draftRecord{ID: "d", Owner: "o", CreatedMS: 1, UpdatedMS: 2, Tree: rawTree}}},
 		{"insert findings", InsertFindings{Findings: []Finding{testFinding("a", 1, 5)}}, typeInsertFindings,
 			&insertFindingsPayload{Findings: []findingRecord{findingRecord(testFinding("a", 1, 5))}}},
+		{"clear findings", ClearFindings{}, typeClearFindings, &clearFindingsPayload{}},
 		{"patch finding", PatchFinding{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), Now: now}, typePatchFinding,
 			&patchFindingPayload{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), NowMS: now.UnixMilli()}},
 	} {

@@ -35,6 +35,9 @@ var (
 	// ErrInvalidCommand means a command was refused before it was submitted
 	// (a missing id, user or tree, or a nested batch).
 	ErrInvalidCommand = errors.New("invalid command")
+	// ErrInvalidBackup means a backup file is malformed (its trees are
+	// ErrInvalidTree instead); a restore of it changes nothing.
+	ErrInvalidBackup = errors.New("invalid backup file")
 	// ErrUnreachable means a node asking to join could not be dialled on
 	// its raft address, or failed the TLS handshake.
 	ErrUnreachable = errors.New("cannot reach the node's raft address")

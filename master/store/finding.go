@@ -102,7 +102,13 @@ type findingRecord struct {
 	Severity          string `json:"severity,omitempty"`
 }
 
+// ClearFindings deletes every finding of every tenant. A restore of a
+// backup with findings submits it, in one entry with RestoreState, before
+// inserting the backup's findings.
+type ClearFindings struct{}
+
 type (
+	clearFindingsPayload  struct{}
 	insertFindingsPayload struct {
 		Findings []findingRecord `json:"findings"`
 	}
@@ -119,6 +125,9 @@ type (
 
 func (InsertFindings) cmdType() cmdType { return typeInsertFindings }
 func (PatchFinding) cmdType() cmdType   { return typePatchFinding }
+func (ClearFindings) cmdType() cmdType  { return typeClearFindings }
+
+func (ClearFindings) payload() (any, error) { return clearFindingsPayload{}, nil }
 
 func (c InsertFindings) payload() (any, error) {
 	if len(c.Findings) == 0 {
@@ -297,6 +306,15 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
 	}
 	return outs, nil
+}
+
+// applyClearFindings deletes the findings of every tenant, and reports
+// whether there were any.
+func applyClearFindings(tx *bolt.Tx) (bool, error) {
+	if tx.Bucket(bucketFindings) == nil {
+		return false, nil
+	}
+	return true, tx.DeleteBucket(bucketFindings)
 }
 
 // applyPatchFinding changes a stored finding. ErrNoFinding and

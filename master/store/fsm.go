@@ -445,6 +445,13 @@ func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 		}
 		return Result{Index: st.index, Findings: outs}, nil
 
+	case *clearFindingsPayload:
+		had, err := applyClearFindings(b.Tx())
+		if err != nil || !had {
+			return Result{Index: st.index}, err
+		}
+		return changed()
+
 	case *patchFindingPayload:
 		if err := applyPatchFinding(b.Tx(), p); err != nil {
 			if errors.Is(err, ErrNoFinding) || errors.Is(err, ErrInvalidCommand) {
@@ -523,17 +530,6 @@ func (f *fsm) members() map[string]string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return maps.Clone(f.st.members)
-}
-
-// backup returns the active tree and the draft with their export files.
-func (f *fsm) backup() *Backup {
-	f.mu.RLock()
-	st := f.st
-	f.mu.RUnlock()
-	return &Backup{
-		Index: st.index, ActiveIndex: st.activeIndex,
-		Active: st.active.Clone(), Draft: st.draft.Clone(),
-	}
 }
 
 // indexes returns the state index and the active tree's index.
