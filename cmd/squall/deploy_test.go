@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,7 +217,7 @@ func (r *deployReport) invocation(file, where string, args []string, env map[str
 	if len(args) > 0 {
 		cmd = args[0]
 	}
-	r.seen[file+":"+cmp(cmd, "squall")] = true
+	r.seen[file+":"+cmp.Or(cmd, "squall")] = true
 	if cmd == "" || strings.HasPrefix(cmd, "-") {
 		return
 	}
@@ -279,13 +280,6 @@ func (r *deployReport) checkValues(where string, args []string, env map[string]s
 	if err := bindEnv(c, lookup); err != nil {
 		r.problem(where, "squall %s: %v", args[0], err)
 	}
-}
-
-func cmp(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }
 
 // checkDeploy reads every file under root.
