@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/squallhq/squall/engine/action"
@@ -73,18 +75,28 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		want []string // substrings, one per expected problem
 	}{
 		{"compose_misspelt_flag", []string{"compose.yaml: service satellite: squall satellite has no flag --kafka-broker"}},
-		{"compose_misspelt_env", []string{"compose.yaml: service engine: squall engine reads no SQUALL_KAFKA_BROKER"}},
+		{"compose_misspelt_env", []string{
+			"compose.yaml: service engine: squall engine reads no SQUALL_KAFKA_BROKER",
+			"compose.yaml: service engine: squall engine: --kafka-brokers (or SQUALL_KAFKA_BROKERS) is required",
+		}},
 		{"compose_missing_secret", []string{"compose.yaml: service master: secret join_token is not declared"}},
-		{"k8s_misspelt_flag", []string{"k8s/engine.yaml: Deployment squall-engine container engine: squall engine has no flag --masters"}},
+		{"k8s_misspelt_flag", []string{
+			"k8s/engine.yaml: Deployment squall-engine container engine: squall engine has no flag --masters",
+			"k8s/engine.yaml: Deployment squall-engine container engine: squall engine: --master (or SQUALL_MASTER) is required",
+		}},
 		{"k8s_env_of_other_command", []string{"k8s/satellite.yaml: Deployment squall-satellite container satellite: squall satellite reads no SQUALL_NODE_ID"}},
 		{"k8s_unknown_reference", []string{"$(POD_NAME) refers to no earlier variable"}},
 		{"k8s_no_readiness", []string{"readinessProbe: want httpGet /readyz"}},
 		{"k8s_writable_root", []string{"readOnlyRootFilesystem is not true"}},
-		{"systemd_misspelt_env", []string{"systemd/master.env: squall master reads no SQUALL_NODEID"}},
+		{"systemd_misspelt_env", []string{
+			"systemd/master.env: squall master reads no SQUALL_NODEID",
+			"systemd/squall-master.service: squall master: --node-id (or SQUALL_NODE_ID) is required",
+		}},
 		{"systemd_unknown_command", []string{"systemd/squall-master.service: ExecStart: squall has no command mastr"}},
 		{"systemd_short_timeout", []string{"TimeoutStopSec 5s is not longer than SQUALL_SHUTDOWN_TIMEOUT 10s"}},
 		{"systemd_orphan_env", []string{"systemd/extra.env: no unit or service reads this file"}},
 		{"readme_misspelt_flag", []string{"README.md: squall token has no flag --usr"}},
+		{"compose_missing_required", []string{"compose.yaml: service engine: squall engine: --token-file (or SQUALL_TOKEN_FILE) is required"}},
 		{"compose_bad_value", []string{`compose.yaml: service satellite: squall satellite: invalid argument "1G" for "--spool-max-bytes"`}},
 		{"systemd_bad_value", []string{`systemd/master.env: squall master: environment variable SQUALL_BOOTSTRAP="yes" (flag --bootstrap)`}},
 		{"dockerfile_root", []string{"Dockerfile: the final stage runs as root"}},
@@ -250,16 +262,39 @@ func (r *deployReport) invocation(file, where string, args []string, env map[str
 		}
 		squallEnv[v] = env[v]
 	}
-	r.checkValues(where, args, squallEnv)
+	if _, errs := parseInvocation(args, squallEnv); len(errs) > 0 {
+		for _, err := range errs {
+			r.problem(where, "squall %s: %v", cmd, err)
+		}
+	}
 }
 
-// checkValues parses the flags and the variables of an invocation with a
-// fresh copy of the command, as the binary would: a value the flag refuses
-// (a duration without a unit, a number that is not) is a problem.
-func (r *deployReport) checkValues(where string, args []string, env map[string]string) {
+// required checks that a complete invocation (its arguments and every
+// variable it gets) sets the flags its command requires.
+func (r *deployReport) required(where string, args []string, env map[string]string) {
+	c, errs := parseInvocation(args, env)
+	if c == nil || len(errs) > 0 {
+		return // reported by invocation
+	}
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if requiredFlag.MatchString(f.Usage) && !f.Changed {
+			r.problem(where, "squall %s: --%s (or %s) is required", c.Name(), f.Name, envName(f.Name))
+		}
+	})
+}
+
+// parseInvocation parses the flags and the variables of an invocation with
+// a fresh copy of its command, as the binary would: a value the flag
+// refuses (a duration without a unit, a number that is not) is an error.
+// Unknown commands give a nil command and unknown flags are skipped: the
+// check against --help reports them.
+func parseInvocation(args []string, env map[string]string) (*cobra.Command, []error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
 	c, rest, err := newRootCommand(strings.NewReader(""), io.Discard, io.Discard).Find(args)
 	if err != nil || c.Name() != args[0] {
-		return // an unknown command, reported above
+		return nil, nil
 	}
 	// Flags this test does not know are reported above; parse the rest.
 	var known []string
@@ -273,13 +308,15 @@ func (r *deployReport) checkValues(where string, args []string, env map[string]s
 		}
 		known = append(known, rest[i])
 	}
+	var errs []error
 	if err := c.ParseFlags(known); err != nil {
-		r.problem(where, "squall %s: %v", args[0], err)
+		errs = append(errs, err)
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := bindEnv(c, lookup); err != nil {
-		r.problem(where, "squall %s: %v", args[0], err)
+		errs = append(errs, err)
 	}
+	return c, errs
 }
 
 // checkDeploy reads every file under root.
@@ -543,6 +580,7 @@ func (r *deployReport) compose(file string, b []byte) {
 				}
 			}
 		}
+		r.required(where, args, env)
 		grace, _ := svc["stop_grace_period"].(string)
 		r.checkGrace(where, "stop_grace_period", grace, env["SQUALL_SHUTDOWN_TIMEOUT"])
 	}
@@ -827,6 +865,7 @@ func (r *deployReport) podSpec(file, where string, o map[string]any, defined map
 			r.problem(cw, "command %q does not run /squall", cmd)
 		}
 		r.invocation(file, cw, args, env)
+		r.required(cw, args, env)
 		shutdown := env["SQUALL_SHUTDOWN_TIMEOUT"]
 		grace := "30s" // the Kubernetes default
 		if g := get(spec, "terminationGracePeriodSeconds"); g != nil {
@@ -949,6 +988,7 @@ func (r *deployReport) unit(file string, b []byte) {
 		}
 	}
 	r.invocation(file, file+": ExecStart", args[1:], own)
+	r.required(file, args[1:], env)
 	stop := "90s" // systemd's default
 	if s := keys["TimeoutStopSec"]; len(s) > 0 {
 		stop = s[len(s)-1]
@@ -1050,6 +1090,7 @@ func (r *deployReport) readme(file string, b []byte) {
 }
 
 var (
-	squallImage = regexp.MustCompile(`^squall:[\w.-]+$`)
-	commandWord = regexp.MustCompile(`^[a-z][a-z-]*$`)
+	requiredFlag = regexp.MustCompile(`[(;] ?required\)`) // "(required)" or "(…; required)" in a flag's usage
+	squallImage  = regexp.MustCompile(`^squall:[\w.-]+$`)
+	commandWord  = regexp.MustCompile(`^[a-z][a-z-]*$`)
 )
