@@ -243,9 +243,21 @@ func TestAPI(t *testing.T) {
 		if env.Total != 0 || len(env.Findings) != 0 {
 			t.Fatalf("tenant b lists %+v", env)
 		}
+		var before envelope
+		e.do(t, follower, "GET", "/findings/credential", e.tokA, "", "").decode(t, &before)
 		uidB := e.insert(t, leader, e.tokB, 0, http.StatusCreated)
 		if uidB == uid0 {
 			t.Fatal("tenant b deduplicated against tenant a")
+		}
+		// Counts are per tenant: b's insert counts for b only.
+		var after, ofB envelope
+		e.do(t, follower, "GET", "/findings/credential", e.tokA, "", "").decode(t, &after)
+		e.do(t, leader, "GET", "/findings/credential", e.tokB, "", "").decode(t, &ofB)
+		if after.Total != before.Total || ofB.Total != 1 || ofB.Findings[0]["uid"] != uidB {
+			t.Fatalf("totals: a %d -> %d, b %d %v", before.Total, after.Total, ofB.Total, ofB.Findings)
+		}
+		if r := e.do(t, leader, "GET", "/finding/"+uidB, e.tokA, "", ""); r.status != http.StatusNotFound {
+			t.Fatalf("a gets b's finding: %d %s", r.status, r.body)
 		}
 		var ga envelope
 		e.do(t, leader, "GET", "/finding/"+uidB, e.tokB, "", "").decode(t, &ga)
@@ -350,6 +362,14 @@ func TestAPI(t *testing.T) {
 			{"no token", "GET", "/findings/credential", "", "", "", http.StatusUnauthorized, "UNAUTHORIZED", ""},
 			{"bad token", "GET", "/findings/credential", "garbage", "", "", http.StatusUnauthorized, "UNAUTHORIZED", ""},
 			{"no tenant", "PUT", "/findings/credentials", e.noTenant, "", credential(1), http.StatusForbidden, "NO_TENANT", ""},
+			{"no tenant: get", "GET", "/finding/" + uid0, e.noTenant, "", "", http.StatusForbidden, "NO_TENANT", ""},
+			{"no tenant: list", "GET", "/findings/credential", e.noTenant, "", "", http.StatusForbidden, "NO_TENANT", ""},
+			{"no tenant: patch", "PATCH", "/finding/" + uid0, e.noTenant, "", `{"state": "Resolved"}`, http.StatusForbidden, "NO_TENANT", ""},
+			{"bad token: patch", "PATCH", "/finding/" + uid0, "garbage", "", `{"state": "Resolved"}`, http.StatusUnauthorized, "UNAUTHORIZED", ""},
+			{"get of a missing finding", "GET", "/finding/0192d0b4-7cde-7000-8000-000000000000", e.tokA, "", "", http.StatusNotFound, "FINDING_NOT_FOUND", ""},
+			{"patch of a missing finding", "PATCH", "/finding/0192d0b4-7cde-7000-8000-000000000000", e.tokA, "", `{"state": "Resolved"}`, http.StatusNotFound, "FINDING_NOT_FOUND", ""},
+			{"patch with a wrong content type", "PATCH", "/finding/" + uid0, e.tokA, "text/plain", `{"state": "Resolved"}`, http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", ""},
+			{"wrong method on a finding", "DELETE", "/finding/" + uid0, e.tokA, "", "", http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "Allow"},
 			{"wrong content type", "PUT", "/findings/credentials", e.tokA, "text/plain", credential(1), http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", ""},
 			{"too large", "PUT", "/findings/credentials", e.tokA, "", big, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", ""},
 			{"unknown path", "GET", "/findings/other", e.tokA, "", "", http.StatusNotFound, "NOT_FOUND", ""},
@@ -557,6 +577,16 @@ func TestAPI_LeaderKill(t *testing.T) {
 		r := e.do(t, followers[0], "GET", "/finding/"+uid, e.tokA, "", "")
 		if r.status != http.StatusOK {
 			t.Fatalf("acknowledged insert %d (%s) lost: %d %s", n, uid, r.status, r.body)
+		}
+	}
+	// The killed node comes back with every acknowledged finding in its
+	// own state.
+	e.c.Restart(leader)
+	e.c.WaitConverged()
+	back := e.c.Server(leader).Store()
+	for uid, n := range acked {
+		if _, err := back.Finding("a", uid); err != nil {
+			t.Fatalf("restarted node: acknowledged insert %d (%s): %v", n, uid, err)
 		}
 	}
 	// Retrying everything is safe: the acknowledged ones keep their uids.
