@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/master/auth"
 )
 
 // readmeTourHeading starts the README section whose sh blocks
@@ -380,4 +382,99 @@ func TestDevFlags(t *testing.T) {
 			t.Errorf("%v created the data dir", tc.args)
 		}
 	}
+}
+
+// TestPrepareDevDir: the first start creates the key, the join secret, the
+// example webhook and the executor settings, private to the user; a later
+// start keeps them (edits included) and mints tokens the key verifies.
+func TestPrepareDevDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	d, err := prepareDevDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.firstStart || d.adminToken == "" || d.engineToken == "" {
+		t.Fatalf("first start %+v", d)
+	}
+	hookRel := filepath.Join(devWebhooksDir, devWebhookID+".json")
+	files := []string{devKeyFile, devJoinTokenFile, devActionsFile, hookRel}
+	before := map[string]string{}
+	for _, f := range files {
+		p := filepath.Join(dir, f)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, fi.Mode().Perm())
+		}
+		b, _ := os.ReadFile(p)
+		before[f] = string(b)
+	}
+	var actions struct {
+		Archive struct {
+			BasePath string            `json:"base_path"`
+			Paths    map[string]string `json:"paths"`
+		} `json:"archive"`
+	}
+	if err := json.Unmarshal([]byte(before[devActionsFile]), &actions); err != nil || !filepath.IsAbs(actions.Archive.BasePath) ||
+		actions.Archive.BasePath != mustAbs(t, filepath.Join(dir, devArchiveDir)) || actions.Archive.Paths["disk_alerts"] != devArchiveFile {
+		t.Errorf("actions.json %s (%v)", before[devActionsFile], err)
+	}
+	if _, err := devExample(); err != nil {
+		t.Errorf("the example tree: %v", err)
+	}
+
+	// The user edits the webhook and the master has state: a restart.
+	before[hookRel] = strings.Replace(before[hookRel], devWebhookToken, "mine", 1)
+	if err := os.WriteFile(filepath.Join(dir, hookRel), []byte(before[hookRel]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "master"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := prepareDevDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.firstStart {
+		t.Error("a restart counted as the first start")
+	}
+	for _, f := range files {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != before[f] {
+			t.Errorf("%s changed on restart:\n%s\nwas:\n%s", f, b, before[f])
+		}
+	}
+	key, err := auth.LoadHMACKey(filepath.Join(dir, devKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := auth.Verifier{HMACKey: key}
+	for _, tc := range []struct {
+		token, user string
+		perm        auth.Permission
+	}{{d.adminToken, "admin", auth.Admin}, {d2.adminToken, "admin", auth.Admin}, {d2.engineToken, "squall-engine", auth.View}} {
+		c, err := v.Verify("Bearer " + tc.token)
+		if err != nil || c.User != tc.user {
+			t.Fatalf("token of %s: %v %+v", tc.user, err, c)
+		}
+		if _, err := c.Scope("all", tc.perm); err != nil {
+			t.Errorf("token of %s: %v", tc.user, err)
+		}
+	}
+	if c, _ := v.Verify("Bearer " + d2.engineToken); c != nil {
+		if _, err := c.Scope("all", auth.Edit); err == nil {
+			t.Error("the engine's token may edit")
+		}
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
