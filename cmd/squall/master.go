@@ -19,7 +19,7 @@ import (
 
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
-	var logLevel, actionsConfig, findingsKey string
+	var logLevel, actionsConfig, findingsKey, saslPasswordFile string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
 	cmd := &cobra.Command{
@@ -60,6 +60,9 @@ given on the command line wins; empty variables are ignored.`,
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			if err := readSASLPassword(&intakeCfg, saslPasswordFile); err != nil {
+				return err
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			cfg.Logger = logger
@@ -145,6 +148,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")
+	intakeFlags(f, &intakeCfg, &saslPasswordFile)
 	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger runs")
 	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)

@@ -75,6 +75,7 @@ func TestMasterFlags(t *testing.T) {
 		{[]string{"master", "--node-id", "n", "--data-dir", "d"}, "HMAC key file"},
 		{[]string{"master", "--node-id", "n", "--data-dir", "d", "--allow-unsigned-tokens", "--bootstrap", "--join", "http://a:1"}, "exclude each other"},
 		{[]string{"master", "--node-id", "n", "--data-dir", "d", "--allow-unsigned-tokens", "--log-level", "loud"}, "--log-level"},
+		{[]string{"master", "--node-id", "n", "--data-dir", "d", "--allow-unsigned-tokens", "--webhooks-dir", "w", "--kafka-sasl-password-file", "/nonexistent/squall-password"}, "--kafka-sasl-password-file"},
 	} {
 		code, out, errOut := runSquall(t, "", tc.args...)
 		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {

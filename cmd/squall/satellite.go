@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/satellite"
 )
@@ -44,12 +45,8 @@ on the command line wins; empty variables are ignored.`,
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			cfg.Kafka.Brokers = splitList(brokers)
-			if saslPasswordFile != "" {
-				b, err := os.ReadFile(saslPasswordFile)
-				if err != nil {
-					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
-				}
-				cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
+			if err := readSASLPassword(&cfg, saslPasswordFile); err != nil {
+				return err
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -68,6 +65,15 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.TenantID, "tenant-id", cfg.TenantID, "tenant of events whose webhook file names none")
 	f.StringVar(&cfg.Name, "name", "", "this satellite's name in the squall-source header (default: the host name)")
 	f.StringVar(&cfg.Spool.Dir, "spool-dir", "", "folder of the durable local spool (required)")
+	intakeFlags(f, &cfg, &saslPasswordFile)
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	documentEnv(f)
+	return cmd
+}
+
+// intakeFlags defines the flags of the webhook intake's spool and Kafka
+// connection, shared by squall satellite and squall master.
+func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *string) {
 	f.Int64Var(&cfg.Spool.MaxBytes, "spool-max-bytes", cfg.Spool.MaxBytes, "spool size above which calls are answered 503")
 	f.DurationVar(&cfg.AckTimeout, "ack-timeout", cfg.AckTimeout, "how long a call waits for Kafka before its event is spooled instead")
 	f.StringVar(&cfg.Kafka.Compression, "kafka-compression", cfg.Kafka.Compression, "none, gzip, snappy, lz4 or zstd")
@@ -77,10 +83,20 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.Kafka.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
 	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
-	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	documentEnv(f)
-	return cmd
+	f.StringVar(saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+}
+
+// readSASLPassword reads --kafka-sasl-password-file into cfg.
+func readSASLPassword(cfg *satellite.Config, path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--kafka-sasl-password-file: %w", err)
+	}
+	cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
+	return nil
 }
 
 // splitList trims the values of a list flag and drops empty ones.
