@@ -51,7 +51,7 @@ func TestDeploy(t *testing.T) {
 		"compose.yaml:master", "compose.yaml:satellite", "compose.yaml:engine",
 		"k8s/master.yaml:master", "k8s/satellite.yaml:satellite", "k8s/engine.yaml:engine",
 		"systemd/squall-master.service:master", "systemd/squall-satellite.service:satellite", "systemd/squall-engine.service:engine",
-		"README.md:token", "README.md:version",
+		"README.md:token", "README.md:version", "compose.yaml:token",
 	} {
 		if !r.seen[want] {
 			t.Errorf("no squall invocation found for %s; seen: %v", want, r.seenList())
@@ -97,6 +97,7 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		{"systemd_orphan_env", []string{"systemd/extra.env: no unit or service reads this file"}},
 		{"readme_misspelt_flag", []string{"README.md: squall token has no flag --usr"}},
 		{"compose_missing_required", []string{"compose.yaml: service engine: squall engine: --token-file (or SQUALL_TOKEN_FILE) is required"}},
+		{"compose_comment_misspelt", []string{"compose.yaml: squall token has no flag --hmac-key-fil"}},
 		{"compose_bad_value", []string{`compose.yaml: service satellite: squall satellite: invalid argument "1G" for "--spool-max-bytes"`}},
 		{"systemd_bad_value", []string{`systemd/master.env: squall master: environment variable SQUALL_BOOTSTRAP="yes" (flag --bootstrap)`}},
 		{"dockerfile_root", []string{"Dockerfile: the final stage runs as root"}},
@@ -486,6 +487,7 @@ func dockerInstructions(b []byte) []string {
 // compose checks a compose file: every squall service's command and
 // environment, and that what services refer to is declared.
 func (r *deployReport) compose(file string, b []byte) {
+	r.comments(file, b)
 	var doc struct {
 		Services map[string]map[string]any `yaml:"services"`
 		Secrets  map[string]map[string]any `yaml:"secrets"`
@@ -663,6 +665,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // kustomization checks that the resources it lists exist and records the
 // secrets and config maps it generates.
 func (r *deployReport) kustomization(file string, b []byte) {
+	r.comments(file, b)
 	var k struct {
 		Resources       []string `yaml:"resources"`
 		SecretGenerator []struct {
@@ -686,6 +689,7 @@ func (r *deployReport) kustomization(file string, b []byte) {
 
 // kubernetes checks one manifest file of k8s/.
 func (r *deployReport) kubernetes(file string, b []byte) {
+	r.comments(file, b)
 	objs, err := yamlDocuments(b)
 	if err != nil {
 		r.problem(file, "%v", err)
@@ -925,6 +929,7 @@ func list(v any, keys ...string) []any {
 // and the variables of Environment= and EnvironmentFile= exist for its
 // command; hardening and stop settings are present.
 func (r *deployReport) unit(file string, b []byte) {
+	r.comments(file, b)
 	keys := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	var cont strings.Builder
@@ -1048,20 +1053,39 @@ func shellFields(s string) []string {
 	return out
 }
 
-// readme checks the squall commands of the README's code blocks: a word
-// squall, a path ending in /squall, or the image squall:TAG, followed by a
-// command.
+// readme checks the squall commands of the README's code blocks.
 func (r *deployReport) readme(file string, b []byte) {
+	var lines []string
 	inBlock := false
-	var cur strings.Builder
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			inBlock = !inBlock
-			continue
+		} else if inBlock {
+			lines = append(lines, line)
 		}
-		if !inBlock {
-			continue
+	}
+	r.commandLines(file, lines)
+}
+
+// comments checks the squall commands that the comments of a YAML file or
+// a unit show, such as the preparation steps atop compose.yaml. Commands in
+// comments are indented ("#   squall token ..."), prose is not.
+func (r *deployReport) comments(file string, b []byte) {
+	var lines []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(line), "#  "); ok {
+			lines = append(lines, c)
 		}
+	}
+	r.commandLines(file, lines)
+}
+
+// commandLines checks the squall commands of shell lines: a word squall
+// first on a line, a path ending in /squall, or the image squall:TAG,
+// followed by a command. Lines ending in a backslash continue on the next.
+func (r *deployReport) commandLines(file string, lines []string) {
+	var cur strings.Builder
+	for _, line := range lines {
 		if s, ok := strings.CutSuffix(strings.TrimSpace(line), `\`); ok {
 			cur.WriteString(s + " ")
 			continue
