@@ -81,6 +81,49 @@ command line wins; empty variables are ignored.`,
 	return cmd
 }
 
+// mountDevComponents mounts, on the master, the webhook intake and the
+// engine's ops endpoints (under devEnginePrefix), and makes the master's
+// /readyz wait for both. Until sat and eng are set, their routes answer
+// 503 and /readyz says they are starting.
+func mountDevComponents(srv *master.Server, sat *atomic.Pointer[satellite.Satellite], eng *atomic.Pointer[engine.Service]) error {
+	webhooks := lateHandler("the webhook intake", func() http.Handler {
+		if s := sat.Load(); s != nil {
+			return s.WebhookHandler()
+		}
+		return nil
+	})
+	engineOps := http.StripPrefix(devEnginePrefix, lateHandler("the engine", func() http.Handler {
+		if e := eng.Load(); e != nil {
+			return e.Handler()
+		}
+		return nil
+	}))
+	return errors.Join(
+		srv.Mount(intake.Pattern, webhooks, master.OnAnyNode),
+		srv.Mount("GET "+devEnginePrefix+"/", engineOps, master.OnAnyNode),
+		srv.AddReadyCheck("intake", func() error {
+			s := sat.Load()
+			if s == nil {
+				return errors.New("starting")
+			}
+			if st := s.Status(); !st.Ready {
+				return fmt.Errorf("not ready (mode %s, %d webhooks loaded, spool full: %t)", st.Mode, st.Webhooks.Loaded, st.Spool.Full)
+			}
+			return nil
+		}),
+		srv.AddReadyCheck("engine", func() error {
+			e := eng.Load()
+			if e == nil {
+				return errors.New("starting")
+			}
+			if !e.Ready() {
+				return fmt.Errorf("not ready (tree index %d, partitions %v); see %s/readyz", e.TreeIndex(), e.Assignment().Partitions, devEnginePrefix)
+			}
+			return nil
+		}),
+	)
+}
+
 // lateHandler serves the handler get returns, or answers 503 while get
 // returns nil: the component named what is still starting.
 func lateHandler(what string, get func() http.Handler) http.Handler {
@@ -155,42 +198,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	// address: their routes are mounted now and answer once they exist.
 	var sat atomic.Pointer[satellite.Satellite]
 	var eng atomic.Pointer[engine.Service]
-	webhooks := lateHandler("the webhook intake", func() http.Handler {
-		if s := sat.Load(); s != nil {
-			return s.WebhookHandler()
-		}
-		return nil
-	})
-	engineOps := http.StripPrefix(devEnginePrefix, lateHandler("the engine", func() http.Handler {
-		if e := eng.Load(); e != nil {
-			return e.Handler()
-		}
-		return nil
-	}))
-	if err := errors.Join(
-		srv.Mount(intake.Pattern, webhooks, master.OnAnyNode),
-		srv.Mount("GET "+devEnginePrefix+"/", engineOps, master.OnAnyNode),
-		srv.AddReadyCheck("intake", func() error {
-			s := sat.Load()
-			if s == nil {
-				return errors.New("starting")
-			}
-			if st := s.Status(); !st.Ready {
-				return fmt.Errorf("not ready (mode %s, %d webhooks loaded, spool full: %t)", st.Mode, st.Webhooks.Loaded, st.Spool.Full)
-			}
-			return nil
-		}),
-		srv.AddReadyCheck("engine", func() error {
-			e := eng.Load()
-			if e == nil {
-				return errors.New("starting")
-			}
-			if !e.Ready() {
-				return fmt.Errorf("not ready (tree index %d, partitions %v); see %s/readyz", e.TreeIndex(), e.Assignment().Partitions, devEnginePrefix)
-			}
-			return nil
-		}),
-	); err != nil {
+	if err := mountDevComponents(srv, &sat, &eng); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -477,4 +478,28 @@ func mustAbs(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestLateHandler: a route whose component is still starting answers 503
+// in JSON with Retry-After, then the component's answer once it exists.
+func TestLateHandler(t *testing.T) {
+	t.Parallel()
+	var h http.Handler
+	late := lateHandler("the engine", func() http.Handler { return h })
+	rec := httptest.NewRecorder()
+	late.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
+		json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Code != "NOT_READY" || e.Message != "the engine is starting" {
+		t.Fatalf("starting: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	rec = httptest.NewRecorder()
+	late.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusTeapot {
+		t.Fatalf("started: %d", rec.Code)
+	}
 }
