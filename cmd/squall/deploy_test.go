@@ -100,6 +100,7 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		{"compose_comment_misspelt", []string{"compose.yaml: squall token has no flag --hmac-key-fil"}},
 		{"compose_bad_value", []string{`compose.yaml: service satellite: squall satellite: invalid argument "1G" for "--spool-max-bytes"`}},
 		{"systemd_bad_value", []string{`systemd/master.env: squall master: environment variable SQUALL_BOOTSTRAP="yes" (flag --bootstrap)`}},
+		{"k8s_service_selects_nothing", []string{"k8s/satellite.yaml: Service squall-satellite: want spec.ports and a spec.selector that picks the pods"}},
 		{"dockerfile_root", []string{"Dockerfile: the final stage runs as root"}},
 		{"bad_webhook", []string{"examples/webhooks/a/broken.json"}},
 	}
@@ -697,10 +698,25 @@ func (r *deployReport) kubernetes(file string, b []byte) {
 	}
 	defined := r.k8sDefinitions(file)
 	services := map[string]map[string]any{}
+	var podLabels []map[string]any // of every workload of the file
 	for _, o := range objs {
-		if str(o, "kind") == "Service" {
+		switch str(o, "kind") {
+		case "Service":
 			services[str(o, "metadata", "name")] = o
+		case "StatefulSet", "Deployment":
+			podLabels = append(podLabels, mapping(o, "spec", "template", "metadata", "labels"))
 		}
+	}
+	// selects reports whether a selector picks the pods of a workload.
+	selects := func(sel map[string]any) bool {
+		return len(sel) > 0 && slices.ContainsFunc(podLabels, func(labels map[string]any) bool {
+			for k, v := range sel {
+				if labels[k] != v {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	for _, o := range objs {
 		kind, name := str(o, "kind"), str(o, "metadata", "name")
@@ -711,8 +727,8 @@ func (r *deployReport) kubernetes(file string, b []byte) {
 		}
 		switch kind {
 		case "Service":
-			if len(list(o, "spec", "ports")) == 0 || len(mapping(o, "spec", "selector")) == 0 {
-				r.problem(where, "want spec.ports and spec.selector")
+			if len(list(o, "spec", "ports")) == 0 || !selects(mapping(o, "spec", "selector")) {
+				r.problem(where, "want spec.ports and a spec.selector that picks the pods of a workload of the same file")
 			}
 		case "ConfigMap":
 			r.configMap(where, mapping(o, "data"))
@@ -720,8 +736,8 @@ func (r *deployReport) kubernetes(file string, b []byte) {
 			if get(o, "spec", "maxUnavailable") == nil && get(o, "spec", "minAvailable") == nil {
 				r.problem(where, "want spec.maxUnavailable or spec.minAvailable")
 			}
-			if len(mapping(o, "spec", "selector", "matchLabels")) == 0 {
-				r.problem(where, "want spec.selector.matchLabels")
+			if !selects(mapping(o, "spec", "selector", "matchLabels")) {
+				r.problem(where, "want spec.selector.matchLabels that picks the pods of a workload of the same file")
 			}
 		case "StatefulSet", "Deployment":
 			if kind == "StatefulSet" {
