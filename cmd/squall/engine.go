@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/engine/kafkasource"
 )
 
 func newEngineCommand() *cobra.Command {
@@ -99,6 +100,10 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the events")
 	f.StringVar(&cfg.DLQTopic, "dlq-topic", cfg.DLQTopic, "Kafka topic of the events that cannot be processed")
 	f.StringVar(&cfg.Group, "group", cfg.Group, "Kafka consumer group the engines share")
+	f.DurationVar(&cfg.Kafka.SessionTimeout, "kafka-session-timeout", kafkasource.DefaultSessionTimeout,
+		"how long the group coordinator waits for an engine's heartbeat before it gives the engine's partitions to the others (within the brokers' group.min/max.session.timeout.ms)")
+	f.DurationVar(&cfg.Kafka.HeartbeatInterval, "kafka-heartbeat-interval", kafkasource.DefaultHeartbeatInterval,
+		"how often an engine tells the group coordinator it is alive; shorter than --kafka-session-timeout, usually a third of it")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")

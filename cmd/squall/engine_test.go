@@ -38,6 +38,8 @@ func TestEngineFlags(t *testing.T) {
 		{append(base, "--dlq-topic", "squall.events"), "dlq_topic"},
 		{append(base, "--actions-config", "/nonexistent.json"), "nonexistent.json"},
 		{append(base, "--log-level", "loud"), "--log-level"},
+		{append(base, "--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "6s"), "heartbeat interval: 6s must be shorter than the session timeout 6s"},
+		{append(base, "--kafka-session-timeout", "-1s"), "session timeout: -1s must be positive"},
 	} {
 		code, out, errOut := runSquall(t, "", tc.args...)
 		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
@@ -45,7 +47,7 @@ func TestEngineFlags(t *testing.T) {
 		}
 	}
 	code, out, _ := runSquall(t, "", "engine", "--help")
-	if code != 0 || !strings.Contains(out, "[SQUALL_KAFKA_BROKERS]") || !strings.Contains(out, "--dlq-topic") {
+	if code != 0 || !strings.Contains(out, "[SQUALL_KAFKA_BROKERS]") || !strings.Contains(out, "--dlq-topic") || !strings.Contains(out, "--kafka-session-timeout duration") {
 		t.Errorf("help: %d %s", code, out)
 	}
 }
