@@ -1,0 +1,703 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// The load of TestDistributed: bounded in count (e2ePerSatellite calls to
+// each satellite) and in time (one call per e2eInterval and satellite, at
+// most e2eInFlight in flight per satellite, each within e2eCallTimeout).
+const (
+	e2eSatellites     = 2
+	e2eHooksPerSat    = 3
+	e2ePerSatellite   = 400
+	e2eInterval       = 40 * time.Millisecond
+	e2eInFlight       = 32
+	e2eCallTimeout    = 20 * time.Second
+	e2ePartitions     = 4
+	e2eTopic          = "squall.events"
+	e2eDLQTopic       = "squall.events.dlq"
+	e2eGroup          = "squall-e2e"
+	e2eStartupTimeout = 30 * time.Second
+	// e2eAckedWhileDown is how many webhooks are acknowledged (spooled)
+	// while the broker is down before it is started again: about 2 s.
+	e2eAckedWhileDown = 100
+)
+
+// TestDistributed runs the distributed shape with the real binary on
+// loopback: three masters (one bootstraps, two join), two engines in one
+// consumer group, two satellites with their own webhook folders and spools,
+// and a Kafka-protocol broker (kfake, in this process, persisted in a data
+// dir). A tree is deployed through the API; its rule posts every event to a
+// receiver in this process. Webhooks go to both satellites at a steady rate
+// while the master leader is killed, the broker is stopped and restarted on
+// the same port with its data, and one engine is killed. Every acknowledged
+// webhook must produce its action at least once; duplicates are counted and
+// reported, not failed.
+func TestDistributed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test of the distributed shape: skipped in -short mode")
+	}
+	began := time.Now()
+	bin := squallBinary(t)
+	dir := t.TempDir()
+
+	keyFile := filepath.Join(dir, "hmac.key")
+	writeFile(t, keyFile, "e2e-0123456789abcdef0123456789abcdef\n")
+	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	engineToken := filepath.Join(dir, "engine.token")
+	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view", "--hmac-key-file", keyFile))
+
+	// Cleanups run last-registered first: satellites, engines, masters,
+	// the broker, the receiver.
+	rx := newActionReceiver(t)
+	broker := newRestartableBroker(t, filepath.Join(dir, "kafka"))
+
+	// Masters: m1 bootstraps, m2 and m3 join through it.
+	masterArgs := func(id string) []string {
+		return []string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", "127.0.0.1:0",
+			"--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}
+	}
+	m1 := startE2E(t, "m1", "master started", "http_addr", bin, append(masterArgs("m1"), "--bootstrap")...)
+	m2 := startE2E(t, "m2", "master started", "http_addr", bin, append(masterArgs("m2"), "--join", m1.base)...)
+	m3 := startE2E(t, "m3", "master started", "http_addr", bin, append(masterArgs("m3"), "--join", m1.base)...)
+	masters := []*e2eProc{m1, m2, m3}
+	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool {
+		return agreedLeader(masters, admin, "") != ""
+	})
+
+	// Deploy the tree through a follower (forwarded to the leader).
+	tree := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
+	deployTree(t, m2.base, admin, tree)
+
+	// Engines: both know every master and share the consumer group.
+	actionsConfig := filepath.Join(dir, "actions.json")
+	writeFile(t, actionsConfig, `{"http": {"timeout": "5s"}, "retry": {"max_attempts": 10, "base_delay": "100ms", "max_delay": "1s", "jitter": 0.5}}`)
+	masterURLs := strings.Join([]string{m1.base, m2.base, m3.base}, ",")
+	var engines []*e2eProc
+	for i := 1; i <= 2; i++ {
+		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
+			"engine", "--master", masterURLs, "--token-file", engineToken, "--kafka-brokers", broker.addr,
+			"--group", e2eGroup, "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
+			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s"))
+	}
+	waitFor(t, e2eStartupTimeout, "both engines ready with a share of the partitions", engines, func() bool {
+		return engineShares(engines)
+	})
+
+	// Satellites, each with its own webhook folder and spool.
+	var sats []*e2eProc
+	for s := range e2eSatellites {
+		name := fmt.Sprintf("sat%d", s)
+		hooks := filepath.Join(dir, name, "webhooks")
+		if err := os.MkdirAll(hooks, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for h := range e2eHooksPerSat {
+			id := hookID(s, h)
+			writeFile(t, filepath.Join(hooks, id+".json"), fmt.Sprintf(`{"id": %q, "token": %q, "tenant_id": "tenant-%s",
+			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-"+id, id))
+		}
+		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, "satellite", "--http", "127.0.0.1:0",
+			"--name", name, "--webhooks-dir", hooks, "--kafka-brokers", broker.addr, "--spool-dir", filepath.Join(dir, name, "spool")))
+	}
+	waitFor(t, e2eStartupTimeout, "both satellites ready", sats, func() bool {
+		return satelliteStatus(sats[0]).Ready && satelliteStatus(sats[1]).Ready
+	})
+	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
+
+	// The load runs in its own goroutines while this one breaks things.
+	load := newWebhookLoad()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var senders sync.WaitGroup
+	for s, sat := range sats {
+		senders.Go(func() { load.send(ctx, s, sat.base) })
+	}
+	total := int64(e2eSatellites * e2ePerSatellite)
+	all := append(append(append([]*e2eProc{}, masters...), engines...), sats...)
+	atSent := func(percent int64) {
+		t.Helper()
+		waitFor(t, time.Minute, fmt.Sprintf("%d%% of the webhooks sent", percent), nil, func() bool { return load.sent.Load() >= total*percent/100 })
+	}
+
+	// 1. Kill the master leader; the other two elect a new one.
+	atSent(10)
+	leaderID := agreedLeader(masters, admin, "")
+	if leaderID == "" {
+		t.Fatal("no agreed master leader")
+	}
+	var leader *e2eProc
+	var survivors []*e2eProc
+	for _, m := range masters {
+		if m.name == leaderID {
+			leader = m
+		} else {
+			survivors = append(survivors, m)
+		}
+	}
+	if leader == nil {
+		t.Fatalf("leader %q is none of the masters", leaderID)
+	}
+	leader.kill()
+	killedAt := time.Now()
+	waitFor(t, 30*time.Second, "a new master leader", all, func() bool {
+		return agreedLeader(survivors, admin, leaderID) != ""
+	})
+	t.Logf("master leader %s killed; %s leads after %s", leaderID, agreedLeader(survivors, admin, leaderID), time.Since(killedAt).Round(time.Millisecond))
+	if code, body := apiCall(t.Context(), http.MethodGet, survivors[0].base+"/api/v2_beta/config/active/tree/info/all", admin, nil, ""); code != http.StatusOK ||
+		!bytes.Contains(body, []byte(`"rules_count":1`)) {
+		t.Fatalf("active tree after the failover: %d %s", code, body)
+	}
+
+	// 2. Stop the broker; the satellites spool. Restart it on the same
+	// port with its data once both took events into their spools.
+	atSent(25)
+	broker.stop()
+	stoppedAt := time.Now()
+	ackedAtStop := load.acked.Load()
+	waitFor(t, 30*time.Second, "both satellites spooling events", all, func() bool {
+		for _, s := range sats {
+			if st := satelliteStatus(s); st.Mode != "spooling" || st.Spool.Records == 0 {
+				return false
+			}
+		}
+		return load.acked.Load() >= ackedAtStop+e2eAckedWhileDown
+	})
+	spooled := satelliteStatus(sats[0]).Spool.Records + satelliteStatus(sats[1]).Spool.Records
+	broker.start()
+	restartedAt := time.Now()
+	t.Logf("broker down for %s; %d webhooks acknowledged meanwhile, %d events in the spools at restart",
+		time.Since(stoppedAt).Round(time.Millisecond), load.acked.Load()-ackedAtStop, spooled)
+
+	waitFor(t, 45*time.Second, "both engines back in the group with a share of the partitions", all, func() bool {
+		return engineShares(engines)
+	})
+	t.Logf("engines back in the group %s after the broker restart", time.Since(restartedAt).Round(time.Millisecond))
+
+	// 3. Kill one engine; the other takes its partitions over.
+	atSent(50)
+	victim := engines[1]
+	t.Logf("killing engine %s (partitions %v)", victim.name, engineStatus(victim).Partitions)
+	victim.kill()
+	engineKilledAt := time.Now()
+
+	senders.Wait()
+	t.Logf("load done: %d sent, %d acknowledged, %s after start", load.sent.Load(), load.acked.Load(), time.Since(began).Round(time.Millisecond))
+
+	// Every acknowledged webhook produced its action at least once.
+	ids := load.ackedIDs()
+	if !waitUntil(t.Context(), 75*time.Second, func() bool { return len(rx.missing(ids)) == 0 }) {
+		missing := rx.missing(ids)
+		t.Fatalf("%d of %d acknowledged webhooks produced no action within 75s, e.g. %v\n%s",
+			len(missing), len(ids), missing[:min(len(missing), 20)], procLogs(all))
+	}
+	waitFor(t, 30*time.Second, "the surviving engine owning every partition", all, func() bool {
+		return len(engineStatus(engines[0]).Partitions) == e2ePartitions
+	})
+	t.Logf("engine %s owns every partition %s after %s was killed", engines[0].name, time.Since(engineKilledAt).Round(time.Millisecond), victim.name)
+	waitFor(t, 30*time.Second, "both satellites drained their spools", all, func() bool {
+		for _, s := range sats {
+			if st := satelliteStatus(s); st.Mode != "direct" || st.Spool.Records != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	actions, distinct, dups := rx.counts()
+	if dups > 0 {
+		dupIDs := rx.duplicated()
+		t.Logf("events with more than one action (at-least-once delivery): %d, e.g. %v", len(dupIDs), dupIDs[:min(len(dupIDs), 10)])
+	}
+	t.Logf("webhooks: %d sent, %d acknowledged (not acknowledged: %v); actions: %d for %d events, %d duplicates; %s in all",
+		load.sent.Load(), len(ids), load.failureSummary(), actions, distinct, dups, time.Since(began).Round(time.Millisecond))
+	if len(ids) < int(total)/2 {
+		t.Errorf("only %d of %d webhooks acknowledged", len(ids), total)
+	}
+}
+
+// hookID names webhook h of satellite s.
+func hookID(s, h int) string { return fmt.Sprintf("s%d-h%d", s, h) }
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// e2eProc is a squall process of TestDistributed.
+type e2eProc struct {
+	name string
+	base string // http://host:port
+	cmd  *exec.Cmd
+	*started
+}
+
+// startE2E starts bin with args, waits for its start line (msg, with the
+// address in field key) and stops it with SIGTERM when the test ends.
+func startE2E(t *testing.T, name, msg, key, bin string, args ...string) *e2eProc {
+	t.Helper()
+	p := &e2eProc{name: name, cmd: exec.Command(bin, args...)}
+	// Runs after the process stopped: the whole log of a failed test is
+	// kept (go test -artifacts).
+	t.Cleanup(func() {
+		if t.Failed() && p.started != nil {
+			_ = os.WriteFile(filepath.Join(t.ArtifactDir(), name+".log"), []byte(p.logs.String()), 0o600)
+		}
+	})
+	p.started = startLogged(t, p.cmd, msg, key)
+	p.base = "http://" + p.addr
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// kill ends the process with SIGKILL and reaps it.
+func (p *e2eProc) kill() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	_ = p.cmd.Wait()
+}
+
+// stop ends the process with SIGTERM and checks that it exits cleanly.
+func (p *e2eProc) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		t.Errorf("%s did not exit within 40s of SIGTERM", p.name)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, err, logTail(p.logs.String(), 30))
+	}
+}
+
+// logTail returns the last n lines of s.
+func logTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// waitFor polls cond every 20 ms until it holds, or fails the test after d
+// with the tail of the logs of procs. The processes give no signal to wait
+// on: polling, bounded, is the way.
+func waitFor(t *testing.T, d time.Duration, what string, procs []*e2eProc, cond func() bool) {
+	t.Helper()
+	if !waitUntil(t.Context(), d, cond) {
+		t.Fatalf("%s: not within %s\n%s", what, d, procLogs(procs))
+	}
+}
+
+// waitUntil polls cond every 20 ms until it holds (true), or d passes or
+// ctx ends (false).
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// procLogs returns the tail of the logs of procs.
+func procLogs(procs []*e2eProc) string {
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, logTail(p.logs.String(), 25))
+	}
+	return b.String()
+}
+
+// e2eClient sends the test's API and status requests.
+var e2eClient = &http.Client{Timeout: 10 * time.Second}
+
+// apiCall sends one request with the bearer token (if any) and returns the
+// status and body; 0 when the request failed.
+func apiCall(ctx context.Context, method, url, token string, body io.Reader, contentType string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return 0, nil
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := e2eClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
+}
+
+// agreedLeader returns the leader every master of ms reports, if they all
+// report the same one, it is one of them, they see three members, and it
+// is not notID; else "".
+func agreedLeader(ms []*e2eProc, token, notID string) string {
+	leader := ""
+	for _, m := range ms {
+		code, body := apiCall(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
+		var info struct {
+			NodeID   string            `json:"node_id"`
+			LeaderID string            `json:"leader_id"`
+			Members  []json.RawMessage `json:"members"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.LeaderID == "" || info.LeaderID == notID ||
+			len(info.Members) != 3 || (leader != "" && info.LeaderID != leader) {
+			return ""
+		}
+		leader = info.LeaderID
+	}
+	if !slices.ContainsFunc(ms, func(m *e2eProc) bool { return m.name == leader }) {
+		return ""
+	}
+	return leader
+}
+
+// deployTree creates a draft, imports tree as the whole tree and deploys it.
+func deployTree(t *testing.T, base, token string, tree []byte) {
+	t.Helper()
+	ctx := t.Context()
+	code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
+	var draft struct {
+		ID string `json:"id"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
+		t.Fatalf("create draft: %d %s", code, body)
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("file", "tree.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(tree)
+	mw.Close()
+	if code, body := apiCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/root", token, &form, mw.FormDataContentType()); code != http.StatusOK {
+		t.Fatalf("import tree: %d %s", code, body)
+	}
+	if code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy", token, nil, ""); code != http.StatusOK {
+		t.Fatalf("deploy: %d %s", code, body)
+	}
+}
+
+// e2eEngineStatus is an engine's /readyz.
+type e2eEngineStatus struct {
+	Ready      bool  `json:"ready"`
+	Partitions []int `json:"partitions"`
+}
+
+// engineShares reports whether both engines are ready and share the
+// partitions.
+func engineShares(engines []*e2eProc) bool {
+	a, b := engineStatus(engines[0]), engineStatus(engines[1])
+	return a.Ready && b.Ready && len(a.Partitions) > 0 && len(b.Partitions) > 0 &&
+		len(a.Partitions)+len(b.Partitions) == e2ePartitions
+}
+
+func engineStatus(p *e2eProc) e2eEngineStatus {
+	var st e2eEngineStatus
+	if _, body := apiCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
+		_ = json.Unmarshal(body, &st)
+	}
+	return st
+}
+
+// e2eSatelliteStatus is a satellite's /readyz.
+type e2eSatelliteStatus struct {
+	Ready bool   `json:"ready"`
+	Mode  string `json:"mode"`
+	Spool struct {
+		Records int64 `json:"records"`
+	} `json:"spool"`
+}
+
+func satelliteStatus(p *e2eProc) e2eSatelliteStatus {
+	var st e2eSatelliteStatus
+	if _, body := apiCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
+		_ = json.Unmarshal(body, &st)
+	}
+	return st
+}
+
+// restartableBroker is a one-broker kfake cluster on a fixed loopback port
+// whose data lives in a directory, so that it can be stopped and started
+// again with its topics, records and committed offsets.
+type restartableBroker struct {
+	t       *testing.T
+	addr    string
+	dataDir string
+
+	mu sync.Mutex
+	c  *kfake.Cluster
+}
+
+func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
+	t.Helper()
+	b := &restartableBroker{t: t, addr: fixedPort(t), dataDir: dataDir}
+	b.start()
+	t.Cleanup(b.stop)
+	return b
+}
+
+// fixedPort returns a loopback address whose port is free now and lies
+// below the ephemeral range: the broker keeps it across restarts (the
+// clients know only it), and no connection gets it as its local port while
+// the broker is down.
+func fixedPort(t *testing.T) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &low)
+	}
+	const from = 10000
+	for range 100 {
+		port := from + rand.IntN(max(low-from, 1000))
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}
+	t.Fatal("no free loopback port found for the broker")
+	return ""
+}
+
+// start starts the broker on its port, with the data of an earlier run.
+func (b *restartableBroker) start() {
+	b.t.Helper()
+	_, portText, _ := net.SplitHostPort(b.addr)
+	port, _ := strconv.Atoi(portText)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(b.dataDir),
+		kfake.SeedTopics(e2ePartitions, e2eTopic, e2eDLQTopic),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, b.addr) }))
+	if err != nil {
+		b.t.Fatalf("start broker on %s: %v", b.addr, err)
+	}
+	b.mu.Lock()
+	b.c = c
+	b.mu.Unlock()
+}
+
+// stop closes the broker; its data stays.
+func (b *restartableBroker) stop() {
+	b.mu.Lock()
+	c := b.c
+	b.c = nil
+	b.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// actionReceiver is the target of the tree's http action: it counts the
+// actions per event id.
+type actionReceiver struct {
+	url string
+
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func newActionReceiver(t *testing.T) *actionReceiver {
+	t.Helper()
+	rx := &actionReceiver{seen: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ID     string `json:"id"`
+			Tenant string `json:"tenant"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil || body.ID == "" {
+			http.Error(w, "want {\"id\": ...}", http.StatusBadRequest)
+			return
+		}
+		rx.mu.Lock()
+		rx.seen[body.ID]++
+		rx.mu.Unlock()
+
+	}))
+	t.Cleanup(srv.Close)
+	rx.url = srv.URL + "/action"
+	return rx
+}
+
+// missing returns the ids of ids no action arrived for.
+func (rx *actionReceiver) missing(ids []string) []string {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if rx.seen[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// counts returns the actions received, the distinct ids among them, and
+// the actions beyond the first of each id.
+func (rx *actionReceiver) counts() (actions, distinct, duplicates int) {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	for _, n := range rx.seen {
+		actions += n
+		distinct++
+		duplicates += n - 1
+	}
+	return actions, distinct, duplicates
+}
+
+// duplicated returns, sorted, the ids with more than one action, each
+// with its count ("id×n").
+func (rx *actionReceiver) duplicated() []string {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	var out []string
+	for id, n := range rx.seen {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// webhookLoad sends the webhooks and records which were acknowledged.
+type webhookLoad struct {
+	sent   atomic.Int64
+	acked  atomic.Int64
+	client *http.Client
+
+	mu       sync.Mutex
+	ackedSet map[string]bool
+	failures map[string]int // status or error kind → count
+}
+
+func newWebhookLoad() *webhookLoad {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = e2eInFlight
+	return &webhookLoad{
+		client:   &http.Client{Transport: tr, Timeout: e2eCallTimeout},
+		ackedSet: map[string]bool{},
+		failures: map[string]int{},
+	}
+}
+
+// send posts e2ePerSatellite webhooks to the satellite s at base, one per
+// e2eInterval, spread over its webhooks; each carries a unique id.
+func (l *webhookLoad) send(ctx context.Context, s int, base string) {
+	tick := time.NewTicker(e2eInterval)
+	defer tick.Stop()
+	sem := make(chan struct{}, e2eInFlight)
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	for i := range e2ePerSatellite {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		hook := hookID(s, i%e2eHooksPerSat)
+		id := fmt.Sprintf("s%d-%05d", s, i)
+		l.sent.Add(1)
+		calls.Go(func() {
+			defer func() { <-sem }()
+			l.record(id, l.post(ctx, base+"/engine/webhook/event/"+hook+"?token=token-"+hook, id))
+		})
+	}
+}
+
+// post sends one webhook and returns "200" or what went wrong.
+func (l *webhookLoad) post(ctx context.Context, url, id string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(fmt.Sprintf(`{"id": %q}`, id)))
+	if err != nil {
+		return "request: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return "transport error"
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return strconv.Itoa(resp.StatusCode)
+}
+
+func (l *webhookLoad) record(id, outcome string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if outcome == "200" {
+		l.ackedSet[id] = true
+		l.acked.Add(1)
+		return
+	}
+	l.failures[outcome]++
+}
+
+// ackedIDs returns the ids of the acknowledged webhooks.
+func (l *webhookLoad) ackedIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.ackedSet))
+	for id := range l.ackedSet {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// failureSummary counts the calls not acknowledged, by outcome.
+func (l *webhookLoad) failureSummary() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.failures)
+}
