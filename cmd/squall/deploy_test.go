@@ -95,7 +95,10 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		{"systemd_unknown_command", []string{"systemd/squall-master.service: ExecStart: squall has no command mastr"}},
 		{"systemd_short_timeout", []string{"TimeoutStopSec 5s is not longer than SQUALL_SHUTDOWN_TIMEOUT 10s"}},
 		{"systemd_orphan_env", []string{"systemd/extra.env: no unit or service reads this file"}},
-		{"readme_misspelt_flag", []string{"README.md: squall token has no flag --usr"}},
+		{"readme_misspelt_flag", []string{
+			"README.md: squall token has no flag --usr",
+			`README.md: squall token: invalid argument "8x" for "--ttl" flag`,
+		}},
 		{"compose_missing_required", []string{"compose.yaml: service engine: squall engine: --token-file (or SQUALL_TOKEN_FILE) is required"}},
 		{"compose_comment_misspelt", []string{"compose.yaml: squall token has no flag --hmac-key-fil"}},
 		{"compose_bad_value", []string{`compose.yaml: service satellite: squall satellite: invalid argument "1G" for "--spool-max-bytes"`}},
@@ -1114,16 +1117,25 @@ func (r *deployReport) commandLines(file string, lines []string) {
 		}
 		words := shellFields(cmdline)
 		for i := 0; i < len(words)-1; i++ {
-			w := words[i]
-			isSquall := (i == 0 && w == "squall") || strings.HasSuffix(w, "/squall") || squallImage.MatchString(w)
+			// OPS=$(squall token ...): a command substitution.
+			w, sub := words[i], false
+			if m := substitution.FindStringSubmatch(w); m != nil {
+				w, sub = m[1], true
+			}
+			isSquall := ((i == 0 || sub) && w == "squall") || strings.HasSuffix(w, "/squall") || squallImage.MatchString(w)
 			if !isSquall || !commandWord.MatchString(words[i+1]) {
 				continue
 			}
+			args := []string{}
 			end := i + 1
-			for end < len(words) && !slices.Contains([]string{"|", ">", ">>", "&&", "||", ";", "2>&1"}, words[end]) {
-				end++
+			for ; end < len(words) && !slices.Contains([]string{"|", ">", ">>", "&&", "||", ";", "2>&1"}, words[end]); end++ {
+				if a, closed := strings.CutSuffix(words[end], ")"); sub && closed {
+					args = append(args, a)
+					break
+				}
+				args = append(args, words[end])
 			}
-			r.invocation(file, file, words[i+1:end], nil)
+			r.invocation(file, file, args, nil)
 			i = end
 		}
 	}
@@ -1131,6 +1143,7 @@ func (r *deployReport) commandLines(file string, lines []string) {
 
 var (
 	requiredFlag = regexp.MustCompile(`[(;] ?required\)`) // "(required)" or "(…; required)" in a flag's usage
+	substitution = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_]*=)?\$\((.*)$`)
 	squallImage  = regexp.MustCompile(`^squall:[\w.-]+$`)
 	commandWord  = regexp.MustCompile(`^[a-z][a-z-]*$`)
 )
