@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,101 +24,233 @@ var benchBody = []byte(`{"id":12345,"source":"github","kind":"push","repo":"acme
 // benchConnections is the number of concurrent connections of the load.
 const benchConnections = 64
 
-// BenchmarkIntake compares, on loopback and in one run, a plain net/http
-// handler that only reads the body with the satellite's intake answering
-// after Kafka's acknowledgement (acks=all, in-process kfake broker). The load
-// generator keeps 64 connections busy; it reports requests per second and
-// the 50th and 99th percentile latencies.
+// BenchmarkIntake compares, on loopback, a plain net/http handler that only
+// reads the body with the satellite's intake answering after Kafka's
+// acknowledgement (acks=all, in-process kfake broker). The load generator
+// keeps 64 connections busy. Each sub-benchmark reports requests (events)
+// per second, the 50th and 99th percentile latencies, and the CPU time of
+// the whole process (load generator, server and broker) per request.
 //
-//	go test -run '^$' -bench BenchmarkIntake -benchtime 5s ./satellite
+// "ratio" runs both in the same run, in alternating rounds, so that the
+// load of a shared machine weighs on both alike: it reports the intake's
+// requests per second as a percentage of the plain handler's.
+//
+//	go test -run '^$' -bench BenchmarkIntake -benchtime 3s ./satellite
+//	go test -run '^$' -bench BenchmarkIntake/ratio -benchtime 40000x ./satellite
 func BenchmarkIntake(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusOK)
-		})}
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ln) }()
-		b.Cleanup(func() {
-			srv.Close()
-			if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-				b.Error(err)
-			}
-		})
-		runLoad(b, "http://"+ln.Addr().String()+"/engine/webhook/event/plain?token=tok")
+		url := startPlain(b)
+		runLoad(b, newLoadClient(), url)
 	})
 	b.Run("intake", func(b *testing.B) {
-		broker := kafkatest.Start(b, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
-		cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook}), "")
-		cfg.AckTimeout = DefaultAckTimeout
-		s := start(b, cfg)
-		runLoad(b, s.url+"/engine/webhook/event/plain?token=tok")
-		// Calls answered from the spool rather than on Kafka's ack (only
-		// when a write took longer than AckTimeout).
-		b.ReportMetric(testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathSpool)), "spooled")
+		s := startBenchSatellite(b)
+		runLoad(b, newLoadClient(), s.url+"/engine/webhook/event/plain?token=tok")
+		reportSatellite(b, s)
+	})
+	b.Run("ratio", func(b *testing.B) {
+		plainURL := startPlain(b)
+		s := startBenchSatellite(b)
+		intakeURL := s.url + "/engine/webhook/event/plain?token=tok"
+		plainClient, intakeClient := newLoadClient(), newLoadClient()
+		for _, c := range []struct {
+			client *http.Client
+			url    string
+		}{{plainClient, plainURL}, {intakeClient, intakeURL}} {
+			if _, err := loadN(c.client, c.url, benchConnections); err != nil {
+				b.Fatal(err)
+			}
+		}
+		const rounds = 10
+		var plain, intake loadStats
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range rounds {
+			n := b.N / rounds // b.N in all
+			if i < b.N%rounds {
+				n++
+			}
+			for _, c := range []struct {
+				client *http.Client
+				url    string
+				stats  *loadStats
+			}{{plainClient, plainURL, &plain}, {intakeClient, intakeURL, &intake}} {
+				st, err := loadN(c.client, c.url, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.stats.add(st)
+			}
+		}
+		b.StopTimer()
+		if plain.elapsed == 0 || intake.elapsed == 0 {
+			return
+		}
+		b.ReportMetric(plain.rate(), "plain-req/s")
+		b.ReportMetric(intake.rate(), "intake-req/s")
+		b.ReportMetric(100*intake.rate()/plain.rate(), "ratio-%")
+		b.ReportMetric(plain.percentile(0.99), "plain-p99-ms")
+		b.ReportMetric(intake.percentile(0.50), "intake-p50-ms")
+		b.ReportMetric(intake.percentile(0.99), "intake-p99-ms")
+		if plain.cpu > 0 && intake.cpu > 0 {
+			// The share of the plain handler's rate a machine whose
+			// CPU is the bottleneck would give the intake.
+			b.ReportMetric(100*plain.cpuPerRequest()/intake.cpuPerRequest(), "cpu-ratio-%")
+		}
+		reportSatellite(b, s)
 	})
 }
 
-// runLoad posts benchBody to url b.N times over benchConnections
-// connections and reports throughput and latency.
-func runLoad(b *testing.B, url string) {
-	transport := &http.Transport{MaxIdleConnsPerHost: benchConnections, MaxConnsPerHost: benchConnections}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	post := func() (time.Duration, error) {
-		start := time.Now()
-		resp, err := client.Post(url, "application/json", bytes.NewReader(benchBody))
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, errors.New(resp.Status)
-		}
-		return time.Since(start), nil
+// startPlain serves a plain handler that only reads the body and returns the
+// URL to post to.
+func startPlain(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
 	}
-	// Open the connections before measuring.
-	var warm sync.WaitGroup
-	for range benchConnections {
-		warm.Go(func() { post() })
-	}
-	warm.Wait()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	b.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			b.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String() + "/engine/webhook/event/plain?token=tok"
+}
 
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, b.N)
-	b.SetParallelism((benchConnections + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+// startBenchSatellite runs a satellite writing to an in-process broker.
+func startBenchSatellite(b *testing.B) *runner {
+	broker := kafkatest.Start(b, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
+	cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook}), "")
+	cfg.AckTimeout = DefaultAckTimeout
+	return start(b, cfg)
+}
+
+// reportSatellite reports the calls answered from the spool rather than on
+// Kafka's ack (only when a write took longer than AckTimeout) and the mean
+// records per produce request.
+func reportSatellite(b *testing.B, s *runner) {
+	b.ReportMetric(testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathSpool)), "spooled")
+	families, err := s.reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "squall_kafka_batch_records" {
+			if h := f.GetMetric()[0].GetHistogram(); h.GetSampleCount() > 0 {
+				b.ReportMetric(h.GetSampleSum()/float64(h.GetSampleCount()), "records/batch")
+			}
+		}
+	}
+}
+
+// newLoadClient returns a client keeping up to benchConnections connections.
+func newLoadClient() *http.Client {
+	transport := &http.Transport{MaxIdleConnsPerHost: benchConnections, MaxConnsPerHost: benchConnections}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second}
+}
+
+// post posts benchBody to url and returns the time to the answer.
+func post(client *http.Client, url string) (time.Duration, error) {
+	start := time.Now()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(benchBody))
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, errors.New(resp.Status)
+	}
+	return time.Since(start), nil
+}
+
+// loadStats describes the requests of one or more loads.
+type loadStats struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     time.Duration // 0 when not measured
+}
+
+func (s *loadStats) add(o loadStats) {
+	s.lat = append(s.lat, o.lat...)
+	s.elapsed += o.elapsed
+	s.cpu += o.cpu
+}
+
+func (s *loadStats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
+
+func (s *loadStats) cpuPerRequest() float64 { return s.cpu.Seconds() / float64(len(s.lat)) }
+
+// percentile returns the latency at p, in milliseconds.
+func (s *loadStats) percentile(p float64) float64 {
+	slices.Sort(s.lat)
+	return float64(s.lat[min(len(s.lat)-1, int(p*float64(len(s.lat))))]) / float64(time.Millisecond)
+}
+
+// loadN posts benchBody to url n times over benchConnections connections.
+func loadN(client *http.Client, url string, n int) (loadStats, error) {
+	var (
+		next  atomic.Int64
+		mu    sync.Mutex
+		st    loadStats
+		first error
+		wg    sync.WaitGroup
+	)
+	cpu0, cpuOK := cpuTime()
+	start := time.Now()
+	for range benchConnections {
+		wg.Go(func() {
+			local := make([]time.Duration, 0, n/benchConnections+1)
+			var err error
+			for next.Add(1) <= int64(n) {
+				var d time.Duration
+				if d, err = post(client, url); err != nil {
+					next.Add(int64(n)) // stop the others too
+					break
+				}
+				local = append(local, d)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			st.lat = append(st.lat, local...)
+			if first == nil {
+				first = err
+			}
+		})
+	}
+	wg.Wait()
+	st.elapsed = time.Since(start)
+	if cpu1, ok := cpuTime(); ok && cpuOK {
+		st.cpu = cpu1 - cpu0
+	}
+	return st, first
+}
+
+// runLoad posts benchBody b.N times over benchConnections connections and
+// reports throughput, latency and CPU time per request.
+func runLoad(b *testing.B, client *http.Client, url string) {
+	if _, err := loadN(client, url, benchConnections); err != nil { // open the connections
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		local := make([]time.Duration, 0, 256)
-		for pb.Next() {
-			d, err := post()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			local = append(local, d)
-		}
-		mu.Lock()
-		lat = append(lat, local...)
-		mu.Unlock()
-	})
-	elapsed := time.Since(start)
+	st, err := loadN(client, url, b.N)
 	b.StopTimer()
-	if len(lat) == 0 {
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(st.lat) == 0 {
 		return
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
+	b.ReportMetric(st.rate(), "req/s")
+	b.ReportMetric(st.percentile(0.50), "p50-ms")
+	b.ReportMetric(st.percentile(0.99), "p99-ms")
+	if st.cpu > 0 {
+		b.ReportMetric(float64(st.cpu.Microseconds())/float64(len(st.lat)), "cpu-µs/req")
 	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
 }

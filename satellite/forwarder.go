@@ -106,7 +106,7 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 			cancel()
 			if err == nil {
 				f.up()
-				f.m.forwarded.WithLabelValues(pathKafka).Inc()
+				f.m.toKafka.Inc()
 				return nil
 			}
 			if errors.Is(err, kafkasink.ErrRejected) {

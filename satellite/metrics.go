@@ -15,6 +15,7 @@ const (
 // metrics are the forwarder's Prometheus metrics.
 type metrics struct {
 	forwarded *prometheus.CounterVec
+	toKafka   prometheus.Counter // forwarded{path="kafka"}, counted on every call
 	drained   prometheus.Counter
 	spooling  prometheus.Gauge
 	kafkaUp   prometheus.Gauge
@@ -41,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 if the last write to Kafka or check of a broker succeeded, else 0.",
 		}),
 	}
-	m.forwarded.WithLabelValues(pathKafka)
+	m.toKafka = m.forwarded.WithLabelValues(pathKafka)
 	m.forwarded.WithLabelValues(pathSpool)
 	if reg == nil {
 		return m, nil

@@ -273,8 +273,8 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 // record builds the Kafka record of an event whose JSON is value. The header
 // values go after value, in its spare capacity when it has some.
 func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, tenant string, now time.Time) Record {
+	b := value[len(value):] // empty, with the spare capacity
 	value = value[:len(value):len(value)]
-	b := value[len(value):cap(value)]
 	var random [randomLen]byte
 	rand.Read(random[:])
 	headers := make([]Header, 0, 5)

@@ -16,6 +16,7 @@ const (
 // metrics are the sink's Prometheus metrics.
 type metrics struct {
 	messages *prometheus.CounterVec
+	ok       prometheus.Counter // messages{result="ok"}, counted on every write
 	duration prometheus.Histogram
 	batch    prometheus.Histogram
 }
@@ -43,6 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{resultOK, resultError, resultRejected} {
 		m.messages.WithLabelValues(r)
 	}
+	m.ok = m.messages.WithLabelValues(resultOK)
 	if reg == nil {
 		return m, nil
 	}

@@ -115,7 +115,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Sink, err
 		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: transport, Timeout: cfg.WriteTimeout},
 		codec:     codec,
 		closing:   make(chan struct{}),
-		queues:    make(map[int]*partitionQueue),
+
+		queues: make(map[int]*partitionQueue),
 	}, nil
 }
 
@@ -147,23 +148,44 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		s.m.messages.WithLabelValues(resultError).Add(float64(len(msgs)))
 		return fmt.Errorf("kafka write: %w", err)
 	}
-	// Group by partition, in order.
-	var order []int
-	groups := make(map[int][]Message, 1)
-	for _, m := range msgs {
-		p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
-		if _, ok := groups[p]; !ok {
-			order = append(order, p)
+	// Group by partition, in order. Most writes go to one partition (the
+	// satellite writes one record per call): they need no grouping.
+	p := s.balancer.Balance(kafka.Message{Key: msgs[0].Key}, parts...)
+	one := true
+	for _, m := range msgs[1:] {
+		if s.balancer.Balance(kafka.Message{Key: m.Key}, parts...) != p {
+			one = false
+			break
 		}
-		groups[p] = append(groups[p], m)
 	}
-	writes := make([]*pendingWrite, 0, len(order))
-	for _, p := range order {
-		w := &pendingWrite{msgs: groups[p], done: make(chan error, 1)}
+	var order []int
+	var writes []*pendingWrite
+	if one {
+		var orderBuf [1]int
+		var writesBuf [1]*pendingWrite
+		order, writes = append(orderBuf[:0], p), writesBuf[:0]
+		w := &pendingWrite{msgs: msgs, size: size(msgs), done: make(chan error, 1)}
 		if err := s.enqueue(ctx, p, w); err != nil {
 			return fmt.Errorf("kafka write: %w", err)
 		}
 		writes = append(writes, w)
+	} else {
+		groups := make(map[int][]Message)
+		for _, m := range msgs {
+			p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
+			if _, ok := groups[p]; !ok {
+				order = append(order, p)
+			}
+			groups[p] = append(groups[p], m)
+		}
+		writes = make([]*pendingWrite, 0, len(order))
+		for _, p := range order {
+			w := &pendingWrite{msgs: groups[p], size: size(groups[p]), done: make(chan error, 1)}
+			if err := s.enqueue(ctx, p, w); err != nil {
+				return fmt.Errorf("kafka write: %w", err)
+			}
+			writes = append(writes, w)
+		}
 	}
 	var errs []error
 	for i, w := range writes {
@@ -172,7 +194,7 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 			n := float64(len(w.msgs))
 			switch {
 			case err == nil:
-				s.m.messages.WithLabelValues(resultOK).Add(n)
+				s.m.ok.Add(n)
 			case rejected(err):
 				s.m.messages.WithLabelValues(resultRejected).Add(n)
 				errs = append(errs, fmt.Errorf("%w: partition %d: %w", ErrRejected, order[i], err))
@@ -188,6 +210,15 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// size returns the sum of the Message.Size of msgs.
+func size(msgs []Message) int64 {
+	n := int64(0)
+	for _, m := range msgs {
+		n += m.Size()
+	}
+	return n
 }
 
 // partitionIDs returns the topic's partitions, from kafka-go's metadata

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -520,5 +521,74 @@ func TestSink_Abandoned(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[warm in flight after]" {
 		t.Fatalf("records %q", got)
+	}
+}
+
+// TestSink_GroupCommit checks when a partition sends a request alongside
+// one in flight: only once parallelBatch records wait.
+func TestSink_GroupCommit(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
+	s := newTestSink(t, b.Addr, nil)
+	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the next two produce requests in the broker (kafka-go sends
+	// them on two connections).
+	held := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := make(chan struct{})
+	var requests atomic.Int32
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if n := requests.Add(1); n <= 2 {
+			close(held[n-1])
+			b.Cluster().SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	errs := make(chan error, 1+parallelBatch)
+	write := func(v string) {
+		go func() { errs <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte(v)}) }()
+	}
+	write("held")
+	<-held[0]
+	// state waits until the partition holds want waiting records and
+	// returns its running requests.
+	state := func(want int) int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s.mu.Lock()
+			q := s.queues[0]
+			records, flushers := q.records, q.flushers
+			s.mu.Unlock()
+			if records == want {
+				return flushers
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d records waiting, want %d", records, want)
+			}
+			runtime.Gosched()
+		}
+	}
+	for i := range parallelBatch - 1 {
+		write(fmt.Sprint(i))
+	}
+	if n := state(parallelBatch - 1); n != 1 {
+		t.Fatalf("%d requests for %d waiting records, want 1 (the one held)", n, parallelBatch-1)
+	}
+	write("last")
+	// The batch is worth a request of its own: it goes alongside.
+	<-held[1]
+	if n := state(0); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+	close(release)
+	for range 1 + parallelBatch {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs := b.Records(t, topic); len(recs) != 2+parallelBatch {
+		t.Fatalf("%d records", len(recs))
 	}
 }
