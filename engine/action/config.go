@@ -79,8 +79,22 @@ type ElasticsearchConfig struct {
 	// APIKeyFile holds an API key (the base64 "id:key" form), sent as
 	// "Authorization: ApiKey ..."; it excludes Username.
 	APIKeyFile string `json:"api_key_file"`
-	// Timeout bounds one request. Default 10s.
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// endpoints' certificates, instead of the system's.
+	CAFile string `json:"ca_file"`
+	// Timeout bounds one _bulk request, reading its response included.
+	// Default 10s.
 	Timeout Duration `json:"timeout"`
+	// FlushInterval is how long documents wait in the bulk indexer for
+	// others to share their _bulk request. Default 100ms.
+	FlushInterval Duration `json:"flush_interval"`
+	// FlushBytes sends a _bulk request as soon as this many bytes are
+	// buffered. Default 1 MiB; at most 100 MiB (Elasticsearch's default
+	// http.max_content_length).
+	FlushBytes int `json:"flush_bytes"`
+	// Workers is the number of _bulk requests in flight per endpoint, each
+	// worker buffering its own batch. Default 2.
+	Workers int `json:"workers"`
 }
 
 // RetryConfig is the retry policy for retriable failures: attempt n+1 starts
@@ -178,9 +192,14 @@ func Default() Config {
 			Timeout:        Duration(10 * time.Second),
 			AllowedSchemes: []string{"http", "https"},
 		},
-		Foreach:       ForeachConfig{MaxDepth: 4},
-		Finding:       FindingConfig{Timeout: Duration(10 * time.Second)},
-		Elasticsearch: ElasticsearchConfig{Timeout: Duration(10 * time.Second)},
+		Foreach: ForeachConfig{MaxDepth: 4},
+		Finding: FindingConfig{Timeout: Duration(10 * time.Second)},
+		Elasticsearch: ElasticsearchConfig{
+			Timeout:       Duration(10 * time.Second),
+			FlushInterval: Duration(100 * time.Millisecond),
+			FlushBytes:    1 << 20,
+			Workers:       2,
+		},
 	}
 }
 
@@ -367,6 +386,15 @@ func (c Config) Validate() error {
 	}
 	if e.Timeout <= 0 {
 		bad("elasticsearch.timeout", "must be positive")
+	}
+	if e.FlushInterval <= 0 {
+		bad("elasticsearch.flush_interval", "must be positive")
+	}
+	if e.FlushBytes < 1 || e.FlushBytes > 100<<20 {
+		bad("elasticsearch.flush_bytes", "must be between 1 and %d, not %d", 100<<20, e.FlushBytes)
+	}
+	if e.Workers < 1 || e.Workers > 64 {
+		bad("elasticsearch.workers", "must be between 1 and 64, not %d", e.Workers)
 	}
 	return errors.Join(errs...)
 }

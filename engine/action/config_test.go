@@ -52,7 +52,11 @@ func TestLoad(t *testing.T) {
 			AllowedEndpoints: []string{"https://es2.example.com:9200"},
 			Username:         "squall",
 			PasswordFile:     "/etc/squall/es.password",
+			CAFile:           "/etc/squall/es-ca.pem",
 			Timeout:          Duration(7 * time.Second),
+			FlushInterval:    Duration(50 * time.Millisecond),
+			FlushBytes:       2 << 20,
+			Workers:          4,
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -185,6 +189,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"elasticsearch key and user", func(c *Config) { c.Elasticsearch.APIKeyFile, c.Elasticsearch.Username = "/k", "u" }, "elasticsearch.api_key_file", "excludes"},
 		{"elasticsearch password without user", func(c *Config) { c.Elasticsearch.PasswordFile = "/p" }, "elasticsearch.username", "required"},
 		{"elasticsearch timeout 0", func(c *Config) { c.Elasticsearch.Timeout = 0 }, "elasticsearch.timeout", "positive"},
+		{"elasticsearch flush interval 0", func(c *Config) { c.Elasticsearch.FlushInterval = 0 }, "elasticsearch.flush_interval", "positive"},
+		{"elasticsearch flush bytes 0", func(c *Config) { c.Elasticsearch.FlushBytes = 0 }, "elasticsearch.flush_bytes", "between"},
+		{"elasticsearch flush bytes huge", func(c *Config) { c.Elasticsearch.FlushBytes = 200 << 20 }, "elasticsearch.flush_bytes", "between"},
+		{"elasticsearch workers 0", func(c *Config) { c.Elasticsearch.Workers = 0 }, "elasticsearch.workers", "between"},
+		{"elasticsearch workers 65", func(c *Config) { c.Elasticsearch.Workers = 65 }, "elasticsearch.workers", "between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

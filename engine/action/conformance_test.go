@@ -235,6 +235,8 @@ func conformanceCases(t *testing.T) []conformanceCase {
 				{},
 				{"index": "i"},
 				{"index": 3, "data": 1},
+				{"index": "a\x00b", "data": 1},
+				{"index": "a\xffb", "data": 1},
 				{"index": "i", "data": 1, "endpoint": 3},
 				{"index": "i", "data": 1, "endpoint": "http://elsewhere:9200"},
 				{"index": "i", "data": 1, "auth": map[string]any{"type": "PemCertificatePath"}},

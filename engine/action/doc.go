@@ -82,14 +82,26 @@
 //   - elasticsearch: payload endpoint (string; default
 //     elasticsearch.default_endpoint; must be it or in
 //     elasticsearch.allowed_endpoints, the only hosts that receive the
-//     credentials), index (string, required), data (any JSON, required),
-//     auth (optional, {"type": "None"} to send no credentials). POSTs data
-//     to <endpoint>/<index>/_doc/, the index percent-encoded byte by byte
-//     except ASCII letters and digits (Tornado §7.3), with basic auth
-//     (username, password_file) or an API key (api_key_file) from the
-//     config. 2xx succeeds; 5xx, 429, network errors and timeouts are
-//     retriable; other statuses are permanent. Enabled when an endpoint is
-//     configured. The token, password and API key are never logged.
+//     credentials), index (string, required, printable UTF-8), data (any
+//     JSON, required), auth (optional, {"type": "None"} to send no
+//     credentials). The document is indexed through the official client's
+//     bulk indexer (github.com/elastic/go-elasticsearch/v8 esutil): one
+//     indexer per endpoint, created on first use, batches the documents of
+//     concurrent actions into _bulk requests ("create" operations without
+//     an id, as POST <index>/_doc/ does; the index goes in the operation's
+//     metadata, not in a URL), sent every elasticsearch.flush_interval or
+//     once elasticsearch.flush_bytes are buffered, by elasticsearch.workers
+//     workers. The action waits for its own document's result: it succeeds
+//     once Elasticsearch indexed it. Basic auth (username, password_file)
+//     or an API key (api_key_file) come from the config, and ca_file
+//     replaces the system's certificate authorities. A document refused
+//     with 408, 429 or 5xx, a whole _bulk request refused so, network errors
+//     and timeouts (elasticsearch.timeout per request) are retriable; other
+//     refusals (400 mapping or parse errors, 401, 403...) are permanent;
+//     errors carry Elasticsearch's error type and reason
+//     ([ElasticsearchError]). [Registry.Close] flushes the documents
+//     buffered. Enabled when an endpoint is configured. The token, password
+//     and API key are never logged.
 //
 // # Configuration
 //
@@ -110,7 +122,8 @@
 //	  "elasticsearch": {"default_endpoint": "https://es.example.com:9200",
 //	              "allowed_endpoints": ["https://es2.example.com:9200"],
 //	              "username": "squall", "password_file": "/etc/squall/es.password",
-//	              "api_key_file": "", "timeout": "10s"}
+//	              "api_key_file": "", "ca_file": "/etc/squall/es-ca.pem", "timeout": "10s",
+//	              "flush_interval": "100ms", "flush_bytes": 1048576, "workers": 2}
 //	}
 //
 // # Metrics

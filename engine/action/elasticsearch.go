@@ -3,14 +3,25 @@ package action
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/elastic/go-elasticsearch/v8/esutil"
 
 	"github.com/squallhq/squall/engine/tree"
 )
@@ -18,28 +29,40 @@ import (
 // elasticsearchExecutor indexes one document per action (Tornado §7.3):
 // payload endpoint (string; default elasticsearch.default_endpoint), index
 // (string, required), data (any JSON, required) and auth (optional:
-// {"type": "None"} sends no credentials). It POSTs data to
-// <endpoint>/<index>/_doc/, the index percent-encoded byte by byte except
-// ASCII letters and digits.
+// {"type": "None"} sends no credentials).
+//
+// Documents go through the official client's bulk indexer
+// ([esutil.BulkIndexer]): one indexer per endpoint (and per auth choice),
+// created on first use, batches the documents of concurrent actions into
+// _bulk requests, flushed every elasticsearch.flush_interval or when
+// elasticsearch.flush_bytes are buffered. Execute adds its document as a
+// "create" operation without an id (what POST <index>/_doc/ does, also
+// valid for data streams) and waits for that document's own result, so the
+// action succeeds only once Elasticsearch has indexed it. Close flushes what
+// is buffered.
 //
 // The endpoint must be the default endpoint or one of
 // elasticsearch.allowed_endpoints: the configured credentials (basic auth
-// or API key) are sent to those only. A 2xx answer succeeds; 5xx, 429,
-// network errors and timeouts are retriable; other statuses are permanent.
-// Credentials never appear in errors or logs.
-//
-// It uses net/http rather than the official client's bulk indexer: an
-// action's outcome (retriable or permanent) must be known when Execute
-// returns, which the asynchronous bulk indexer does not give without
-// per-item callbacks and a flush per action.
+// or API key) are sent to those only. A document rejected with 408, 429 or
+// 5xx, a whole _bulk request answered with one of those, network errors and
+// timeouts are retriable; other rejections (400 mapping and parse errors,
+// 401, 403, 404...) are permanent. Errors carry Elasticsearch's error type
+// and reason ([ElasticsearchError]); credentials never appear in errors or
+// logs.
 type elasticsearchExecutor struct {
-	client   *http.Client
-	timeout  time.Duration
-	def      string
-	allowed  []string
-	user     string
-	password string
-	apiKey   string
+	cfg       ElasticsearchConfig
+	def       string
+	allowed   []string
+	password  string
+	apiKey    string
+	transport http.RoundTripper
+	// own is the transport built here (nil when it came from Deps); its
+	// idle connections are closed by Close.
+	own *http.Transport
+
+	mu       sync.RWMutex // held for reading while an item is added
+	closed   bool
+	indexers map[esTarget]*esIndexer
 }
 
 var (
@@ -47,11 +70,87 @@ var (
 	_ io.Closer = (*elasticsearchExecutor)(nil)
 )
 
+// esTarget identifies a bulk indexer: an endpoint, with or without the
+// configured credentials.
+type esTarget struct {
+	endpoint string
+	auth     bool
+}
+
+// esIndexer is the client and bulk indexer of one target.
+type esIndexer struct {
+	client *elasticsearch.BaseClient
+	bulk   esutil.BulkIndexer
+}
+
+// ElasticsearchError is a document, or a whole _bulk request, that
+// Elasticsearch refused. Whether the action is retried follows Status.
+type ElasticsearchError struct {
+	// Endpoint is the Elasticsearch base URL.
+	Endpoint string
+	// Index is the document's index; empty for a whole-request failure.
+	Index string
+	// Status is the HTTP status of the document (or of the request).
+	Status int
+	// Type and Reason are Elasticsearch's error type (such as
+	// "mapper_parsing_exception") and message; CauseType and CauseReason
+	// its caused_by, when present.
+	Type, Reason           string
+	CauseType, CauseReason string
+}
+
+// Error implements error.
+func (e *ElasticsearchError) Error() string {
+	var b strings.Builder
+	b.WriteString("elasticsearch ")
+	b.WriteString(e.Endpoint)
+	if e.Index != "" {
+		b.WriteString(" index ")
+		b.WriteString(strconv.Quote(e.Index))
+	} else {
+		b.WriteString(" _bulk request")
+	}
+	b.WriteString(": status ")
+	b.WriteString(strconv.Itoa(e.Status))
+	if e.Type != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Type)
+	}
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	if e.CauseType != "" || e.CauseReason != "" {
+		b.WriteString(" (caused by ")
+		b.WriteString(e.CauseType)
+		if e.CauseReason != "" {
+			b.WriteString(": ")
+			b.WriteString(e.CauseReason)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// retriable tells whether the same document may be accepted later: the
+// cluster was overloaded (429), slow (408) or failing (5xx).
+func (e *ElasticsearchError) retriable() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
+}
+
+// classify marks the error retriable or permanent according to its status.
+func (e *ElasticsearchError) classify() error {
+	if e.retriable() {
+		return NewRetriable(e)
+	}
+	return NewPermanent(e)
+}
+
 func newElasticsearchExecutor(cfg ElasticsearchConfig, client *http.Client) (*elasticsearchExecutor, error) {
 	e := &elasticsearchExecutor{
-		timeout: time.Duration(cfg.Timeout),
-		def:     strings.TrimRight(cfg.DefaultEndpoint, "/"),
-		user:    cfg.Username,
+		cfg:      cfg,
+		def:      strings.TrimRight(cfg.DefaultEndpoint, "/"),
+		indexers: map[esTarget]*esIndexer{},
 	}
 	for _, u := range cfg.AllowedEndpoints {
 		e.allowed = append(e.allowed, strings.TrimRight(u, "/"))
@@ -70,18 +169,47 @@ func newElasticsearchExecutor(cfg ElasticsearchConfig, client *http.Client) (*el
 		}
 		e.apiKey = s
 	}
-	var c http.Client
-	if client != nil {
-		c = *client
+	if client != nil && client.Transport != nil {
+		e.transport = client.Transport
 	} else {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		e.own = http.DefaultTransport.(*http.Transport).Clone()
+		e.transport = e.own
 	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	e.client = &c
+	if cfg.CAFile != "" {
+		t, ok := e.transport.(*http.Transport)
+		if !ok {
+			return nil, &ConfigError{Field: "elasticsearch.ca_file", Err: fmt.Errorf("the HTTP client's transport is a %T, not an *http.Transport", e.transport)}
+		}
+		pool, err := readCAFile(cfg.CAFile)
+		if err != nil {
+			return nil, &ConfigError{Field: "elasticsearch.ca_file", Err: err}
+		}
+		if e.own == nil {
+			e.own = t.Clone()
+			e.transport = e.own
+		}
+		if e.own.TLSClientConfig == nil {
+			e.own.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		e.own.TLSClientConfig.RootCAs = pool
+	}
 	return e, nil
 }
 
-// Execute indexes the document.
+// readCAFile reads a PEM file of certificate authorities.
+func readCAFile(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// Execute indexes the document and waits for Elasticsearch's answer about it.
 func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) error {
 	endpoint := e.def
 	if v, ok := a.Payload["endpoint"]; ok {
@@ -101,6 +229,9 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 	if !ok || index == "" {
 		return payloadError(IDElasticsearch, "index", "must be a non-empty string")
 	}
+	if !printable(index) {
+		return payloadError(IDElasticsearch, "index", "must be printable UTF-8 text")
+	}
 	data, ok := a.Payload["data"]
 	if !ok {
 		return payloadError(IDElasticsearch, "data", "is required")
@@ -113,67 +244,273 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 		}
 		withAuth = false
 	}
+	// encoding/json writes no raw newline: the document is one NDJSON line.
 	body, err := json.Marshal(data)
 	if err != nil {
 		return payloadError(IDElasticsearch, "data", "is not JSON: "+err.Error())
 	}
+	if err := ctx.Err(); err != nil {
+		return NewRetriable(fmt.Errorf("elasticsearch %s: %w", endpoint, context.Cause(ctx)))
+	}
 
-	target := endpoint + "/" + escapeIndex(index) + "/_doc/"
-	reqCtx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return NewPermanent(fmt.Errorf("elasticsearch POST %s: %w", target, unwrapURLError(err)))
+	// The indexer calls back exactly once per item added.
+	result := make(chan error, 1)
+	item := esutil.BulkIndexerItem{
+		Action: "create",
+		Index:  index,
+		Body:   bytes.NewReader(body),
+		OnSuccess: func(context.Context, esutil.BulkIndexerItem, esutil.BulkIndexerResponseItem) {
+			result <- nil
+		},
+		OnFailure: func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
+			result <- itemError(endpoint, index, res, err)
+		},
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if withAuth {
-		switch {
-		case e.apiKey != "":
-			req.Header.Set("Authorization", "ApiKey "+e.apiKey)
-		case e.user != "":
-			req.SetBasicAuth(e.user, e.password)
+	if err := e.add(ctx, esTarget{endpoint: endpoint, auth: withAuth}, item); err != nil {
+		return err
+	}
+
+	wait := time.NewTimer(e.resultWait())
+	defer wait.Stop()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return NewRetriable(fmt.Errorf("elasticsearch %s: %w while waiting for the bulk response", endpoint, context.Cause(ctx)))
+	case <-wait.C:
+		return NewRetriable(fmt.Errorf("elasticsearch %s: no result for the document within %s", endpoint, e.resultWait()))
+	}
+}
+
+// resultWait bounds the wait for a document's result once it is added: it
+// comes within a flush interval and two requests (the one its worker may be
+// sending, then its own). The bound only guards against a result that never
+// comes.
+func (e *elasticsearchExecutor) resultWait() time.Duration {
+	return time.Duration(e.cfg.FlushInterval) + 2*time.Duration(e.cfg.Timeout) + time.Second
+}
+
+// printable reports whether s is valid UTF-8 of printable characters: the
+// bulk indexer quotes the index with strconv, which writes valid JSON only
+// for those.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
 		}
 	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("no response within %s: %w", e.timeout, context.DeadlineExceeded)
-		} else {
-			err = unwrapURLError(err)
+	return true
+}
+
+// itemError turns a bulk indexer failure into a classified error: a
+// document refused by Elasticsearch (err nil, res holding its status and
+// error), a whole request refused (an [*ElasticsearchError] from
+// bulkTransport), or a transport failure (retriable).
+func itemError(endpoint, index string, res esutil.BulkIndexerResponseItem, err error) error {
+	if err == nil {
+		ee := &ElasticsearchError{
+			Endpoint: endpoint, Index: index, Status: res.Status,
+			Type: res.Error.Type, Reason: res.Error.Reason,
+			CauseType: res.Error.Cause.Type, CauseReason: res.Error.Cause.Reason,
 		}
-		return NewRetriable(fmt.Errorf("elasticsearch POST %s: %w", target, err))
+		return ee.classify()
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	if err := resp.Body.Close(); err != nil {
-		return NewRetriable(fmt.Errorf("elasticsearch POST %s: read response: %w", target, err))
+	var ee *ElasticsearchError
+	if errors.As(err, &ee) {
+		return ee.classify()
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	return NewRetriable(fmt.Errorf("elasticsearch %s: %w", endpoint, err))
+}
+
+// add adds the item to the target's bulk indexer, creating it on first use.
+func (e *elasticsearchExecutor) add(ctx context.Context, t esTarget, item esutil.BulkIndexerItem) error {
+	e.mu.RLock()
+	ix := e.indexers[t]
+	for ix == nil && !e.closed {
+		e.mu.RUnlock()
+		if err := e.create(t); err != nil {
+			return err
+		}
+		e.mu.RLock()
+		ix = e.indexers[t]
+	}
+	defer e.mu.RUnlock()
+	if e.closed {
+		return NewPermanent(fmt.Errorf("elasticsearch: %w", ErrClosed))
+	}
+	// Close waits for the read lock: the indexer is open while Add runs.
+	if err := ix.bulk.Add(ctx, item); err != nil {
+		return NewRetriable(fmt.Errorf("elasticsearch %s: add document: %w", t.endpoint, err))
+	}
+	return nil
+}
+
+// create builds the client and bulk indexer of a target, unless the
+// executor is closed or another call did it first.
+func (e *elasticsearchExecutor) create(t esTarget) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.indexers[t] != nil {
 		return nil
 	}
-	statusErr := &StatusError{Method: http.MethodPost, URL: target, StatusCode: resp.StatusCode}
-	if c := resp.StatusCode; c >= 500 || c == http.StatusTooManyRequests {
-		return NewRetriable(statusErr)
+	cfg := elasticsearch.Config{
+		Addresses: []string{t.endpoint},
+		Transport: e.transport,
+		// Registry.Run retries, with backoff and metrics.
+		DisableRetry: true,
 	}
-	return NewPermanent(statusErr)
+	if t.auth {
+		cfg.APIKey = e.apiKey
+		cfg.Username, cfg.Password = e.cfg.Username, e.password
+	}
+	client, err := elasticsearch.NewBaseClient(cfg)
+	if err != nil {
+		return NewPermanent(fmt.Errorf("elasticsearch %s: client: %w", t.endpoint, err))
+	}
+	bulk, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{
+		Client:        &bulkTransport{es: client, endpoint: t.endpoint, timeout: time.Duration(e.cfg.Timeout)},
+		Decoder:       bulkDecoder{},
+		NumWorkers:    e.cfg.Workers,
+		FlushBytes:    e.cfg.FlushBytes,
+		FlushInterval: time.Duration(e.cfg.FlushInterval),
+	})
+	if err != nil {
+		return NewPermanent(fmt.Errorf("elasticsearch %s: bulk indexer: %w", t.endpoint, err))
+	}
+	e.indexers[t] = &esIndexer{client: client, bulk: bulk}
+	return nil
 }
 
-// escapeIndex percent-encodes every byte of the index name but ASCII
-// letters and digits, as Tornado does.
-func escapeIndex(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+// Close flushes the documents buffered, waits for their results (each
+// request bounded by elasticsearch.timeout) and closes the connections.
+// Later actions fail with [ErrClosed].
+func (e *elasticsearchExecutor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	indexers := e.indexers
+	e.indexers = nil
+	e.mu.Unlock()
+
+	// Close has no caller's context; the bound is the one a document waits
+	// for its result in Execute.
+	ctx, cancel := context.WithTimeout(context.Background(), e.resultWait())
+	defer cancel()
+	var errs []error
+	for t, ix := range indexers {
+		if err := ix.bulk.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("elasticsearch %s: flush: %w", t.endpoint, err))
+		}
+		if err := ix.client.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("elasticsearch %s: close: %w", t.endpoint, err))
 		}
 	}
-	return b.String()
+	if e.own != nil {
+		e.own.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
 }
 
-// Close closes the idle connections.
-func (e *elasticsearchExecutor) Close() error {
-	e.client.CloseIdleConnections()
+// maxBulkResponse bounds the body of a _bulk response read into memory.
+const maxBulkResponse = 64 << 20
+
+// bulkTransport stands between the bulk indexer and the client. It bounds
+// each request with the timeout (the indexer sends without a deadline),
+// reads the whole response within it, turns a refused request into an
+// [*ElasticsearchError] (which the indexer hands to each item's OnFailure,
+// wrapped), and tells bulkDecoder how many documents the request carried.
+type bulkTransport struct {
+	es       esapi.Transport
+	endpoint string
+	timeout  time.Duration
+}
+
+var _ esapi.Transport = (*bulkTransport)(nil)
+
+// Perform sends the request.
+func (t *bulkTransport) Perform(req *http.Request) (*http.Response, error) {
+	items := -1
+	if req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			var c lineCounter
+			if _, err := io.Copy(&c, body); err == nil {
+				// Each document is a metadata line and a source line.
+				items = c.n / 2
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	defer cancel()
+	resp, err := t.es.Perform(req.WithContext(ctx))
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && req.Context().Err() == nil {
+			return nil, fmt.Errorf("no response within %s: %w", t.timeout, context.DeadlineExceeded)
+		}
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBulkResponse+1))
+	_ = resp.Body.Close()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read response: %w", err)
+	case len(body) > maxBulkResponse:
+		return nil, fmt.Errorf("response larger than %d bytes", maxBulkResponse)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ee := &ElasticsearchError{Endpoint: t.endpoint, Status: resp.StatusCode}
+		var doc struct {
+			Error struct {
+				Type   string `json:"type"`
+				Reason string `json:"reason"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &doc) == nil {
+			ee.Type, ee.Reason = doc.Error.Type, doc.Error.Reason
+		}
+		return nil, ee
+	}
+	resp.Body = &bulkBody{Reader: bytes.NewReader(body), items: items}
+	return resp, nil
+}
+
+// lineCounter counts the newlines written to it.
+type lineCounter struct{ n int }
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.n += bytes.Count(p, []byte{'\n'})
+	return len(p), nil
+}
+
+// bulkBody is a _bulk response body read by bulkTransport, with the number
+// of documents of its request (-1 when unknown).
+type bulkBody struct {
+	*bytes.Reader
+	items int
+}
+
+// Close implements io.Closer.
+func (*bulkBody) Close() error { return nil }
+
+// bulkDecoder decodes a _bulk response and checks that it answers every
+// document of the request: the indexer would otherwise leave documents
+// without a result, or index past its items.
+type bulkDecoder struct{}
+
+// UnmarshalFromReader decodes the response.
+func (bulkDecoder) UnmarshalFromReader(r io.Reader, blk *esutil.BulkIndexerResponse) error {
+	if err := json.NewDecoder(r).Decode(blk); err != nil {
+		return err
+	}
+	if b, ok := r.(*bulkBody); ok && b.items >= 0 && len(blk.Items) != b.items {
+		n := len(blk.Items)
+		blk.Items = nil
+		return fmt.Errorf("the response has %d results for %d documents", n, b.items)
+	}
 	return nil
 }

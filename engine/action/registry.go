@@ -90,8 +90,8 @@ type entry struct {
 // deps.Producer is set, finding when cfg.Finding.MasterURLs is set,
 // elasticsearch when an endpoint is configured, then deps.Executors. It
 // starts no goroutine and reads only the secret files (finding token,
-// elasticsearch password or API key): the archive directory is created on
-// first use.
+// elasticsearch password, API key and CA file): the archive directory is
+// created, and the elasticsearch bulk indexers started, on first use.
 func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("action config: %w", err)
@@ -235,7 +235,8 @@ func (r *Registry) backoff(attempt int) time.Duration {
 }
 
 // Close releases the executors' resources (open archive files, idle HTTP
-// connections) and unregisters the metrics. Actions still running finish;
+// connections), flushes the documents the elasticsearch executor buffers
+// (waiting for their results) and unregisters the metrics. Actions still running finish;
 // later calls to Run fail with [ErrClosed].
 func (r *Registry) Close() error {
 	if r.closed.Swap(true) {
