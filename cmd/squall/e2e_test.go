@@ -132,8 +132,8 @@ func TestDistributed(t *testing.T) {
 	// The load runs in its own goroutines while this one breaks things.
 	load := newWebhookLoad()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	var senders sync.WaitGroup
+	t.Cleanup(func() { cancel(); senders.Wait() }) // before the processes stop
 	for s, sat := range sats {
 		senders.Go(func() { load.send(ctx, s, sat.base) })
 	}
@@ -172,6 +172,15 @@ func TestDistributed(t *testing.T) {
 		!bytes.Contains(body, []byte(`"rules_count":1`)) {
 		t.Fatalf("active tree after the failover: %d %s", code, body)
 	}
+	// The new leader deploys a changed tree; the engines, whose first
+	// master may be the dead one, follow it.
+	treeIndex := engineStatus(engines[0]).TreeIndex
+	deployTree(t, survivors[0].base, admin, bytes.ReplaceAll(tree, []byte(`"name": "notify"`), []byte(`"name": "notify_v2"`)))
+	waitFor(t, 30*time.Second, "both engines on the tree deployed after the failover", all, func() bool {
+		a, b := engineStatus(engines[0]), engineStatus(engines[1])
+		return a.TreeIndex > treeIndex && a.TreeIndex == b.TreeIndex
+	})
+	t.Logf("tree redeployed through %s: the engines moved from index %d to %d", survivors[0].name, treeIndex, engineStatus(engines[0]).TreeIndex)
 
 	// 2. Stop the broker; the satellites spool. Restart it on the same
 	// port with its data once both took events into their spools.
@@ -425,8 +434,9 @@ func deployTree(t *testing.T, base, token string, tree []byte) {
 
 // e2eEngineStatus is an engine's /readyz.
 type e2eEngineStatus struct {
-	Ready      bool  `json:"ready"`
-	Partitions []int `json:"partitions"`
+	Ready      bool   `json:"ready"`
+	TreeIndex  uint64 `json:"tree_index"`
+	Partitions []int  `json:"partitions"`
 }
 
 // engineShares reports whether both engines are ready and share the
