@@ -102,7 +102,7 @@ func New(cfg Config, st Store, tokens Verifier, logger *slog.Logger) *API {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, store: st, tokens: tokens, logger: logger.With("component", "findings")}
+	return &API{cfg: cfg, store: st, tokens: newTokenCache(tokens), logger: logger.With("component", "findings")}
 }
 
 // request is what a handler gets: the request, its tenant and its logger

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,17 @@ func benchCluster(b *testing.B) *Store {
 		c.Registerer = nil
 	})
 	return leaderOf(b, nodes)
+}
+
+// cpuTime returns the CPU time (user and system) this process has used:
+// on a shared machine, CPU per operation is steadier than wall-clock
+// throughput.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
