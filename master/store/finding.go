@@ -175,8 +175,10 @@ func checkFinding(f Finding) error {
 //
 //	count    uint64 big-endian: the number of the tenant's findings
 //	by_uid   uid -> findingRecord JSON
-//	by_time  (MaxInt64 - discovered_ms, 8 bytes big-endian) + uid -> empty:
-//	         newest first, ties by uid ascending, in key order
+//	by_time  (MaxInt64 - discovered_ms, 8 bytes big-endian) + uid -> the
+//	         finding's filter fields (see filterFields): newest first, ties
+//	         by uid ascending, in key order; entries written before the
+//	         filter fields existed have an empty value
 //	dedupe   SHA-256 of the identity (see dedupeKey) -> uid
 var (
 	bucketFindings = []byte("findings")
@@ -196,6 +198,51 @@ func timeKey(discoveredMS int64, uid string) []byte {
 // timeKeyMS returns the discovery time of a by_time key.
 func timeKeyMS(k []byte) int64 {
 	return math.MaxInt64 - int64(binary.BigEndian.Uint64(k[:8]))
+}
+
+// filterFields encodes what FindingQuery filters on besides time, as the
+// by_time value of a finding, so that a filtered list walks by_time alone
+// and reads only the records of its page: a version byte (1), the
+// monitored domain id (uvarint), then state, tool code and username, each
+// a uvarint length and the bytes.
+func filterFields(r *findingRecord) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64*4+len(r.State)+len(r.ToolCode)+len(r.Username))
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, uint64(r.MonitoredDomainID))
+	for _, s := range []string{r.State, r.ToolCode, r.Username} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// filterView is a parsed by_time value; its slices point into the value
+// (valid for the transaction).
+type filterView struct {
+	domain                int64
+	state, tool, username []byte
+}
+
+// parseFilterFields reads a by_time value; ok is false for an empty
+// (older) or unreadable one.
+func parseFilterFields(v []byte) (fv filterView, ok bool) {
+	if len(v) == 0 || v[0] != 1 {
+		return fv, false
+	}
+	v = v[1:]
+	d, n := binary.Uvarint(v)
+	if n <= 0 {
+		return fv, false
+	}
+	fv.domain, v = int64(d), v[n:]
+	for _, dst := range []*[]byte{&fv.state, &fv.tool, &fv.username} {
+		l, n := binary.Uvarint(v)
+		if n <= 0 || uint64(len(v)-n) < l {
+			return fv, false
+		}
+		*dst, v = v[n:n+int(l)], v[n+int(l):]
+	}
+	return fv, len(v) == 0
 }
 
 // dedupeKey identifies a finding for idempotent inserts: its tenant,
@@ -290,7 +337,7 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 		if err := tb.byUID.Put([]byte(r.UID), rec); err != nil {
 			return nil, err
 		}
-		if err := tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), nil); err != nil {
+		if err := tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), filterFields(r)); err != nil {
 			return nil, err
 		}
 		if err := tb.dedupe.Put(dk, []byte(r.UID)); err != nil {
@@ -352,7 +399,11 @@ func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
 	if err != nil {
 		return err
 	}
-	return tb.byUID.Put([]byte(p.UID), rec)
+	if err := tb.byUID.Put([]byte(p.UID), rec); err != nil {
+		return err
+	}
+	// The state is a filter field: keep by_time's copy current.
+	return tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), filterFields(&r))
 }
 
 // FindingQuery selects and pages a tenant's findings. Zero fields do not
@@ -379,6 +430,14 @@ func (q FindingQuery) match(r *findingRecord) bool {
 		(q.ToolCode == "" || r.ToolCode == q.ToolCode) &&
 		(q.MonitoredDomainID == 0 || r.MonitoredDomainID == q.MonitoredDomainID) &&
 		(q.Username == "" || r.Username == q.Username)
+}
+
+// matchFields is match on a by_time value's filter fields.
+func (q FindingQuery) matchFields(fv *filterView) bool {
+	return (q.State == "" || string(fv.state) == q.State) &&
+		(q.ToolCode == "" || string(fv.tool) == q.ToolCode) &&
+		(q.MonitoredDomainID == 0 || fv.domain == q.MonitoredDomainID) &&
+		(q.Username == "" || string(fv.username) == q.Username)
 }
 
 // FindingPage is a page of findings and the number of all that match.
@@ -439,12 +498,12 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			return err
 		}
 		c := tb.byTime.Cursor()
-		var k []byte
+		var k, v []byte
 		if q.ToMS > 0 {
 			// The first key discovered before ToMS.
-			k, _ = c.Seek(timeKey(q.ToMS-1, ""))
+			k, v = c.Seek(timeKey(q.ToMS-1, ""))
 		} else {
-			k, _ = c.First()
+			k, v = c.First()
 		}
 		inRange := func(k []byte) bool { return k != nil && (q.FromMS <= 0 || timeKeyMS(k) >= q.FromMS) }
 		get := func(k []byte) (*findingRecord, error) {
@@ -474,10 +533,26 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			}
 			return nil
 		}
-		for ; inRange(k); k, _ = c.Next() {
+		for ; inRange(k); k, v = c.Next() {
 			if !q.filtered() {
 				// Time range only: count keys, read the page's records.
 				if page.Total >= q.Offset && len(page.Findings) < q.Limit {
+					r, err := get(k)
+					if err != nil {
+						return err
+					}
+					page.Findings = append(page.Findings, Finding(*r))
+				}
+				page.Total++
+				continue
+			}
+			inPage := page.Total >= q.Offset && len(page.Findings) < q.Limit
+			if fv, ok := parseFilterFields(v); ok {
+				// Filter on by_time's copy; read only the page's records.
+				if !q.matchFields(&fv) {
+					continue
+				}
+				if inPage {
 					r, err := get(k)
 					if err != nil {
 						return err
@@ -494,7 +569,7 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			if !q.match(r) {
 				continue
 			}
-			if page.Total >= q.Offset && len(page.Findings) < q.Limit {
+			if inPage {
 				page.Findings = append(page.Findings, Finding(*r))
 			}
 			page.Total++

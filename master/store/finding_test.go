@@ -224,8 +224,8 @@ func TestFSM_FindingsPaging(t *testing.T) {
 			t.Fatalf("total %d, got %v, want %v", total, got, w)
 		}
 	})
-	t.Run("filters", func(t *testing.T) {
-		fsmApply(t, f, 7, PatchFinding{Tenant: "a", UID: "a-00004", State: new("Resolved")})
+	fsmApply(t, f, 7, PatchFinding{Tenant: "a", UID: "a-00004", State: new("Resolved")})
+	filters := func(t *testing.T) {
 		cases := []struct {
 			name string
 			q    FindingQuery
@@ -253,6 +253,60 @@ func TestFSM_FindingsPaging(t *testing.T) {
 				}
 			})
 		}
+	}
+	// byTime runs fn on every by_time entry of tenant a.
+	byTime := func(fn func(b *bolt.Bucket, k, v []byte) error) {
+		t.Helper()
+		err := f.db.Update(func(tx *bolt.Tx) error {
+			tb, _, err := tenantFindings(tx, "a", false)
+			if err != nil {
+				return err
+			}
+			var keys, vals [][]byte
+			err = tb.byTime.ForEach(func(k, v []byte) error {
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for i := range keys {
+				if err := fn(tb.byTime, keys[i], vals[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("filters", func(t *testing.T) {
+		// Every entry carries its filter fields, the patched state too.
+		byTime(func(_ *bolt.Bucket, k, v []byte) error {
+			fv, ok := parseFilterFields(v)
+			if !ok {
+				return fmt.Errorf("by_time %x has no filter fields: %x", k, v)
+			}
+			if uid := string(k[8:]); (uid == "a-00004") != (string(fv.state) == "Resolved") {
+				return fmt.Errorf("by_time of %s has state %s", uid, fv.state)
+			}
+			return nil
+		})
+		filters(t)
+	})
+	t.Run("filters on entries written before filter fields", func(t *testing.T) {
+		// Entries of older binaries have an empty value: the records are
+		// read instead, with the same answers.
+		n := 0
+		byTime(func(b *bolt.Bucket, k, _ []byte) error {
+			n++
+			if n%2 == 0 {
+				return nil
+			}
+			return b.Put(k, nil)
+		})
+		filters(t)
 	})
 	t.Run("page past the end", func(t *testing.T) {
 		p, err := f.findings("a", FindingQuery{Offset: 1000, Limit: 10})
@@ -260,6 +314,21 @@ func TestFSM_FindingsPaging(t *testing.T) {
 			t.Fatalf("%+v, %v", p, err)
 		}
 	})
+}
+
+func TestFilterFields(t *testing.T) {
+	r := findingRecord(testFinding("a", 5, 1))
+	r.Username = strings.Repeat("ü", 200)
+	fv, ok := parseFilterFields(filterFields(&r))
+	if !ok || fv.domain != r.MonitoredDomainID || string(fv.state) != r.State || string(fv.tool) != r.ToolCode || string(fv.username) != r.Username {
+		t.Fatalf("round trip: %+v %v", fv, ok)
+	}
+	good := filterFields(&r)
+	for _, v := range [][]byte{nil, {}, {2}, {1}, good[:len(good)-1], append(bytes.Clone(good), 0)} {
+		if _, ok := parseFilterFields(v); ok {
+			t.Fatalf("parsed %x", v)
+		}
+	}
 }
 
 func TestFSM_FindingsSnapshotRestore(t *testing.T) {
