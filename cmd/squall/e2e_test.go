@@ -53,10 +53,12 @@ const (
 // and a Kafka-protocol broker (kfake, in this process, persisted in a data
 // dir). A tree is deployed through the API; its rule posts every event to a
 // receiver in this process. Webhooks go to both satellites at a steady rate
-// while the master leader is killed, the broker is stopped and restarted on
-// the same port with its data, and one engine is killed. Every acknowledged
-// webhook must produce its action at least once; duplicates are counted and
-// reported, not failed.
+// while the master leader is killed (a changed tree is then deployed through
+// the new leader), the broker is stopped and restarted on the same port with
+// its data (meanwhile a satellite with events in its spool is killed and
+// started again), and one engine is killed. Every acknowledged webhook must
+// produce its action at least once; duplicates are counted and reported,
+// not failed.
 func TestDistributed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test of the distributed shape: skipped in -short mode")
@@ -109,6 +111,10 @@ func TestDistributed(t *testing.T) {
 	})
 
 	// Satellites, each with its own webhook folder and spool.
+	satArgs := func(name, httpAddr string) []string {
+		return []string{"satellite", "--http", httpAddr, "--name", name, "--webhooks-dir", filepath.Join(dir, name, "webhooks"),
+			"--kafka-brokers", broker.addr, "--spool-dir", filepath.Join(dir, name, "spool")}
+	}
 	var sats []*e2eProc
 	for s := range e2eSatellites {
 		name := fmt.Sprintf("sat%d", s)
@@ -121,8 +127,7 @@ func TestDistributed(t *testing.T) {
 			writeFile(t, filepath.Join(hooks, id+".json"), fmt.Sprintf(`{"id": %q, "token": %q, "tenant_id": "tenant-%s",
 			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-"+id, id))
 		}
-		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, "satellite", "--http", "127.0.0.1:0",
-			"--name", name, "--webhooks-dir", hooks, "--kafka-brokers", broker.addr, "--spool-dir", filepath.Join(dir, name, "spool")))
+		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, satArgs(name, "127.0.0.1:0")...))
 	}
 	waitFor(t, e2eStartupTimeout, "both satellites ready", sats, func() bool {
 		return satelliteStatus(sats[0]).Ready && satelliteStatus(sats[1]).Ready
@@ -197,10 +202,21 @@ func TestDistributed(t *testing.T) {
 		return load.acked.Load() >= ackedAtStop+e2eAckedWhileDown
 	})
 	spooled := satelliteStatus(sats[0]).Spool.Records + satelliteStatus(sats[1]).Spool.Records
+	// A satellite that crashes with acknowledged events in its spool
+	// sends them once it is back: kill one and start it again on its
+	// address with its spool. Calls meanwhile fail, unacknowledged.
+	crashed := sats[1]
+	crashed.kill()
+	sats[1] = startE2E(t, crashed.name+"-restarted", "satellite started", "http", bin, satArgs(crashed.name, crashed.addr)...)
+	all = append(all, sats[1])
+	waitFor(t, e2eStartupTimeout, "the restarted satellite ready with the spool of its first run", all, func() bool {
+		st := satelliteStatus(sats[1])
+		return st.Ready && st.Mode == "spooling" && st.Spool.Records > 0
+	})
 	broker.start()
 	restartedAt := time.Now()
-	t.Logf("broker down for %s; %d webhooks acknowledged meanwhile, %d events in the spools at restart",
-		time.Since(stoppedAt).Round(time.Millisecond), load.acked.Load()-ackedAtStop, spooled)
+	t.Logf("broker down for %s; %d webhooks acknowledged meanwhile, %d events in the spools when %s was killed and restarted",
+		time.Since(stoppedAt).Round(time.Millisecond), load.acked.Load()-ackedAtStop, spooled, crashed.name)
 
 	waitFor(t, 45*time.Second, "both engines back in the group with a share of the partitions", all, func() bool {
 		return engineShares(engines)
