@@ -20,7 +20,7 @@ import (
 
 // maxDirectDepth is the deepest nesting of arrays and objects the direct path
 // takes: it copies an object's members once per enclosing object.
-const maxDirectDepth = 32
+const maxDirectDepth = 16
 
 // isIdentity reports whether a JMESPath expression is @ alone: the whole
 // document.

@@ -16,12 +16,13 @@ var directBodies = []string{
 	`[{"b":1,"a":2},{"d":[3,{"f":4,"e":5}],"c":6}]`,
 	`12`,
 	`null`,
+	`{"deep":` + strings.Repeat("[", maxDirectDepth-1) + strings.Repeat("]", maxDirectDepth-1) + `}`,
 	// The decoding path:
 	`{"n":1.0}`,
 	`{"n":12345678901234567890}`,
 	`{"a":1,"a":2}`,
 	`{"a\u0062":1,"ab":2}`,
-	`{"deep":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
+	`{"deep":` + strings.Repeat("[", maxDirectDepth) + strings.Repeat("]", maxDirectDepth) + `}`,
 	`{"a":1}x`,
 	`{"a":01}`,
 	"{\"a\":\"\xff\"}",
@@ -48,7 +49,7 @@ func TestCollector_AppendEvent(t *testing.T) {
 			checkAppendEvent(t, c, []byte(body))
 			// The bodies before the first decoding-path one must take
 			// the direct path: it would otherwise go unchecked.
-			if _, ok := c.appendDirect(nil, []byte(body), 1, "t"); c.readsBody && c.direct && ok != (j < 8) {
+			if _, ok := c.appendDirect(nil, []byte(body), 1, "t"); c.readsBody && c.direct && ok != (j < 9) {
 				t.Errorf("template %d, body %q: direct path %v", i, body, ok)
 			}
 		}

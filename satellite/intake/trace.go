@@ -9,12 +9,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Lengths of the ids the intake writes.
-const (
-	eventIDLen     = 36 // a UUID in its 8-4-4-4-12 text form
-	traceparentLen = 55 // version 00: "00-" trace id "-" span id "-" flags
-)
-
 // randomLen is the random bytes one event needs: 8 for its id, 16 for a
 // new trace id and 8 for a new span id.
 const randomLen = 8 + 16 + 8

@@ -164,7 +164,9 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		var orderBuf [1]int
 		var writesBuf [1]*pendingWrite
 		order, writes = append(orderBuf[:0], p), writesBuf[:0]
-		w := &pendingWrite{msgs: msgs, size: size(msgs), done: make(chan error, 1)}
+		// A copy: the flush may still read an abandoned write's records
+		// after Write returned.
+		w := &pendingWrite{msgs: slices.Clone(msgs), size: size(msgs), done: make(chan error, 1)}
 		if err := s.enqueue(ctx, p, w); err != nil {
 			return fmt.Errorf("kafka write: %w", err)
 		}
