@@ -85,9 +85,14 @@ type ElasticsearchConfig struct {
 	// Timeout bounds one _bulk request, reading its response included.
 	// Default 10s.
 	Timeout Duration `json:"timeout"`
-	// FlushInterval is how long documents wait in the bulk indexer for
-	// others to share their _bulk request. Default 100ms.
+	// FlushInterval is the longest a document waits in the bulk indexer
+	// for others to share its _bulk request. Default 100ms.
 	FlushInterval Duration `json:"flush_interval"`
+	// WaitForBatch makes documents wait for FlushInterval or FlushBytes
+	// even when no _bulk request is under way. By default a document is
+	// sent at once when the indexer is idle, and the documents that arrive
+	// during a request go together in the next one.
+	WaitForBatch bool `json:"wait_for_batch"`
 	// FlushBytes sends a _bulk request as soon as this many bytes are
 	// buffered. Default 1 MiB; at most 100 MiB (Elasticsearch's default
 	// http.max_content_length).

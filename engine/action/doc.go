@@ -89,10 +89,14 @@
 //     indexer per endpoint, created on first use, batches the documents of
 //     concurrent actions into _bulk requests ("create" operations without
 //     an id, as POST <index>/_doc/ does; the index goes in the operation's
-//     metadata, not in a URL), sent every elasticsearch.flush_interval or
-//     once elasticsearch.flush_bytes are buffered, by elasticsearch.workers
-//     workers. The action waits for its own document's result: it succeeds
-//     once Elasticsearch indexed it. Basic auth (username, password_file)
+//     metadata, not in a URL), by elasticsearch.workers workers. A document
+//     is sent at once when no flush is under way; those that arrive during
+//     one go together in the next, so batches grow with the load. Every
+//     document is sent within elasticsearch.flush_interval, or as soon as
+//     elasticsearch.flush_bytes are buffered (elasticsearch.wait_for_batch
+//     makes documents wait for these even when the indexer is idle). The
+//     action waits for its own document's result: it succeeds once
+//     Elasticsearch indexed it. Basic auth (username, password_file)
 //     or an API key (api_key_file) come from the config, and ca_file
 //     replaces the system's certificate authorities. A document refused
 //     with 408, 429 or 5xx, a whole _bulk request refused so, network errors
@@ -123,7 +127,8 @@
 //	              "allowed_endpoints": ["https://es2.example.com:9200"],
 //	              "username": "squall", "password_file": "/etc/squall/es.password",
 //	              "api_key_file": "", "ca_file": "/etc/squall/es-ca.pem", "timeout": "10s",
-//	              "flush_interval": "100ms", "flush_bytes": 1048576, "workers": 2}
+//	              "flush_interval": "100ms", "flush_bytes": 1048576, "workers": 2,
+//	              "wait_for_batch": false}
 //	}
 //
 // # Metrics

@@ -34,12 +34,16 @@ import (
 // Documents go through the official client's bulk indexer
 // ([esutil.BulkIndexer]): one indexer per endpoint (and per auth choice),
 // created on first use, batches the documents of concurrent actions into
-// _bulk requests, flushed every elasticsearch.flush_interval or when
-// elasticsearch.flush_bytes are buffered. Execute adds its document as a
-// "create" operation without an id (what POST <index>/_doc/ does, also
-// valid for data streams) and waits for that document's own result, so the
-// action succeeds only once Elasticsearch has indexed it. Close flushes what
-// is buffered.
+// _bulk requests. A document is sent at once when no flush is under way;
+// documents added during one wait for it and go together in the next
+// (elasticsearch.wait_for_batch turns this off), and every document is sent
+// within elasticsearch.flush_interval, or as soon as
+// elasticsearch.flush_bytes are buffered. So a lone action waits for one
+// request, not for the interval, and batches grow with the load. Execute
+// adds its document as a "create" operation without an id (what POST
+// <index>/_doc/ does, also valid for data streams) and waits for that
+// document's own result, so the action succeeds only once Elasticsearch has
+// indexed it. Close flushes what is buffered.
 //
 // The endpoint must be the default endpoint or one of
 // elasticsearch.allowed_endpoints: the configured credentials (basic auth
@@ -77,10 +81,30 @@ type esTarget struct {
 	auth     bool
 }
 
-// esIndexer is the client and bulk indexer of one target.
+// esIndexer is the client and bulk indexer of one target. Unless
+// wait_for_batch is set, its flusher goroutine flushes the indexer whenever
+// a document was added since the last flush began.
 type esIndexer struct {
 	client *elasticsearch.BaseClient
 	bulk   esutil.BulkIndexer
+	kick   chan struct{} // a document is waiting; nil with wait_for_batch
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the flusher returns
+}
+
+// flusher runs the flushes asked for through kick, one at a time, until
+// ctx ends. Flush reports no document's result (the callbacks do) and fails
+// only when ctx ends.
+func (ix *esIndexer) flusher(ctx context.Context) {
+	defer close(ix.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ix.kick:
+		}
+		_ = ix.bulk.Flush(ctx)
+	}
 }
 
 // ElasticsearchError is a document, or a whole _bulk request, that
@@ -345,6 +369,12 @@ func (e *elasticsearchExecutor) add(ctx context.Context, t esTarget, item esutil
 	if err := ix.bulk.Add(ctx, item); err != nil {
 		return NewRetriable(fmt.Errorf("elasticsearch %s: add document: %w", t.endpoint, err))
 	}
+	if ix.kick != nil {
+		select {
+		case ix.kick <- struct{}{}:
+		default: // a flush is already asked for: it takes this document
+		}
+	}
 	return nil
 }
 
@@ -376,11 +406,24 @@ func (e *elasticsearchExecutor) create(t esTarget) error {
 		NumWorkers:    e.cfg.Workers,
 		FlushBytes:    e.cfg.FlushBytes,
 		FlushInterval: time.Duration(e.cfg.FlushInterval),
+		// Room for the documents that arrive during a flush, so that Add
+		// rarely blocks; the actions waiting for their results bound it.
+		QueueSizeMultiplier: esQueuePerWorker,
 	})
 	if err != nil {
 		return NewPermanent(fmt.Errorf("elasticsearch %s: bulk indexer: %w", t.endpoint, err))
 	}
-	e.indexers[t] = &esIndexer{client: client, bulk: bulk}
+	ix := &esIndexer{client: client, bulk: bulk, done: make(chan struct{})}
+	if e.cfg.WaitForBatch {
+		close(ix.done)
+	} else {
+		// The flusher belongs to the executor, which has no context: Close
+		// cancels this one.
+		ctx, cancel := context.WithCancel(context.Background())
+		ix.kick, ix.stop = make(chan struct{}, 1), cancel
+		go ix.flusher(ctx)
+	}
+	e.indexers[t] = ix
 	return nil
 }
 
@@ -404,6 +447,10 @@ func (e *elasticsearchExecutor) Close() error {
 	defer cancel()
 	var errs []error
 	for t, ix := range indexers {
+		if ix.stop != nil {
+			ix.stop()
+		}
+		<-ix.done
 		if err := ix.bulk.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("elasticsearch %s: flush: %w", t.endpoint, err))
 		}
@@ -416,6 +463,9 @@ func (e *elasticsearchExecutor) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// esQueuePerWorker is the capacity of each bulk indexer worker's queue.
+const esQueuePerWorker = 256
 
 // maxBulkResponse bounds the body of a _bulk response read into memory.
 const maxBulkResponse = 64 << 20

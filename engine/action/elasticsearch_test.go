@@ -46,6 +46,10 @@ type fakeElasticsearch struct {
 	dropItem bool
 	// noProduct leaves out the X-Elastic-Product header.
 	noProduct bool
+	// gate, when set, holds the first request until it is closed; arrived
+	// is then closed when the first request arrives.
+	gate, arrived chan struct{}
+	count         int // requests arrived
 }
 
 // fakeBulkRequest is one _bulk request received.
@@ -119,6 +123,13 @@ func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	f.mu.Lock()
+	f.count++
+	if f.count == 1 && f.gate != nil {
+		f.mu.Unlock()
+		close(f.arrived)
+		<-f.gate
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, fakeBulkRequest{auth: r.Header.Get("Authorization"), docs: len(lines) / 2})
 	if f.requestFail != nil {
@@ -190,13 +201,12 @@ func (f *fakeElasticsearch) received() []fakeBulkRequest {
 	return slices.Clone(f.requests)
 }
 
-// newTestElasticsearchExecutor returns an executor for endpoint that flushes
-// every 5ms, closed when the test ends.
+// newTestElasticsearchExecutor returns an executor for endpoint, closed
+// when the test ends.
 func newTestElasticsearchExecutor(t testing.TB, endpoint string, modify func(*ElasticsearchConfig)) *elasticsearchExecutor {
 	t.Helper()
 	cfg := Default().Elasticsearch
 	cfg.DefaultEndpoint = endpoint
-	cfg.FlushInterval = Duration(5 * time.Millisecond)
 	if modify != nil {
 		modify(&cfg)
 	}
@@ -335,11 +345,59 @@ func TestElasticsearchExecutor(t *testing.T) {
 	}
 }
 
-// TestElasticsearchExecutor_batches checks that concurrent actions share
-// _bulk requests: with one worker, no timed flush and flush_bytes of five
-// and a half documents, 20 concurrent actions make four requests of five
-// documents, the first three flushed by size and the last by Close.
+// TestElasticsearchExecutor_batches checks that the documents of concurrent
+// actions that arrive during a _bulk request go together in the next one.
+// No timed flush (flush_interval 1h): a lone document is sent at once.
 func TestElasticsearchExecutor_batches(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	es.gate, es.arrived = make(chan struct{}), make(chan struct{})
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.Workers = 1
+		c.FlushInterval = Duration(time.Hour)
+	})
+	execute := func(n int, results chan<- error) {
+		results <- e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "batch", "data": map[string]any{"n": n}}))
+	}
+	first := make(chan error, 1)
+	go execute(0, first)
+	<-es.arrived // the first request is held by the server
+
+	const n = 20
+	results := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go execute(i, results)
+	}
+	waitAdded(t, e, n+1)
+	close(es.gate)
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	reqs := es.received()
+	if len(reqs) < 2 || reqs[0].docs != 1 {
+		t.Fatalf("requests %+v, want a first one of 1 document", reqs)
+	}
+	// All 20 were added during the first request; a document whose Add was
+	// still running when the second flush began goes in a third.
+	t.Logf("requests %+v", reqs)
+	if len(reqs) > 4 {
+		t.Errorf("%d documents in %d requests, want at most 4: %+v", n+1, len(reqs), reqs)
+	}
+	if docs := es.documents("batch"); len(docs) != n+1 {
+		t.Errorf("%d documents indexed, want %d", len(docs), n+1)
+	}
+}
+
+// TestElasticsearchExecutor_waitForBatch checks batches by size: with one
+// worker, wait_for_batch, no timed flush and flush_bytes of five and a half
+// documents, 20 concurrent actions make four requests of five documents,
+// the first three flushed by size and the last by Close.
+func TestElasticsearchExecutor_waitForBatch(t *testing.T) {
 	t.Parallel()
 	es := newFakeElasticsearch(t)
 	const index = "batch"
@@ -347,6 +405,7 @@ func TestElasticsearchExecutor_batches(t *testing.T) {
 	docLen := len(`{"create":{"_index":"batch"}}`+"\n") + len(`{"n":10}`+"\n")
 	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
 		c.Workers = 1
+		c.WaitForBatch = true
 		c.FlushInterval = Duration(time.Hour)
 		c.FlushBytes = 5*docLen + docLen/2
 	})
@@ -364,6 +423,7 @@ func TestElasticsearchExecutor_batches(t *testing.T) {
 	if reqs := es.received(); len(reqs) != 3 {
 		t.Fatalf("%d requests after 15 results, want 3: %+v", len(reqs), reqs)
 	}
+	waitAdded(t, e, 20)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +461,6 @@ func TestElasticsearchExecutor_registry(t *testing.T) {
 		t.Helper()
 		cfg := testConfig()
 		cfg.Elasticsearch.DefaultEndpoint = es.URL
-		cfg.Elasticsearch.FlushInterval = Duration(5 * time.Millisecond)
 		if modify != nil {
 			modify(&cfg.Elasticsearch)
 		}
@@ -481,6 +540,7 @@ func TestElasticsearchExecutor_registry(t *testing.T) {
 		es := newFakeElasticsearch(t)
 		r, e, _ := run(t, es, func(c *ElasticsearchConfig) {
 			c.FlushInterval = Duration(time.Hour)
+			c.WaitForBatch = true
 			c.Workers = 1
 		})
 		results := make(chan error, 3)
@@ -517,7 +577,10 @@ func TestElasticsearchExecutor_registry(t *testing.T) {
 func TestElasticsearchExecutor_cancel(t *testing.T) {
 	t.Parallel()
 	es := newFakeElasticsearch(t)
-	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) { c.FlushInterval = Duration(time.Hour) })
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.FlushInterval = Duration(time.Hour)
+		c.WaitForBatch = true
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	result := make(chan error, 1)
 	go func() { result <- e.Execute(ctx, testAction(IDElasticsearch, payload(t, `{"index": "i", "data": 1}`))) }()
@@ -636,42 +699,53 @@ func TestElasticsearchExecutor_missingSecretFile(t *testing.T) {
 
 // BenchmarkElasticsearch measures elasticsearch actions through the
 // registry against fakeElasticsearch on loopback (its NDJSON parsing shares
-// the CPU), with 128 concurrent actions of a 300-byte document.
+// the CPU), with a 300-byte document: one action at a time, and 128
+// concurrent actions.
 func BenchmarkElasticsearch(b *testing.B) {
 	doc := decodeJSON(b, `{"type": "webhook", "created_ms": 1700000000000,
 		"metadata": {"tenant_id": "master"},
 		"payload": {"source": "github", "ref": "refs/heads/main", "repository": {"name": "squall", "id": 123456},
 		"commits": [{"id": "0123456789abcdef", "message": "fix: archive paths", "author": "dev@example.com"}]}}`)
 	for _, bc := range []struct {
-		name     string
-		interval time.Duration
+		name       string
+		interval   time.Duration
+		wait       bool
+		concurrent bool
 	}{
-		{"flush 100ms (default)", 100 * time.Millisecond},
-		{"flush 10ms", 10 * time.Millisecond},
-		{"flush 1ms", time.Millisecond},
+		{"default/1", 100 * time.Millisecond, false, false},
+		{"default/128", 100 * time.Millisecond, false, true},
+		{"wait_for_batch 100ms/1", 100 * time.Millisecond, true, false},
+		{"wait_for_batch 100ms/128", 100 * time.Millisecond, true, true},
+		{"wait_for_batch 10ms/128", 10 * time.Millisecond, true, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			es := newFakeElasticsearch(b)
 			cfg := testConfig()
 			cfg.Elasticsearch.DefaultEndpoint = es.URL
 			cfg.Elasticsearch.FlushInterval = Duration(bc.interval)
+			cfg.Elasticsearch.WaitForBatch = bc.wait
 			r, _ := newTestRegistry(b, cfg, Deps{})
 			a := tree.Action{ID: IDElasticsearch, Payload: map[string]any{"index": "events", "data": doc}}
-			b.SetParallelism(64)
 			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
+			if bc.concurrent {
+				b.SetParallelism(64) // × GOMAXPROCS 2
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := r.Run(b.Context(), a); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			} else {
+				for b.Loop() {
 					if err := r.Run(b.Context(), a); err != nil {
-						b.Error(err)
-						return
+						b.Fatal(err)
 					}
 				}
-			})
-			b.StopTimer()
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
-			reqs := es.received()
-			b.ReportMetric(float64(b.N)/float64(len(reqs)), "docs/request")
+			b.ReportMetric(float64(b.N)/float64(len(es.received())), "docs/request")
 		})
 	}
 }
