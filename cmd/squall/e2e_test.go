@@ -259,6 +259,9 @@ func TestDistributed(t *testing.T) {
 	}
 	t.Logf("webhooks: %d sent, %d acknowledged (not acknowledged: %v); actions: %d for %d events, %d duplicates; %s in all",
 		load.sent.Load(), len(ids), load.failureSummary(), actions, distinct, dups, time.Since(began).Round(time.Millisecond))
+	if wrong := rx.wrongTenants(); len(wrong) > 0 {
+		t.Errorf("%d actions carry the wrong tenant, e.g. %v", len(wrong), wrong[:min(len(wrong), 10)])
+	}
 	if len(ids) < int(total)/2 {
 		t.Errorf("only %d of %d webhooks acknowledged", len(ids), total)
 	}
@@ -438,8 +441,12 @@ func deployTree(t *testing.T, base, token string, tree []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw.Write(tree)
-	mw.Close()
+	if _, err := fw.Write(tree); err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if code, body := apiCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/root", token, &form, mw.FormDataContentType()); code != http.StatusOK {
 		t.Fatalf("import tree: %d %s", code, body)
 	}
@@ -561,12 +568,14 @@ func (b *restartableBroker) stop() {
 }
 
 // actionReceiver is the target of the tree's http action: it counts the
-// actions per event id.
+// actions per event id, and the actions whose tenant is not the one of the
+// webhook the id was sent to.
 type actionReceiver struct {
 	url string
 
-	mu   sync.Mutex
-	seen map[string]int
+	mu          sync.Mutex
+	seen        map[string]int
+	wrongTenant []string
 }
 
 func newActionReceiver(t *testing.T) *actionReceiver {
@@ -582,13 +591,24 @@ func newActionReceiver(t *testing.T) *actionReceiver {
 			return
 		}
 		rx.mu.Lock()
+		defer rx.mu.Unlock()
 		rx.seen[body.ID]++
-		rx.mu.Unlock()
-
+		// An id is "<webhook>-<sequence>", its tenant "tenant-<webhook>".
+		if i := strings.LastIndexByte(body.ID, '-'); i < 0 || body.Tenant != "tenant-"+body.ID[:i] {
+			rx.wrongTenant = append(rx.wrongTenant, body.ID+": "+body.Tenant)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	rx.url = srv.URL + "/action"
 	return rx
+}
+
+// wrongTenants returns the actions seen with a tenant that is not their
+// webhook's.
+func (rx *actionReceiver) wrongTenants() []string {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return slices.Clone(rx.wrongTenant)
 }
 
 // missing returns the ids of ids no action arrived for.
@@ -673,7 +693,7 @@ func (l *webhookLoad) send(ctx context.Context, s int, base string) {
 			return
 		}
 		hook := hookID(s, i%e2eHooksPerSat)
-		id := fmt.Sprintf("s%d-%05d", s, i)
+		id := fmt.Sprintf("%s-%05d", hook, i)
 		l.sent.Add(1)
 		calls.Go(func() {
 			defer func() { <-sem }()
