@@ -122,6 +122,27 @@ func appendVia(t *testing.T, c *mastertest.Cluster, i int, name string) uint64 {
 	return r.Index
 }
 
+// appendEventually is appendVia for a moment when a leader may still be
+// being elected: a 503 NO_LEADER is retried until a deadline.
+func appendEventually(t *testing.T, c *mastertest.Cluster, i int, name string) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, body := c.Do(i, http.MethodPost, "/api/v2_beta/test/append/"+name, "", nil)
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			continue // LeaderWait already paced this attempt
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("append %s via node %d: %d %s", name, i, resp.StatusCode, body)
+		}
+		var r struct{ Index uint64 }
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Index
+	}
+}
+
 // childNames lists the names of the active tree's root children on node i.
 func childNames(c *mastertest.Cluster, i int) []string {
 	tree, _ := c.Server(i).Store().Active()
