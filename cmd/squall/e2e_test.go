@@ -27,21 +27,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// The load of TestDistributed: bounded in count (e2ePerSatellite calls to
-// each satellite) and in time (one call per e2eInterval and satellite, at
-// most e2eInFlight in flight per satellite, each within e2eCallTimeout).
+// The load of TestDistributed: one call per e2eInterval and satellite, at
+// most e2eInFlight in flight per satellite, each within e2eCallTimeout. It
+// runs until the failures are over, e2eStepCalls calls (all satellites)
+// between two failures and e2eTailCalls after the last one, and stops at
+// e2eMaxPerSatellite calls to each satellite whatever happens.
 const (
-	e2eSatellites     = 2
-	e2eHooksPerSat    = 3
-	e2ePerSatellite   = 400
-	e2eInterval       = 40 * time.Millisecond
-	e2eInFlight       = 32
-	e2eCallTimeout    = 20 * time.Second
-	e2ePartitions     = 4
-	e2eTopic          = "squall.events"
-	e2eDLQTopic       = "squall.events.dlq"
-	e2eGroup          = "squall-e2e"
-	e2eStartupTimeout = 30 * time.Second
+	e2eSatellites      = 2
+	e2eHooksPerSat     = 3
+	e2eStepCalls       = 100
+	e2eTailCalls       = 300
+	e2eMaxPerSatellite = 2000
+	e2eInterval        = 40 * time.Millisecond
+	e2eInFlight        = 32
+	e2eCallTimeout     = 20 * time.Second
+	e2ePartitions      = 4
+	e2eTopic           = "squall.events"
+	e2eDLQTopic        = "squall.events.dlq"
+	e2eGroup           = "squall-e2e"
+	e2eStartupTimeout  = 30 * time.Second
 	// e2eAckedWhileDown is how many webhooks are acknowledged (spooled)
 	// while the broker is down before it is started again: about 2 s.
 	e2eAckedWhileDown = 100
@@ -139,18 +143,19 @@ func TestDistributed(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var senders sync.WaitGroup
 	t.Cleanup(func() { cancel(); senders.Wait() }) // before the processes stop
+	failuresOver := make(chan struct{})
 	for s, sat := range sats {
-		senders.Go(func() { load.send(ctx, s, sat.base) })
+		senders.Go(func() { load.send(ctx, s, sat.base, failuresOver) })
 	}
-	total := int64(e2eSatellites * e2ePerSatellite)
 	all := append(append(append([]*e2eProc{}, masters...), engines...), sats...)
-	atSent := func(percent int64) {
+	sentMore := func(n int64) {
 		t.Helper()
-		waitFor(t, time.Minute, fmt.Sprintf("%d%% of the webhooks sent", percent), nil, func() bool { return load.sent.Load() >= total*percent/100 })
+		target := load.sent.Load() + n
+		waitFor(t, time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.sent.Load() >= target })
 	}
 
 	// 1. Kill the master leader; the other two elect a new one.
-	atSent(10)
+	sentMore(e2eStepCalls)
 	leaderID := agreedLeader(masters, admin, "")
 	if leaderID == "" {
 		t.Fatal("no agreed master leader")
@@ -189,7 +194,7 @@ func TestDistributed(t *testing.T) {
 
 	// 2. Stop the broker; the satellites spool. Restart it on the same
 	// port with its data once both took events into their spools.
-	atSent(25)
+	sentMore(e2eStepCalls)
 	broker.stop()
 	stoppedAt := time.Now()
 	ackedAtStop := load.acked.Load()
@@ -224,12 +229,14 @@ func TestDistributed(t *testing.T) {
 	t.Logf("engines back in the group %s after the broker restart", time.Since(restartedAt).Round(time.Millisecond))
 
 	// 3. Kill one engine; the other takes its partitions over.
-	atSent(50)
+	sentMore(e2eStepCalls)
 	victim := engines[1]
 	t.Logf("killing engine %s (partitions %v)", victim.name, engineStatus(victim).Partitions)
 	victim.kill()
 	engineKilledAt := time.Now()
 
+	sentMore(e2eTailCalls)
+	close(failuresOver)
 	senders.Wait()
 	t.Logf("load done: %d sent, %d acknowledged, %s after start", load.sent.Load(), load.acked.Load(), time.Since(began).Round(time.Millisecond))
 
@@ -262,8 +269,8 @@ func TestDistributed(t *testing.T) {
 	if wrong := rx.wrongTenants(); len(wrong) > 0 {
 		t.Errorf("%d actions carry the wrong tenant, e.g. %v", len(wrong), wrong[:min(len(wrong), 10)])
 	}
-	if len(ids) < int(total)/2 {
-		t.Errorf("only %d of %d webhooks acknowledged", len(ids), total)
+	if sent := load.sent.Load(); int64(len(ids)) < sent/2 {
+		t.Errorf("only %d of %d webhooks acknowledged", len(ids), sent)
 	}
 }
 
@@ -673,17 +680,20 @@ func newWebhookLoad() *webhookLoad {
 	}
 }
 
-// send posts e2ePerSatellite webhooks to the satellite s at base, one per
-// e2eInterval, spread over its webhooks; each carries a unique id.
-func (l *webhookLoad) send(ctx context.Context, s int, base string) {
+// send posts webhooks to the satellite s at base, one per e2eInterval,
+// spread over its webhooks, until done is closed or e2eMaxPerSatellite were
+// sent; each carries a unique id.
+func (l *webhookLoad) send(ctx context.Context, s int, base string, done <-chan struct{}) {
 	tick := time.NewTicker(e2eInterval)
 	defer tick.Stop()
 	sem := make(chan struct{}, e2eInFlight)
 	var calls sync.WaitGroup
 	defer calls.Wait()
-	for i := range e2ePerSatellite {
+	for i := range e2eMaxPerSatellite {
 		select {
 		case <-tick.C:
+		case <-done:
+			return
 		case <-ctx.Done():
 			return
 		}
