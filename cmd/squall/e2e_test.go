@@ -58,7 +58,8 @@ const (
 // dir). A tree is deployed through the API; its rule posts every event to a
 // receiver in this process. Webhooks go to both satellites at a steady rate
 // while the master leader is killed (a changed tree is then deployed through
-// the new leader), the broker is stopped and restarted on the same port with
+// the new leader, and the killed master restarts from its data and catches
+// up), the broker is stopped and restarted on the same port with
 // its data (meanwhile a satellite with events in its spool is killed and
 // started again), and one engine is killed. Every acknowledged webhook must
 // produce its action at least once; duplicates are counted and reported,
@@ -83,13 +84,13 @@ func TestDistributed(t *testing.T) {
 	broker := newRestartableBroker(t, filepath.Join(dir, "kafka"))
 
 	// Masters: m1 bootstraps, m2 and m3 join through it.
-	masterArgs := func(id string) []string {
-		return []string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", "127.0.0.1:0",
-			"--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}
+	masterArgs := func(id, httpAddr, raftAddr string, more ...string) []string {
+		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", httpAddr,
+			"--raft", raftAddr, "--token-hmac-key-file", keyFile}, more...)
 	}
-	m1 := startE2E(t, "m1", "master started", "http_addr", bin, append(masterArgs("m1"), "--bootstrap")...)
-	m2 := startE2E(t, "m2", "master started", "http_addr", bin, append(masterArgs("m2"), "--join", m1.base)...)
-	m3 := startE2E(t, "m3", "master started", "http_addr", bin, append(masterArgs("m3"), "--join", m1.base)...)
+	m1 := startE2E(t, "m1", "master started", "http_addr", bin, masterArgs("m1", "127.0.0.1:0", "127.0.0.1:0", "--bootstrap")...)
+	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base)...)
+	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base)...)
 	masters := []*e2eProc{m1, m2, m3}
 	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool {
 		return agreedLeader(masters, admin, "") != ""
@@ -191,6 +192,22 @@ func TestDistributed(t *testing.T) {
 		return a.TreeIndex > treeIndex && a.TreeIndex == b.TreeIndex
 	})
 	t.Logf("tree redeployed through %s: the engines moved from index %d to %d", survivors[0].name, treeIndex, engineStatus(engines[0]).TreeIndex)
+	// The killed master comes back from its data dir on its addresses
+	// and catches up with the tree deployed without it.
+	view, _ := clusterView(survivors[0], admin)
+	i := slices.IndexFunc(view.Members, func(m e2eMember) bool { return m.ID == leaderID })
+	if i < 0 {
+		t.Fatalf("%s is no longer a member: %+v", leaderID, view)
+	}
+	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, masterArgs(leaderID, leader.addr, view.Members[i].RaftAddr)...)
+	all = append(all, back)
+	waitFor(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
+		a, okA := clusterView(back, admin)
+		b, okB := clusterView(survivors[0], admin)
+		return okA && okB && agreedLeader([]*e2eProc{back, survivors[0], survivors[1]}, admin, "") != "" &&
+			a.ActiveIndex > 0 && a.ActiveIndex == b.ActiveIndex
+	})
+	t.Logf("master %s restarted from its data and caught up", leaderID)
 
 	// 2. Stop the broker; the satellites spool. Restart it on the same
 	// port with its data once both took events into their spools.
@@ -407,26 +424,37 @@ func apiCall(ctx context.Context, method, url, token string, body io.Reader, con
 	return resp.StatusCode, b
 }
 
+// e2eCluster is a master's GET /squall/v1/cluster.
+type e2eCluster struct {
+	NodeID      string      `json:"node_id"`
+	LeaderID    string      `json:"leader_id"`
+	ActiveIndex uint64      `json:"active_index"`
+	Members     []e2eMember `json:"members"`
+}
+
+type e2eMember struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+}
+
+// clusterView returns m's view of the cluster; false if m did not answer.
+func clusterView(m *e2eProc, token string) (e2eCluster, bool) {
+	var info e2eCluster
+	code, body := apiCall(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
+	return info, code == http.StatusOK && json.Unmarshal(body, &info) == nil
+}
+
 // agreedLeader returns the leader every master of ms reports, if they all
-// report the same one, it is one of them, they see three members, and it
-// is not notID; else "".
+// report the same one, see three members, and the leader is not notID;
+// else "".
 func agreedLeader(ms []*e2eProc, token, notID string) string {
 	leader := ""
 	for _, m := range ms {
-		code, body := apiCall(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
-		var info struct {
-			NodeID   string            `json:"node_id"`
-			LeaderID string            `json:"leader_id"`
-			Members  []json.RawMessage `json:"members"`
-		}
-		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.LeaderID == "" || info.LeaderID == notID ||
-			len(info.Members) != 3 || (leader != "" && info.LeaderID != leader) {
+		info, ok := clusterView(m, token)
+		if !ok || info.LeaderID == "" || info.LeaderID == notID || len(info.Members) != 3 || (leader != "" && info.LeaderID != leader) {
 			return ""
 		}
 		leader = info.LeaderID
-	}
-	if !slices.ContainsFunc(ms, func(m *e2eProc) bool { return m.name == leader }) {
-		return ""
 	}
 	return leader
 }
