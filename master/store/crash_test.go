@@ -30,14 +30,15 @@ func TestStore_CrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run as a child process by TestStore_CrashRecovery")
 	}
-	cfg := testConfig(t, "n1")
-	cfg.DataDir = dir
-	cfg.Bootstrap = true
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.Registerer = nil
-	cfg.SnapshotInterval = 20 * time.Millisecond
-	cfg.SnapshotThreshold = 32
-	cfg.TrailingLogs = 8
+	// Not testConfig: the process is killed, so nothing may need a
+	// cleanup (t.TempDir would leave a directory behind).
+	cfg := Config{
+		NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true,
+		Logger:           slog.New(slog.DiscardHandler),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
+		SnapshotInterval: 20 * time.Millisecond, SnapshotThreshold: 32, TrailingLogs: 8,
+	}
 	s := openStore(t, cfg)
 	waitReady(t, s)
 	var (
