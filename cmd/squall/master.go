@@ -66,6 +66,9 @@ given on the command line wins; empty variables are ignored.`,
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			cfg.Logger = logger
+			if cfg.AllowUnsignedTokens {
+				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
+			}
 			// One registry serves the master's and the executors' metrics.
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

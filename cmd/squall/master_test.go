@@ -242,3 +242,24 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestMasterUnsignedWarning: a master that accepts unsigned tokens says so
+// in its log, and one that verifies signatures does not.
+func TestMasterUnsignedWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "token.key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag string
+		want bool
+	}{{"--allow-unsigned-tokens", true}, {"--token-hmac-key-file=" + key, false}} {
+		args := []string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", tc.flag}
+		p := startLogged(t, exec.Command(squallBinary(t), args...), "master started", "http_addr")
+		if got := strings.Contains(p.logs.String(), "unsigned tokens are accepted"); got != tc.want {
+			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.flag, got, tc.want, p.logs.String())
+		}
+	}
+}
