@@ -32,6 +32,10 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 					opts(sc)
 				}
 				sc.NoSync = false
+				// raft's default timeouts (heartbeat 1 s, lease 500 ms), as
+				// deployed: the tests' short ones make a CPU-starved leader
+				// step down in the middle of the run.
+				sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
 			}
 		}),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
