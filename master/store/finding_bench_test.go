@@ -14,7 +14,7 @@ import (
 // between them.
 func BenchmarkInsertFinding64(b *testing.B) {
 	const writers = 64
-	leader := benchCluster(b)
+	leader := defaultTimeoutCluster(b)
 	ctx := b.Context()
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
@@ -114,13 +114,7 @@ func BenchmarkFindingsPage(b *testing.B) {
 // and clearing the findings, then entries of restoreChunk findings.
 func BenchmarkRestoreFindings(b *testing.B) {
 	const n = 100_000
-	// raft's default timeouts (heartbeat 1 s, lease 500 ms), not the
-	// tests' short ones: the entries are large and the machine shared.
-	leader := leaderOf(b, newCluster(b, 3, func(_ int, c *Config) {
-		c.Logger = slog.New(slog.DiscardHandler)
-		c.Registerer = nil
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 0, 0, 0
-	}))
+	leader := defaultTimeoutCluster(b)
 	bk := &Backup{Active: treeWith("a"), WithFindings: true, Findings: make([]Finding, n)}
 	for i := range bk.Findings {
 		bk.Findings[i] = testFinding(fmt.Sprintf("t%d", i%10), i, int64(i)*1000)
@@ -133,4 +127,16 @@ func BenchmarkRestoreFindings(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "findings/s")
 	}
+}
+
+// defaultTimeoutCluster is benchCluster with raft's default timeouts
+// (heartbeat 1 s, lease 500 ms), as deployed, instead of the tests' short
+// ones, with which a CPU-starved leader of a loaded shared machine steps
+// down in the middle of a run.
+func defaultTimeoutCluster(b *testing.B) *Store {
+	return leaderOf(b, newCluster(b, 3, func(_ int, c *Config) {
+		c.Logger = slog.New(slog.DiscardHandler)
+		c.Registerer = nil
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 0, 0, 0
+	}))
 }
