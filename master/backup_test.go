@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +46,13 @@ func mountFindings(t *testing.T, key []byte) mastertest.Option {
 func TestServer_BackupRestoreFindings(t *testing.T) {
 	t.Parallel()
 	key := bytes.Repeat([]byte{7}, 32)
-	c := mastertest.TestCluster(t, 3, mountFindings(t, key))
+	var dirsMu sync.Mutex
+	dirs := map[int]string{}
+	c := mastertest.TestCluster(t, 3, mountFindings(t, key), mastertest.WithConfig(func(i int, cfg *master.Config) {
+		dirsMu.Lock()
+		dirs[i] = cfg.DataDir
+		dirsMu.Unlock()
+	}))
 	f := c.Followers()[0]
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
@@ -75,6 +86,50 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		t.Fatalf("patch: %d %s", resp.StatusCode, out)
 	}
 	want := map[string]findings.Envelope{"acme": list(c, f, "acme"), "globex": list(c, f, "globex")}
+
+	// At rest on every node (raft log, state file, a fresh snapshot) the
+	// passwords are encrypted: sealed on the leader before raft.
+	leader := c.Server(c.Leader()).Store()
+	mastertest.WaitFor(t, 10*time.Second, func() bool {
+		for _, i := range c.Running() {
+			if c.Server(i).Store().Index() != leader.Index() {
+				return false
+			}
+		}
+		return true
+	}, "every node to apply the inserts")
+	for _, i := range c.Running() {
+		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		dirsMu.Lock()
+		dir := dirs[i]
+		dirsMu.Unlock()
+		var sealed []string
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(data, []byte(secret)) {
+				return fmt.Errorf("%s holds a password in clear", path)
+			}
+			if bytes.Contains(data, []byte("enc:v1:")) {
+				sealed = append(sealed, filepath.Base(path))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(sealed)
+		if !slices.Equal(sealed, []string{"fsm.db", "raft.db", "state.bin"}) {
+			t.Fatalf("node %d: encrypted passwords found in %v, want the log, the state file and the snapshot", i, sealed)
+		}
+	}
 	if want["acme"].Total != 15 || want["globex"].Total != 15 {
 		t.Fatalf("totals %d %d", want["acme"].Total, want["globex"].Total)
 	}
@@ -120,7 +175,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	}
 	// Every node answers through the leader (OnLeader); wait until each
 	// node's own state has the restore too, then compare.
-	leader := c.Server(c.Leader()).Store()
+	leader = c.Server(c.Leader()).Store()
 	mastertest.WaitFor(t, 10*time.Second, func() bool {
 		for _, i := range c.Running() {
 			if c.Server(i).Store().Index() != leader.Index() {
