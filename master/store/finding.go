@@ -311,16 +311,33 @@ func tenantFindings(tx *bolt.Tx, tenant string, create bool) (tb tenantBuckets, 
 // outcomes; the error is a failed write.
 func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcome, error) {
 	outs := make([]FindingOutcome, len(p.Findings))
+	// The tenants of the entry: their buckets are looked up, and their
+	// counts read and written, once per entry rather than per finding.
+	type tenant struct {
+		tb           tenantBuckets
+		count, start uint64
+	}
+	tenants := map[string]*tenant{}
 	for i := range p.Findings {
 		r := &p.Findings[i]
 		if err := checkFinding(Finding(*r)); err != nil {
 			outs[i] = FindingOutcome{UID: r.UID, Err: err}
 			continue
 		}
-		tb, _, err := tenantFindings(tx, r.Tenant, true)
-		if err != nil {
-			return nil, err
+		tn := tenants[r.Tenant]
+		if tn == nil {
+			tb, _, err := tenantFindings(tx, r.Tenant, true)
+			if err != nil {
+				return nil, err
+			}
+			n, err := getUint64(tb.t, keyCount)
+			if err != nil {
+				return nil, err
+			}
+			tn = &tenant{tb: tb, count: n, start: n}
+			tenants[r.Tenant] = tn
 		}
+		tb := tn.tb
 		dk := dedupeKey(r)
 		if uid := tb.dedupe.Get(dk); uid != nil {
 			outs[i] = FindingOutcome{UID: string(uid)}
@@ -343,14 +360,16 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 		if err := tb.dedupe.Put(dk, []byte(r.UID)); err != nil {
 			return nil, err
 		}
-		n, err := getUint64(tb.t, keyCount)
-		if err != nil {
-			return nil, err
-		}
-		if err := putUint64(tb.t, keyCount, n+1); err != nil {
-			return nil, err
-		}
+		tn.count++
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
+	}
+	for _, tn := range tenants {
+		if tn.count == tn.start {
+			continue
+		}
+		if err := putUint64(tn.tb.t, keyCount, tn.count); err != nil {
+			return nil, err
+		}
 	}
 	return outs, nil
 }
