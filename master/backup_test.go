@@ -38,6 +38,25 @@ func mountFindings(t *testing.T, key []byte) mastertest.Option {
 	})
 }
 
+// do is c.Do, retried while the cluster answers 503 (an election on a
+// loaded machine), as a client would: every request of
+// TestServer_BackupRestoreFindings is safe to repeat (inserts deduplicate,
+// a patch sets the same fields, a restore starts over).
+func do(t *testing.T, c *mastertest.Cluster, node int, method, path, token string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	for try := 0; ; try++ {
+		resp, out := c.Do(node, method, path, token, body)
+		if resp.StatusCode != http.StatusServiceUnavailable || try == 100 {
+			return resp, out
+		}
+		select {
+		case <-time.After(50 * time.Millisecond): // client backoff
+		case <-t.Context().Done():
+			return resp, out
+		}
+	}
+}
+
 // TestServer_BackupRestoreFindings backs up a 3-node cluster's findings
 // (encrypted at rest) over HTTP through a follower, and restores them into
 // the same cluster and into a new one with the same key: the restored
@@ -63,15 +82,16 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		t.Helper()
 		body := fmt.Sprintf(`{"monitored_domain_id": %d, "tool_code": "leaks", "resource_url": "https://example.com/login",
 			"username": "user%d@example.com", "password": "%s-%d"}`, 1+n%2, n, secret, n)
-		resp, out := c.Do(node, http.MethodPut, findings.Prefix+"findings/credentials", tokens[tenant], []byte(body))
-		if resp.StatusCode != http.StatusCreated {
+		resp, out := do(t, c, node, http.MethodPut, findings.Prefix+"findings/credentials", tokens[tenant], []byte(body))
+		// 200 when a retried insert had been stored after all.
+		if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 			t.Fatalf("insert: %d %s", resp.StatusCode, out)
 		}
 		return decode[struct{ UID string }](t, out).UID
 	}
 	list := func(c *mastertest.Cluster, node int, tenant string) findings.Envelope {
 		t.Helper()
-		resp, out := c.Get(node, findings.Prefix+"findings/credential?limit=1000", tokens[tenant])
+		resp, out := do(t, c, node, http.MethodGet, findings.Prefix+"findings/credential?limit=1000", tokens[tenant], nil)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("list: %d %s", resp.StatusCode, out)
 		}
@@ -81,7 +101,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		insert(c, n%3, []string{"acme", "globex"}[n%2], n)
 	}
 	uid := list(c, f, "acme").Findings[0].UID
-	resp, out := c.Do(f, http.MethodPatch, findings.Prefix+"finding/"+uid, tokens["acme"], []byte(`{"state":"Acknowledged","ticket":"T-7"}`))
+	resp, out := do(t, c, f, http.MethodPatch, findings.Prefix+"finding/"+uid, tokens["acme"], []byte(`{"state":"Acknowledged","ticket":"T-7"}`))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("patch: %d %s", resp.StatusCode, out)
 	}
@@ -134,7 +154,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		t.Fatalf("totals %d %d", want["acme"].Total, want["globex"].Total)
 	}
 
-	resp, backup := c.Get(f, "/squall/v1/backup", c.AdminToken)
+	resp, backup := do(t, c, f, http.MethodGet, "/squall/v1/backup", c.AdminToken, nil)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Disposition"), "squall-backup-") {
 		t.Fatalf("backup: %d %s", resp.StatusCode, backup)
 	}
@@ -148,11 +168,11 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 
 	// Changes after the backup are undone by the restore.
 	insert(c, f, "acme", 100)
-	resp, out = c.Do(f, http.MethodPatch, findings.Prefix+"finding/"+uid, tokens["acme"], []byte(`{"state":"Resolved"}`))
+	resp, out = do(t, c, f, http.MethodPatch, findings.Prefix+"finding/"+uid, tokens["acme"], []byte(`{"state":"Resolved"}`))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("patch: %d %s", resp.StatusCode, out)
 	}
-	resp, out = c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, backup)
+	resp, out = do(t, c, f, http.MethodPost, "/squall/v1/restore", c.AdminToken, backup)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("restore: %d %s", resp.StatusCode, out)
 	}
@@ -161,7 +181,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	}
 	same := func(c *mastertest.Cluster, node int) bool {
 		for tenant, w := range want {
-			resp, out := c.Get(node, findings.Prefix+"findings/credential?limit=1000", tokens[tenant])
+			resp, out := do(t, c, node, http.MethodGet, findings.Prefix+"findings/credential?limit=1000", tokens[tenant], nil)
 			if resp.StatusCode != http.StatusOK {
 				return false
 			}
@@ -199,7 +219,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	for tenant := range tokens {
 		tokens[tenant] = other.Token(auth.Claims{User: "scanner", Tenant: tenant})
 	}
-	resp, out = other.Do(0, http.MethodPost, "/squall/v1/restore", other.AdminToken, backup)
+	resp, out = do(t, other, 0, http.MethodPost, "/squall/v1/restore", other.AdminToken, backup)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("restore into a new cluster: %d %s", resp.StatusCode, out)
 	}
@@ -210,7 +230,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	// restored finding.
 	body := fmt.Sprintf(`{"monitored_domain_id": 1, "tool_code": "leaks", "resource_url": "https://example.com/login",
 			"username": "user0@example.com", "password": "%s-0"}`, secret)
-	resp, out = other.Do(0, http.MethodPut, findings.Prefix+"findings/credentials", tokens["acme"], []byte(body))
+	resp, out = do(t, other, 0, http.MethodPut, findings.Prefix+"findings/credentials", tokens["acme"], []byte(body))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("re-insert of a restored finding: %d %s", resp.StatusCode, out)
 	}
@@ -218,7 +238,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	// A file with a bad finding changes nothing.
 	idx := leader.Index()
 	bad := bytes.Replace(backup, []byte(`"state":"Unassigned"`), []byte(`"state":""`), 1)
-	resp, out = c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, bad)
+	resp, out = do(t, c, f, http.MethodPost, "/squall/v1/restore", c.AdminToken, bad)
 	wantError(t, resp, out, http.StatusBadRequest, "BAD_REQUEST")
 	if leader.Index() != idx {
 		t.Fatalf("a refused restore changed the state: %d -> %d", idx, leader.Index())
