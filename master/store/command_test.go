@@ -188,6 +188,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		RestoreState{Active: treeWith("r"), Draft: &Draft{ID: "d", Owner: "o", Tree: treeWith("s")}},
 		InsertFindings{Findings: []Finding{testFinding("a", 1, 5), testFinding("b", 2, 6)}},
 		PatchFinding{Tenant: "a", UID: "u", State: new("Resolved"), Priority: new(""), Now: time.UnixMilli(3)},
+		ClearFindings{},
 	} {
 		data, err := encodeCommand(c)
 		if err != nil {
