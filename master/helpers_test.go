@@ -111,26 +111,24 @@ func post(ctx context.Context, url string) (int, error) {
 // it is acknowledged.
 func appendVia(t *testing.T, c *mastertest.Cluster, i int, name string) uint64 {
 	t.Helper()
-	resp, body := c.Do(i, http.MethodPost, "/api/v2_beta/test/append/"+name, "", nil)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("append %s via node %d: %d %s", name, i, resp.StatusCode, body)
-	}
-	var r struct{ Index uint64 }
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r.Index
+	return appendUntil(t, c, i, name, time.Time{})
 }
 
 // appendEventually is appendVia for a moment when a leader may still be
-// being elected: a 503 NO_LEADER is retried until a deadline.
+// being elected: a 503 NO_LEADER is retried for up to 20 s.
 func appendEventually(t *testing.T, c *mastertest.Cluster, i int, name string) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	return appendUntil(t, c, i, name, time.Now().Add(20*time.Second))
+}
+
+// appendUntil appends a child through node i, retrying 503s until the
+// deadline (each attempt is paced by LeaderWait), and returns its index.
+func appendUntil(t *testing.T, c *mastertest.Cluster, i int, name string, deadline time.Time) uint64 {
+	t.Helper()
 	for {
 		resp, body := c.Do(i, http.MethodPost, "/api/v2_beta/test/append/"+name, "", nil)
 		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
-			continue // LeaderWait already paced this attempt
+			continue
 		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("append %s via node %d: %d %s", name, i, resp.StatusCode, body)

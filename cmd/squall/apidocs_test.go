@@ -79,9 +79,36 @@ func docCommands(t *testing.T) []docCommand {
 	}
 	status := regexp.MustCompile(`^# (\d{3})\b`)
 	var cmds []docCommand
+	for _, c := range shCommands(string(b)) {
+		if !strings.Contains(c.text, "$SQUALL") {
+			continue
+		}
+		dc := docCommand{text: c.text}
+		for _, line := range c.comments {
+			if m := status.FindStringSubmatch(line); m != nil {
+				dc.status, _ = strconv.Atoi(m[1])
+			}
+		}
+		cmds = append(cmds, dc)
+	}
+	return cmds
+}
+
+// shCommand is one command of a Markdown sh block, with the comment lines
+// that follow it.
+type shCommand struct {
+	text     string   // continuation lines and quoted newlines included
+	comments []string // the comment lines after it, up to the next command
+}
+
+// shCommands returns the commands of the sh blocks of a Markdown text, in
+// order. A command spans lines ending in a backslash and newlines inside
+// single quotes; blank lines are skipped.
+func shCommands(text string) []shCommand {
+	var cmds []shCommand
 	inBlock := false
 	var cur strings.Builder
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		switch {
 		case line == "```sh":
 			inBlock = true
@@ -93,19 +120,19 @@ func docCommands(t *testing.T) []docCommand {
 			continue
 		}
 		open := strings.Count(cur.String(), "'")%2 == 1
-		if m := status.FindStringSubmatch(line); m != nil && len(cmds) > 0 && !open {
-			cmds[len(cmds)-1].status, _ = strconv.Atoi(m[1])
+		if !open && strings.HasPrefix(line, "#") {
+			if len(cmds) > 0 {
+				cmds[len(cmds)-1].comments = append(cmds[len(cmds)-1].comments, line)
+			}
 			continue
 		}
-		if !open && (strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "") {
+		if !open && strings.TrimSpace(line) == "" {
 			continue
 		}
 		cur.WriteString(line)
 		cur.WriteString("\n")
 		if !strings.HasSuffix(line, "\\") && strings.Count(cur.String(), "'")%2 == 0 {
-			if c := cur.String(); strings.Contains(c, "$SQUALL") {
-				cmds = append(cmds, docCommand{text: c})
-			}
+			cmds = append(cmds, shCommand{text: cur.String()})
 			cur.Reset()
 		}
 	}

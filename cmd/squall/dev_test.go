@@ -42,28 +42,8 @@ func readmeTour(t *testing.T) []string {
 		section = section[:len(readmeTourHeading)+j]
 	}
 	var cmds []string
-	inBlock := false
-	var cur strings.Builder
-	for _, line := range strings.Split(section, "\n") {
-		switch {
-		case line == "```sh":
-			inBlock = true
-			continue
-		case line == "```":
-			inBlock = false
-			continue
-		case !inBlock:
-			continue
-		}
-		open := strings.Count(cur.String(), "'")%2 == 1
-		if !open && (strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "") {
-			continue
-		}
-		cur.WriteString(line + "\n")
-		if !strings.HasSuffix(line, "\\") && strings.Count(cur.String(), "'")%2 == 0 {
-			cmds = append(cmds, strings.TrimSpace(cur.String()))
-			cur.Reset()
-		}
+	for _, c := range shCommands(section) {
+		cmds = append(cmds, strings.TrimSpace(c.text))
 	}
 	return cmds
 }
