@@ -26,7 +26,10 @@
 // older state than it wrote, whichever node it asks. Raft knows only
 // raft addresses; the leader's HTTP address comes from the replicated
 // state, where every node records its own when it joins (the SetMember
-// command), including the bootstrap node once it leads.
+// command), including the bootstrap node once it leads. Routes placed
+// [OnLeaderWrite] (the findings API) serve their writes on the leader
+// without the consistent read: their handlers leave every check against
+// the state to the state machine (see OnLeaderWrite).
 //
 // During an election a request waits for a leader up to
 // Config.LeaderWait, then is answered 503 with Retry-After: 1 and a JSON

@@ -37,8 +37,20 @@ const leaderPoll = 20 * time.Millisecond
 //     Config.LeaderWait, then answers 503 NO_LEADER with Retry-After.
 //   - A request already forwarded by another node is never forwarded
 //     again: if this node is not the leader it answers 503 at once.
-func (s *Server) onLeader(h http.Handler) http.Handler {
+//
+// With writes set (placement OnLeaderWrite), a request that is not a read
+// (see readMethod) skips the consistent read on the leader: h serves it
+// as soon as this node believes it leads. See OnLeaderWrite for what h
+// must guarantee and why that is safe.
+func (s *Server) onLeader(h http.Handler, writes bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		direct := writes && !readMethod(r.Method)
+		if direct && s.store.IsLeader() {
+			// The common case of a write on the leader, without the
+			// routing loop's timer and context.
+			h.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
 		defer cancel()
 		from := r.Header.Get(HeaderForwardedBy)
@@ -51,6 +63,10 @@ func (s *Server) onLeader(h http.Handler) http.Handler {
 		for {
 			changed := s.store.LeaderChanged()
 			if s.store.IsLeader() {
+				if direct {
+					h.ServeHTTP(w, r)
+					return
+				}
 				err := s.store.ConsistentRead(ctx)
 				if err == nil {
 					h.ServeHTTP(w, r)
@@ -90,6 +106,19 @@ func (s *Server) onLeader(h http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// readMethod reports whether requests of method only read: under
+// OnLeaderWrite they keep the consistent read. Every method that is not
+// one of the writes RFC 9110 defines (PUT, POST, PATCH, DELETE) counts as
+// a read, unknown ones included, so that a mistake costs a quorum check,
+// never a stale answer.
+func readMethod(method string) bool {
+	switch method {
+	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
+		return false
+	}
+	return true
 }
 
 // leaderError is the answer when no leader could serve the request.

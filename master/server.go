@@ -165,10 +165,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
 	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
 	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
-	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove)))
-	s.mux.Handle("POST "+pathJoin, s.onLeader(s.wrap(s.handleJoin)))
-	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup)))
-	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore)))
+	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false))
+	s.mux.Handle("POST "+pathJoin, s.onLeader(s.wrap(s.handleJoin), false))
+	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false))
+	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false))
 }
 
 // Placement says which node serves the requests of a mounted handler.
@@ -186,6 +186,31 @@ const (
 	// waits up to Config.LeaderWait, then is answered 503 with
 	// Retry-After and a JSON error (code NO_LEADER).
 	OnLeader
+	// OnLeaderWrite is OnLeader, except that on the leader the writes (PUT,
+	// POST, PATCH and DELETE requests) skip Store.ConsistentRead: the
+	// handler runs as soon as the node believes it leads. Reads (GET,
+	// HEAD and any other method) keep the consistent read.
+	//
+	// It is only for handlers whose every write is safe on a node that
+	// believes it leads but may have been deposed, that is, a handler
+	// whose writes
+	//   - validate against the state only inside the state machine, when
+	//     their command is applied (a check the handler made on its own
+	//     state before submitting could read a stale state), and
+	//   - acknowledge only what Store.Apply (or a call built on it)
+	//     returned, and read, if at all, only this node's state after
+	//     that Apply returned.
+	//
+	// Why that is enough: raft commits an entry only with a quorum, so a
+	// deposed or cut-off leader's Apply fails (ErrNotLeader,
+	// ErrLeadershipLost, a timeout) and the handler answers 503; it never
+	// acknowledges an uncommitted write. A committed entry is applied
+	// after every entry before it, in the same order on every node, so
+	// checks made at apply time see the whole history whichever node led
+	// when the request came in, and the state read after Apply returned
+	// holds at least that entry. The quorum check of the consistent read
+	// adds nothing to such a write but a round trip to the followers.
+	OnLeaderWrite
 )
 
 // String returns the placement's name.
@@ -195,6 +220,8 @@ func (p Placement) String() string {
 		return "any node"
 	case OnLeader:
 		return "leader"
+	case OnLeaderWrite:
+		return "leader, writes without consistent read"
 	}
 	return "Placement(" + strconv.Itoa(int(p)) + ")"
 }
@@ -215,7 +242,9 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) 
 	switch p {
 	case OnAnyNode:
 	case OnLeader:
-		h = s.onLeader(h)
+		h = s.onLeader(h, false)
+	case OnLeaderWrite:
+		h = s.onLeader(h, true)
 	default:
 		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
 	}

@@ -103,7 +103,7 @@ given on the command line wins; empty variables are ignored.`,
 				}
 			}
 			fa := findings.New(fcfg, srv.Store(), srv.Verifier(), logger)
-			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeader); err != nil {
+			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 				return err
 			}
 			if intakeCfg.Webhooks.Dir == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/store"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -49,19 +50,19 @@ type env struct {
 	tokA, tokB, noTenant string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...mastertest.Option) *env {
 	t.Helper()
 	e := &env{}
 	e.clock.Store(1_700_000_000)
 	logger := slog.New(slog.NewJSONHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.c = mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
+	e.c = mastertest.TestCluster(t, 3, append(opts, mastertest.WithSetup(func(_ int, s *master.Server) {
 		cfg := findings.Default()
 		cfg.Now = func() time.Time { return time.Unix(e.clock.Load(), 0) }
 		a := findings.New(cfg, s.Store(), s.Verifier(), logger)
-		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
+		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite); err != nil {
 			t.Fatal(err)
 		}
-	}))
+	}))...)
 	e.tokA = e.c.Token(auth.Claims{User: "ingest", Tenant: "a"})
 	e.tokB = e.c.Token(auth.Claims{User: "ingest", Tenant: "b"})
 	e.noTenant = e.c.Token(auth.Claims{User: "ingest"})
@@ -597,5 +598,127 @@ func TestAPI_LeaderKill(t *testing.T) {
 		if r.status != http.StatusOK || u.UID != uid {
 			t.Fatalf("retry of %d: %d %s, want 200 %s", n, r.status, r.body, uid)
 		}
+	}
+}
+
+// TestAPI_PartitionedLeader cuts the leader off from the other nodes
+// while inserts go on through it. The API is mounted OnLeaderWrite, so
+// inserts and patches reach the handler on a node that only believes it
+// leads, without a quorum check first: the cut-off leader must still
+// answer them 503 (it cannot commit) and never acknowledge a write the
+// majority does not hold. Reads through it keep the consistent read and
+// are refused too, not served stale.
+func TestAPI_PartitionedLeader(t *testing.T) {
+	e := newEnv(t, mastertest.WithConfig(func(_ int, cfg *master.Config) {
+		cfg.LeaderWait = time.Second
+	}))
+	old := e.c.Leader()
+	uid0 := e.insert(t, old, e.tokA, 0, http.StatusCreated)
+	var majority []int
+	for _, i := range e.c.Running() {
+		if i != old {
+			majority = append(majority, i)
+		}
+	}
+
+	// Writers insert through the leader; each stops at its first refusal.
+	var mu sync.Mutex
+	acked := map[string]int{} // uid -> credential number
+	var refused atomic.Int64
+	acks := make(chan struct{}, 1000)
+	var wg sync.WaitGroup
+	const writers, perWriter = 4, 100
+	for w := range writers {
+		wg.Go(func() {
+			for k := range perWriter {
+				n := 1 + w*perWriter + k
+				r, err := e.send(t, old, "PUT", "/findings/credentials", e.tokA, "", credential(n))
+				if err != nil {
+					t.Errorf("insert %d: %v", n, err)
+					return
+				}
+				switch r.status {
+				case http.StatusCreated:
+				case http.StatusServiceUnavailable:
+					// May or may not be stored: the client retries.
+					refused.Add(1)
+					return
+				default:
+					t.Errorf("insert %d: %d %s", n, r.status, r.body)
+					return
+				}
+				var u struct{ UID string }
+				if err := json.Unmarshal(r.body, &u); err != nil || u.UID == "" {
+					t.Errorf("insert %d: %v %s", n, err, r.body)
+					return
+				}
+				mu.Lock()
+				acked[u.UID] = n
+				mu.Unlock()
+				select {
+				case acks <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	for range 20 {
+		<-acks
+	}
+	e.c.Partition(old)
+
+	// Sent after the cut: nothing of these can reach the majority.
+	const lost = 9999
+	r := e.do(t, old, "PUT", "/findings/credentials", e.tokA, "", credential(lost))
+	if code, _ := r.errCode(t); r.status != http.StatusServiceUnavailable || code != "NO_LEADER" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("insert on the cut-off leader: %d %s", r.status, r.body)
+	}
+	r = e.do(t, old, "PATCH", "/finding/"+uid0, e.tokA, "", `{"state": "Resolved"}`)
+	if code, _ := r.errCode(t); r.status != http.StatusServiceUnavailable || code != "NO_LEADER" {
+		t.Fatalf("patch on the cut-off leader: %d %s", r.status, r.body)
+	}
+	r = e.do(t, old, "GET", "/finding/"+uid0, e.tokA, "", "")
+	if code, _ := r.errCode(t); r.status != http.StatusServiceUnavailable || code != "NO_LEADER" {
+		t.Fatalf("get on the cut-off leader: %d %s", r.status, r.body)
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Fatal("no insert through the cut-off leader was refused")
+	}
+	t.Logf("%d inserts acknowledged, %d refused", len(acked), refused.Load())
+
+	// The majority holds every acknowledged insert, and neither the
+	// refused insert nor the refused patch.
+	check := func(t *testing.T, st *store.Store) {
+		t.Helper()
+		for uid, n := range acked {
+			if _, err := st.Finding("a", uid); err != nil {
+				t.Fatalf("node %s: acknowledged insert %d (%s): %v", st.ID(), n, uid, err)
+			}
+		}
+		p, err := st.Findings("a", store.FindingQuery{Username: fmt.Sprintf("user%d@example.com", lost), Limit: 10})
+		if err != nil || p.Total != 0 {
+			t.Fatalf("node %s: the refused insert: %d found, %v", st.ID(), p.Total, err)
+		}
+		f, err := st.Finding("a", uid0)
+		if err != nil || f.State != findings.StateUnassigned {
+			t.Fatalf("node %s: finding %s after the refused patch: %q, %v", st.ID(), uid0, f.State, err)
+		}
+	}
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		r, err := e.send(t, majority[0], "GET", "/finding/"+uid0, e.tokA, "", "")
+		return err == nil && r.status == http.StatusOK
+	}, "the majority to serve a consistent read")
+	newLeader := e.c.Leader()
+	if newLeader == old {
+		t.Fatal("the cut-off node leads")
+	}
+	check(t, e.c.Server(newLeader).Store())
+
+	// Healed, the old leader drops what it could not commit.
+	e.c.Heal(old)
+	e.c.WaitConverged()
+	for _, i := range e.c.Running() {
+		check(t, e.c.Server(i).Store())
 	}
 }

@@ -40,7 +40,7 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 		}),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
 			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
-			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
+			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite); err != nil {
 				b.Fatal(err)
 			}
 		}))

@@ -16,7 +16,14 @@
 //
 // Findings live in the replicated store (package store): inserts on the
 // leader are grouped into shared raft entries, identical inserts return
-// the existing uid. The master mounts the API OnLeader, so followers
-// forward requests to the leader. docs/findings.md documents fields,
+// the existing uid. The master mounts the API OnLeaderWrite: followers
+// forward requests to the leader, and there reads (GET) wait for a
+// consistent read while inserts and patches (PUT, PATCH) do not. That
+// placement's conditions hold for both: the handler only decodes and
+// validates the body, then submits one command; whether the finding is
+// new or a duplicate (insert) and whether it exists in the tenant
+// (patch) is decided by the state machine when the command is applied;
+// the answer is Apply's outcome, and a patch's answer reads the local
+// state after its own Apply returned. docs/findings.md documents fields,
 // validation, errors and how names are derived.
 package findings
