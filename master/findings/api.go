@@ -204,7 +204,6 @@ func (a *API) wrap(fn handlerFunc) http.Handler {
 // finish writes the answer and logs the request: failures at info (error
 // for 5xx), successes at debug.
 func (a *API) finish(w http.ResponseWriter, r *http.Request, logger *slog.Logger, start time.Time, tenant string, status int, body any, err error) {
-	attrs := []any{logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant}
 	if err != nil {
 		e := toError(err)
 		if e.Params == nil {
@@ -217,11 +216,19 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, logger *slog.Logger
 		if e.Status >= 500 {
 			level = slog.LevelError
 		}
-		logger.Log(r.Context(), level, "request failed", append(attrs, logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start))...)
+		if logger.Enabled(r.Context(), level) {
+			logger.Log(r.Context(), level, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
+				logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start))
+		}
 		writeJSON(w, e.Status, e)
 		return
 	}
-	logger.Log(r.Context(), slog.LevelDebug, "request", append(attrs, logStatus, status, logDuration, time.Since(start))...)
+	// Checked first: the attributes of a disabled record would still be
+	// allocated, on every successful request.
+	if logger.Enabled(r.Context(), slog.LevelDebug) {
+		logger.Log(r.Context(), slog.LevelDebug, "request", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
+			logStatus, status, logDuration, time.Since(start))
+	}
 	writeJSON(w, status, body)
 }
 
