@@ -256,7 +256,7 @@ func (r *deployReport) invocation(file, where string, args []string, env map[str
 		}
 	}
 	squallEnv := map[string]string{}
-	for _, v := range sortedKeys(env) {
+	for _, v := range slices.Sorted(maps.Keys(env)) {
 		if !strings.HasPrefix(v, envPrefix) {
 			continue
 		}
@@ -518,7 +518,7 @@ func (r *deployReport) compose(file string, b []byte) {
 			}
 		}
 	}
-	for _, name := range sortedKeys(doc.Services) {
+	for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
 		svc := doc.Services[name]
 		where := file + ": service " + name
 		image, _ := svc["image"].(string)
@@ -635,7 +635,7 @@ func stringList(v any) []string {
 // keysOrList returns the keys of a YAML mapping or the items of a list.
 func keysOrList(v any) []string {
 	if m, ok := v.(map[string]any); ok {
-		return sortedKeys(m)
+		return slices.Sorted(maps.Keys(m))
 	}
 	return stringList(v)
 }
@@ -655,15 +655,6 @@ func refNames(v any) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // kustomization checks that the resources it lists exist and records the
@@ -800,7 +791,7 @@ func (r *deployReport) configMap(where string, data map[string]any) {
 	if len(data) == 0 {
 		r.problem(where, "no data")
 	}
-	for _, key := range sortedKeys(data) {
+	for _, key := range slices.Sorted(maps.Keys(data)) {
 		v := fmt.Sprint(data[key])
 		switch {
 		case key == "actions.json":

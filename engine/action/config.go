@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -291,7 +292,7 @@ func (c Config) Validate() error {
 		} else if _, err := parsePathTemplate(a.DefaultPath); err != nil {
 			bad("archive.default_path", "%w", err)
 		}
-		for _, k := range sortedKeys(a.Paths) {
+		for _, k := range slices.Sorted(maps.Keys(a.Paths)) {
 			if k == "" {
 				bad("archive.paths", "an archive type must not be empty")
 			}
@@ -317,7 +318,7 @@ func (c Config) Validate() error {
 	if s.MaxOutput < 1 {
 		bad("script.max_output", "must be at least 1")
 	}
-	for _, k := range sortedKeys(s.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s.Env[k], 0) {
 			bad("script.env", "invalid variable %q", k)
 		}
@@ -455,13 +456,4 @@ func checkBaseURL(s string) error {
 		return fmt.Errorf("%s: must be scheme://host[:port][/path], without user info, query or fragment", redactURL(u))
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ var _ Executor = (*scriptExecutor)(nil)
 
 func newScriptExecutor(cfg ScriptConfig, log *slog.Logger) *scriptExecutor {
 	env := make([]string, 0, len(cfg.Env))
-	for _, k := range sortedKeys(cfg.Env) {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
 		env = append(env, k+"="+cfg.Env[k])
 	}
 	return &scriptExecutor{
@@ -202,7 +203,7 @@ func appendArgs(args []string, v any) ([]string, error) {
 		return args, nil
 	case map[string]any:
 		var err error
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			args = append(args, "--"+k)
 			if args, err = appendArgs(args, x[k]); err != nil {
 				return nil, err
