@@ -170,8 +170,8 @@ func checkFinding(f Finding) error {
 	return nil
 }
 
-// The findings' part of the state file (format 2): bucket "findings" holds
-// one bucket per tenant (named by the tenant), which holds
+// The findings' part of the state file: bucket "findings" holds one
+// bucket per tenant (named by the tenant), which holds
 //
 //	count    uint64 big-endian: the number of the tenant's findings
 //	by_uid   uid -> findingRecord JSON
@@ -179,13 +179,22 @@ func checkFinding(f Finding) error {
 //	         finding's filter fields (see filterFields): newest first, ties
 //	         by uid ascending, in key order; entries written before the
 //	         filter fields existed have an empty value
-//	dedupe   SHA-256 of the identity (see dedupeKey) -> uid
+//	dedupe   (format 2 only, no longer written) SHA-256 of the identity
+//	         (see dedupeKey) -> uid
+//
+// and bucket "finding_keys" (format 3) holds the dedupe key of every
+// tenant's findings stored since format 3, in insertion order:
+//
+//	sequence number (uint64 big-endian) -> dedupe key (32 bytes) + uid
+//
+// See findingKeys.
 var (
-	bucketFindings = []byte("findings")
-	bucketByUID    = []byte("by_uid")
-	bucketByTime   = []byte("by_time")
-	bucketDedupe   = []byte("dedupe")
-	keyCount       = []byte("count")
+	bucketFindings    = []byte("findings")
+	bucketByUID       = []byte("by_uid")
+	bucketByTime      = []byte("by_time")
+	bucketDedupe      = []byte("dedupe")
+	bucketFindingKeys = []byte("finding_keys")
+	keyCount          = []byte("count")
 )
 
 // timeKey returns the by_time key of a finding.
@@ -264,9 +273,107 @@ func dedupeKey(r *findingRecord) []byte {
 	return h.Sum(nil)
 }
 
-// tenantBuckets are the buckets of one tenant's findings.
+// tenantBuckets are the buckets of one tenant's findings; dedupe is nil
+// unless the tenant had findings under state file format 2.
 type tenantBuckets struct {
 	t, byUID, byTime, dedupe *bolt.Bucket
+}
+
+// setFormat marks the state file as written in stateFormat.
+func setFormat(tx *bolt.Tx) error {
+	return tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
+}
+
+// findingKeys is the dedupe index of the findings of every tenant. Each
+// stored finding's dedupe key is appended, with its uid, to the
+// finding_keys bucket under the bucket's next sequence number, and the
+// key's first 8 bytes (its fingerprint) map to that sequence number in
+// memory. A lookup reads the bucket only when the fingerprint is known, to
+// compare the whole key, so a new finding costs an append at the end of
+// the bucket. A content-addressed index in the state file (format 2's
+// dedupe buckets) instead copied and wrote a random leaf page per finding
+// on every node, the largest cost of an insert.
+//
+// The memory is rebuilt from the bucket whenever the state file is opened
+// or replaced (about 20 to 40 bytes per finding). Only raft's FSM
+// goroutine uses it, inside the state file's write transaction; when that
+// transaction fails the process panics (see fsm.ApplyBatch), so the memory
+// never outlives a rolled-back write.
+type findingKeys struct {
+	first map[uint64]uint64   // fingerprint -> sequence number
+	more  map[uint64][]uint64 // further sequence numbers of a fingerprint shared by different keys
+}
+
+// dedupeKeySize is the size of a dedupe key (SHA-256).
+const dedupeKeySize = sha256.Size
+
+// loadFindingKeys reads the finding_keys bucket of a state file.
+func loadFindingKeys(tx *bolt.Tx) (*findingKeys, error) {
+	fk := &findingKeys{first: map[uint64]uint64{}, more: map[uint64][]uint64{}}
+	b := tx.Bucket(bucketFindingKeys)
+	if b == nil {
+		return fk, nil
+	}
+	fk.first = make(map[uint64]uint64, b.Sequence())
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) <= dedupeKeySize {
+			return fmt.Errorf("finding_keys: malformed entry %x", k)
+		}
+		fk.add(binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(k))
+		return nil
+	})
+	return fk, err
+}
+
+func (fk *findingKeys) add(fp, seq uint64) {
+	if _, ok := fk.first[fp]; ok {
+		fk.more[fp] = append(fk.more[fp], seq)
+		return
+	}
+	fk.first[fp] = seq
+}
+
+// lookup returns the uid stored with dedupe key dk in b, or nil. The
+// result points into the transaction's memory.
+func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
+	fp := binary.BigEndian.Uint64(dk)
+	seq, ok := fk.first[fp]
+	if !ok {
+		return nil
+	}
+	for i := -1; i < len(fk.more[fp]); i++ {
+		if i >= 0 {
+			seq = fk.more[fp][i]
+		}
+		var k [8]byte
+		binary.BigEndian.PutUint64(k[:], seq)
+		if v := b.Get(k[:]); len(v) > dedupeKeySize && string(v[:dedupeKeySize]) == string(dk) {
+			return v[dedupeKeySize:]
+		}
+	}
+	return nil
+}
+
+// insert appends dk and uid to b and indexes them.
+func (fk *findingKeys) insert(b *bolt.Bucket, dk []byte, uid string) error {
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	v := make([]byte, 0, len(dk)+len(uid))
+	if err := b.Put(k[:], append(append(v, dk...), uid...)); err != nil {
+		return err
+	}
+	fk.add(binary.BigEndian.Uint64(dk), seq)
+	return nil
+}
+
+// clear forgets every key.
+func (fk *findingKeys) clear() {
+	clear(fk.first)
+	clear(fk.more)
 }
 
 // tenantFindings returns the buckets of tenant, creating them when create
@@ -277,9 +384,10 @@ func tenantFindings(tx *bolt.Tx, tenant string, create bool) (tb tenantBuckets, 
 		if root, err = tx.CreateBucket(bucketFindings); err != nil {
 			return tb, false, err
 		}
-		// A state file holding findings is format 2: older binaries must
-		// not restore it as a snapshot, silently dropping the findings.
-		if err := tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat))); err != nil {
+		// A state file holding findings is format 2 or later: older
+		// binaries must not restore it as a snapshot, silently dropping
+		// the findings.
+		if err := setFormat(tx); err != nil {
 			return tb, false, err
 		}
 	}
@@ -294,14 +402,15 @@ func tenantFindings(tx *bolt.Tx, tenant string, create bool) (tb tenantBuckets, 
 		if tb.t, err = root.CreateBucket([]byte(tenant)); err != nil {
 			return tb, false, err
 		}
-		for _, name := range [][]byte{bucketByUID, bucketByTime, bucketDedupe} {
+		for _, name := range [][]byte{bucketByUID, bucketByTime} {
 			if _, err := tb.t.CreateBucket(name); err != nil {
 				return tb, false, err
 			}
 		}
 	}
+	// dedupe exists only in tenants that had findings under format 2.
 	tb.byUID, tb.byTime, tb.dedupe = tb.t.Bucket(bucketByUID), tb.t.Bucket(bucketByTime), tb.t.Bucket(bucketDedupe)
-	if tb.byUID == nil || tb.byTime == nil || tb.dedupe == nil {
+	if tb.byUID == nil || tb.byTime == nil {
 		return tb, false, fmt.Errorf("findings of tenant %q: missing index buckets", tenant)
 	}
 	return tb, true, nil
@@ -309,8 +418,9 @@ func tenantFindings(tx *bolt.Tx, tenant string, create bool) (tb tenantBuckets, 
 
 // applyInsertFindings stores the findings of an entry. Refusals are
 // outcomes; the error is a failed write.
-func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcome, error) {
+func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayload) ([]FindingOutcome, error) {
 	outs := make([]FindingOutcome, len(p.Findings))
+	kb := tx.Bucket(bucketFindingKeys)
 	// The tenants of the entry: their buckets are looked up, and their
 	// counts read and written, once per entry rather than per finding.
 	type tenant struct {
@@ -338,8 +448,22 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 			tenants[r.Tenant] = tn
 		}
 		tb := tn.tb
+		if kb == nil {
+			var err error
+			if kb, err = tx.CreateBucket(bucketFindingKeys); err != nil {
+				return nil, err
+			}
+			// Format 3: older binaries would not see these keys.
+			if err := setFormat(tx); err != nil {
+				return nil, err
+			}
+		}
 		dk := dedupeKey(r)
-		if uid := tb.dedupe.Get(dk); uid != nil {
+		uid := keys.lookup(kb, dk)
+		if uid == nil && tb.dedupe != nil {
+			uid = tb.dedupe.Get(dk)
+		}
+		if uid != nil {
 			outs[i] = FindingOutcome{UID: string(uid)}
 			continue
 		}
@@ -357,7 +481,7 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 		if err := tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), filterFields(r)); err != nil {
 			return nil, err
 		}
-		if err := tb.dedupe.Put(dk, []byte(r.UID)); err != nil {
+		if err := keys.insert(kb, dk, r.UID); err != nil {
 			return nil, err
 		}
 		tn.count++
@@ -376,10 +500,16 @@ func applyInsertFindings(tx *bolt.Tx, p *insertFindingsPayload) ([]FindingOutcom
 
 // applyClearFindings deletes the findings of every tenant, and reports
 // whether there were any.
-func applyClearFindings(tx *bolt.Tx) (bool, error) {
+func applyClearFindings(tx *bolt.Tx, keys *findingKeys) (bool, error) {
 	if tx.Bucket(bucketFindings) == nil {
 		return false, nil
 	}
+	if tx.Bucket(bucketFindingKeys) != nil {
+		if err := tx.DeleteBucket(bucketFindingKeys); err != nil {
+			return false, err
+		}
+	}
+	keys.clear()
 	return true, tx.DeleteBucket(bucketFindings)
 }
 

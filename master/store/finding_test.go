@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -353,13 +354,166 @@ func TestFSM_FindingsSnapshotRestore(t *testing.T) {
 	if outs[0].Created || outs[0].UID != "a-00001" {
 		t.Fatalf("after restore: %+v", outs[0])
 	}
-	// A binary that reads format 1 only refuses the snapshot.
+	// A binary that reads format 2 at most refuses the snapshot.
+	if format := stateFormatOf(t, g); format != "3" {
+		t.Fatalf("format %q", format)
+	}
+}
+
+func stateFormatOf(t *testing.T, f *fsm) string {
+	t.Helper()
 	var format string
-	if err := g.view(func(tx *bolt.Tx) error {
+	if err := f.view(func(tx *bolt.Tx) error {
 		format = string(tx.Bucket(bucketState).Get(keyFormat))
 		return nil
-	}); err != nil || format != "2" {
-		t.Fatalf("format %q, %v", format, err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return format
+}
+
+// TestFSM_FindingsFormat2 opens a state file written in format 2, whose
+// dedupe index is a content-addressed bucket per tenant: its findings are
+// still deduplicated, new ones go to finding_keys, and the file becomes
+// format 3.
+func TestFSM_FindingsFormat2(t *testing.T) {
+	f := newTestFSM(t)
+	fsmInsert(t, f, 1, testFinding("a", 0, 1000), testFinding("a", 1, 2000), testFinding("b", 0, 1000))
+	// Rewrite the file as format 2 wrote it.
+	if err := f.db.Update(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketFindingKeys).ForEach(func(_, v []byte) error {
+			uid := string(v[dedupeKeySize:])
+			tb, _, err := tenantFindings(tx, uid[:1], false)
+			if err != nil {
+				return err
+			}
+			if tb.dedupe == nil {
+				if tb.dedupe, err = tb.t.CreateBucket(bucketDedupe); err != nil {
+					return err
+				}
+			}
+			return tb.dedupe.Put(v[:dedupeKeySize], []byte(uid))
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(bucketFindingKeys); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketState).Put(keyFormat, []byte("2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// What openFSM loads.
+	keys, err := readFindingKeys(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f
+	g.keys = keys
+	if format := stateFormatOf(t, g); format != "2" {
+		t.Fatalf("format %q before any insert", format)
+	}
+	dup := testFinding("a", 1, 9000)
+	dup.UID = "a-again"
+	outs := fsmInsert(t, g, 2, dup, testFinding("a", 2, 3000), testFinding("b", 1, 3000))
+	if outs[0].Created || outs[0].UID != "a-00001" || !outs[1].Created || !outs[2].Created {
+		t.Fatalf("outcomes %+v", outs)
+	}
+	if format := stateFormatOf(t, g); format != "3" {
+		t.Fatalf("format %q after an insert", format)
+	}
+	// The new findings are found in finding_keys, the old ones in their
+	// tenant's dedupe bucket.
+	again := []Finding{testFinding("a", 0, 1), testFinding("a", 2, 1), testFinding("b", 0, 1), testFinding("b", 1, 1)}
+	for i := range again {
+		again[i].UID = fmt.Sprintf("x-%d", i)
+	}
+	for i, o := range fsmInsert(t, g, 3, again...) {
+		if o.Created || o.UID != []string{"a-00000", "a-00002", "b-00000", "b-00001"}[i] {
+			t.Fatalf("outcome %d: %+v", i, o)
+		}
+	}
+	if p, _ := g.findings("a", FindingQuery{}); p.Total != 3 {
+		t.Fatalf("tenant a has %d findings, want 3", p.Total)
+	}
+}
+
+// TestFindingKeys_Collisions checks keys that share a fingerprint (their
+// first 8 bytes) but differ after it, before and after a reload.
+func TestFindingKeys_Collisions(t *testing.T) {
+	f := newTestFSM(t)
+	key := func(last byte) []byte {
+		k := bytes.Repeat([]byte{7}, dedupeKeySize)
+		k[dedupeKeySize-1] = last
+		return k
+	}
+	check := func(fk *findingKeys) {
+		t.Helper()
+		if err := f.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketFindingKeys)
+			for i := range byte(3) {
+				if got := string(fk.lookup(b, key(i))); got != fmt.Sprint("uid-", i) {
+					t.Errorf("key %d: uid %q", i, got)
+				}
+			}
+			if got := fk.lookup(b, key(9)); got != nil {
+				t.Errorf("unknown key with a known fingerprint: uid %q", got)
+			}
+			other := key(0)
+			other[0] = 8
+			if got := fk.lookup(b, other); got != nil {
+				t.Errorf("unknown fingerprint: uid %q", got)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fk, err := readFindingKeys(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(bucketFindingKeys)
+		if err != nil {
+			return err
+		}
+		for i := range byte(3) {
+			if err := fk.insert(b, key(i), fmt.Sprint("uid-", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fk.first) != 1 || len(fk.more[binary.BigEndian.Uint64(key(0))]) != 2 {
+		t.Fatalf("index %+v", fk)
+	}
+	check(fk)
+	reloaded, err := readFindingKeys(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(reloaded)
+}
+
+// TestFSM_ClearFindingsForgetsKeys: after ClearFindings nothing is a
+// duplicate, also after a reload.
+func TestFSM_ClearFindingsForgetsKeys(t *testing.T) {
+	f := newTestFSM(t)
+	fsmInsert(t, f, 1, testFinding("a", 0, 1000))
+	fsmApply(t, f, 2, ClearFindings{})
+	if len(f.keys.first) != 0 {
+		t.Fatalf("%d keys left", len(f.keys.first))
+	}
+	if outs := fsmInsert(t, f, 3, testFinding("a", 0, 1000)); !outs[0].Created {
+		t.Fatalf("after clear: %+v", outs[0])
+	}
+	fk, err := readFindingKeys(f.db)
+	if err != nil || len(fk.first) != 1 {
+		t.Fatalf("reloaded %d keys, %v", len(fk.first), err)
 	}
 }
 

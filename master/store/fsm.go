@@ -52,6 +52,9 @@ type fsm struct {
 	// write lock while the file is swapped or closed.
 	dbMu sync.RWMutex
 	db   *bolt.DB
+	// keys is the dedupe index of the findings in db, used and replaced
+	// (with db) only by raft's FSM goroutine.
+	keys *findingKeys
 
 	mu       sync.RWMutex
 	st       state
@@ -90,6 +93,8 @@ func boltOptions() *bolt.Options {
 func stateFileOptions() *bolt.Options {
 	o := boltOptions()
 	o.NoSync = true
+	// Growing the file would otherwise fsync it, with every dirty page.
+	o.NoGrowSync = true
 	return o
 }
 
@@ -147,7 +152,11 @@ func openFSM(path string, logger *slog.Logger, m *metrics) (*fsm, error) {
 	if err != nil {
 		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
 	}
-	return &fsm{path: path, logger: logger, metrics: m, db: db, st: st, activeCh: make(chan struct{})}, nil
+	keys, err := readFindingKeys(db)
+	if err != nil {
+		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
+	}
+	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{})}, nil
 }
 
 func errorsJoinClose(err error, c io.Closer) error {
@@ -294,7 +303,7 @@ const (
 )
 
 func (f *fsm) applyCommand(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
-	r, err := applyTo(b, st, idx, d)
+	r, err := applyTo(b, st, f.keys, idx, d)
 	if err != nil {
 		return Result{}, err
 	}
@@ -307,8 +316,9 @@ func (f *fsm) applyCommand(b *bolt.Bucket, st *state, idx uint64, d decoded) (Re
 }
 
 // applyTo applies one command. It is deterministic: it depends only on st,
-// idx and the command, never on the clock, randomness or the local node.
-func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
+// the state file (of which keys is an index), idx and the command, never on
+// the clock, randomness or the local node.
+func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded) (Result, error) {
 	refuse := func(err error) (Result, error) { return Result{Index: st.index, Err: err}, nil }
 	// changed records a change and writes the state index.
 	changed := func() (Result, error) {
@@ -431,7 +441,7 @@ func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 		return changed()
 
 	case *insertFindingsPayload:
-		outs, err := applyInsertFindings(b.Tx(), p)
+		outs, err := applyInsertFindings(b.Tx(), keys, p)
 		if err != nil {
 			return Result{}, err
 		}
@@ -446,7 +456,7 @@ func applyTo(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 		return Result{Index: st.index, Findings: outs}, nil
 
 	case *clearFindingsPayload:
-		had, err := applyClearFindings(b.Tx())
+		had, err := applyClearFindings(b.Tx(), keys)
 		if err != nil || !had {
 			return Result{Index: st.index}, err
 		}
@@ -623,7 +633,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: write %s: %w", tmpPath, err)
 	}
 	// Check the new file before touching the current one.
-	st, err := readStateFile(tmpPath)
+	st, keys, err := readStateFile(tmpPath)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -645,7 +655,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		panic(fmt.Sprintf("store: restore: reopen %s: %v", f.path, err))
 	}
-	f.db = db
+	f.db, f.keys = db, keys
 	f.mu.Lock()
 	f.restores++
 	f.mu.Unlock()
@@ -656,21 +666,35 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 // readStateFile opens a state file read-only and decodes it.
-func readStateFile(path string) (state, error) {
+func readStateFile(path string) (state, *findingKeys, error) {
 	opts := boltOptions()
 	opts.ReadOnly = true
 	db, err := bolt.Open(path, 0o600, opts)
 	if err != nil {
-		return state{}, fmt.Errorf("open %s: %w", path, err)
+		return state{}, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	st, err := readState(db)
+	var keys *findingKeys
+	if err == nil {
+		keys, err = readFindingKeys(db)
+	}
 	if err != nil {
-		return state{}, errorsJoinClose(fmt.Errorf("read %s: %w", path, err), db)
+		return state{}, nil, errorsJoinClose(fmt.Errorf("read %s: %w", path, err), db)
 	}
 	if err := db.Close(); err != nil {
-		return state{}, fmt.Errorf("close %s: %w", path, err)
+		return state{}, nil, fmt.Errorf("close %s: %w", path, err)
 	}
-	return st, nil
+	return st, keys, nil
+}
+
+// readFindingKeys loads the dedupe index of a state file's findings.
+func readFindingKeys(db *bolt.DB) (*findingKeys, error) {
+	var keys *findingKeys
+	err := db.View(func(tx *bolt.Tx) (err error) {
+		keys, err = loadFindingKeys(tx)
+		return err
+	})
+	return keys, err
 }
 
 // syncDir makes a rename in dir durable.

@@ -70,8 +70,10 @@ var (
 // stateFormat is the version of the state file layout. Snapshots are state
 // files, so a node refuses to restore a snapshot of a newer format.
 // Format 2 adds the findings buckets (see finding.go); a format 1 file
-// becomes format 2 when its first finding is stored.
-const stateFormat = 2
+// becomes format 2 when its first finding is stored. Format 3 replaces
+// the tenants' dedupe buckets, which it still reads, with the
+// finding_keys bucket; a file becomes format 3 when a finding is stored.
+const stateFormat = 3
 
 // draftRecord is the stored form of the draft.
 type draftRecord struct {
