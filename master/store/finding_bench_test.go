@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -84,6 +86,31 @@ func BenchmarkFindingsPage(b *testing.B) {
 				fsmInsert(b, f, uint64(e+1), fs...)
 			}
 			b.Logf("%d findings loaded in %s", n, time.Since(start).Round(time.Millisecond))
+			b.Run("keys", func(b *testing.B) {
+				// What opening the state file costs for the dedupe index:
+				// reading finding_keys into memory, and the memory it takes.
+				var keys *findingKeys
+				var before, after runtime.MemStats
+				b.ReportAllocs()
+				for b.Loop() {
+					keys = nil
+					runtime.GC()
+					runtime.ReadMemStats(&before)
+					var err error
+					if keys, err = readFindingKeys(f.db); err != nil || len(keys.first) != n {
+						b.Fatalf("%d keys, %v", len(keys.first), err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/finding")
+				runtime.KeepAlive(keys)
+				fi, err := os.Stat(f.path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(fi.Size())/float64(n), "file-B/finding")
+			})
 			mid := int64(n/2) * 1000
 			for _, q := range []struct {
 				name  string
