@@ -2,9 +2,9 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
