@@ -316,7 +316,7 @@ func (a *API) insert(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	var b insertBody
-	if err := decode(body, &b); err != nil {
+	if err := decodeInsert(body, &b); err != nil {
 		return 0, nil, err
 	}
 	f, err := b.toFinding()

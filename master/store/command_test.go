@@ -269,6 +269,23 @@ func FuzzDecodeInsertFindings(f *testing.F) {
 			if !reflect.DeepEqual(d.p, &want) {
 				t.Fatalf("decoded %#v, want %#v", d.p, &want)
 			}
+			// The stored record (encodeRecord) reads back as what the
+			// standard encoder's would.
+			rec, err := encodeRecord(&want.Findings[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeFinding(rec)
+			if err != nil {
+				t.Fatalf("stored record %q does not decode: %v", rec, err)
+			}
+			stdRec, err := json.Marshal(&want.Findings[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if std, _ := decodeFinding(stdRec); got != std {
+				t.Fatalf("stored record reads %#v, the standard encoder's %#v", got, std)
+			}
 		}
 		var std, fast insertFindingsPayload
 		errStd, errFast := strictUnmarshal(raw, &std), fastStrictUnmarshal(raw, &fast)

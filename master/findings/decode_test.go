@@ -1,0 +1,34 @@
+package findings
+
+import (
+	"reflect"
+	"testing"
+)
+
+// FuzzDecodeInsert checks decodeInsert's fast path: a body the fast
+// decoder accepts is accepted by the standard decoder (decode) with the
+// same result, so the fast path never lets through what decode refuses
+// nor reads a field differently. (What it refuses goes to decode.)
+func FuzzDecodeInsert(f *testing.F) {
+	for _, s := range []string{
+		`{"monitored_domain_id": 1, "tool_code": "t", "resource_url": "https://example.com/", "username": "u", "password": "p"}`,
+		`{"monitored_domain_id": 1.5}`, `{"monitored_domain_id": 1e2}`, `{"monitored_domain_id": -0}`,
+		`{"monitored_domain_id": 9223372036854775808}`, `{"monitored_domain_id": "1"}`, `{"tool_code": null}`,
+		`{"Tool_Code": "x"}`, `{"tool_code": "a", "tool_code": "b"}`, `{"x": 1}`, `{} {}`, `{}  `, ` {"hash": "\ud800"}`,
+		"{\"username\": \"\xff\"}", `{"username": "\u0000"}`, `[]`, `null`, ``, `{"hash": "a\/b\u00e9"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast, std insertBody
+		if !decodeInsertFast(body, &fast) {
+			return
+		}
+		if err := decode(body, &std); err != nil {
+			t.Fatalf("%q: fast path accepted, standard decoder: %v", body, err)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%q: fast path %+v, standard %+v", body, fast, std)
+		}
+	})
+}
