@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -797,10 +798,17 @@ const (
 
 // findingBatcher collects concurrent InsertFinding calls. It runs no
 // goroutine of its own: a batch is submitted by the timer of its first
-// insert, or by the insert that fills it.
+// insert, or by the insert that fills it. While inserts come one at a
+// time (the last batch held one finding) an insert that finds no batch
+// open or in raft is submitted alone at once, so that a lone client does
+// not wait for the window; under load, batches keep their size.
 type findingBatcher struct {
-	mu  sync.Mutex
-	cur *findingBatch
+	mu       sync.Mutex
+	cur      *findingBatch
+	inFlight int // batches submitted and not yet answered
+	lastSize int // findings of the last batch submitted
+	// wait replaces findingBatchWait when set (tests).
+	wait time.Duration
 }
 
 // findingBatch is one group of inserts, submitted once.
@@ -815,8 +823,9 @@ type findingBatch struct {
 }
 
 // InsertFinding stores one finding on the leader, in one log entry with
-// the other inserts that arrive within about 2 ms (at most 64 per entry),
-// and returns its outcome. After a ctx error or ErrLeadershipLost the
+// the other inserts that arrive within about 2 ms (at most 64 per entry;
+// while inserts come one at a time, each is submitted at once), and
+// returns its outcome. After a ctx error or ErrLeadershipLost the
 // finding may still be stored; a retry with the same content is
 // deduplicated.
 func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, error) {
@@ -828,11 +837,20 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	}
 	b := &s.findingBatch
 	b.mu.Lock()
+	if b.cur == nil && b.inFlight == 0 && b.lastSize <= 1 {
+		alone := &findingBatch{ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
+		b.mu.Unlock()
+		s.flushFindings(alone)
+		if alone.err != nil {
+			return FindingOutcome{}, alone.err
+		}
+		return alone.outs[0], nil
+	}
 	cur := b.cur
 	if cur == nil {
 		cur = &findingBatch{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
 		b.cur = cur
-		cur.timer = time.AfterFunc(findingBatchWait, func() { s.flushFindings(cur) })
+		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
 	}
 	i := len(cur.items)
 	cur.items = append(cur.items, f)
@@ -864,10 +882,15 @@ func (s *Store) flushFindings(batch *findingBatch) {
 		if b.cur == batch {
 			b.cur = nil
 		}
+		b.inFlight++
+		b.lastSize = len(batch.items)
 		b.mu.Unlock()
 		ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
 		defer cancel()
 		batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
 		close(batch.done)
 	})
 }

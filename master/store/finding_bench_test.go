@@ -14,8 +14,17 @@ import (
 // BenchmarkInsertFinding64 measures 64 concurrent InsertFinding callers on
 // a 3-node cluster with fsync: the group commit shares raft entries
 // between them.
-func BenchmarkInsertFinding64(b *testing.B) {
-	const writers = 64
+func BenchmarkInsertFinding64(b *testing.B) { benchInsertFinding(b, 64) }
+
+// BenchmarkInsertFindingFew measures 1 and 8 concurrent callers: the
+// latency the group commit adds when there is little to group.
+func BenchmarkInsertFindingFew(b *testing.B) {
+	for _, writers := range []int{1, 8} {
+		b.Run(fmt.Sprint("writers=", writers), func(b *testing.B) { benchInsertFinding(b, writers) })
+	}
+}
+
+func benchInsertFinding(b *testing.B, writers int) {
 	leader := defaultTimeoutCluster(b)
 	ctx := b.Context()
 	lat := make([]time.Duration, b.N)

@@ -596,6 +596,24 @@ func TestStore_InsertFindingBatches(t *testing.T) {
 	}
 }
 
+// TestStore_InsertFindingAlone: inserts that come one at a time do not
+// wait for the group-commit window (here an hour: an insert that waited
+// for it would fail on the context's deadline).
+func TestStore_InsertFindingAlone(t *testing.T) {
+	s := openStore(t, func() Config { c := testConfig(t, "n1"); c.Bootstrap = true; return c }())
+	waitReady(t, s)
+	s.findingBatch.mu.Lock()
+	s.findingBatch.wait = time.Hour
+	s.findingBatch.mu.Unlock()
+	ctx := ctxTimeout(t, 20*time.Second)
+	for i := range 5 {
+		out, err := s.InsertFinding(ctx, testFinding("a", i, int64(i)))
+		if err != nil || !out.Created {
+			t.Fatalf("insert %d: %+v, %v", i, out, err)
+		}
+	}
+}
+
 func TestStore_FindingsReplicated(t *testing.T) {
 	nodes := newCluster(t, 3, nil)
 	leader := leaderOf(t, nodes)
