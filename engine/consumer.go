@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
@@ -118,9 +121,37 @@ func (s *Service) consume(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// lagGauges sets squall_engine_partition_lag from the fetch loop. It keeps
+// the gauges of the current assignment's partitions, so that a message
+// costs no label lookup, and sets none for a partition outside it (a
+// message fetched before a rebalance took the partition away: onAssignment
+// deleted its gauge).
+type lagGauges struct {
+	vec    *prometheus.GaugeVec
+	of     *kafkasource.Assignment
+	gauges map[int]prometheus.Gauge // nil value: not assigned
+}
+
+func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
+	if a != l.of {
+		l.of, l.gauges = a, map[int]prometheus.Gauge{}
+	}
+	g, ok := l.gauges[partition]
+	if !ok {
+		if a != nil && slices.Contains(a.Partitions, partition) {
+			g = l.vec.WithLabelValues(strconv.Itoa(partition))
+		}
+		l.gauges[partition] = g
+	}
+	if g != nil {
+		g.Set(float64(max(lag, 0)))
+	}
+}
+
 // fetch hands the fetched messages to the workers until ctx ends. The
 // messages of one key always go to the same worker.
 func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan job) {
+	lag := lagGauges{vec: s.m.lag}
 	for {
 		m, err := src.Fetch(ctx)
 		if err != nil {
@@ -134,6 +165,7 @@ func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []c
 			}
 			continue
 		}
+		lag.set(s.assignment.Load(), m.Partition(), m.HighWaterMark()-m.Offset()-1)
 		tk := s.tracker.add(m.Partition(), m.Offset())
 		q := queues[workerOf(&m, len(queues))]
 		select {

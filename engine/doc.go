@@ -88,5 +88,5 @@
 // squall_engine_* metrics (events processed, failed, deduplicated and
 // abandoned; stage latencies for decode, evaluate, act and commit; tree
 // index, updates and refusals; dead letters; commits; assigned
-// partitions) and the registry's squall_action_* metrics.
+// partitions and their lag) and the registry's squall_action_* metrics.
 package engine

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The engine tests run real components in-process: a kfake broker spoken
@@ -235,6 +236,62 @@ func TestService_ProcessesEvents(t *testing.T) {
 	}
 }
 
+// TestService_PartitionLag: squall_engine_partition_lag shows the records
+// waiting behind the last one fetched, and falls to 0 once they are
+// processed.
+func TestService_PartitionLag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	e.deploy("v1")
+	// Actions wait for the receiver rather than time out while it holds.
+	writeFile(t, e.actions, fmt.Sprintf(`{"archive": {"base_path": %q, "default_path": "/other.log", "paths": {"v1": "/v1/${tenant}.log"}},
+		"http": {"timeout": "60s"}}`, e.archive))
+	release := e.receiver.hold()
+	defer release()
+	evs := orders(40, 1)
+	e.produce(evs...)
+	cfg := e.config()
+	cfg.Workers, cfg.QueueSize = 1, 1
+	r := start(t, cfg)
+	waitReady(t, r)
+	// The worker waits in the first event's http call and the fetch loop
+	// on the full queue: a few events fetched, the rest behind them.
+	waitFor(t, "the lag of the waiting events", processTimeout, func() bool {
+		return r.counter("squall_engine_partition_lag") >= float64(len(evs)-5)
+	})
+	release()
+	e.waitArchived(evs)
+	waitFor(t, "a lag of 0", processTimeout, func() bool {
+		return r.counter("squall_engine_partition_lag") == 0 && r.counter("squall_engine_events_processed_total") == float64(len(evs))
+	})
+	if got := metricLabels(t, r.reg, "squall_engine_partition_lag"); got != "partition=0" {
+		t.Errorf("lag gauges %q, want one of partition 0", got)
+	}
+}
+
+// metricLabels lists the label pairs of a metric's series.
+func metricLabels(t testing.TB, g prometheus.Gatherer, name string) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var pairs []string
+			for _, l := range m.GetLabel() {
+				pairs = append(pairs, l.GetName()+"="+l.GetValue())
+			}
+			out = append(out, strings.Join(pairs, ","))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func TestService_RedeployMidStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
@@ -326,6 +383,14 @@ func TestService_TwoEnginesSplitPartitions(t *testing.T) {
 	cfg := e.config()
 	a := start(t, cfg)
 	waitReady(t, a)
+	// Engine a alone fetches from all 6 partitions first: it reports their
+	// lag until b takes half of them.
+	evs := orders(1200, 24)
+	e.produce(evs[:120]...)
+	e.waitArchived(evs[:120])
+	if got := metricLabels(t, a.reg, "squall_engine_partition_lag"); strings.Count(got, "partition=") != 6 {
+		t.Fatalf("engine a alone: lag gauges %q, want 6", got)
+	}
 	b := start(t, cfg)
 	waitFor(t, "the engines to share the partitions", readyTimeout, func() bool {
 		pa, pb := a.Assignment(), b.Assignment()
@@ -336,10 +401,18 @@ func TestService_TwoEnginesSplitPartitions(t *testing.T) {
 		return slices.Equal(all, []int{0, 1, 2, 3, 4, 5})
 	})
 
-	evs := orders(1200, 24)
-	e.produce(evs...)
+	e.produce(evs[120:]...)
 	lines := e.waitArchived(evs)
 	e.waitCommitted()
+	for _, r := range []*runner{a, b} {
+		var want []string
+		for _, p := range r.Assignment().Partitions {
+			want = append(want, fmt.Sprint("partition=", p))
+		}
+		if got := metricLabels(t, r.reg, "squall_engine_partition_lag"); got != strings.Join(want, " ") {
+			t.Errorf("lag gauges %q, want those of the assigned partitions %v", got, r.Assignment().Partitions)
+		}
+	}
 	na, nb := a.counter("squall_engine_events_processed_total"), b.counter("squall_engine_events_processed_total")
 	if na == 0 || nb == 0 || na+nb < float64(len(evs)) {
 		t.Errorf("engine a processed %v, b %v, of %d", na, nb, len(evs))

@@ -272,6 +272,16 @@ type receiver struct {
 	*httptest.Server
 	mu    sync.Mutex
 	calls []call
+	gate  chan struct{} // when set, calls wait until it is closed
+}
+
+// hold makes the calls wait until the returned function is called.
+func (r *receiver) hold() (release func()) {
+	gate := make(chan struct{})
+	r.mu.Lock()
+	r.gate = gate
+	r.mu.Unlock()
+	return sync.OnceFunc(func() { close(gate) })
 }
 
 type call struct {
@@ -294,7 +304,15 @@ func newReceiver(t testing.TB) *receiver {
 		c.Path = req.URL.Path
 		r.mu.Lock()
 		r.calls = append(r.calls, c)
+		gate := r.gate
 		r.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-req.Context().Done():
+				return
+			}
+		}
 		if c.Path == "/fail" {
 			http.Error(w, "down", http.StatusInternalServerError)
 		}

@@ -44,6 +44,7 @@ type metrics struct {
 	compileFails prometheus.Counter
 	watchErrors  prometheus.Counter
 	partitions   prometheus.Gauge
+	lag          *prometheus.GaugeVec
 	ready        prometheus.Gauge
 }
 
@@ -112,6 +113,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "squall_engine_assigned_partitions",
 			Help: "Partitions assigned to this engine in the consumer group.",
 		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "squall_engine_partition_lag",
+			Help: "Records of an assigned partition after the last one fetched, when it was fetched (its high watermark minus its offset minus 1).",
+		}, []string{"partition"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "squall_engine_ready",
 			Help: "1 when the engine has a tree and has joined the consumer group.",
@@ -126,7 +131,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.collectors = []prometheus.Collector{
 		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
 		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
-		m.watchErrors, m.partitions, m.ready,
+		m.watchErrors, m.partitions, m.lag, m.ready,
 	}
 	if reg == nil {
 		return m, nil

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,7 +232,14 @@ func (s *Service) Assignment() kafkasource.Assignment {
 // onAssignment follows the consumer group's generations.
 func (s *Service) onAssignment(a kafkasource.Assignment) {
 	s.tracker.assign(a.Joined, a.Partitions)
-	s.assignment.Store(&a)
+	if old := s.assignment.Swap(&a); old != nil {
+		// Another member reports the lag of the partitions this one lost.
+		for _, p := range old.Partitions {
+			if !slices.Contains(a.Partitions, p) {
+				s.m.lag.DeleteLabelValues(strconv.Itoa(p))
+			}
+		}
+	}
 	s.m.partitions.Set(float64(len(a.Partitions)))
 	s.updateReady()
 }

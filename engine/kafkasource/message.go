@@ -27,6 +27,11 @@ func (m *Message) Key() []byte { return m.m.Key }
 // Value returns the record's value.
 func (m *Message) Value() []byte { return m.m.Value }
 
+// HighWaterMark returns the offset after the last record of the
+// partition when this record was fetched: HighWaterMark() - Offset() - 1
+// records followed it then.
+func (m *Message) HighWaterMark() int64 { return m.m.HighWaterMark }
+
 // Time returns the record's timestamp.
 func (m *Message) Time() time.Time { return m.m.Time }
 
