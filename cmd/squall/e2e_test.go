@@ -109,7 +109,7 @@ func TestDistributed(t *testing.T) {
 		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
 			"engine", "--master", masterURLs, "--token-file", engineToken, "--kafka-brokers", broker.addr,
 			"--group", e2eGroup, "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
-			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s"))
+			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s", "--kafka-rebalance-timeout", "6s"))
 	}
 	waitFor(t, e2eStartupTimeout, "both engines ready with a share of the partitions", engines, func() bool {
 		return engineShares(engines)

@@ -104,6 +104,8 @@ on the command line wins; empty variables are ignored.`,
 		"how long the group coordinator waits for an engine's heartbeat before it gives the engine's partitions to the others (within the brokers' group.min/max.session.timeout.ms)")
 	f.DurationVar(&cfg.Kafka.HeartbeatInterval, "kafka-heartbeat-interval", kafkasource.DefaultHeartbeatInterval,
 		"how often an engine tells the group coordinator it is alive; shorter than --kafka-session-timeout, usually a third of it")
+	f.DurationVar(&cfg.Kafka.RebalanceTimeout, "kafka-rebalance-timeout", kafkasource.DefaultRebalanceTimeout,
+		"how long the group coordinator waits for the engines to rejoin when the group changes (an engine starts or stops, a broker restarts); the events wait meanwhile")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
