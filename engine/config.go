@@ -103,6 +103,9 @@ type Config struct {
 	// ActionsConfig is the executor configuration file ([action.Load]);
 	// empty means [action.Default].
 	ActionsConfig string
+	// Actions, when set, is the executor configuration, instead of
+	// ActionsConfig's file. It must pass [action.Config.Validate].
+	Actions *action.Config
 	// Executors adds or replaces executors by action id
 	// ([action.Deps.Executors]).
 	Executors map[string]action.Executor

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/engine/action"
 )
 
 func validConfig() Config {
@@ -112,6 +114,23 @@ func TestNew_ActionsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Config.Actions is used instead of the file, and checked.
+	acfg := action.Default()
+	acfg.Retry.MaxAttempts = 0
+	cfg.Actions = &acfg
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "max_attempts") {
+		t.Fatalf("New with bad Actions: %v", err)
+	}
+	acfg = action.Default()
+	cfg.Actions, cfg.ActionsConfig = &acfg, filepath.Join(dir, "missing.json")
+	s3, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New with Actions (the file is not read): %v", err)
+	}
+	if err := s3.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

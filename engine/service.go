@@ -79,7 +79,13 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	acfg := action.Default()
-	if cfg.ActionsConfig != "" {
+	switch {
+	case cfg.Actions != nil:
+		if err := cfg.Actions.Validate(); err != nil {
+			return nil, fmt.Errorf("engine: actions config: %w", err)
+		}
+		acfg = *cfg.Actions
+	case cfg.ActionsConfig != "":
 		var err error
 		if acfg, err = action.Load(cfg.ActionsConfig); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)

@@ -57,7 +57,9 @@ The first start seeds an example: a webhook (webhooks/disk_alerts.json), a
 deployed tree that filters tenant master and archives disk alerts with the
 usage extracted from their message, an HS256 key (token.key) and an admin
 token (admin.token). Later starts keep whatever you changed. It prints the
-URLs, the admin token and three curl commands to try.
+URLs, the admin token and three curl commands to try. Rules may use the
+finding action: unless actions.json configures it, it inserts into this
+process's findings API as tenant master (token in finding.token).
 
 Dev mode also accepts unsigned tokens (squall token --unsigned): never expose
 its address. Ctrl-C stops it cleanly; a restart keeps everything.
@@ -211,7 +213,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	}
-	if err := d.writeAdminToken(); err != nil {
+	if err := d.writeTokens(); err != nil {
 		return errors.Join(err, stopMaster())
 	}
 	if err := seedDevTree(ctx, srv.Store(), logger); err != nil {
@@ -247,7 +249,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
 	ecfg.Token = d.engineToken
 	ecfg.Brokers = brokers
-	ecfg.ActionsConfig = d.path(devActionsFile)
+	if ecfg.Actions, err = d.devActions("http://" + srv.HTTPAddr()); err != nil {
+		return errors.Join(fmt.Errorf("engine: %w", err), stopMaster())
+	}
 	ecfg.HTTPAddr = ""
 	ecfg.Logger = logger
 	ecfg.Registerer = reg

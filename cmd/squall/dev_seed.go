@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 )
@@ -25,9 +26,11 @@ const (
 	devKeyFile        = "token.key"  // HS256 key of the tokens
 	devJoinTokenFile  = "join.token" // join secret of the single-node cluster
 	devAdminTokenFile = "admin.token"
-	devActionsFile    = "actions.json"
-	devWebhooksDir    = "webhooks"
-	devArchiveDir     = "archive"
+	// devFindingTokenFile is the finding executor's token (tenant master).
+	devFindingTokenFile = "finding.token"
+	devActionsFile      = "actions.json"
+	devWebhooksDir      = "webhooks"
+	devArchiveDir       = "archive"
 )
 
 // Lifetimes of the tokens minted at every start.
@@ -88,8 +91,8 @@ type devDir struct {
 	dir string
 	// firstStart is true when the master had no state yet.
 	firstStart bool
-	// adminToken and engineToken are minted at every start.
-	adminToken, engineToken string
+	// adminToken, engineToken and findingToken are minted at every start.
+	adminToken, engineToken, findingToken string
 }
 
 // path returns a path inside the data dir.
@@ -161,17 +164,40 @@ func prepareDevDir(dir string) (*devDir, error) {
 		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View)}}}}, devEngineTTL); err != nil {
 		return nil, err
 	}
+	// The finding executor's: the findings API needs only the tenant.
+	if d.findingToken, err = signer.Sign(auth.Claims{User: "squall-engine", Tenant: devTenant}, devEngineTTL); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
-// writeAdminToken writes the admin token to admin.token; call it once the
-// master holds the data dir, so that a second squall dev refused there
-// leaves the file alone.
-func (d *devDir) writeAdminToken() error {
-	if err := os.WriteFile(d.path(devAdminTokenFile), []byte(d.adminToken+"\n"), 0o600); err != nil {
-		return fmt.Errorf("admin token: %w", err)
+// writeTokens writes the admin token to admin.token and the finding
+// executor's to finding.token; call it once the master holds the data dir,
+// so that a second squall dev refused there leaves the files alone.
+func (d *devDir) writeTokens() error {
+	for _, f := range []struct{ name, token string }{
+		{devAdminTokenFile, d.adminToken}, {devFindingTokenFile, d.findingToken},
+	} {
+		if err := os.WriteFile(d.path(f.name), []byte(f.token+"\n"), 0o600); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
 	}
 	return nil
+}
+
+// devActions returns the executor settings of actions.json, with the
+// finding executor pointed at this process's findings API (tenant master)
+// unless the file configures it.
+func (d *devDir) devActions(masterURL string) (*action.Config, error) {
+	cfg, err := action.Load(d.path(devActionsFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Finding.MasterURLs) == 0 {
+		cfg.Finding.MasterURLs = []string{masterURL}
+		cfg.Finding.TokenFile = d.path(devFindingTokenFile)
+	}
+	return &cfg, nil
 }
 
 // createIfMissing writes a new file with mode 0600 through write, unless

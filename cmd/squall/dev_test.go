@@ -483,3 +483,66 @@ func TestLateHandler(t *testing.T) {
 		t.Fatalf("started: %d", rec.Code)
 	}
 }
+
+// TestDevFindingAction: in squall dev, a rule's finding action inserts
+// into the process's own findings API as tenant master, with no settings
+// in actions.json.
+func TestDevFindingAction(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startDev(t, dir)
+	base := "http://" + d.addr
+	b, err := os.ReadFile(filepath.Join(dir, "squall-data", devAdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(b))
+	deployTree(t, base, token, []byte(`{"version": "1.1", "Filter": {"name": "root",
+	  "filter": {"description": "", "active": true, "filter": {}},
+	  "nodes": [{"Ruleset": {"name": "leaks", "rules": [{"name": "leak", "description": "", "continue": true, "active": true,
+	    "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "disk_alert"}, "WITH": {}},
+	    "actions": [{"id": "finding", "payload": {"monitored_domain_id": 7, "tool_code": "dev",
+	      "resource_url": "https://${event.payload.host}/login", "username": "admin@example.com",
+	      "password": "${event.payload.message}"}}]}]}}]}}`))
+
+	// The engine takes the new tree within a moment: send the webhook
+	// again until its finding is there (the same finding is stored once).
+	type view struct {
+		Total    int `json:"total"`
+		Findings []struct {
+			Organization struct {
+				Name string `json:"name"`
+			} `json:"organization"`
+			PlainText string `json:"plain_text"`
+			Hostname  struct {
+				Data string `json:"data"`
+			} `json:"hostname"`
+		} `json:"findings"`
+	}
+	var got view
+	deadline := time.Now().Add(30 * time.Second)
+	for got.Total == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
+		}
+		code, body := apiCall(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+devWebhookToken, "",
+			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
+		if code != http.StatusOK {
+			t.Fatalf("webhook: %d %s", code, body)
+		}
+		for range 10 {
+			code, body = apiCall(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", token, nil, "")
+			if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
+				t.Fatalf("list findings: %d %s", code, body)
+			}
+			if got.Total > 0 {
+				break
+			}
+			pause(t)
+		}
+	}
+	if f := got.Findings[0]; got.Total != 1 || f.Organization.Name != devTenant || f.PlainText != "s3cret" || f.Hostname.Data != "web-1" {
+		t.Fatalf("findings %+v", got)
+	}
+	d.stop(t, syscall.SIGTERM)
+}
