@@ -388,6 +388,8 @@ func TestService_TwoEnginesSplitPartitions(t *testing.T) {
 	evs := orders(1200, 24)
 	e.produce(evs[:120]...)
 	e.waitArchived(evs[:120])
+	// Committed before b joins: none of them is delivered again.
+	e.waitCommitted()
 	if got := metricLabels(t, a.reg, "squall_engine_partition_lag"); strings.Count(got, "partition=") != 6 {
 		t.Fatalf("engine a alone: lag gauges %q, want 6", got)
 	}
