@@ -839,12 +839,10 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	b.mu.Lock()
 	if b.cur == nil && b.inFlight == 0 && b.lastSize <= 1 {
 		alone := &findingBatch{ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
+		b.inFlight++
 		b.mu.Unlock()
-		s.flushFindings(alone)
-		if alone.err != nil {
-			return FindingOutcome{}, alone.err
-		}
-		return alone.outs[0], nil
+		go s.applyFindings(alone)
+		return waitFinding(ctx, alone, 0)
 	}
 	cur := b.cur
 	if cur == nil {
@@ -863,15 +861,20 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 		cur.timer.Stop()
 		s.flushFindings(cur)
 	}
+	return waitFinding(ctx, cur, i)
+}
+
+// waitFinding waits for the outcome of finding i of batch, or ctx.
+func waitFinding(ctx context.Context, batch *findingBatch, i int) (FindingOutcome, error) {
 	select {
-	case <-cur.done:
+	case <-batch.done:
 	case <-ctx.Done():
 		return FindingOutcome{}, ctx.Err()
 	}
-	if cur.err != nil {
-		return FindingOutcome{}, cur.err
+	if batch.err != nil {
+		return FindingOutcome{}, batch.err
 	}
-	return cur.outs[i], nil
+	return batch.outs[i], nil
 }
 
 // flushFindings submits batch, once.
@@ -883,14 +886,21 @@ func (s *Store) flushFindings(batch *findingBatch) {
 			b.cur = nil
 		}
 		b.inFlight++
-		b.lastSize = len(batch.items)
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
-		defer cancel()
-		batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
-		b.mu.Lock()
-		b.inFlight--
-		b.mu.Unlock()
-		close(batch.done)
+		s.applyFindings(batch)
 	})
+}
+
+// applyFindings applies a submitted batch (counted in inFlight) and
+// answers its callers.
+func (s *Store) applyFindings(batch *findingBatch) {
+	ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
+	b := &s.findingBatch
+	b.mu.Lock()
+	b.inFlight--
+	b.lastSize = len(batch.items)
+	b.mu.Unlock()
+	close(batch.done)
 }
