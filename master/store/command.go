@@ -444,11 +444,11 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 	return decoded{typ: t, p: p}, nil
 }
 
-// fastStrictUnmarshal is strictUnmarshal with segmentio's decoder (about
-// 6 times faster) for the entries that carry
-// the most data (InsertFindings, decoded by every node). Entries are
-// written by encodeCommand, so any correct decoder reads them alike;
-// FuzzDecodeInsertFindings checks it against strictUnmarshal.
+// fastStrictUnmarshal is strictUnmarshal with segmentio's decoder (about 6
+// times faster) for the entries that carry the most data (InsertFindings,
+// decoded by every node). Entries are written by encodeCommand, so any
+// correct decoder reads them alike; FuzzDecodeInsertFindings checks it
+// against strictUnmarshal.
 func fastStrictUnmarshal(data []byte, v any) error {
 	rest, err := sjson.Parse(data, v, sjson.DisallowUnknownFields)
 	if err != nil {
