@@ -1,6 +1,7 @@
 package satellite
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -41,6 +42,12 @@ type Config struct {
 	// caller mounts [Satellite.Handler] or [Satellite.WebhookHandler] on
 	// its own server.
 	HTTPAddr string
+	// TLS, when set, makes the listener of HTTPAddr serve HTTPS (HTTP/2
+	// and HTTP/1.1) with this configuration, which must provide a
+	// certificate (Certificates, GetCertificate or GetConfigForClient;
+	// tlscert.Reloader.TLSConfig gives one that follows rotated files).
+	// Nil serves plain HTTP.
+	TLS *tls.Config
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included
@@ -127,6 +134,14 @@ func (c Config) Validate() error {
 	add("webhooks", c.Webhooks.Validate())
 	add("kafka", c.Kafka.Validate())
 	add("spool", c.Spool.Validate())
+	if c.TLS != nil {
+		switch {
+		case c.HTTPAddr == "":
+			add("tls", errors.New("set without http_addr: TLS applies to the satellite's own listener"))
+		case len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil:
+			add("tls", errors.New("no certificate: set Certificates, GetCertificate or GetConfigForClient"))
+		}
+	}
 	positive("read_header_timeout", c.ReadHeaderTimeout)
 	positive("read_timeout", c.ReadTimeout)
 	positive("idle_timeout", c.IdleTimeout)

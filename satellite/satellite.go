@@ -131,11 +131,11 @@ func (s *Satellite) Addr() string {
 }
 
 // Run opens the spool, starts watching the webhook folder, sends the spool
-// to Kafka, and serves HTTP on Config.HTTPAddr until ctx ends. Then it shuts
-// down in order, within Config.ShutdownTimeout: it stops listening and
-// answers the calls in progress (each one acknowledged by Kafka or spooled),
-// stops sending the spool, flushes and closes the Kafka writer, and closes
-// the spool. Events left in the spool are sent by the next Run. Run returns
+// to Kafka, and serves HTTP (HTTPS with Config.TLS) on Config.HTTPAddr
+// until ctx ends. Then it shuts down in order, within
+// Config.ShutdownTimeout: it stops listening and answers the calls in
+// progress (each one acknowledged by Kafka or spooled), stops sending the
+// spool, flushes and closes the Kafka writer, and closes the spool. Events left in the spool are sent by the next Run. Run returns
 // nil after a clean shutdown; it can be called once.
 func (s *Satellite) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
@@ -184,8 +184,19 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 			IdleTimeout:       s.cfg.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		}
+		if s.cfg.TLS != nil {
+			// ServeTLS offers HTTP/2 and takes the certificate from
+			// the configuration (no files).
+			srv.TLSConfig = s.cfg.TLS.Clone()
+		}
 		background.Go(func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
 				serveErr <- err
 			}
 		})
@@ -193,7 +204,7 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	s.serving.Store(true)
 	close(s.started)
 	snap := s.watcher.Snapshot()
-	s.logger.Info("satellite started", "name", s.cfg.Name, "http", s.addr, "webhooks", len(snap.Webhooks),
+	s.logger.Info("satellite started", "name", s.cfg.Name, "http", s.addr, "tls", s.cfg.TLS != nil, "webhooks", len(snap.Webhooks),
 		"kafka", s.cfg.Kafka.Brokers, "topic", s.cfg.Kafka.Topic, "spool", s.cfg.Spool.Dir)
 
 	var runErr error

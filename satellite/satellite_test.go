@@ -1,6 +1,7 @@
 package satellite
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/tlscert"
+	"github.com/squallhq/squall/tlscert/tlscerttest"
 	"github.com/squallhq/squall/webhooks"
 )
 
@@ -555,6 +558,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"ack timeout", func(c *Config) { c.AckTimeout = 0 }, "ack_timeout"},
 		{"backoff", func(c *Config) { c.RetryBackoffMax = time.Millisecond }, "retry_backoff_max"},
 		{"spool smaller than records", func(c *Config) { c.Spool.MaxBytes = 1 << 20 }, "at least 4 records"},
+		{"tls without a certificate", func(c *Config) { c.TLS = &tls.Config{} }, "tls: no certificate"},
+		{"tls without a listener", func(c *Config) {
+			c.HTTPAddr = ""
+			c.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
+		}, "tls: set without http_addr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -575,5 +583,74 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	if s.cfg.Name == "" || s.Addr() != "" {
 		t.Fatalf("name %q addr %q", s.cfg.Name, s.Addr())
+	}
+}
+
+// TestSatellite_TLS: with Config.TLS the satellite serves HTTPS (HTTP/2) to
+// clients that trust its CA, follows a rotated certificate, and refuses
+// plain HTTP.
+func TestSatellite_TLS(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
+	ca := tlscerttest.NewCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.WriteLeaf(t, certFile, keyFile, 2)
+	certs, err := tlscert.Load(certFile, keyFile, tlscert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
+	cfg.TLS = certs.TLSConfig()
+	s := start(t, cfg)
+	s.url = "https://" + s.Addr()
+	s.client = ca.Client(t)
+
+	status, id := s.post(t, "plain", "tok", `{"over": "tls"}`, nil)
+	if status != 200 {
+		t.Fatalf("webhook over HTTPS: %d %s", status, id)
+	}
+	recs := b.Records(t, topic)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	if got, _ := recs[0].Header("squall-event-id"); got != id || eventPayload(t, recs[0])["over"] != "tls" {
+		t.Fatalf("record %s id %q, want %q", recs[0].Value, got, id)
+	}
+
+	servedSerial := func() int64 {
+		t.Helper()
+		s.client.CloseIdleConnections() // a new handshake
+		resp, err := s.client.Get(s.url + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+			t.Fatalf("/healthz: %s %d", resp.Proto, resp.StatusCode)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := servedSerial(); got != 2 {
+		t.Fatalf("serial %d, want 2", got)
+	}
+	ca.WriteLeaf(t, certFile, keyFile, 3)
+	if got := servedSerial(); got != 3 {
+		t.Fatalf("serial %d after rotation, want 3", got)
+	}
+
+	// Plain HTTP to the HTTPS port: the Go server answers 400 to it, and
+	// the call never reaches the webhook.
+	plain := &http.Client{Timeout: 10 * time.Second}
+	status, _, err = postTo(plain, "http://"+s.Addr(), "plain", "tok", `{}`, nil)
+	if err == nil || status == 200 {
+		t.Fatalf("plain HTTP to the HTTPS listener: %d %v", status, err)
+	}
+	if status != 0 && status != http.StatusBadRequest {
+		t.Errorf("plain HTTP: status %d, want 400 or no answer", status)
+	}
+	forwarded := testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathKafka)) + testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathSpool))
+	if forwarded != 1 {
+		t.Errorf("%v events forwarded, want only the HTTPS one", forwarded)
 	}
 }
