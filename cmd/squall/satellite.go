@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/tlscert"
 )
 
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
 	var brokers []string
-	var logLevel, saslPasswordFile string
+	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile string
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
 		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
@@ -30,6 +31,11 @@ to Kafka in order when the brokers are back: no accepted event is lost.
 The folder is watched: adding, changing or removing a file changes the
 endpoints within a second, and a broken file never takes the others down.
 /healthz, /readyz and /metrics are served on the same address.
+
+With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
+or later, HTTP/2) instead of plain HTTP. The files are checked every ten
+seconds: a rotated pair is served from the next handshake on, and a pair
+that does not load leaves the previous one in place (logged).
 
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
@@ -44,6 +50,16 @@ on the command line wins; empty variables are ignored.`,
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if (tlsCertFile == "") != (tlsKeyFile == "") {
+				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
+			}
+			if tlsCertFile != "" {
+				certs, err := tlscert.Load(tlsCertFile, tlsKeyFile, tlscert.Options{CheckInterval: tlscert.DefaultCheckInterval, Logger: logger})
+				if err != nil {
+					return err
+				}
+				cfg.TLS = certs.TLSConfig()
+			}
 			cfg.Kafka.Brokers = splitList(brokers)
 			if err := readSASLPassword(&cfg, saslPasswordFile); err != nil {
 				return err
@@ -59,7 +75,9 @@ on the command line wins; empty variables are ignored.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook JSON files, watched for changes (required)")
-	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address of the webhook endpoints and the probes")
+	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address of the webhook endpoints and the probes (HTTPS with --tls-cert-file)")
+	f.StringVar(&tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) to serve HTTPS with; reloaded when the file changes")
+	f.StringVar(&tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file; reloaded with it")
 	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
 	f.StringVar(&cfg.Kafka.Topic, "topic", cfg.Kafka.Topic, "Kafka topic of the events")
 	f.StringVar(&cfg.TenantID, "tenant-id", cfg.TenantID, "tenant of events whose webhook file names none")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/tlscert/tlscerttest"
 )
 
 // TestSatelliteBinary runs squall satellite against an in-process Kafka
@@ -135,5 +137,68 @@ func TestMasterIntake(t *testing.T) {
 	r := oneRecord(t, broker.ListenAddrs()[0])
 	if string(r.Key) != "acme" || !strings.Contains(string(r.Value), "refs/heads/dev") {
 		t.Fatalf("record %q %s", r.Key, r.Value)
+	}
+}
+
+func TestSatelliteFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"satellite", "--webhooks-dir", dir, "--kafka-brokers", "k:9092", "--spool-dir", filepath.Join(dir, "spool")}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"satellite", "--tls-cert-file", "tls.crt"}, "--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither"},
+		{append(base, "--tls-key-file", "tls.key"), "go together: set both or neither"},
+		{append(base, "--tls-cert-file", filepath.Join(dir, "nope.crt"), "--tls-key-file", garbage), "nope.crt: no such file"},
+		{append(base, "--tls-cert-file", garbage, "--tls-key-file", garbage), "failed to find any PEM data"},
+		{append(base, "--log-level", "loud"), "--log-level"},
+	} {
+		code, out, errOut := runSquall(t, "", tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q, want %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	code, out, _ := runSquall(t, "", "satellite", "--help")
+	if code != 0 || !strings.Contains(out, "[SQUALL_TLS_CERT_FILE]") || !strings.Contains(out, "[SQUALL_TLS_KEY_FILE]") {
+		t.Errorf("help: %d %s", code, out)
+	}
+}
+
+// TestSatelliteBinaryTLS runs squall satellite with a certificate given by
+// flag and its key by environment variable: a webhook call over HTTPS
+// (HTTP/2, trusting the test CA) reaches Kafka.
+func TestSatelliteBinaryTLS(t *testing.T) {
+	t.Parallel()
+	broker := startBroker(t)
+	dir := t.TempDir()
+	hooks := webhookDir(t, dir)
+	ca := tlscerttest.NewCA(t)
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.WriteLeaf(t, certFile, keyFile, 2)
+	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--tls-cert-file", certFile,
+		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", hooks)
+	cmd.Env = append(os.Environ(), "SQUALL_TLS_KEY_FILE="+keyFile)
+	p := startLogged(t, cmd, "satellite started", "http")
+	if !strings.Contains(p.logs.String(), `"tls":true`) {
+		t.Errorf("the start line does not say TLS is on:\n%s", p.logs.String())
+	}
+	resp, err := ca.Client(t).Post("https://"+p.addr+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/tls"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+		t.Fatalf("webhook over HTTPS: %s %d", resp.Proto, resp.StatusCode)
+	}
+	if r := oneRecord(t, broker.ListenAddrs()[0]); !strings.Contains(string(r.Value), "refs/heads/tls") {
+		t.Fatalf("record %s", r.Value)
+	}
+	if logs := p.logs.String(); strings.Contains(logs, "PRIVATE KEY") || strings.Contains(logs, "BEGIN") {
+		t.Errorf("the logs show file contents:\n%s", logs)
 	}
 }
