@@ -29,6 +29,19 @@ func pair(t *testing.T, ca *tlscerttest.CA, serial int64) (certFile, keyFile str
 	return certFile, keyFile
 }
 
+// loaded returns a CA, the files of a leaf with serial 2 and a Reloader
+// serving them.
+func loaded(t *testing.T, opts Options) (ca *tlscerttest.CA, certFile, keyFile string, r *Reloader) {
+	t.Helper()
+	ca = tlscerttest.NewCA(t)
+	certFile, keyFile = pair(t, ca, 2)
+	r, err := Load(certFile, keyFile, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, certFile, keyFile, r
+}
+
 func write(t *testing.T, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, data, 0o600); err != nil {
@@ -96,12 +109,7 @@ func TestLoad(t *testing.T) {
 
 func TestReloader_TLSConfig(t *testing.T) {
 	t.Parallel()
-	ca := tlscerttest.NewCA(t)
-	certFile, keyFile := pair(t, ca, 2)
-	r, err := Load(certFile, keyFile, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _, _, r := loaded(t, Options{})
 	cfg := r.TLSConfig()
 	if cfg.MinVersion != tls.VersionTLS12 || cfg.GetCertificate == nil || len(cfg.Certificates) != 0 ||
 		strings.Join(cfg.NextProtos, ",") != "h2,http/1.1" {
@@ -186,13 +194,8 @@ func servedSerial(t *testing.T, ca *tlscerttest.CA, addr string) int64 {
 // handshake, and rotates the files under it.
 func TestReloader_Rotation(t *testing.T) {
 	t.Parallel()
-	ca := tlscerttest.NewCA(t)
-	certFile, keyFile := pair(t, ca, 2)
 	var logs lockedBuffer
-	r, err := Load(certFile, keyFile, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, certFile, keyFile, r := loaded(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	addr := serve(t, r)
 	count := func(msg string) int { return strings.Count(logs.String(), msg) }
 	const failed, reloaded = "tls certificate reload failed", "tls certificate reloaded"
@@ -320,12 +323,7 @@ func TestReloader_CheckInterval(t *testing.T) {
 // certificate (run with -race): every answer is one of the pairs written.
 func TestReloader_Concurrent(t *testing.T) {
 	t.Parallel()
-	ca := tlscerttest.NewCA(t)
-	certFile, keyFile := pair(t, ca, 2)
-	r, err := Load(certFile, keyFile, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, certFile, keyFile, r := loaded(t, Options{})
 	const rotations = 5
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
