@@ -20,8 +20,8 @@ import (
 
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/internal/kafkatest"
-	"github.com/squallhq/squall/tlscert"
-	"github.com/squallhq/squall/tlscert/tlscerttest"
+	"github.com/squallhq/squall/satellite/tlscert"
+	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 	"github.com/squallhq/squall/webhooks"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/satellite"
-	"github.com/squallhq/squall/tlscert"
+	"github.com/squallhq/squall/satellite/tlscert"
 )
 
 func newSatelliteCommand() *cobra.Command {

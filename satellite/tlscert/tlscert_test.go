@@ -16,7 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/squallhq/squall/tlscert/tlscerttest"
+	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 )
 
 // pair returns the paths of a certificate and key file in a new folder,
