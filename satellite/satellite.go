@@ -135,8 +135,9 @@ func (s *Satellite) Addr() string {
 // until ctx ends. Then it shuts down in order, within
 // Config.ShutdownTimeout: it stops listening and answers the calls in
 // progress (each one acknowledged by Kafka or spooled), stops sending the
-// spool, flushes and closes the Kafka writer, and closes the spool. Events left in the spool are sent by the next Run. Run returns
-// nil after a clean shutdown; it can be called once.
+// spool, flushes and closes the Kafka writer, and closes the spool. Events
+// left in the spool are sent by the next Run. Run returns nil after a
+// clean shutdown; it can be called once.
 func (s *Satellite) Run(ctx context.Context) (err error) {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("satellite: Run called twice")
