@@ -512,15 +512,42 @@ func TestAPI_Paging(t *testing.T) {
 	}
 }
 
+// ackLog records the acknowledged inserts of concurrent writers.
+type ackLog struct {
+	mu    sync.Mutex
+	acked map[string]int // uid -> credential number
+	acks  chan struct{}  // a token per acknowledgement, while it has room
+}
+
+func newAckLog() *ackLog {
+	return &ackLog{acked: map[string]int{}, acks: make(chan struct{}, 1000)}
+}
+
+// record notes the acknowledged insert of credential n from its answer's
+// body; false (after reporting the error) when the body names no uid.
+func (l *ackLog) record(t *testing.T, n int, body []byte) bool {
+	var u struct{ UID string }
+	if err := json.Unmarshal(body, &u); err != nil || u.UID == "" {
+		t.Errorf("insert %d: %v %s", n, err, body)
+		return false
+	}
+	l.mu.Lock()
+	l.acked[u.UID] = n
+	l.mu.Unlock()
+	select {
+	case l.acks <- struct{}{}:
+	default:
+	}
+	return true
+}
+
 // TestAPI_LeaderKill kills the leader while inserts go on through the
 // followers: every acknowledged insert is readable from the new leader.
 func TestAPI_LeaderKill(t *testing.T) {
 	e := newEnv(t)
 	leader := e.c.Leader()
 	followers := e.c.Followers()
-	var mu sync.Mutex
-	acked := map[string]int{} // uid -> credential number
-	acks := make(chan struct{}, 1000)
+	log := newAckLog()
 	var wg sync.WaitGroup
 	const writers, perWriter = 8, 50
 	for w := range writers {
@@ -547,23 +574,14 @@ func TestAPI_LeaderKill(t *testing.T) {
 						return
 					}
 				}
-				var u struct{ UID string }
-				if err := json.Unmarshal(r.body, &u); err != nil {
-					t.Errorf("insert %d: %v", n, err)
+				if !log.record(t, n, r.body) {
 					return
-				}
-				mu.Lock()
-				acked[u.UID] = n
-				mu.Unlock()
-				select {
-				case acks <- struct{}{}:
-				default:
 				}
 			}
 		})
 	}
 	for range 60 {
-		<-acks
+		<-log.acks
 	}
 	e.c.Kill(leader)
 	wg.Wait()
@@ -571,10 +589,10 @@ func TestAPI_LeaderKill(t *testing.T) {
 	if newLeader == leader {
 		t.Fatal("the killed node still leads")
 	}
-	if len(acked) != writers*perWriter {
-		t.Fatalf("%d inserts acknowledged, want %d", len(acked), writers*perWriter)
+	if len(log.acked) != writers*perWriter {
+		t.Fatalf("%d inserts acknowledged, want %d", len(log.acked), writers*perWriter)
 	}
-	for uid, n := range acked {
+	for uid, n := range log.acked {
 		r := e.do(t, followers[0], "GET", "/finding/"+uid, e.tokA, "", "")
 		if r.status != http.StatusOK {
 			t.Fatalf("acknowledged insert %d (%s) lost: %d %s", n, uid, r.status, r.body)
@@ -585,13 +603,13 @@ func TestAPI_LeaderKill(t *testing.T) {
 	e.c.Restart(leader)
 	e.c.WaitConverged()
 	back := e.c.Server(leader).Store()
-	for uid, n := range acked {
+	for uid, n := range log.acked {
 		if _, err := back.Finding("a", uid); err != nil {
 			t.Fatalf("restarted node: acknowledged insert %d (%s): %v", n, uid, err)
 		}
 	}
 	// Retrying everything is safe: the acknowledged ones keep their uids.
-	for uid, n := range acked {
+	for uid, n := range log.acked {
 		r := e.do(t, followers[1], "PUT", "/findings/credentials", e.tokA, "", credential(n))
 		var u struct{ UID string }
 		r.decode(t, &u)
@@ -622,10 +640,8 @@ func TestAPI_PartitionedLeader(t *testing.T) {
 	}
 
 	// Writers insert through the leader; each stops at its first refusal.
-	var mu sync.Mutex
-	acked := map[string]int{} // uid -> credential number
+	log := newAckLog()
 	var refused atomic.Int64
-	acks := make(chan struct{}, 1000)
 	var wg sync.WaitGroup
 	const writers, perWriter = 4, 100
 	for w := range writers {
@@ -647,23 +663,14 @@ func TestAPI_PartitionedLeader(t *testing.T) {
 					t.Errorf("insert %d: %d %s", n, r.status, r.body)
 					return
 				}
-				var u struct{ UID string }
-				if err := json.Unmarshal(r.body, &u); err != nil || u.UID == "" {
-					t.Errorf("insert %d: %v %s", n, err, r.body)
+				if !log.record(t, n, r.body) {
 					return
-				}
-				mu.Lock()
-				acked[u.UID] = n
-				mu.Unlock()
-				select {
-				case acks <- struct{}{}:
-				default:
 				}
 			}
 		})
 	}
 	for range 20 {
-		<-acks
+		<-log.acks
 	}
 	e.c.Partition(old)
 
@@ -685,13 +692,13 @@ func TestAPI_PartitionedLeader(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Fatal("no insert through the cut-off leader was refused")
 	}
-	t.Logf("%d inserts acknowledged, %d refused", len(acked), refused.Load())
+	t.Logf("%d inserts acknowledged, %d refused", len(log.acked), refused.Load())
 
 	// The majority holds every acknowledged insert, and neither the
 	// refused insert nor the refused patch.
 	check := func(t *testing.T, st *store.Store) {
 		t.Helper()
-		for uid, n := range acked {
+		for uid, n := range log.acked {
 			if _, err := st.Finding("a", uid); err != nil {
 				t.Fatalf("node %s: acknowledged insert %d (%s): %v", st.ID(), n, uid, err)
 			}
