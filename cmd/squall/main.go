@@ -51,9 +51,11 @@ Run the whole system in one process, with an example to try (see README.md):
 Try a tree on an event without any server:
 
   squall process --tree tree.json --event event.json`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

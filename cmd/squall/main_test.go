@@ -108,6 +108,10 @@ func TestBinary(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(out, []byte("squall ")) {
 		t.Fatalf("version: %v %s", err, out)
 	}
+	long, err := exec.CommandContext(t.Context(), bin, "--version").Output()
+	if err != nil || !bytes.Equal(long, out) {
+		t.Fatalf("--version: %v %q, want what version prints: %q", err, long, out)
+	}
 	out, err = exec.CommandContext(t.Context(), bin, "--help").Output()
 	if err != nil || !bytes.Contains(out, []byte("process")) {
 		t.Fatalf("help: %v %s", err, out)
@@ -146,6 +150,7 @@ func TestToken(t *testing.T) {
 		{"token", "--user", "a", "--auth", "x=root:fly", "--unsigned"},
 		{"token", "--user", "a", "--auth", "x", "--unsigned"},
 		{"token", "--user", "", "--unsigned"},
+		{"token", "--user", "a", "--unsigned"}, // grants nothing
 		{"token", "--user", "a", "--hmac-key-file", filepath.Join(dir, "missing")},
 	} {
 		if code, out, errOut := runSquall(t, "", args...); code != 1 || out != "" || errOut == "" {

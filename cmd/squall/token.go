@@ -38,6 +38,9 @@ for masters started with --allow-unsigned-tokens (squall dev).`,
 			if user == "" {
 				return errors.New("--user is empty")
 			}
+			if len(auths) == 0 && tenant == "" {
+				return errors.New("the token would grant nothing: give --auth NAME=PATH:ROLES (configuration and test-event APIs) or --tenant TENANT (findings API), or both")
+			}
 			for _, s := range auths {
 				name, a, err := auth.ParseAuth(s)
 				if err != nil {
