@@ -137,6 +137,9 @@ type KafkaTuning struct {
 	HeartbeatInterval time.Duration
 	SessionTimeout    time.Duration
 	RebalanceTimeout  time.Duration
+	// StartOffset is where a group with no committed offset starts
+	// (default earliest); see [kafkasource.StartOffset].
+	StartOffset kafkasource.StartOffset
 }
 
 // Default returns the default configuration.
@@ -283,6 +286,7 @@ func (c Config) sourceConfig(log *slog.Logger) kafkasource.SourceConfig {
 		HeartbeatInterval: c.Kafka.HeartbeatInterval,
 		SessionTimeout:    c.Kafka.SessionTimeout,
 		RebalanceTimeout:  c.Kafka.RebalanceTimeout,
+		StartOffset:       c.Kafka.StartOffset,
 		Logger:            log,
 	}
 }

@@ -106,6 +106,8 @@ on the command line wins; empty variables are ignored.`,
 		"how often an engine tells the group coordinator it is alive; shorter than --kafka-session-timeout, usually a third of it")
 	f.DurationVar(&cfg.Kafka.RebalanceTimeout, "kafka-rebalance-timeout", kafkasource.DefaultRebalanceTimeout,
 		"how long the group coordinator waits for the engines to rejoin when the group changes (an engine starts or stops, a broker restarts); the events wait meanwhile")
+	f.StringVar((*string)(&cfg.Kafka.StartOffset), "kafka-start-offset", string(kafkasource.StartEarliest),
+		"where a consumer group that has committed nothing yet starts reading: earliest (every event the topic still holds runs through the actions) or latest (only events written after the engine joined); a group that has committed goes on from there")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")

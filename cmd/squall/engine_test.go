@@ -41,6 +41,7 @@ func TestEngineFlags(t *testing.T) {
 		{append(base, "--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "6s"), "heartbeat interval: 6s must be shorter than the session timeout 6s"},
 		{append(base, "--kafka-session-timeout", "-1s"), "session timeout: -1s must be positive"},
 		{append(base, "--kafka-rebalance-timeout", "-2s"), "rebalance timeout: -2s must be positive"},
+		{append(base, "--kafka-start-offset", "newest"), `start offset: "newest" is neither "earliest" nor "latest"`},
 	} {
 		code, out, errOut := runSquall(t, "", tc.args...)
 		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {

@@ -123,6 +123,11 @@ type SourceConfig struct {
 	// RebalanceTimeout is how long the coordinator waits for the members
 	// to rejoin during a rebalance (default 30s).
 	RebalanceTimeout time.Duration
+	// StartOffset is where the group starts reading a partition for which
+	// it has committed nothing yet: a new group, or a new partition
+	// (default [StartEarliest]). Once the group has committed, it goes on
+	// from there whatever this says.
+	StartOffset StartOffset
 	// Logger receives kafka-go's logs: its informational lines at debug
 	// level, its errors at warn. Nil discards them.
 	Logger *slog.Logger
@@ -130,6 +135,28 @@ type SourceConfig struct {
 	// time the member's assignment changes: a generation starts (Joined,
 	// with its partitions) or ends (not Joined). It must not block.
 	OnAssignment func(Assignment)
+}
+
+// StartOffset is where a consumer group starts in a partition it has no
+// committed offset for.
+type StartOffset string
+
+// The start offsets.
+const (
+	// StartEarliest reads the partition from its oldest record still
+	// kept: nothing written before the first engine started is skipped.
+	StartEarliest StartOffset = "earliest"
+	// StartLatest reads only the records written after the group joined.
+	StartLatest StartOffset = "latest"
+)
+
+// ParseStartOffset reads "earliest" or "latest".
+func ParseStartOffset(s string) (StartOffset, error) {
+	switch o := StartOffset(s); o {
+	case StartEarliest, StartLatest:
+		return o, nil
+	}
+	return "", fmt.Errorf("start offset: %q is neither %q nor %q", s, StartEarliest, StartLatest)
 }
 
 // WriterConfig configures a [Writer].
@@ -214,6 +241,9 @@ func (c SourceConfig) Validate() error {
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		errs = append(errs, fmt.Errorf("heartbeat interval: %s must be shorter than the session timeout %s", c.HeartbeatInterval, c.SessionTimeout))
 	}
+	if _, err := ParseStartOffset(string(c.StartOffset)); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -236,6 +266,9 @@ func (c SourceConfig) withDefaults() SourceConfig {
 	}
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.StartOffset == "" {
+		c.StartOffset = StartEarliest
 	}
 	return c
 }

@@ -77,7 +77,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 		RebalanceTimeout:  cfg.RebalanceTimeout,
 		// Synchronous commits of what the caller asks, nothing automatic.
 		CommitInterval:        0,
-		StartOffset:           kafka.FirstOffset,
+		StartOffset:           kafkaStartOffset(cfg.StartOffset),
 		WatchPartitionChanges: true,
 		Logger:                kafka.LoggerFunc(s.logInfo),
 		ErrorLogger:           kafka.LoggerFunc(s.logError),
@@ -246,4 +246,12 @@ type lazyLine struct {
 
 func (l lazyLine) LogValue() slog.Value {
 	return slog.StringValue(strings.TrimSpace(fmt.Sprintf(l.format, l.args...)))
+}
+
+// kafkaStartOffset is kafka-go's name for o.
+func kafkaStartOffset(o StartOffset) int64 {
+	if o == StartLatest {
+		return kafka.LastOffset
+	}
+	return kafka.FirstOffset
 }

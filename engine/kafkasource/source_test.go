@@ -1,6 +1,7 @@
 package kafkasource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,6 +169,58 @@ func TestSource_FetchCommit(t *testing.T) {
 	}
 }
 
+// TestSource_StartOffset: a new group starts at the oldest record with
+// StartEarliest (the default) and after the records already written with
+// StartLatest.
+func TestSource_StartOffset(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 1})
+	w := newWriter(t, testDial(b.Addr))
+	if err := w.Write(t.Context(), records(10)...); err != nil {
+		t.Fatal(err)
+	}
+
+	// The default: the first record fetched is the oldest.
+	s := openSource(t, testSourceConfig(b.Addr, "from-earliest"))
+	m, err := s.Fetch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := m.Header("squall-event-id"); string(id) != "id-0" || m.Offset() != 0 {
+		t.Fatalf("earliest: first fetched %s at offset %d, want id-0 at 0", id, m.Offset())
+	}
+
+	// Latest: write probes until one is fetched (the reader resolves the end
+	// of the partition some time after it joins); none of the records
+	// written before it opened may come.
+	cfg := testSourceConfig(b.Addr, "from-latest")
+	cfg.StartOffset = StartLatest
+	late := openSource(t, cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for probe := 0; ; probe++ {
+		if time.Now().After(deadline) {
+			t.Fatal("latest: no probe fetched in 20s")
+		}
+		rec := Record{Key: []byte("tenant-0"), Value: []byte(`{}`), Headers: []Header{{"squall-event-id", fmt.Appendf(nil, "probe-%d", probe)}}}
+		if err := w.Write(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		m, err := late.Fetch(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := m.Header("squall-event-id"); !strings.HasPrefix(string(id), "probe-") || m.Offset() < 10 {
+			t.Fatalf("latest: fetched %s at offset %d, written before the group joined", id, m.Offset())
+		}
+		break
+	}
+}
+
 func TestSource_TwoMembersSplitPartitions(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 4})
@@ -246,6 +299,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"no topic", func() error { c := ok; c.Topic = ""; return c.Validate() }, "topic: required"},
 		{"no group", func() error { c := ok; c.Group = ""; return c.Validate() }, "group: required"},
 		{"heartbeat", func() error { c := ok; c.HeartbeatInterval = time.Minute; return c.Validate() }, "heartbeat interval"},
+		{"start offset", func() error { c := ok; c.StartOffset = "newest"; return c.Validate() }, `"newest" is neither`},
+		{"latest", func() error { c := ok; c.StartOffset = StartLatest; return c.Validate() }, ""},
 		{"tls pair", func() error { c := ok; c.TLS.CertFile = "c.pem"; return c.Validate() }, "cert file and key file"},
 		{"sasl", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "GSSAPI", Username: "u"}; return c.Validate() }, "GSSAPI"},
 		{"sasl user", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "PLAIN"}; return c.Validate() }, "username required"},
