@@ -238,6 +238,15 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		return true
 	}
 
+	if ev.TraceID == nil {
+		// ${event.trace_id}: the trace the intake recorded, unless the
+		// event names one itself.
+		if tp, ok := m.Header(HeaderTraceparent); ok {
+			if id, ok := traceIDOf(tp); ok {
+				ev.TraceID = id
+			}
+		}
+	}
 	actions := tv.tree.Actions(ev, (*buf)[:0])
 	t2 := time.Now()
 	s.m.evaluate.Observe(t2.Sub(t1).Seconds())

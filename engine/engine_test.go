@@ -139,6 +139,9 @@ func TestService_ProcessesEvents(t *testing.T) {
 		if l.version != "v1" {
 			t.Errorf("event %s archived under %s", l.id, l.version)
 		}
+		if l.traceID != testTraceID {
+			t.Errorf("event %s archived with trace_id %v, want the traceparent's %s", l.id, l.traceID, testTraceID)
+		}
 	}
 	for id, n := range countIDs(orderLines) {
 		if n != 1 {

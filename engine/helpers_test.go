@@ -167,6 +167,9 @@ func (e *env) config() Config {
 	return cfg
 }
 
+// testTraceID is the trace id of every test event's traceparent header.
+const testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
 // event is a test event.
 type event struct {
 	id     string // squall-event-id
@@ -187,7 +190,7 @@ func (ev event) record() kafkasource.Record {
 		Value: value,
 		Headers: []kafkasource.Header{
 			{Key: HeaderEventID, Value: []byte(ev.id)},
-			{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+			{Key: "traceparent", Value: []byte("00-" + testTraceID + "-00f067aa0ba902b7-01")},
 			{Key: "squall-webhook", Value: []byte("test")},
 			{Key: "squall-source", Value: []byte("sat-test")},
 		},
@@ -223,6 +226,7 @@ func (e *env) produce(evs ...event) {
 type archived struct {
 	version, tenant, id string
 	seq                 int
+	traceID             any // the event's trace_id
 }
 
 // archivedEvents reads every archive file.
@@ -241,6 +245,7 @@ func (e *env) archivedEvents() []archived {
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
 				var ev struct {
+					TraceID any `json:"trace_id"`
 					Payload struct {
 						ID  string `json:"id"`
 						Seq int    `json:"seq"`
@@ -250,7 +255,7 @@ func (e *env) archivedEvents() []archived {
 					// A line being written: read again later.
 					continue
 				}
-				out = append(out, archived{version: version, tenant: tenant, id: ev.Payload.ID, seq: ev.Payload.Seq})
+				out = append(out, archived{version: version, tenant: tenant, id: ev.Payload.ID, seq: ev.Payload.Seq, traceID: ev.TraceID})
 			}
 		}
 	}
