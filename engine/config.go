@@ -33,6 +33,8 @@ const (
 	DefaultCommitBatch     = 1000
 	DefaultCommitTimeout   = 10 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultNotReadyLogInterval is how often a not-ready engine logs why.
+	DefaultNotReadyLogInterval = 10 * time.Second
 	// MaxWorkers bounds Config.Workers.
 	MaxWorkers = 1024
 )
@@ -54,6 +56,9 @@ type Config struct {
 	// the wait doubles with each failure, with jitter.
 	WatchBackoffMin time.Duration
 	WatchBackoffMax time.Duration
+	// NotReadyLogInterval is how often the engine logs why it is not
+	// ready, while it is not (default 10s).
+	NotReadyLogInterval time.Duration
 	// MasterClient sends the watch requests (for TLS to the masters). Nil
 	// uses a client of its own.
 	MasterClient *http.Client
@@ -145,21 +150,22 @@ type KafkaTuning struct {
 // Default returns the default configuration.
 func Default() Config {
 	return Config{
-		WatchWait:       DefaultWatchWait,
-		WatchBackoffMin: DefaultWatchBackoffMin,
-		WatchBackoffMax: DefaultWatchBackoffMax,
-		Topic:           DefaultTopic,
-		DLQTopic:        DefaultDLQTopic,
-		Group:           DefaultGroup,
-		Workers:         min(2*runtime.GOMAXPROCS(0), MaxWorkers),
-		QueueSize:       DefaultQueueSize,
-		DedupeSize:      DefaultDedupeSize,
-		DedupeMaxAge:    DefaultDedupeMaxAge,
-		CommitInterval:  DefaultCommitInterval,
-		CommitBatch:     DefaultCommitBatch,
-		CommitTimeout:   DefaultCommitTimeout,
-		ShutdownTimeout: DefaultShutdownTimeout,
-		HTTPAddr:        DefaultHTTPAddr,
+		WatchWait:           DefaultWatchWait,
+		NotReadyLogInterval: DefaultNotReadyLogInterval,
+		WatchBackoffMin:     DefaultWatchBackoffMin,
+		WatchBackoffMax:     DefaultWatchBackoffMax,
+		Topic:               DefaultTopic,
+		DLQTopic:            DefaultDLQTopic,
+		Group:               DefaultGroup,
+		Workers:             min(2*runtime.GOMAXPROCS(0), MaxWorkers),
+		QueueSize:           DefaultQueueSize,
+		DedupeSize:          DefaultDedupeSize,
+		DedupeMaxAge:        DefaultDedupeMaxAge,
+		CommitInterval:      DefaultCommitInterval,
+		CommitBatch:         DefaultCommitBatch,
+		CommitTimeout:       DefaultCommitTimeout,
+		ShutdownTimeout:     DefaultShutdownTimeout,
+		HTTPAddr:            DefaultHTTPAddr,
 	}
 }
 
@@ -204,6 +210,7 @@ func (c Config) Validate() error {
 	}
 	positive("watch_wait", c.WatchWait)
 	positive("watch_backoff_min", c.WatchBackoffMin)
+	positive("not_ready_log_interval", c.NotReadyLogInterval)
 	if c.WatchBackoffMax < c.WatchBackoffMin {
 		add("watch_backoff_max", fmt.Errorf("%s is less than watch_backoff_min %s", c.WatchBackoffMax, c.WatchBackoffMin))
 	}

@@ -58,6 +58,7 @@ func (s *Service) consume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	s.source.Store(src)
 	s.log.Info("consuming", slog.String("topic", s.cfg.Topic), slog.String("group", s.cfg.Group),
 		slog.Int("workers", s.cfg.Workers), slog.Uint64(logKeyTreeIndex, s.TreeIndex()))
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/master/auth"
 )
 
 // The engine tests run real components in-process: a kfake broker spoken
@@ -455,6 +457,57 @@ func TestService_WaitsForMaster(t *testing.T) {
 		t.Errorf("tree %d, want %d", r.TreeIndex(), idx)
 	}
 	e.waitArchived(evs)
+}
+
+// TestService_NotReadyReasons: /readyz and the log say why an engine does
+// not process events: no tree deployed, a master that refuses the token,
+// no master reachable; and a ready engine has no reason.
+func TestService_NotReadyReasons(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	reasonIs := func(r *runner, want string) func() bool {
+		return func() bool {
+			code, st := r.readyz()
+			return code == http.StatusServiceUnavailable && len(st.Reasons) == 1 && strings.Contains(st.Reasons[0], want)
+		}
+	}
+	const quick = 50 * time.Millisecond
+
+	cfg := e.config()
+	cfg.NotReadyLogInterval = quick
+	noTree := start(t, cfg)
+	waitFor(t, "the reason: no tree deployed", readyTimeout, reasonIs(noTree, "no tree deployed"))
+	waitFor(t, "the reason repeated in the log", readyTimeout, func() bool {
+		return strings.Count(noTree.log.String(), "no tree deployed") >= 2
+	})
+
+	cfg = e.config()
+	cfg.NotReadyLogInterval = quick
+	cfg.Token = e.masters.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
+		"acme": {Path: []string{"root", "acme"}, Roles: []string{string(auth.View)}},
+	}})
+	badToken := start(t, cfg)
+	waitFor(t, "the reason: the token is refused", readyTimeout, reasonIs(badToken, "refuses the engine's token (403"))
+
+	cfg = e.config()
+	cfg.NotReadyLogInterval = quick
+	cfg.MasterURLs = []string{"http://127.0.0.1:1"}
+	noMaster := start(t, cfg)
+	waitFor(t, "the reason: no master", readyTimeout, reasonIs(noMaster, "master unreachable"))
+	waitFor(t, "the reason in the log", readyTimeout, func() bool {
+		return strings.Contains(noMaster.log.String(), "engine not ready") && strings.Contains(noMaster.log.String(), "master unreachable")
+	})
+
+	e.deploy("v1")
+	cfg = e.config()
+	cfg.Brokers = []string{"127.0.0.1:1"}
+	noKafka := start(t, cfg)
+	waitFor(t, "the reason: Kafka unreachable", readyTimeout, reasonIs(noKafka, "Kafka unreachable"))
+
+	waitReady(t, noTree)
+	if code, st := noTree.readyz(); code != http.StatusOK || len(st.Reasons) != 0 || st.Reasons == nil {
+		t.Errorf("ready engine: /readyz %d %+v, want no reason (an empty list)", code, st)
+	}
 }
 
 func TestService_RefusesTreeThatDoesNotCompile(t *testing.T) {

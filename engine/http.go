@@ -20,6 +20,11 @@ type Status struct {
 	Partitions []int `json:"partitions"`
 	// Draining is true while the engine shuts down.
 	Draining bool `json:"draining"`
+	// Reasons say, in words, why the engine is not ready; empty when it is.
+	Reasons []string `json:"reasons"`
+	// Warnings say what a ready engine may want an operator to know (no
+	// partitions assigned, a failing tree watch).
+	Warnings []string `json:"warnings"`
 }
 
 // Handler returns the ops endpoints: GET /healthz (the process is up),
@@ -43,6 +48,16 @@ func (s *Service) routes() *http.ServeMux {
 		}
 		if st.Partitions == nil {
 			st.Partitions = []int{}
+		}
+		st.Reasons, st.Warnings = s.readiness()
+		if st.Ready {
+			st.Reasons = nil // a reason seen between the two reads
+		}
+		if st.Reasons == nil {
+			st.Reasons = []string{}
+		}
+		if st.Warnings == nil {
+			st.Warnings = []string{}
 		}
 		code := http.StatusOK
 		if !st.Ready {

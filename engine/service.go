@@ -60,6 +60,7 @@ type Service struct {
 	treeOnce  sync.Once
 
 	assignment atomic.Pointer[kafkasource.Assignment]
+	source     atomic.Pointer[kafkasource.Source] // once consuming
 	draining   atomic.Bool
 	ran        atomic.Bool
 	started    chan struct{} // closed once Run listens
@@ -317,6 +318,7 @@ func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
 	watchers.Go(func() { s.watcher.run(watchCtx) })
+	watchers.Go(func() { s.logNotReady(watchCtx, s.cfg.NotReadyLogInterval) })
 
 	err := s.consume(ctx)
 

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/squallhq/squall/config"
@@ -47,6 +48,17 @@ type watcher struct {
 	install func(treeVersion)
 	// refused is called when a tree does not decode or compile.
 	refused func(index uint64, err error)
+
+	// last is the outcome of the latest watch request; nil before the
+	// first one ended.
+	last atomic.Pointer[watchOutcome]
+}
+
+// watchOutcome is how a watch request ended.
+type watchOutcome struct {
+	master string
+	err    error  // nil: answered
+	index  uint64 // the answer's index (0: no tree was ever deployed)
 }
 
 // watchAnswer is the master's answer (master.TreeAnswer).
@@ -85,6 +97,7 @@ func (w *watcher) run(ctx context.Context) {
 				return
 			}
 			w.m.watchErrors.Inc()
+			w.last.Store(&watchOutcome{master: url, err: err})
 			failures++
 			level := slog.LevelWarn
 			if failures > len(w.urls) {
@@ -102,6 +115,7 @@ func (w *watcher) run(ctx context.Context) {
 			w.log.Info("tree watch recovered", slog.String(logKeyMaster, url), slog.Uint64(logKeyTreeIndex, ans.Index))
 		}
 		failures, first = 0, false
+		w.last.Store(&watchOutcome{master: url, index: ans.Index})
 		if ans.Index < index {
 			// A master behind the tree we have (it lost its state, or
 			// lags far behind): never go back; try another, after a pause

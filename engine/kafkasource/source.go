@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -30,6 +32,8 @@ type Source struct {
 	mu     sync.Mutex
 	assign Assignment
 	closed bool
+
+	lastErr atomic.Pointer[sourceError]
 }
 
 // kafka-go v0.4.51's log lines that mark a generation's start and end
@@ -212,6 +216,22 @@ func (s *Source) logInfo(format string, args ...any) {
 // logError receives kafka-go's error lines.
 func (s *Source) logError(format string, args ...any) {
 	s.log.Warn("kafka-go", slog.Any("line", lazyLine{format, args}))
+	s.lastErr.Store(&sourceError{text: fmt.Sprintf(format, args...), at: time.Now()})
+}
+
+// sourceError is an error line of kafka-go and when it came.
+type sourceError struct {
+	text string
+	at   time.Time
+}
+
+// LastError returns kafka-go's last error line (a failed connection, a
+// failed join) and when it was logged; "" when there was none.
+func (s *Source) LastError() (string, time.Time) {
+	if e := s.lastErr.Load(); e != nil {
+		return e.text, e.at
+	}
+	return "", time.Time{}
 }
 
 // partitionsOf reads the partitions of topic from the argument of the
