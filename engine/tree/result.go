@@ -68,6 +68,17 @@ type ProcessedRule struct {
 	Meta    *RuleMeta `json:"meta"`
 }
 
+// MarshalJSON writes the rule with its actions twice, as the spec names
+// them (action) and as Tornado does (actions), so that clients of either
+// find them (DESIGN decision 18).
+func (r ProcessedRule) MarshalJSON() ([]byte, error) {
+	type plain ProcessedRule // without this method
+	return json.Marshal(struct {
+		Action []Action `json:"action"`
+		plain
+	}{r.Actions, plain(r)})
+}
+
 // RuleMeta holds the resolved actions with how each value was obtained.
 type RuleMeta struct {
 	Actions []ActionMeta `json:"actions"`
