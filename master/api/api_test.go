@@ -99,6 +99,11 @@ var (
 	bob = token("bob", map[string]auth.Authorization{
 		"m": {Path: []string{"root", "master"}, Roles: []string{"edit"}},
 	})
+	// carol reviews: view only, and actions of test events.
+	carol = token("carol", map[string]auth.Authorization{
+		"ro": {Path: []string{"root", "master"}, Roles: []string{"view"}},
+		"mx": {Path: []string{"root", "master"}, Roles: []string{"view", "test_event_execute_actions"}},
+	})
 )
 
 type response struct {
@@ -249,9 +254,14 @@ func TestDraftLifecycle(t *testing.T) {
 	if string(bytes.TrimSpace(r.body)) != fmt.Sprintf("[%q]", id) {
 		t.Fatalf("drafts %s", r.body)
 	}
-	// The draft is a copy of the active tree, readable by its owner only.
+	// The draft is a copy of the active tree, readable with view by anyone
+	// (decision 8: a reviewer reads it), changed by its owner only.
 	e.expect(e.get(cfgPath+"/draft/tree/children/m/"+id, alice), 200, "")
-	r = e.get(cfgPath+"/draft/tree/children/m/"+id, bob)
+	e.expect(e.get(cfgPath+"/draft/tree/children/m/"+id, bob), 200, "")
+	for _, p := range []string{"/draft/tree/children/ro/" + id, "/draft/tree/details/ro/" + id + "/master", "/draft/tree/export/ro/" + id + "/master"} {
+		e.expect(e.get(cfgPath+p, carol), 200, "")
+	}
+	r = e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", bob, `{"type":"Ruleset","name":"bobs"}`)
 	e.expect(r, 403, "NOT_OWNER")
 	if p := r.json(t)["params"].(map[string]any); p["OWNER"] != "alice" || p["ID"] != id {
 		t.Errorf("params %v", p)
@@ -263,7 +273,8 @@ func TestDraftLifecycle(t *testing.T) {
 	if string(bytes.TrimSpace(r.body)) != "null" {
 		t.Errorf("takeover answered %s, want null (decision 9)", r.body)
 	}
-	e.expect(e.get(cfgPath+"/draft/tree/details/m/"+id+"/master", alice), 403, "NOT_OWNER")
+	e.expect(e.get(cfgPath+"/draft/tree/details/m/"+id+"/master", alice), 200, "")
+	e.expect(e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", alice, `{"type":"Ruleset","name":"alices"}`), 403, "NOT_OWNER")
 	e.expect(e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", alice, ""), 403, "NOT_OWNER")
 	e.expect(e.do("DELETE", cfgPath+"/drafts/m/"+id, alice, "", nil), 403, "NOT_OWNER")
 	// Bob edits and deploys: the active tree changes, the draft stays.
@@ -578,7 +589,11 @@ func TestTestEvents(t *testing.T) {
 				t.Errorf("%s: the draft's new ruleset is not in the result", p)
 			}
 		}
-		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/"+id, bob, workedEvent), 403, "NOT_OWNER")
+		// SkipActions reads the draft: view is enough, whoever owns it;
+		// Full runs actions of a draft, which only its owner may.
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/"+id, bob, workedEvent), 200, "")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, carol, workedEvent), 200, "")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, carol, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "NOT_OWNER")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/nope", alice, workedEvent), 404, "DRAFT_NOT_FOUND")
 	})
 }

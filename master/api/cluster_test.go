@@ -62,7 +62,7 @@ func TestAPI_cluster(t *testing.T) {
 	expect(f[0], "POST", node+",master,alerts", alice, `{"type":"Iterator","name":"inner","description":"","active":true,"target":"${event.payload.x}"}`, 409, "NESTED_ITERATOR_ERROR")
 	expect(f[1], "POST", node+",master", alice, `{"type":`, 400, "BAD_REQUEST")
 	expect(f[0], "GET", node+",nope", alice, "", 404, "NODE_NOT_FOUND")
-	expect(f[1], "GET", node+",master", bob, "", 403, "NOT_OWNER")
+	expect(f[1], "POST", node+",master", bob, `{"type":"Ruleset","name":"bobs"}`, 403, "NOT_OWNER")
 	expect(f[0], "GET", node+",master", "", "", 401, "UNAUTHORIZED")
 	expect(f[1], "GET", cfg+"/active/tree/info/nope", alice, "", 403, "MISSING_REQUIRED_PERMISSIONS")
 	// Reads through any node are the same.

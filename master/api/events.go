@@ -6,6 +6,7 @@ import (
 
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
 )
 
 func (a *API) eventActive(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -42,7 +43,13 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 	}
 	var tr *tree.Tree
 	if draft {
-		d, err := a.ownedDraft(s, r.PathValue("draft_id"))
+		// SkipActions only reads the draft (view, anyone's); Full runs
+		// its actions, which only its owner may (decision 8).
+		get := a.draft
+		if req.ProcessType == tree.Full {
+			get = func(id string) (*store.Draft, error) { return a.ownedDraft(s, id) }
+		}
+		d, err := get(r.PathValue("draft_id"))
 		if err != nil {
 			return nil, err
 		}
