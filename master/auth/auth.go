@@ -57,6 +57,28 @@ type Claims struct {
 	Tenant string `json:"tenant,omitempty"`
 }
 
+// FindingsTenant returns the one tenant the findings API lets the holder
+// use (DESIGN decision 17): the tenant claim when it is set; otherwise,
+// when every authorization's path is [root, T, …] with the same T, that T,
+// so that a token in the spec's format scoped to one tenant works as is.
+// It reports false when the token names no tenant, or several.
+func (c *Claims) FindingsTenant() (string, bool) {
+	if c.Tenant != "" {
+		return c.Tenant, true
+	}
+	tenant := ""
+	for _, a := range c.Auths {
+		if len(a.Path) < 2 || a.Path[0] != "root" || a.Path[1] == "" {
+			return "", false
+		}
+		if tenant != "" && tenant != a.Path[1] {
+			return "", false
+		}
+		tenant = a.Path[1]
+	}
+	return tenant, tenant != ""
+}
+
 // Permission is something a request needs.
 type Permission string
 

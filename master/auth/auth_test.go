@@ -154,6 +154,30 @@ func TestClaims_Scope(t *testing.T) {
 	}
 }
 
+func TestClaims_FindingsTenant(t *testing.T) {
+	t.Parallel()
+	path := func(p ...string) Authorization { return Authorization{Path: p, Roles: []string{"view"}} }
+	for _, tc := range []struct {
+		name   string
+		claims Claims
+		want   string // "" means none
+	}{
+		{"claim", Claims{Tenant: "acme", Auths: map[string]Authorization{"all": path("root")}}, "acme"},
+		{"one path", Claims{Auths: map[string]Authorization{"a": path("root", "acme")}}, "acme"},
+		{"paths below one tenant", Claims{Auths: map[string]Authorization{"a": path("root", "acme"), "b": path("root", "acme", "rs")}}, "acme"},
+		{"two tenants", Claims{Auths: map[string]Authorization{"a": path("root", "acme"), "b": path("root", "beta")}}, ""},
+		{"the root", Claims{Auths: map[string]Authorization{"a": path("root")}}, ""},
+		{"the root and a tenant", Claims{Auths: map[string]Authorization{"a": path("root"), "b": path("root", "acme")}}, ""},
+		{"not from root", Claims{Auths: map[string]Authorization{"a": path("other", "acme")}}, ""},
+		{"nothing", Claims{}, ""},
+	} {
+		got, ok := tc.claims.FindingsTenant()
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: %q %v, want %q", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
 func TestScope_Resolve(t *testing.T) {
 	t.Parallel()
 	s, err := claims.Scope("m", View)

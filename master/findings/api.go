@@ -192,12 +192,14 @@ func (a *API) wrap(fn handlerFunc) http.Handler {
 			a.finish(w, r, logger, start, "", 0, nil, err)
 			return
 		}
-		if claims.Tenant == "" {
-			a.finish(w, r, logger, start, "", 0, nil, &Error{Status: http.StatusForbidden, Code: "NO_TENANT", Message: "the token names no tenant (claim \"tenant\"): the findings API needs one"})
+		tenant, ok := claims.FindingsTenant()
+		if !ok {
+			a.finish(w, r, logger, start, "", 0, nil, &Error{Status: http.StatusForbidden, Code: "NO_TENANT",
+				Message: "the token names no single tenant: give it a \"tenant\" claim (squall token --tenant T), or scope all its authorizations below one tenant's node ([root, T, ...])"})
 			return
 		}
-		status, body, err := fn(&request{Request: r, w: w, tenant: claims.Tenant})
-		a.finish(w, r, logger, start, claims.Tenant, status, body, err)
+		status, body, err := fn(&request{Request: r, w: w, tenant: tenant})
+		a.finish(w, r, logger, start, tenant, status, body, err)
 	})
 }
 

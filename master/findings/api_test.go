@@ -46,8 +46,9 @@ type env struct {
 	c     *mastertest.Cluster
 	clock atomic.Int64
 	logs  syncBuffer
-	// tokA and tokB are tokens of tenants a and b; noTenant has none.
-	tokA, tokB, noTenant string
+	// tokA and tokB are tokens of tenants a and b (tenant claim); specA is
+	// a spec-format token scoped to [root, a]; noTenant spans two tenants.
+	tokA, tokB, specA, noTenant string
 }
 
 func newEnv(t *testing.T, opts ...mastertest.Option) *env {
@@ -65,7 +66,14 @@ func newEnv(t *testing.T, opts ...mastertest.Option) *env {
 	}))...)
 	e.tokA = e.c.Token(auth.Claims{User: "ingest", Tenant: "a"})
 	e.tokB = e.c.Token(auth.Claims{User: "ingest", Tenant: "b"})
-	e.noTenant = e.c.Token(auth.Claims{User: "ingest"})
+	e.noTenant = e.c.Token(auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{
+		"a": {Path: []string{"root", "a"}, Roles: []string{"view"}}, "b": {Path: []string{"root", "b"}, Roles: []string{"view"}},
+	}})
+	// A token in the spec's format: no tenant claim, every path below
+	// tenant a's node (decision 17).
+	e.specA = e.c.Token(auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{
+		"a": {Path: []string{"root", "a"}, Roles: []string{"view"}},
+	}})
 	return e
 }
 
@@ -183,6 +191,10 @@ func TestAPI(t *testing.T) {
 		e.clock.Add(5)
 		if again := e.insert(t, leader, e.tokA, 0, http.StatusOK); again != uid0 {
 			t.Fatalf("duplicate got uid %s, want %s", again, uid0)
+		}
+		// A spec-format token scoped to tenant a's node is tenant a's.
+		if again := e.insert(t, follower, e.specA, 0, http.StatusOK); again != uid0 {
+			t.Fatalf("the spec-format token's insert got uid %s, want tenant a's %s", again, uid0)
 		}
 		r := e.do(t, follower, "GET", "/finding/"+uid0, e.tokA, "", "", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 		if r.status != http.StatusOK {
