@@ -106,6 +106,7 @@ var (
 	ErrInvalidKey      = errors.New("invalid key")
 	ErrInvalidIndex    = errors.New("invalid array index")
 	ErrNotSimpleTarget = errors.New("not a simple accessor rooted at event")
+	ErrUnterminated    = errors.New("unterminated accessor: ${ without a closing }")
 )
 
 // ParseExpr parses a configuration string. A string that is exactly one
@@ -113,6 +114,9 @@ var (
 // or item). Interpolated strings accept any root; unknown roots never resolve.
 // The text between ${ and } must be non-empty: "${}" is literal text.
 func ParseExpr(s string) (*Expr, error) {
+	if i := unterminated(s); i >= 0 {
+		return nil, fmt.Errorf("%q at byte %d: %w", s, i, ErrUnterminated)
+	}
 	spans := findExpressions(s)
 	if len(spans) == 0 {
 		return &Expr{Text: s, Kind: ExprConstant}, nil
@@ -144,6 +148,16 @@ func ParseExpr(s string) (*Expr, error) {
 		e.Parts = append(e.Parts, Part{Text: s[prev:]})
 	}
 	return e, nil
+}
+
+// unterminated returns the offset of a "${" that no "}" follows, or -1:
+// "${event.payload.x" is a typo that would otherwise stay literal text.
+func unterminated(s string) int {
+	i := strings.LastIndex(s, "${")
+	if i < 0 || strings.IndexByte(s[i+2:], '}') >= 0 {
+		return -1
+	}
+	return i
 }
 
 // findExpressions returns the [start, end) spans of every ${...} in s with

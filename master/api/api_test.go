@@ -415,6 +415,12 @@ func TestDraftRules(t *testing.T) {
 	}
 	e.expect(e.send("POST", rules, alice, rule("a4")), 409, "VALIDATION_ERROR")
 	e.expect(e.send("POST", rules, alice, strings.Replace(rule("bad"), "(.*)", "(", 1)), 409, "VALIDATION_ERROR")
+	// A typo that would stay literal text: refused, naming the field.
+	r = e.send("POST", rules, alice, strings.Replace(rule("typo"), `"first":"${event.type}"`, `"first":"${event.payload.x"`, 1))
+	e.expect(r, 409, "VALIDATION_ERROR")
+	if msg := r.json(t)["message"].(string); !strings.Contains(msg, "WHERE.first") || !strings.Contains(msg, "unterminated") {
+		t.Errorf("the error does not name the field and the problem: %s", msg)
+	}
 	e.expect(e.send("POST", cfgPath+"/draft/rule/details/m/"+id+"/master", alice, rule("x")), 400, "NOT_A_RULESET")
 	e.expect(e.send("PUT", rules+"/a4", alice, rule("a5")), 200, "")
 	e.expect(e.get(rules+"/a4", alice), 404, "RULE_NOT_FOUND")
