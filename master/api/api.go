@@ -110,6 +110,10 @@ func (a *API) Handler() http.Handler {
 	h("GET "+c+"/active/tree/children/{param_auth}/{node_path}", a.activeChildren)
 	h("GET "+c+"/active/tree/details/{param_auth}/{node_path}", a.activeDetails)
 	h("GET "+c+"/active/rule/details/{param_auth}/{ruleset_path}/{rule_name}", a.activeRule)
+	// The active tree's export, in the draft export's file format: an
+	// extension, so that exporting needs no draft (which would replace
+	// the current one).
+	h("GET "+c+"/active/tree/export/{param_auth}/{node_path}", a.export)
 
 	h("GET "+c+"/drafts/{param_auth}", a.listDrafts)
 	h("POST "+c+"/drafts/{param_auth}", a.createDraft)

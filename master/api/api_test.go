@@ -473,6 +473,14 @@ func TestImportExport(t *testing.T) {
 		t.Errorf("Content-Disposition %q", cd)
 	}
 	exported := r.body
+	// The active tree exports alike, with view and without a draft.
+	r = e.get(cfgPath+"/active/tree/export/ro/master", alice)
+	e.expect(r, 200, "")
+	if !bytes.Equal(r.body, exported) {
+		t.Errorf("active export differs from the export of a fresh draft:\n%s\n%s", r.body, exported)
+	}
+	e.expect(e.get(cfgPath+"/active/tree/export/ro/root", alice), 403, "FORBIDDEN_PATH")
+	e.expect(e.get(cfgPath+"/active/tree/export/ro/master,nope", alice), 404, "NODE_NOT_FOUND")
 	// Export accepts PUT too (decision 6).
 	if r := e.do("PUT", cfgPath+"/draft/tree/export/m/"+id+"/master", alice, "", nil); r.status != 200 || !bytes.Equal(r.body, exported) {
 		t.Errorf("PUT export: %d", r.status)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExport runs `squall export` against a live master: the active tree,
+// a subtree, the draft, to a file; and refusals with nothing on stdout.
+func TestExport(t *testing.T) {
+	t.Parallel()
+	base := startMaster(t, "--allow-unsigned-tokens")
+	bin := squallBinary(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned"))
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	// A deployed tree with a ruleset, and a draft that differs from it.
+	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(call("POST", "/api/v2_beta/config/drafts/all", "")), `{"id":`), `"}`)
+	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"deployed_rs"}`)
+	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
+	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"draft_only_rs"}`)
+
+	active := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile)
+	if !strings.Contains(active, `"deployed_rs"`) || strings.Contains(active, "draft_only_rs") || !strings.HasPrefix(active, "{") {
+		t.Fatalf("active export:\n%s", active)
+	}
+	if again := call("GET", "/api/v2_beta/config/active/tree/export/all/root", ""); strings.TrimSpace(again) != strings.TrimSpace(active) {
+		t.Errorf("squall export differs from the API's export file")
+	}
+	if sub := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile, "--node-path", "root,deployed_rs"); !strings.Contains(sub, `"Ruleset"`) || strings.Contains(sub, `"Filter"`) {
+		t.Errorf("subtree export:\n%s", sub)
+	}
+	out := filepath.Join(dir, "draft.json")
+	if got := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile, "--draft", draft, "-o", out); got != "" {
+		t.Errorf("stdout with --output: %q", got)
+	}
+	if b, err := os.ReadFile(out); err != nil || !bytes.Contains(b, []byte("draft_only_rs")) {
+		t.Errorf("draft export file: %v\n%s", err, b)
+	}
+	// The export is a tree squall process reads.
+	evFile := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(evFile, []byte(`{"type":"t","created_ms":1,"payload":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRun(t, bin, "process", "--tree", out, "--event", evFile); !strings.Contains(got, "draft_only_rs") {
+		t.Errorf("squall process on the export:\n%s", got)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--auth", "nope"}, "403"},
+		{[]string{"--node-path", "root,missing"}, "NODE_NOT_FOUND"},
+		{[]string{"--draft", "nope"}, "DRAFT_NOT_FOUND"},
+	} {
+		cmd := exec.CommandContext(t.Context(), bin, append([]string{"export", "--master", base, "--token-file", tokenFile}, tc.args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || len(stdout) != 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: err %v, stdout %q, stderr %q, want %q", tc.args, err, stdout, stderr.String(), tc.want)
+		}
+	}
+}
