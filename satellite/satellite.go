@@ -205,8 +205,12 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	s.serving.Store(true)
 	close(s.started)
 	snap := s.watcher.Snapshot()
-	s.logger.Info("satellite started", "name", s.cfg.Name, "http", s.addr, "tls", s.cfg.TLS != nil, "webhooks", len(snap.Webhooks),
-		"kafka", s.cfg.Kafka.Brokers, "topic", s.cfg.Kafka.Topic, "spool", s.cfg.Spool.Dir)
+	attrs := []any{"name", s.cfg.Name}
+	if s.addr != "" { // else mounted on another server (squall dev, a master)
+		attrs = append(attrs, "http", s.addr, "tls", s.cfg.TLS != nil)
+	}
+	s.logger.Info("satellite started", append(attrs, "webhooks", len(snap.Webhooks),
+		"kafka", s.cfg.Kafka.Brokers, "topic", s.cfg.Kafka.Topic, "spool", s.cfg.Spool.Dir)...)
 
 	var runErr error
 	select {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -143,14 +142,13 @@ func lateHandler(what string, get func() http.Handler) http.Handler {
 
 // runDev runs squall dev until ctx ends.
 func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	logger, err := newLogger(stderr, o.logLevel)
+	if err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := prepareDevDir(o.dataDir)
 	if err != nil {
 		return err
@@ -239,7 +237,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	scfg.Webhooks.Dir = d.path(devWebhooksDir)
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
-	s, err := satellite.New(scfg, logger.With("component", "intake"), reg)
+	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())
 	}

@@ -116,6 +116,7 @@ func (d *devProcess) stop(t *testing.T, sig os.Signal) {
 		t.Fatalf("squall dev did not exit within 60s of SIGINT:\n%s", d.p.logs.String())
 	}
 	logs := d.p.logs.String()
+	checkLogLines(t, logs)
 	for _, msg := range []string{"master stopped", "satellite stopped", "consumer stopped", "squall dev stopped"} {
 		if !strings.Contains(logs, `"msg":"`+msg+`"`) {
 			t.Errorf("no %q in the log:\n%s", msg, logs)

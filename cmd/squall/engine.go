@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -56,11 +55,11 @@ on the command line wins; empty variables are ignored.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
 			}
-			cfg.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			cfg.Logger = logger
 			cfg.MasterURLs = splitList(masters)
 			cfg.Brokers = splitList(brokers)
 			tok, err := os.ReadFile(tokenFile)

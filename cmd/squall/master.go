@@ -7,7 +7,6 @@ import (
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
 	"golang.org/x/sync/errgroup"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -57,14 +56,13 @@ given on the command line wins; empty variables are ignored.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
 			}
 			if err := readSASLPassword(&intakeCfg, saslPasswordFile); err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			cfg.Logger = logger
 			if cfg.AllowUnsignedTokens {
 				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
@@ -113,7 +111,7 @@ given on the command line wins; empty variables are ignored.`,
 			// forwards to Kafka like a satellite.
 			intakeCfg.HTTPAddr = ""
 			intakeCfg.Kafka.Brokers = splitList(intakeBrokers)
-			sat, err := satellite.New(intakeCfg, logger.With("component", "intake"), reg)
+			sat, err := satellite.New(intakeCfg, logger.With("role", "intake"), reg)
 			if err != nil {
 				return fmt.Errorf("webhook intake: %w", err)
 			}

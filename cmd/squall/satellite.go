@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -45,11 +44,10 @@ on the command line wins; empty variables are ignored.`,
 			return bindEnv(cmd, os.LookupEnv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			if err != nil {
+				return err
 			}
-			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
 			}

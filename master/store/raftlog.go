@@ -56,13 +56,27 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	r.l.Log(noCtx, slogLevel(level), msg, formatArgs(args)...)
 }
 
-// formatArgs renders hclog.Fmt values, which slog does not know.
+// formatArgs renders hclog.Fmt values, which slog does not know, and
+// values that describe themselves (fmt.Stringer: raft passes its *Raft,
+// which JSON would write as {}). Raft's key "node" becomes "raft_node":
+// the store's logger names its node under "node" already.
 func formatArgs(args []any) []any {
 	for i, a := range args {
-		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
-			if format, ok := f[0].(string); ok {
-				args[i] = fmt.Sprintf(format, f[1:]...)
+		if i%2 == 0 {
+			if a == "node" {
+				args[i] = "raft_node"
 			}
+			continue
+		}
+		switch v := a.(type) {
+		case hclog.Format:
+			if len(v) > 0 {
+				if format, ok := v[0].(string); ok {
+					args[i] = fmt.Sprintf(format, v[1:]...)
+				}
+			}
+		case fmt.Stringer:
+			args[i] = v.String()
 		}
 	}
 	return args
