@@ -96,9 +96,9 @@ func checkJSONKeys(dec *json.Decoder) error {
 func TestCheckJSONKeys(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		`{"a":1,"b":{"a":2},"c":[{"a":1}]}`: "",
+		`{"a":1,"b":{"a":2},"c":[{"a":1}]}`:          "",
 		`{"component":"intake","component":"spool"}`: `key "component" given twice`,
-		`{"x":[{"a":1,"a":2}]}`: `key "a" given twice`,
+		`{"x":[{"a":1,"a":2}]}`:                      `key "a" given twice`,
 	} {
 		err := checkJSONKeys(json.NewDecoder(strings.NewReader(in)))
 		if (want == "" && err != nil && !errors.Is(err, io.EOF)) || (want != "" && (err == nil || err.Error() != want)) {
