@@ -2,7 +2,7 @@ package master
 
 import (
 	"context"
-		"errors"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
