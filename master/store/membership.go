@@ -70,10 +70,20 @@ func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 		return nil
 	}
 	if id == s.cfg.NodeID {
-		// The leader itself registers its HTTP address: it is its own
-		// proof, and it cannot send itself a heartbeat.
-		if !sameRaft {
+		// The leader itself: its own raft address is known without a
+		// heartbeat (it may have changed since the configuration was
+		// written, e.g. a single node restarted on another port).
+		if raftAddr != s.Addr() {
 			return fmt.Errorf("join %s: %w: the leader's own raft address is %s", id, ErrInvalidCommand, s.Addr())
+		}
+		if !sameRaft {
+			d, err := timeout(ctx, s.cfg.ApplyTimeout)
+			if err != nil {
+				return fmt.Errorf("join %s: %w", id, err)
+			}
+			if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
+				return fmt.Errorf("join %s: %w", id, raftError(r, err))
+			}
 		}
 		return s.setHTTPAddr(ctx, id, httpAddr)
 	}
