@@ -257,7 +257,6 @@ func (s *Store) ping(r *raft.Raft, id, addr string) (uint64, error) {
 	req := raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: s.rconf.ProtocolVersion, ID: []byte(s.cfg.NodeID), Addr: self},
 		Term:      r.CurrentTerm(),
-		Leader:    self,
 	}
 	var resp raft.AppendEntriesResponse
 	if err := trans.AppendEntries(raft.ServerID(id), raft.ServerAddress(addr), &req, &resp); err != nil {
