@@ -270,3 +270,85 @@ func TestHasState(t *testing.T) {
 		t.Fatalf("never joined: %v %v", has, err)
 	}
 }
+
+// laggard is a node that speaks raft on a real raft transport but never
+// catches up: it answers every AppendEntries, heartbeats included, with
+// success and an empty log, and refuses everything else.
+func laggard(t testing.TB) string {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 2*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case rpc := <-trans.Consumer():
+				switch req := rpc.Command.(type) {
+				case *raft.AppendEntriesRequest:
+					rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: 0, Success: true}, nil)
+				default:
+					rpc.Respond(nil, errors.New("laggard: not supported"))
+				}
+			}
+		}
+	})
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+		trans.Close()
+	})
+	return string(trans.LocalAddr())
+}
+
+// TestStore_JoinNotCaughtUp: a node that answers raft but does not catch
+// up within CatchUpTimeout is a non-voter for that time only: it is
+// removed again, never becomes a voter, gets no HTTP address, and the
+// cluster keeps committing.
+func TestStore_JoinNotCaughtUp(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 1, func(_ int, c *Config) { c.CatchUpTimeout = 500 * time.Millisecond })
+	leader := nodes[0]
+	before, _ := membersOf(t, leader)
+	addr := laggard(t)
+
+	ctx := ctxTimeout(t, 20*time.Second)
+	err := leader.Join(ctx, "laggard", addr, "127.0.0.1:9")
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("join of a node that does not catch up: %v, want ErrUnreachable", err)
+	}
+	if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
+		t.Fatalf("members after the failed join %v, want %v", got, before)
+	}
+	if a := leader.HTTPAddr("laggard"); a != "" {
+		t.Fatalf("failed join recorded HTTP address %q", a)
+	}
+	last, err := leader.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for i := uint64(1); i <= last; i++ {
+		var l raft.Log
+		if err := leader.logs.GetLog(i, &l); err != nil || l.Type != raft.LogConfiguration {
+			continue
+		}
+		s := "absent"
+		for _, srv := range raft.DecodeConfiguration(l.Data).Servers {
+			if srv.ID == "laggard" {
+				s = srv.Suffrage.String()
+			}
+		}
+		seen = append(seen, s)
+	}
+	if want := []string{"absent", "Nonvoter", "absent"}; !slices.Equal(seen, want) {
+		t.Fatalf("laggard in the leader's configurations %v, want %v", seen, want)
+	}
+	if _, err := leader.ReplaceActive(ctxTimeout(t, 3*time.Second), treeWith("still_writing")); err != nil {
+		t.Fatalf("write after the failed join: %v", err)
+	}
+}
