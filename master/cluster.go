@@ -147,16 +147,39 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleJoin adds a node as a voter (on the leader): it records the
-// node's HTTP address, then adds it to raft. With a join token
-// configured, the request must carry it.
-func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
-	if s.joinToken != nil {
-		got := sha256.Sum256([]byte(r.Header.Get(HeaderJoinToken)))
-		if subtle.ConstantTimeCompare(got[:], s.joinToken[:]) != 1 {
-			return errorf(http.StatusUnauthorized, codeUnauthorized, "join: missing or wrong %s", HeaderJoinToken)
+// joinAuth lets through only join requests that carry the cluster's join
+// secret: 401 without the header, 403 with a wrong one, before the body
+// is read or the request is forwarded to the leader (which checks again).
+func (s *Server) joinAuth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkJoinSecret(r); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// checkJoinSecret compares the request's join secret with this node's in
+// constant time.
+func (s *Server) checkJoinSecret(r *http.Request) error {
+	got := r.Header.Get(HeaderJoinToken)
+	if got == "" {
+		return errorf(http.StatusUnauthorized, codeUnauthorized, "join: the %s header with the cluster's join secret is required", HeaderJoinToken)
 	}
+	sum := sha256.Sum256([]byte(got))
+	js := s.joinSecret.Load()
+	if js == nil || subtle.ConstantTimeCompare(sum[:], js.sum[:]) != 1 {
+		return errorf(http.StatusForbidden, codeForbidden, "join: wrong %s", HeaderJoinToken)
+	}
+	return nil
+}
+
+// handleJoin makes a node a voter (on the leader), authenticated by
+// joinAuth: store.Join adds it as a non-voter, promotes it once it caught
+// up, and records its HTTP address only once its raft address answered
+// as raft. A join that fails changes nothing.
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	var req JoinRequest
 	if err := decodeBody(w, r, maxJoinBody, &req); err != nil {
 		return err
@@ -170,19 +193,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	start := time.Now()
-	// The HTTP address goes first, so that it is known on every node by
-	// the time the new voter can win an election.
-	known := s.store.HTTPAddr(req.ID) != ""
-	if err := s.store.SetMember(r.Context(), req.ID, req.HTTPAddr); err != nil {
-		return err
-	}
-	if err := s.store.Join(r.Context(), req.ID, req.RaftAddr); err != nil {
-		if !known {
-			// Leave no address behind for a node that did not join.
-			if derr := s.store.DeleteMember(r.Context(), req.ID); derr != nil {
-				s.logger.Info("address of a failed join not deleted", "member", req.ID, keyError, derr)
-			}
-		}
+	if err := s.store.Join(r.Context(), req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
 		return err
 	}
 	s.logger.Info("member joined", "member", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, keyDuration, time.Since(start))

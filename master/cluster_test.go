@@ -298,7 +298,16 @@ func TestCluster_NoLeader(t *testing.T) {
 	_ = leader
 	for _, path := range []string{"/api/v2_beta/test/append/x", "/squall/v1/cluster/join"} {
 		start := time.Now()
-		resp, body := c.Do(left, http.MethodPost, path, c.AdminToken, []byte(`{}`))
+		var (
+			resp *http.Response
+			body []byte
+		)
+		if strings.HasSuffix(path, "/join") {
+			// An authenticated join waits for the leader like the rest.
+			resp, body = postJoin(t, c.URL(left), c.JoinToken(), `{"id":"x","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)
+		} else {
+			resp, body = c.Do(left, http.MethodPost, path, c.AdminToken, []byte(`{}`))
+		}
 		took := time.Since(start)
 		wantError(t, resp, body, http.StatusServiceUnavailable, "NO_LEADER")
 		if took > 5*time.Second {

@@ -44,9 +44,12 @@ type Config struct {
 	// add this node to their cluster; any member will do, the request is
 	// forwarded to the leader. Tried in order until one succeeds.
 	JoinURLs []string
-	// JoinTokenFile holds the shared secret that join requests must carry
-	// (and that this node sends when it joins). Empty accepts joins without
-	// a secret: then only raft TLS, if configured, keeps strangers out.
+	// JoinTokenFile holds the cluster's join secret, which every join
+	// request must carry (and which this node sends when it joins). Empty
+	// means the secret in the data dir (JoinSecretFile), which a node
+	// writes there when it bootstraps a cluster or restarts with raft
+	// state; a node that is to join a cluster without it fails to start.
+	// Joins are always authenticated.
 	JoinTokenFile string
 
 	// TokenHMACKeyFile verifies API tokens signed with HS256;

@@ -45,12 +45,17 @@
 //
 // # Joining
 //
-// A node started with Config.JoinURLs posts a [JoinRequest] to a member;
-// the leader records the node's HTTP address and adds it as a voter
-// (store.Join first dials the raft address, TLS handshake included). Every
-// node also re-registers through its own API after a restart, so a
-// changed address is picked up. With Config.JoinTokenFile set, join
-// requests must carry the same secret in [HeaderJoinToken] (compared in
-// constant time); with raft TLS, a node also needs a certificate the
-// masters' CA signed before it can become a voter.
+// A node started with Config.JoinURLs posts a [JoinRequest] to a member,
+// with the cluster's join secret in [HeaderJoinToken]. Every join is
+// authenticated: the receiving node checks the secret (constant time)
+// before it reads the body or forwards the request, and the leader checks
+// it again. The secret comes from Config.JoinTokenFile or from
+// [JoinSecretFile] in the data dir, which a node writes when it
+// bootstraps (or restarts with state) without one. The leader then runs
+// store.Join: the raft address must answer a raft heartbeat (and, with
+// raft TLS, present a certificate naming the node id); a new node enters
+// as a non-voter and is promoted once it caught up; its HTTP address is
+// recorded only after the raft step. A join that fails changes nothing.
+// A node that restarts with the addresses its state already records
+// sends no join; one whose addresses changed registers again.
 package master

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,4 +206,28 @@ func decode[T any](t *testing.T, body []byte) T {
 		t.Fatalf("decode %T: %v: %s", v, err, body)
 	}
 	return v
+}
+
+// postJoin posts a join request to the member at base, with the join
+// secret in its header unless secret is empty.
+func postJoin(t *testing.T, base, secret, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/squall/v1/cluster/join", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set(master.HeaderJoinToken, secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
 }

@@ -70,6 +70,8 @@ func toAPIError(err error) *apiError {
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", mbe.Limit)
 	case errors.Is(err, store.ErrUnreachable):
 		return errorf(http.StatusBadGateway, codeUnreachable, "%s", err)
+	case errors.Is(err, store.ErrIdentity):
+		return errorf(http.StatusForbidden, codeForbidden, "%s", err)
 	case errors.Is(err, store.ErrUnknownMember):
 		return errorf(http.StatusNotFound, codeMemberNotFound, "%s", err)
 	case errors.Is(err, store.ErrInvalidTree):

@@ -37,7 +37,8 @@ func (e *JoinRefusedError) Error() string {
 }
 
 // register makes sure the cluster knows this node: its raft address as a
-// voter and its HTTP address for forwarding. It posts a join request to
+// voter and its HTTP address for forwarding. A node whose own state
+// already says so sends nothing. It posts a join request to
 // the configured members, and also to this node itself once this node
 // is in the raft configuration (a restart, or the bootstrap node), which
 // forwards it to the leader. Joining again is harmless: the leader
@@ -46,6 +47,13 @@ func (e *JoinRefusedError) Error() string {
 // refusal stops it and fails the server.
 func (s *Server) register(ctx context.Context) {
 	req := JoinRequest{ID: s.cfg.NodeID, RaftAddr: s.store.Addr(), HTTPAddr: s.HTTPAdvertise()}
+	if s.registered(ctx, req) {
+		// A restart with the same addresses: nothing to change, and no
+		// need of the leader (a member keeps working even while its join
+		// secret differs from the leader's, as after an upgrade).
+		s.logger.Info("already a voter with these addresses", "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr)
+		return
+	}
 	backoff := joinBackoffMin
 	for round := 1; ; round++ {
 		targets := slices.Clone(s.cfg.JoinURLs)
@@ -83,6 +91,18 @@ func (s *Server) register(ctx context.Context) {
 	}
 }
 
+// registered reports whether this node's state already has it as a
+// voter with the raft and HTTP addresses of req.
+func (s *Server) registered(ctx context.Context, req JoinRequest) bool {
+	st, err := s.store.Stats(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(st.Members, func(m store.Member) bool {
+		return m.ID == req.ID && m.Voter && m.Addr == req.RaftAddr && m.HTTPAddr == req.HTTPAddr
+	})
+}
+
 // inConfiguration reports whether this node is in the raft configuration
 // it knows.
 func (s *Server) inConfiguration(ctx context.Context) bool {
@@ -110,8 +130,8 @@ func (s *Server) join(ctx context.Context, base string, jr JoinRequest) error {
 		return &JoinRefusedError{URL: base, Message: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if s.joinSecret != nil {
-		req.Header.Set(HeaderJoinToken, string(s.joinSecret))
+	if js := s.joinSecret.Load(); js != nil {
+		req.Header.Set(HeaderJoinToken, string(js.secret))
 	}
 	resp, err := (&http.Client{Transport: s.transport}).Do(req)
 	if err != nil {

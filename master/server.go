@@ -2,17 +2,15 @@ package master
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,8 +28,7 @@ type Server struct {
 	logger     *slog.Logger
 	store      *store.Store
 	tokens     *auth.Verifier
-	joinToken  *[sha256.Size]byte // SHA-256 of the join secret; nil: joins need no token
-	joinSecret []byte             // the join secret this node sends
+	joinSecret atomic.Pointer[joinSecret] // set by New or Start; nil refuses every join
 	metrics    *metrics
 	gatherer   prometheus.Gatherer
 	mux        *http.ServeMux
@@ -85,8 +82,7 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("master: %w", err)
 		}
-		sum := sha256.Sum256(tok)
-		s.joinToken, s.joinSecret = &sum, tok
+		s.joinSecret.Store(newJoinSecret(tok))
 	}
 
 	reg, gath := cfg.Registerer, cfg.Gatherer
@@ -131,23 +127,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// loadJoinToken reads the join secret: the file's bytes, surrounding
-// whitespace removed; at least 16 bytes.
-func loadJoinToken(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read join token: %w", err)
-	}
-	b = []byte(strings.TrimSpace(string(b)))
-	if len(b) < minJoinToken {
-		return nil, fmt.Errorf("join token %s: %d bytes, want at least %d", path, len(b), minJoinToken)
-	}
-	return b, nil
-}
-
-// minJoinToken is the shortest join secret accepted.
-const minJoinToken = 16
-
 // Paths of the master's own endpoints.
 const (
 	pathCluster = "/squall/v1/cluster"
@@ -166,7 +145,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
 	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
 	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false))
-	s.mux.Handle("POST "+pathJoin, s.onLeader(s.wrap(s.handleJoin), false))
+	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false)))
 	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false))
 	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false))
 }
@@ -364,11 +343,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
+	if s.joinSecret.Load() == nil {
+		js, err := s.dataDirJoinSecret()
+		if err != nil {
+			return fmt.Errorf("master: %w", err)
+		}
+		s.joinSecret.Store(js)
+	}
 	if err := s.store.Open(ctx); err != nil {
 		return fmt.Errorf("master: %w", err)
-	}
-	if s.joinToken == nil && !s.cfg.RaftTLS.Enabled() {
-		s.logger.Warn("joins need no token and raft has no TLS: anyone who reaches the HTTP and raft ports can add a voter; set a join token file or raft TLS")
 	}
 	s.ln, s.httpAdv = ln, adv
 	s.bg, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))

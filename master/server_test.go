@@ -234,27 +234,13 @@ func TestServer_Join(t *testing.T) {
 	t.Parallel()
 	c := mastertest.TestCluster(t, 1)
 	join := func(token, body string) (*http.Response, []byte) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.URL(0)+"/squall/v1/cluster/join", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set(master.HeaderJoinToken, token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp, buf.Bytes()
+		return postJoin(t, c.URL(0), token, body)
 	}
 	good := `{"id":"x","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`
 	resp, body := join("", good)
 	wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
 	resp, body = join(c.JoinToken()+"x", good)
-	wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
+	wantError(t, resp, body, http.StatusForbidden, "FORBIDDEN")
 	for _, bad := range []string{
 		`{"id":"x","raft_addr":"127.0.0.1:1"}`,
 		`{"id":"","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`,
@@ -293,7 +279,7 @@ func TestServer_Join(t *testing.T) {
 	defer cancel()
 	err = s.Run(ctx)
 	var refused *master.JoinRefusedError
-	if !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized {
+	if !errors.As(err, &refused) || refused.Status != http.StatusForbidden {
 		t.Fatalf("Run with a wrong join token: %v", err)
 	}
 }

@@ -89,8 +89,11 @@ func TestDistributed(t *testing.T) {
 			"--raft", raftAddr, "--token-hmac-key-file", keyFile}, more...)
 	}
 	m1 := startE2E(t, "m1", "master started", "http_addr", bin, masterArgs("m1", "127.0.0.1:0", "127.0.0.1:0", "--bootstrap")...)
-	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base)...)
-	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base)...)
+	// m1 wrote the cluster's join secret into its data dir; the others
+	// join with a copy of it.
+	secret := "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
+	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base, secret)...)
+	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base, secret)...)
 	masters := []*e2eProc{m1, m2, m3}
 	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool {
 		return agreedLeader(masters, admin, "") != ""
@@ -199,7 +202,7 @@ func TestDistributed(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("%s is no longer a member: %+v", leaderID, view)
 	}
-	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, masterArgs(leaderID, leader.addr, view.Members[i].RaftAddr)...)
+	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, masterArgs(leaderID, leader.addr, view.Members[i].RaftAddr, secret)...)
 	all = append(all, back)
 	waitFor(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
 		a, okA := clusterView(back, admin)

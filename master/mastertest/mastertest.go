@@ -313,8 +313,12 @@ func (c *Cluster) Followers() []int {
 }
 
 // WaitConverged waits until every running node that is not partitioned
-// knows the same ready leader, has applied the leader's state, and knows
-// the HTTP address of every running node.
+// knows the same ready leader, has applied the leader's state and its
+// raft configuration (the same members, addresses and suffrage, every
+// running node a voter), and knows the HTTP address of every running
+// node. A node behind on the configuration refuses the votes of members
+// it does not know yet, so a test that kills the leader right then may
+// see no new leader.
 func (c *Cluster) WaitConverged() {
 	c.t.Helper()
 	c.waitFor(Timeout, func() bool {
@@ -323,12 +327,24 @@ func (c *Cluster) WaitConverged() {
 			return false
 		}
 		lst := c.Server(l).Store()
+		want, ok := c.members(lst)
+		if !ok {
+			return false
+		}
+		for _, i := range c.running() {
+			if !slices.Contains(want, c.Server(i).ID()+" "+c.Server(i).RaftAddr()+" voter") {
+				return false
+			}
+		}
 		for _, i := range c.running() {
 			if c.partitioned(i) {
 				continue
 			}
 			st := c.Server(i).Store()
 			if id, _ := st.Leader(); id != lst.ID() || st.Index() != lst.Index() || !st.Ready() {
+				return false
+			}
+			if got, ok := c.members(st); !ok || !slices.Equal(got, want) {
 				return false
 			}
 			for _, j := range c.running() {
@@ -339,6 +355,27 @@ func (c *Cluster) WaitConverged() {
 		}
 		return true
 	}, "the cluster to converge")
+}
+
+// members returns st's raft configuration as sorted "id addr suffrage"
+// strings, or false if st cannot tell now.
+func (c *Cluster) members(st *store.Store) ([]string, bool) {
+	ctx, cancel := context.WithTimeout(c.t.Context(), time.Second)
+	defer cancel()
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]string, 0, len(stats.Members))
+	for _, m := range stats.Members {
+		suffrage := "voter"
+		if !m.Voter {
+			suffrage = "nonvoter"
+		}
+		out = append(out, m.ID+" "+m.Addr+" "+suffrage)
+	}
+	slices.Sort(out)
+	return out, true
 }
 
 // Kill stops node i at once: in-flight requests are cut off and raft

@@ -72,7 +72,7 @@ func TestCluster_Replication(t *testing.T) {
 		if err := f.ConsistentRead(ctx); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("consistent read on follower %s: %v", f.ID(), err)
 		}
-		if err := f.Join(ctx, "n9", "127.0.0.1:1"); !errors.Is(err, ErrNotLeader) {
+		if err := f.Join(ctx, "n9", "127.0.0.1:1", ""); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("join on follower: %v", err)
 		}
 		if id, addr, err := f.WaitForLeader(ctx); err != nil || id != leader.ID() || addr != leader.Addr() {
@@ -91,10 +91,10 @@ func TestCluster_Replication(t *testing.T) {
 
 	// Joining again is a no-op; an unreachable node is refused.
 	f := others(nodes, leader)[0]
-	if err := leader.Join(ctx, f.ID(), f.Addr()); err != nil {
+	if err := leader.Join(ctx, f.ID(), f.Addr(), ""); err != nil {
 		t.Fatalf("re-join: %v", err)
 	}
-	if err := leader.Join(ctx, "ghost", "127.0.0.1:1"); err == nil {
+	if err := leader.Join(ctx, "ghost", "127.0.0.1:1", ""); err == nil {
 		t.Fatal("join of an unreachable node succeeded")
 	}
 
@@ -301,7 +301,7 @@ func TestCluster_JoinFromSnapshot(t *testing.T) {
 		cfg := testConfig(t, fmt.Sprintf("node%d", i))
 		small(i, &cfg)
 		s := openStore(t, cfg)
-		if err := leader.Join(ctx, cfg.NodeID, s.Addr()); err != nil {
+		if err := leader.Join(ctx, cfg.NodeID, s.Addr(), ""); err != nil {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, s)

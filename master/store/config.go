@@ -62,6 +62,10 @@ type Config struct {
 	BarrierTimeout time.Duration
 	// TransportTimeout (default 10s) is the I/O deadline of raft RPCs.
 	TransportTimeout time.Duration
+	// CatchUpTimeout (default 20s) bounds how long Join waits for a new
+	// member, added as a non-voter, to catch up with the leader's log
+	// before it is promoted to voter; a member that does not is removed.
+	CatchUpTimeout time.Duration
 	// MaxPool (default 3) is how many connections to each peer are pooled.
 	MaxPool int
 	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
@@ -78,6 +82,7 @@ const (
 	DefaultBarrierTimeout   = 10 * time.Second
 	DefaultTransportTimeout = 10 * time.Second
 	DefaultMaxPool          = 3
+	DefaultCatchUpTimeout   = 20 * time.Second
 	DefaultSnapshotRetain   = 2
 )
 
@@ -104,6 +109,7 @@ func (c Config) Validate() error {
 		{"leader lease timeout", c.LeaderLeaseTimeout}, {"commit timeout", c.CommitTimeout},
 		{"snapshot interval", c.SnapshotInterval}, {"apply timeout", c.ApplyTimeout},
 		{"barrier timeout", c.BarrierTimeout}, {"transport timeout", c.TransportTimeout},
+		{"catch-up timeout", c.CatchUpTimeout},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative", d.name))
@@ -132,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TransportTimeout == 0 {
 		c.TransportTimeout = DefaultTransportTimeout
+	}
+	if c.CatchUpTimeout == 0 {
+		c.CatchUpTimeout = DefaultCatchUpTimeout
 	}
 	if c.MaxPool == 0 {
 		c.MaxPool = DefaultMaxPool

@@ -42,7 +42,12 @@
 // # Cluster
 //
 // One node starts with Config.Bootstrap; the leader adds the others with
-// [Store.Join] and removes them with [Store.Remove]. A restart from the data
+// [Store.Join] and removes them with [Store.Remove]. Join admits only an
+// address that answers a raft heartbeat (with TLS, from a certificate
+// naming the node id), adds a new node as a non-voter and promotes it once
+// its log caught up, so a member never counts in the quorum before it can
+// vote; a failed join leaves the configuration and the HTTP addresses as
+// they were. A restart from the data
 // dir keeps the state and the membership. Raft traffic is TCP, with mutual
 // TLS when Config.TLS names the certificate files. Each member's HTTP
 // address is replicated state beside raft's configuration ([SetMember],

@@ -43,6 +43,9 @@ var (
 	ErrUnreachable = errors.New("cannot reach the node's raft address")
 	// ErrUnknownMember means no cluster member has the given id.
 	ErrUnknownMember = errors.New("unknown cluster member")
+	// ErrIdentity means the certificate a joining node presents on its
+	// raft address (raft mutual TLS) does not name the node's id.
+	ErrIdentity = errors.New("the raft certificate does not name the joining node")
 )
 
 // NotLeaderError is returned by operations that need the leader when this

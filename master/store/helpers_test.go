@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -148,7 +149,7 @@ func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
 			waitReady(t, nodes[0])
 			continue
 		}
-		if err := nodes[0].Join(ctxTimeout(t, 10*time.Second), cfg.NodeID, nodes[i].Addr()); err != nil {
+		if err := nodes[0].Join(ctxTimeout(t, 10*time.Second), cfg.NodeID, nodes[i].Addr(), ""); err != nil {
 			t.Fatalf("join %s: %v", cfg.NodeID, err)
 		}
 	}
@@ -156,8 +157,11 @@ func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
 	return nodes
 }
 
-// waitConverged waits until every node knows the same leader and has the
-// leader's state index.
+// waitConverged waits until every node knows the same leader, has the
+// leader's state index and the leader's raft configuration (the same
+// members, addresses and suffrage): a node that has not applied the
+// configuration entry of a new member yet refuses that member's votes,
+// and a test that cuts the leader off right then sees no election win.
 func waitConverged(t testing.TB, nodes []*Store) {
 	t.Helper()
 	waitFor(t, 10*time.Second, func() bool {
@@ -170,13 +174,37 @@ func waitConverged(t testing.TB, nodes []*Store) {
 		if leader == nil || !leader.Ready() {
 			return false
 		}
+		want, ok := membersOf(t, leader)
+		if !ok || len(want) != len(nodes) {
+			return false
+		}
 		for _, s := range nodes {
 			if id, _ := s.Leader(); id != leader.ID() || s.Index() != leader.Index() {
+				return false
+			}
+			if got, ok := membersOf(t, s); !ok || !slices.Equal(got, want) {
 				return false
 			}
 		}
 		return true
 	}, "the cluster to converge")
+}
+
+// membersOf returns s's raft configuration as sorted "id addr suffrage"
+// strings, or false if s cannot tell now.
+func membersOf(t testing.TB, s *Store) ([]string, bool) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		return nil, false
+	}
+	var out []string
+	for _, m := range st.Members {
+		out = append(out, fmt.Sprintf("%s %s voter=%t", m.ID, m.Addr, m.Voter))
+	}
+	slices.Sort(out)
+	return out, true
 }
 
 // leaderOf waits until one of nodes leads and is ready, and returns it.

@@ -762,57 +762,6 @@ func (s *Store) ConsistentRead(ctx context.Context) error {
 	}
 }
 
-// Join adds the node id, reachable at addr, as a voter. Only the leader
-// can; others return a *NotLeaderError. It first dials addr as raft would
-// (with TLS, verifying the peer's certificate), so an unreachable or
-// untrusted node is refused instead of becoming a voter that raises the
-// quorum. Joining a member again with the same address is a no-op; a new
-// address replaces the old one, and a different member on addr is removed.
-func (s *Store) Join(ctx context.Context, id, addr string) error {
-	r, err := s.leaderNode()
-	if err != nil {
-		return err
-	}
-	if id == "" || addr == "" {
-		return fmt.Errorf("join: %w: a node id and an address are required", ErrInvalidCommand)
-	}
-	if addr == s.Addr() && id != s.cfg.NodeID {
-		return fmt.Errorf("join %s: %w: %s is this node's own address", id, ErrInvalidCommand, addr)
-	}
-	servers, err := s.servers(ctx, r)
-	if err != nil {
-		return fmt.Errorf("join %s: %w", id, err)
-	}
-	for _, srv := range servers {
-		if srv.ID == raft.ServerID(id) && srv.Address == raft.ServerAddress(addr) && srv.Suffrage == raft.Voter {
-			return nil
-		}
-	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.TransportTimeout)
-	err = s.streamLayer().probe(pctx, addr)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("join %s: %w %s: %w", id, ErrUnreachable, addr, err)
-	}
-	d, err := timeout(ctx, s.cfg.ApplyTimeout)
-	if err != nil {
-		return fmt.Errorf("join %s: %w", id, err)
-	}
-	for _, srv := range servers {
-		if srv.Address == raft.ServerAddress(addr) && srv.ID != raft.ServerID(id) {
-			s.logger.Info("removing member with the joining node's address", "member", srv.ID, "addr", addr)
-			if err := await(ctx, r.RemoveServer(srv.ID, 0, d)); err != nil {
-				return fmt.Errorf("join %s: remove %s: %w", id, srv.ID, raftError(r, err))
-			}
-		}
-	}
-	if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, d)); err != nil {
-		return fmt.Errorf("join %s: %w", id, raftError(r, err))
-	}
-	s.logger.Info("added voter", "member", id, "addr", addr)
-	return nil
-}
-
 // Remove removes member id from the cluster. Only the leader can.
 func (s *Store) Remove(ctx context.Context, id string) error {
 	r, err := s.leaderNode()

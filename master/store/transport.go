@@ -315,8 +315,9 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// probe dials addr as raft would, completing the TLS handshake, and hangs up.
-func (l *streamLayer) probe(ctx context.Context, addr string) error {
+// probe dials addr as raft would, completing the TLS handshake, checks
+// that the certificate it presents names node id (with TLS), and hangs up.
+func (l *streamLayer) probe(ctx context.Context, id, addr string) error {
 	var (
 		c   net.Conn
 		err error
@@ -329,7 +330,7 @@ func (l *streamLayer) probe(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	return errors.Join(checkIdentity(c, id), c.Close())
 }
 
 // serverConn is an accepted TLS connection whose handshake runs with a

@@ -82,7 +82,7 @@ func TestCluster_MutualTLS(t *testing.T) {
 	cfg.TLS = TLSConfig{CertFile: rogueCerts["rogue"][0], KeyFile: rogueCerts["rogue"][1], CAFile: rogueCA}
 	rogue := openStore(t, cfg)
 
-	err = leader.Join(ctx, "rogue", rogue.Addr())
+	err = leader.Join(ctx, "rogue", rogue.Addr(), "")
 	var certErr *tls.CertificateVerificationError
 	if err == nil || !errors.As(err, &certErr) {
 		t.Fatalf("join of a rogue node: %v, want a certificate verification error", err)
@@ -92,7 +92,7 @@ func TestCluster_MutualTLS(t *testing.T) {
 	}
 	// The rogue cannot reach a member either: it does not trust the
 	// member's certificate, and the member would not trust its own.
-	if err := rogue.streamLayer().probe(ctx, leader.Addr()); err == nil {
+	if err := rogue.streamLayer().probe(ctx, leader.ID(), leader.Addr()); err == nil {
 		t.Fatal("rogue dialled a member")
 	}
 	// Nothing reached it: it never learns of a leader.

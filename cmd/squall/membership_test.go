@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMasterBinaryJoinSecret forms a two-node cluster from real squall
+// master processes with no secret configured on the first: it writes the
+// join secret into its data dir and logs where; a join request without
+// it is refused; a second node without it does not start and says where
+// to find it; with a copy (SQUALL_JOIN_TOKEN_FILE) it joins as a voter.
+func TestMasterBinaryJoinSecret(t *testing.T) {
+	t.Parallel()
+	bin := squallBinary(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hmac.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	master := func(id string, extra ...string) *exec.Cmd {
+		args := append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
+			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, extra...)
+		return exec.Command(bin, args...)
+	}
+	m1 := startLogged(t, master("m1", "--bootstrap"), "master started", "http_addr")
+	base := "http://" + m1.addr
+	secretFile := filepath.Join(dir, "m1", "join.token")
+	secret, err := os.ReadFile(secretFile)
+	if err != nil {
+		t.Fatalf("no join secret in the data dir: %v\n%s", err, m1.logs.String())
+	}
+	if fi, err := os.Stat(secretFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v %v", fi.Mode(), err)
+	}
+	logs := m1.logs.String()
+	if !strings.Contains(logs, "generated the cluster's join secret") || !strings.Contains(logs, secretFile) {
+		t.Fatalf("the log does not say where the secret is:\n%s", logs)
+	}
+	if strings.Contains(logs, strings.TrimSpace(string(secret))) {
+		t.Fatal("the join secret is in the log")
+	}
+	waitHTTP(t, base+"/readyz", http.StatusOK)
+
+	// A join request without the secret.
+	resp, err := http.Post(base+"/squall/v1/cluster/join", "application/json",
+		strings.NewReader(`{"id":"rogue","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var apiErr struct{ Code, Message string }
+	if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &apiErr) != nil || apiErr.Code != "UNAUTHORIZED" {
+		t.Fatalf("join without the secret: %d %s", resp.StatusCode, body)
+	}
+
+	// A joining node without the secret does not start.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lost := exec.CommandContext(ctx, bin, "master", "--node-id", "m2", "--data-dir", filepath.Join(dir, "m2"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile, "--join", base)
+	out, err := lost.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(out), "join.token") || !strings.Contains(string(out), "--join-token-file") {
+		t.Fatalf("join without a secret: %v\n%s", err, out)
+	}
+
+	// With a copy of the secret it joins.
+	cmd := master("m2", "--join", base)
+	cmd.Env = append(os.Environ(), "SQUALL_JOIN_TOKEN_FILE="+secretFile)
+	startLogged(t, cmd, "registered with the cluster", "url")
+	tok, err := exec.CommandContext(t.Context(), bin, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Members []struct{ ID, Suffrage string }
+	}
+	waitFor(t, 30*time.Second, "m2 to be a voter", nil, func() bool {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/squall/v1/cluster", nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil || len(info.Members) != 2 {
+			return false
+		}
+		return info.Members[0].Suffrage == "voter" && info.Members[1].Suffrage == "voter"
+	})
+}
+
+// waitHTTP polls url until it answers status, for at most 30 s.
+func waitHTTP(t *testing.T, url string, status int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, url+" to answer "+http.StatusText(status), nil, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == status
+	})
+}
