@@ -40,7 +40,7 @@
 // # Errors
 //
 // Every error answer of the master's own endpoints is the JSON
-// {"code", "params", "message"} of DESIGN.md decision 16, written by one
+// {"code", "params", "message"} of docs/decisions.md decision 16, written by one
 // adapter that also logs it once. Mounted handlers write their own.
 //
 // # Joining

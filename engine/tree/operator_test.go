@@ -54,7 +54,7 @@ func TestOperators(t *testing.T) {
 		{"equals maps extra key", bin("equals", "${event.payload.m}", raw(`{"a":1}`)), `{"m":{"a":1,"b":2}}`, false},
 		{"equals arrays", bin("equals", raw(`[1.1,-2]`), raw(`[1.1,-2]`)), `{}`, true},
 		{"equals arrays of different length", bin("equals", raw(`[1.1,2.2]`), raw(`[1.1]`)), `{}`, false},
-		// DESIGN.md decision 14: numbers compare by value (Tornado: false).
+		// docs/decisions.md decision 14: numbers compare by value (Tornado: false).
 		{"decision 14: 1000 equals 1000.0", bin("equals", "${event.payload.v}", raw("1000.0")), `{"v":1000}`, true},
 		{"decision 14: 1e3 equals 1000", bin("equals", "${event.payload.v}", raw("1e3")), `{"v":1000}`, true},
 		{"decision 14: contains by value", bin("contains", "${event.payload.v}", raw("2.0")), `{"v":[1,2]}`, true},

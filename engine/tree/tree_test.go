@@ -167,7 +167,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// tornado-semantics §13 items 62-64 with DESIGN.md decisions 1 and 3.
+// tornado-semantics §13 items 62-64 with docs/decisions.md decisions 1 and 3.
 func TestTree_continueAndNotProcessed(t *testing.T) {
 	t.Parallel()
 	t.Run("continue false stops after a full match (decision 3: later rules NotProcessed)", func(t *testing.T) {
