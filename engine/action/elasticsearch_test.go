@@ -218,18 +218,20 @@ func newTestElasticsearchExecutor(t testing.TB, endpoint string, modify func(*El
 	return e
 }
 
-// added returns the documents added to the executor's bulk indexers.
+// added returns the documents added to the executor's batchers.
 func (e *elasticsearchExecutor) added() uint64 {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	var n uint64
-	for _, ix := range e.indexers {
-		n += ix.bulk.Stats().NumAdded
+	for _, b := range e.batchers {
+		b.mu.Lock()
+		n += b.added
+		b.mu.Unlock()
 	}
 	return n
 }
 
-// waitAdded waits until n documents were added to the executor's indexers.
+// waitAdded waits until n documents were added to the executor's batchers.
 func waitAdded(t testing.TB, e *elasticsearchExecutor, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
