@@ -773,3 +773,55 @@ func TestElasticsearchExecutor_documentIsOneLine(t *testing.T) {
 		t.Errorf("document %q decodes to %v (%v)", got[0], back, err)
 	}
 }
+
+// TestElasticsearchExecutor_flushInterval checks that with wait_for_batch a
+// lone document is sent by the flush_interval timer.
+func TestElasticsearchExecutor_flushInterval(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(20 * time.Millisecond)
+	})
+	for i := range 3 {
+		if err := e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reqs := es.received(); len(reqs) != 3 {
+		t.Errorf("requests %+v, want 3 of one document", reqs)
+	}
+}
+
+// TestElasticsearchExecutor_largeDocument checks flush_bytes: a document of
+// flush_bytes or more goes alone, after the documents buffered before it.
+func TestElasticsearchExecutor_largeDocument(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.Workers = 1
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(time.Hour)
+		c.FlushBytes = 200
+	})
+	small := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			small <- e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i}))
+		}()
+	}
+	waitAdded(t, e, 2)
+	big := map[string]any{"index": "i", "data": strings.Repeat("x", 300)}
+	if err := e.Execute(t.Context(), testAction(IDElasticsearch, big)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-small; err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := es.received()
+	if len(reqs) != 2 || reqs[0].docs+reqs[1].docs != 3 || (reqs[0].docs != 1 && reqs[1].docs != 1) {
+		t.Errorf("requests %+v, want the large document alone and the 2 small ones together", reqs)
+	}
+}
