@@ -402,10 +402,12 @@ func newESDoc(index string, source []byte) *esDoc {
 }
 
 // esBatcher gathers the documents of one target into _bulk requests. A
-// batch is sent by the goroutine that closes it: the flusher (started when
-// a document arrives while no flush is under way, unless wait_for_batch),
-// the caller of add when the batch reaches flush_bytes, the ticker of
-// flush_interval, or close. workers bounds the requests in flight.
+// batch is taken from the buffer, and sent on its own goroutine, by the
+// flusher (started when a document arrives while no flush is under way,
+// unless wait_for_batch; it sends one batch after the other until the
+// buffer is empty), by add when the buffer would reach flush_bytes, by the
+// flush_interval ticker, and by close. The slots bound the requests in
+// flight to elasticsearch.workers.
 type esBatcher struct {
 	client       *elastictransport.Client
 	endpoint     string
