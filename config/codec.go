@@ -1003,7 +1003,7 @@ func decodeExportNode(path string, o *object) (*Node, error) {
 type exportNodeJSON struct{ n *Node }
 
 // The export form of filters and iterators, fields in the order of
-// tornado-semantics.md §8.8.
+// Tornado's export files (docs/rules.md, "Export files").
 type (
 	exportFilterJSON struct {
 		Name   string             `json:"name"`

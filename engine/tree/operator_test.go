@@ -34,7 +34,7 @@ func lit(v any) string {
 
 type raw string
 
-// Tornado's operator edge cases (reference/tornado-semantics.md §4 and §13, items 1-26).
+// Tornado's operator edge cases (docs/rules.md, "Operators").
 func TestOperators(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -122,7 +122,7 @@ func TestOperators(t *testing.T) {
 	}
 }
 
-// Tornado's fixture 004_cmp_operators (tornado-semantics §13 item 72).
+// Tornado's fixture 004_cmp_operators.
 func TestOperators_cmpFixture(t *testing.T) {
 	t.Parallel()
 	r := ruleFile(t, "tornado/v1/004_cmp_operators.json", "cmp")
@@ -152,7 +152,7 @@ func TestOperators_cmpFixture(t *testing.T) {
 	}
 }
 
-// Tornado's fixture 005_contains_operators (tornado-semantics §12.1).
+// Tornado's fixture 005_contains_operators.
 func TestOperators_containsFixture(t *testing.T) {
 	t.Parallel()
 	r := ruleFile(t, "tornado/v1/005_contains_operators.json", "contains")
