@@ -58,7 +58,8 @@ path it comes from, and nothing is printed on standard output.`,
 			}
 			// Read from the parent, so that errors name the files from the
 			// folder given: rules.d/ruleset_01/ruleset.json, not ruleset_01/….
-			fsys, top := os.DirFS(filepath.Dir(dir)), filepath.Base(dir)
+			clean := filepath.Clean(dir)
+			fsys, top := os.DirFS(filepath.Dir(clean)), filepath.Base(clean)
 			if !fs.ValidPath(top) {
 				fsys, top = os.DirFS(dir), "."
 			}
@@ -72,7 +73,7 @@ path it comes from, and nothing is printed on standard output.`,
 			if bad := unsupportedActions(root); len(bad) > 0 {
 				if !allowUnsupported {
 					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
-					return fmt.Errorf("import-tornado: %d actions have no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", len(bad))
+					return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
 				}
 				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "warning"))
 			}
@@ -203,10 +204,18 @@ func unsupportedActions(root *config.Node) []unsupportedAction {
 	return bad
 }
 
+// actionsHave is "1 action has" or "n actions have".
+func actionsHave(n int) string {
+	if n == 1 {
+		return "1 action has"
+	}
+	return fmt.Sprintf("%d actions have", n)
+}
+
 // unsupportedReport writes the list of unsupported actions, one a line.
 func unsupportedReport(bad []unsupportedAction, level string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "import-tornado: %s: %d actions have no executor in Squall (it has %s):\n", level, len(bad), strings.Join(action.BuiltinIDs(), ", "))
+	fmt.Fprintf(&b, "import-tornado: %s: %s no executor in Squall (it has %s):\n", level, actionsHave(len(bad)), strings.Join(action.BuiltinIDs(), ", "))
 	for _, a := range bad {
 		fmt.Fprintf(&b, "  action %q in ruleset %s, rule %s\n", a.id, a.ruleset, a.rule)
 	}
