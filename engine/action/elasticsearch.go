@@ -329,17 +329,19 @@ func (e *elasticsearchExecutor) create(t esTarget) error {
 	if err != nil {
 		return NewPermanent(fmt.Errorf("elasticsearch endpoint: %w", err))
 	}
-	cfg := elastictransport.Config{
-		URLs:      []*url.URL{u},
-		Transport: e.transport,
+	opts := []elastictransport.Option{
+		elastictransport.WithURLs(u),
+		elastictransport.WithTransport(e.transport),
 		// Registry.Run retries, with backoff and metrics.
-		DisableRetry: true,
+		elastictransport.WithDisableRetry(),
 	}
-	if t.auth {
-		cfg.APIKey = e.apiKey
-		cfg.Username, cfg.Password = e.cfg.Username, e.password
+	if t.auth && e.apiKey != "" {
+		opts = append(opts, elastictransport.WithAPIKey(e.apiKey))
 	}
-	client, err := elastictransport.New(cfg)
+	if t.auth && e.cfg.Username != "" {
+		opts = append(opts, elastictransport.WithBasicAuth(e.cfg.Username, e.password))
+	}
+	client, err := elastictransport.NewClient(opts...)
 	if err != nil {
 		return NewPermanent(fmt.Errorf("elasticsearch %s: client: %w", t.endpoint, err))
 	}
