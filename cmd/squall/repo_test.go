@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +23,36 @@ func repoRoot(t *testing.T) string {
 		t.Fatalf("repository root %s: %v", root, err)
 	}
 	return root
+}
+
+// repoFiles lists the repository's files: those git tracks, or, without
+// git, every regular file outside .git.
+func repoFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	if out, err := cmd.Output(); err == nil {
+		for _, f := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+			files = append(files, filepath.Join(root, filepath.FromSlash(f)))
+		}
+		return files
+	}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.Name() == ".git" && d.IsDir():
+			return filepath.SkipDir
+		case d.Type().IsRegular() && d.Name() != ".git":
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 // TestRepositoryStandsAlone checks that no file of the repository points at
@@ -47,28 +79,19 @@ func TestRepositoryStandsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Name() == ".git" { // a directory, or a work tree's link file
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() || path == self {
-			return nil
+	for _, path := range repoFiles(t, root) {
+		if path == self {
+			continue
 		}
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // tracked, deleted in the work tree
+		}
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		if bytes.IndexByte(b, 0) >= 0 {
-			return nil // binary
+			continue // binary
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			for _, s := range outside {
@@ -79,10 +102,6 @@ func TestRepositoryStandsAlone(t *testing.T) {
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(found) > 0 {
 		t.Errorf("%d references outside the repository:\n%s", len(found), strings.Join(found, "\n"))
