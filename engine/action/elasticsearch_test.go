@@ -50,6 +50,10 @@ type fakeElasticsearch struct {
 	// is then closed when the first request arrives.
 	gate, arrived chan struct{}
 	count         int // requests arrived
+	// release, when set, holds every request until it receives a value;
+	// active counts the requests being served, maxActive its peak.
+	release           chan struct{}
+	active, maxActive int
 }
 
 // fakeBulkRequest is one _bulk request received.
@@ -95,6 +99,18 @@ type bulkAnswer struct {
 }
 
 func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.release != nil {
+		f.mu.Lock()
+		f.active++
+		f.maxActive = max(f.maxActive, f.active)
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.active--
+			f.mu.Unlock()
+		}()
+		<-f.release
+	}
 	if !f.noProduct {
 		w.Header().Set("X-Elastic-Product", "Elasticsearch")
 	}
@@ -823,5 +839,58 @@ func TestElasticsearchExecutor_largeDocument(t *testing.T) {
 	reqs := es.received()
 	if len(reqs) != 2 || reqs[0].docs+reqs[1].docs != 3 || (reqs[0].docs != 1 && reqs[1].docs != 1) {
 		t.Errorf("requests %+v, want the large document alone and the 2 small ones together", reqs)
+	}
+}
+
+// TestElasticsearchExecutor_workers checks that elasticsearch.workers bounds
+// the _bulk requests in flight per endpoint.
+func TestElasticsearchExecutor_workers(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	es.release = make(chan struct{})
+	const workers, n = 2, 6
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.Workers = workers
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(time.Hour)
+		c.FlushBytes = 1 // every document goes alone, at once
+	})
+	results := make(chan error, n)
+	for i := range n {
+		go func() {
+			results <- e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i}))
+		}()
+	}
+	waitAdded(t, e, n)
+	active := func() int {
+		es.mu.Lock()
+		defer es.mu.Unlock()
+		return es.active
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for active() < workers {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests in flight, want %d", active(), workers)
+		}
+		<-tick.C
+	}
+	for range n {
+		es.release <- struct{}{}
+	}
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	es.mu.Lock()
+	peak := es.maxActive
+	es.mu.Unlock()
+	if peak != workers {
+		t.Errorf("up to %d requests in flight, want %d (workers)", peak, workers)
+	}
+	if reqs := es.received(); len(reqs) != n {
+		t.Errorf("%d requests, want %d", len(reqs), n)
 	}
 }
