@@ -334,7 +334,7 @@ const (
 	FormExport
 )
 
-// DecodeRule decodes a rule in either form (DESIGN.md decision 13): the
+// DecodeRule decodes a rule in either form (docs/decisions.md decision 13): the
 // extractor regex may carry a type tag or not, and operator aliases are accepted.
 // The name is optional and defaults to "" as in Tornado's rule files (v1 rule
 // files carry none: their name came from the file name); [Validate] then
@@ -1003,7 +1003,7 @@ func decodeExportNode(path string, o *object) (*Node, error) {
 type exportNodeJSON struct{ n *Node }
 
 // The export form of filters and iterators, fields in the order of
-// tornado-semantics.md §8.8.
+// Tornado's export files (docs/rules.md, "Export files").
 type (
 	exportFilterJSON struct {
 		Name   string             `json:"name"`

@@ -428,7 +428,7 @@ func TestDecodeExport_Versions(t *testing.T) {
 	}
 }
 
-// ruleAPIExample is the Rule example of tornado-semantics.md §8.7 (API form).
+// ruleAPIExample is the Rule example of Tornado's API documentation (API form).
 const ruleAPIExample = `{ "name": "detect_disk", "description": "", "continue": false, "active": true,
   "constraint": {
     "WHERE": { "type": "AND", "operators": [

@@ -16,8 +16,9 @@ func samePath(a, b []Segment) bool {
 	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
 }
 
-// Cases follow tornado-semantics.md §5 and §13 items 27-41; the item number
-// is in the case name where there is one.
+// Cases follow Tornado's accessor syntax and edge cases (docs/rules.md,
+// "Accessors"); a number in a case name is the edge case's number in
+// Tornado's list.
 func TestParsePath(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

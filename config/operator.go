@@ -24,7 +24,7 @@ const (
 )
 
 // opAliases maps every accepted spelling to the canonical operator name
-// (DESIGN.md decision 13: aliases are accepted everywhere).
+// (docs/decisions.md decision 13: aliases are accepted everywhere).
 var opAliases = map[string]OpType{
 	"AND": OpAnd, "OR": OpOr, "NOT": OpNot,
 	"equals": OpEquals, "equal": OpEquals,
@@ -102,7 +102,7 @@ type Rule struct {
 	Name        string
 	Description string
 	// Continue true goes on with the next rules; false stops the ruleset
-	// after this rule fully matches (DESIGN.md decision 1).
+	// after this rule fully matches (docs/decisions.md decision 1).
 	Continue bool
 	Active   bool
 	// Where is the rule's condition; nil always matches.

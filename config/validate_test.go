@@ -474,7 +474,7 @@ func TestValidate_Bounded(t *testing.T) {
 	}
 }
 
-// tornado-semantics.md §13 items 77 and 78.
+// Node and rule names are Tornado's: ^[a-zA-Z0-9_]+$ (docs/rules.md, "Rules").
 func TestValidName(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"hello", "Hello_WORLD", "_", "1", "__0__C__", "root"} {

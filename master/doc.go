@@ -15,6 +15,7 @@
 //	GET    /squall/v1/tree/active            tree watch, a blocking query (view on root; any ready node)
 //	GET    /squall/v1/backup                 backup file of the state (admin on root; leader)
 //	POST   /squall/v1/restore                restore a backup file (admin on root; leader)
+//	GET    /squall/v1/draft                  the draft's id, owner and times, or null (view; leader)
 //
 // # Forwarding
 //
@@ -40,8 +41,8 @@
 // # Errors
 //
 // Every error answer of the master's own endpoints is the JSON
-// {"code", "params", "message"} of DESIGN.md decision 16, written by one
-// adapter that also logs it once. Mounted handlers write their own.
+// {"code", "params", "message"} of docs/decisions.md decision 16, written
+// by one adapter that also logs it once. Mounted handlers write their own.
 //
 // # Joining
 //

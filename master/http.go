@@ -14,7 +14,7 @@ import (
 	"github.com/squallhq/squall/master/store"
 )
 
-// Error codes of the master's own endpoints (DESIGN.md decision 16).
+// Error codes of the master's own endpoints (docs/decisions.md decision 16).
 const (
 	codeBadRequest       = "BAD_REQUEST"
 	codeUnauthorized     = "UNAUTHORIZED"
@@ -32,7 +32,7 @@ const (
 )
 
 // apiError is an error answer: a status and the JSON body
-// {"code", "params", "message"} of DESIGN.md decision 16.
+// {"code", "params", "message"} of docs/decisions.md decision 16.
 type apiError struct {
 	Status  int               `json:"-"`
 	Code    string            `json:"code"`

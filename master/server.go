@@ -135,6 +135,7 @@ const (
 	pathWatch   = "/squall/v1/tree/active"
 	pathBackup  = "/squall/v1/backup"
 	pathRestore = "/squall/v1/restore"
+	pathDraft   = "/squall/v1/draft"
 )
 
 // routes registers the master's own endpoints.
@@ -148,6 +149,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false)))
 	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false))
 	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false))
+	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false))
 }
 
 // Placement says which node serves the requests of a mounted handler.

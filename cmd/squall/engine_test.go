@@ -69,7 +69,7 @@ func TestEngineBinary(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--master", base, "--token-file", tokenFile))
+	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
 	token, _ := os.ReadFile(tokenFile)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))

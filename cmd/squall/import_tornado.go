@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +20,13 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/config/tornado"
+	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/master"
 )
 
 func newImportTornadoCommand() *cobra.Command {
 	var masterURL, tokenFile, authName, draftID, nodePath string
+	var allowUnsupported, force bool
 	cmd := &cobra.Command{
 		Use:   "import-tornado DIR [--master URL --token-file F]",
 		Short: "Convert a Tornado configuration directory into a Squall export file, or import it into a draft",
@@ -28,22 +35,47 @@ version.json, one directory per node holding filter.json, iterator.json or
 ruleset.json, rules in rules/) and prints the tree as a Squall export file,
 ready for squall process or for importing into a draft.
 
+Actions whose id no Squall executor handles (Tornado's icinga2, director,
+smart_monitoring_check_result...) are listed on standard error with the
+ruleset and rule that hold them, and the command fails; with
+--allow-unsupported-actions the list is a warning and the tree is converted
+(the engine sends the events of those actions to the dead-letter topic).
+
 With --master, it imports the tree into a draft of that master instead: it
 creates a new draft (or uses --draft), replaces the node --node-path (default
-root: the whole tree) with the Tornado tree, and prints the draft's id. Review
-it with the API, then deploy it. The token (--token-file) needs edit on the
-authorization --auth.
+root: the whole tree) with the Tornado tree, and prints the draft's id. Creating
+a draft replaces the master's current one: when there is one, the command
+names its owner and stops, unless --force. Review the draft with the API, then
+deploy it. The token (--token-file) needs edit on the authorization --auth.
 
 The tree is validated first; a problem is reported with the file or the node
 path it comes from, and nothing is printed on standard output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root, err := tornado.Read(os.DirFS(args[0]), ".")
+			dir := args[0]
+			if err := checkRulesFolder(dir); err != nil {
+				return err
+			}
+			// Read from the parent, so that errors name the files from the
+			// folder given: rules.d/ruleset_01/ruleset.json, not ruleset_01/….
+			clean := filepath.Clean(dir)
+			fsys, top := os.DirFS(filepath.Dir(clean)), filepath.Base(clean)
+			if !fs.ValidPath(top) {
+				fsys, top = os.DirFS(dir), "."
+			}
+			root, err := tornado.Read(fsys, top)
 			if err != nil {
-				return fmt.Errorf("import %s: %w", args[0], err)
+				return fmt.Errorf("import %s: %w", dir, err)
 			}
 			if err := config.Validate(root); err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
+				return fmt.Errorf("%s: %w", dir, err)
+			}
+			if bad := unsupportedActions(root); len(bad) > 0 {
+				if !allowUnsupported {
+					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
+					return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
+				}
+				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "warning"))
 			}
 			out, err := config.EncodeExport(root)
 			if err != nil {
@@ -59,6 +91,18 @@ path it comes from, and nothing is printed on standard output.`,
 			}
 			c := &apiClient{base: strings.TrimRight(masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}
 			if draftID == "" {
+				// Creating a draft replaces the current one, whoever owns it.
+				var cur *master.DraftInfo
+				if err := c.do(http.MethodGet, "/squall/v1/draft", "", nil, &cur); err != nil {
+					return fmt.Errorf("read the current draft: %w", err)
+				}
+				if cur != nil {
+					if !force {
+						return fmt.Errorf("import-tornado: the master already has a draft, %s, owned by %q (last changed %s); a new draft would replace it. Pass --draft %s to import into it (its owner only), or --force to replace it",
+							cur.ID, cur.Owner, time.UnixMilli(cur.UpdatedMS).UTC().Format(time.RFC3339), cur.ID)
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "import-tornado: warning: --force: replacing draft %s owned by %q\n", cur.ID, cur.Owner)
+				}
 				var d struct {
 					ID string `json:"id"`
 				}
@@ -93,8 +137,89 @@ path it comes from, and nothing is printed on standard output.`,
 	f.StringVar(&authName, "auth", "all", "authorization of the token to use (with --master)")
 	f.StringVar(&draftID, "draft", "", "draft to import into (default: create a new draft)")
 	f.StringVar(&nodePath, "node-path", "root", "node of the draft the tree replaces, written from the authorization's node")
+	f.BoolVar(&allowUnsupported, "allow-unsupported-actions", false, "convert actions that no Squall executor handles (listed as a warning) instead of failing")
+	f.BoolVar(&force, "force", false, "with --master and no --draft: replace the master's current draft, whoever owns it")
 	cmd.MarkFlagsRequiredTogether("master", "token-file")
 	return cmd
+}
+
+// rulesFolderLayout says what import-tornado reads, for its error messages.
+const rulesFolderLayout = "the rules.d directory: version.json and one folder per node holding filter.json, iterator.json or ruleset.json"
+
+// checkRulesFolder tells what is wrong when dir is not a directory.
+func checkRulesFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("import-tornado: no Tornado rules folder at %q (expected %s)", dir, rulesFolderLayout)
+	case err != nil:
+		return fmt.Errorf("import-tornado: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("import-tornado: %q is a file, not a Tornado rules folder (expected %s)", dir, rulesFolderLayout)
+	}
+	return nil
+}
+
+// unsupportedAction is an action of the tree that no executor handles.
+type unsupportedAction struct {
+	id, ruleset, rule string
+}
+
+// unsupportedActions lists the actions of the tree, those inside foreach
+// actions included, whose id is not one of action.BuiltinIDs, in tree
+// order.
+func unsupportedActions(root *config.Node) []unsupportedAction {
+	known := action.BuiltinIDs()
+	var bad []unsupportedAction
+	var check func(id string, payload map[string]any, ruleset, rule string)
+	check = func(id string, payload map[string]any, ruleset, rule string) {
+		if !slices.Contains(known, id) {
+			bad = append(bad, unsupportedAction{id: id, ruleset: ruleset, rule: rule})
+			return
+		}
+		if id != action.IDForeach {
+			return
+		}
+		nested, _ := payload["actions"].([]any)
+		for _, a := range nested {
+			m, _ := a.(map[string]any)
+			nid, _ := m["id"].(string)
+			np, _ := m["payload"].(map[string]any)
+			check(nid, np, ruleset, rule)
+		}
+	}
+	var walk func(n *config.Node, path []string)
+	walk = func(n *config.Node, path []string) {
+		path = append(path, n.Name)
+		for _, r := range n.Rules {
+			for _, a := range r.Actions {
+				check(a.ID, a.Payload, config.PathString(path), r.Name)
+			}
+		}
+		for _, c := range n.Children {
+			walk(c, path)
+		}
+	}
+	walk(root, nil)
+	return bad
+}
+
+// actionsHave is "1 action has" or "n actions have".
+func actionsHave(n int) string {
+	if n == 1 {
+		return "1 action has"
+	}
+	return fmt.Sprintf("%d actions have", n)
+}
+
+// unsupportedReport writes the list of unsupported actions, one a line.
+func unsupportedReport(bad []unsupportedAction, level string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "import-tornado: %s: %s no executor in Squall (it has %s):\n", level, actionsHave(len(bad)), strings.Join(action.BuiltinIDs(), ", "))
+	for _, a := range bad {
+		fmt.Fprintf(&b, "  action %q in ruleset %s, rule %s\n", a.id, a.ruleset, a.rule)
+	}
+	return b.String()
 }
 
 // apiClient calls the master's API.

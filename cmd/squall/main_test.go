@@ -161,7 +161,7 @@ func TestToken(t *testing.T) {
 
 func TestImportTornado(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := runSquall(t, "", "import-tornado", "testdata/rules.d")
+	code, out, errOut := runSquall(t, "", "import-tornado", "testdata/rules.d", "--allow-unsupported-actions")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

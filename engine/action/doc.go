@@ -18,9 +18,9 @@
 //
 // # Executors
 //
-// Payload contracts follow Tornado (reference/tornado-semantics.md §7.3).
-// Executors never modify a payload: it may share values with the event and
-// the tree.
+// Payload contracts follow Tornado's executors (docs/migration.md lists
+// the differences). Executors never modify a payload: it may share values
+// with the event and the tree.
 //
 //   - logger: logs the action (id and payload) at info level. Any payload.
 //   - archive: payload event (required, any JSON) and archive_type
@@ -85,22 +85,23 @@
 //     credentials), index (string, required, printable UTF-8), data (any
 //     JSON, required), auth (optional, {"type": "None"} to send no
 //     credentials). The document is indexed through the official client's
-//     bulk indexer (github.com/elastic/go-elasticsearch/v8 esutil): one
-//     indexer per endpoint, created on first use, batches the documents of
-//     concurrent actions into _bulk requests ("create" operations without
-//     an id, as POST <index>/_doc/ does; the index goes in the operation's
-//     metadata, not in a URL), by elasticsearch.workers workers. A document
-//     is sent at once when no flush is under way; those that arrive during
-//     one go together in the next, so batches grow with the load. Every
-//     document is sent within elasticsearch.flush_interval, or as soon as
-//     elasticsearch.flush_bytes are buffered (elasticsearch.wait_for_batch
-//     makes documents wait for these even when the indexer is idle). The
-//     action waits for its own document's result: it succeeds once
-//     Elasticsearch indexed it. Basic auth (username, password_file)
-//     or an API key (api_key_file) come from the config, and ca_file
-//     replaces the system's certificate authorities. A document refused
-//     with 408, 429 or 5xx, a whole _bulk request refused so, network errors
-//     and timeouts (elasticsearch.timeout per request) are retriable; other
+//     transport and esapi packages (not its root package nor esutil, which
+//     link its whole typed API): one batcher per endpoint, created on first
+//     use, gathers the documents of concurrent actions into _bulk requests
+//     ("create" operations without an id, as POST <index>/_doc/ does; the
+//     index goes in the operation's metadata, not in a URL), at most
+//     elasticsearch.workers in flight. A document is sent at once when no
+//     flush is under way; those that arrive during one go together in the
+//     next, so batches grow with the load. Every document is sent within
+//     elasticsearch.flush_interval, or before elasticsearch.flush_bytes
+//     would be buffered (elasticsearch.wait_for_batch makes documents wait
+//     for these even when the batcher is idle). The action waits for its
+//     own document's result: it succeeds once Elasticsearch indexed it.
+//     Basic auth (username, password_file) or an API key (api_key_file)
+//     come from the config, and ca_file replaces the system's certificate
+//     authorities. A document refused with 408, 429 or 5xx, a whole _bulk
+//     request refused so, network errors and timeouts
+//     (elasticsearch.timeout per request) are retriable; other
 //     refusals (400 mapping or parse errors, 401, 403...) are permanent;
 //     errors carry Elasticsearch's error type and reason
 //     ([ElasticsearchError]). [Registry.Close] flushes the documents

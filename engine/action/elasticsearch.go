@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -19,27 +20,31 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
-	"github.com/elastic/go-elasticsearch/v8/esutil"
 
 	"github.com/squallhq/squall/engine/tree"
 )
 
-// elasticsearchExecutor indexes one document per action (Tornado §7.3):
-// payload endpoint (string; default elasticsearch.default_endpoint), index
-// (string, required), data (any JSON, required) and auth (optional:
-// {"type": "None"} sends no credentials).
+// elasticsearchExecutor indexes one document per action (Tornado's
+// elasticsearch executor): payload endpoint (string; default
+// elasticsearch.default_endpoint), index (string, required), data (any
+// JSON, required) and auth (optional: {"type": "None"} sends no
+// credentials).
 //
-// Documents go through the official client's bulk indexer
-// ([esutil.BulkIndexer]): one indexer per endpoint (and per auth choice),
-// created on first use, batches the documents of concurrent actions into
-// _bulk requests. A document is sent at once when no flush is under way;
-// documents added during one wait for it and go together in the next
-// (elasticsearch.wait_for_batch turns this off), and every document is sent
-// within elasticsearch.flush_interval, or as soon as
-// elasticsearch.flush_bytes are buffered. So a lone action waits for one
-// request, not for the interval, and batches grow with the load. Execute
+// It speaks to Elasticsearch through the official client's low-level
+// packages only, the transport (elastictransport: connections, basic auth
+// or API key) and the request builders (esapi.BulkRequest): the client's
+// root package and esutil, which link the whole typed API (about 860
+// packages), are not imported. One batcher per endpoint (and per auth
+// choice), created on first use, gathers the documents of concurrent
+// actions into _bulk requests. A document is sent at once when no flush is
+// under way; documents added during one wait for it and go together in the
+// next (elasticsearch.wait_for_batch turns this off), and every document is
+// sent within elasticsearch.flush_interval, or as soon as
+// elasticsearch.flush_bytes would be buffered. So a lone action waits for
+// one request, not for the interval, and batches grow with the load; at
+// most elasticsearch.workers requests per endpoint are in flight. Execute
 // adds its document as a "create" operation without an id (what POST
 // <index>/_doc/ does, also valid for data streams) and waits for that
 // document's own result, so the action succeeds only once Elasticsearch has
@@ -64,9 +69,9 @@ type elasticsearchExecutor struct {
 	// idle connections are closed by Close.
 	own *http.Transport
 
-	mu       sync.RWMutex // held for reading while an item is added
+	mu       sync.RWMutex // held for reading while a document is added
 	closed   bool
-	indexers map[esTarget]*esIndexer
+	batchers map[esTarget]*esBatcher
 }
 
 var (
@@ -74,37 +79,11 @@ var (
 	_ io.Closer = (*elasticsearchExecutor)(nil)
 )
 
-// esTarget identifies a bulk indexer: an endpoint, with or without the
+// esTarget identifies a batcher: an endpoint, with or without the
 // configured credentials.
 type esTarget struct {
 	endpoint string
 	auth     bool
-}
-
-// esIndexer is the client and bulk indexer of one target. Unless
-// wait_for_batch is set, its flusher goroutine flushes the indexer whenever
-// a document was added since the last flush began.
-type esIndexer struct {
-	client *elasticsearch.BaseClient
-	bulk   esutil.BulkIndexer
-	kick   chan struct{} // a document is waiting; nil with wait_for_batch
-	stop   context.CancelFunc
-	done   chan struct{} // closed when the flusher returns
-}
-
-// flusher runs the flushes asked for through kick, one at a time, until
-// ctx ends. Flush reports no document's result (the callbacks do) and fails
-// only when ctx ends.
-func (ix *esIndexer) flusher(ctx context.Context) {
-	defer close(ix.done)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ix.kick:
-		}
-		_ = ix.bulk.Flush(ctx)
-	}
 }
 
 // ElasticsearchError is a document, or a whole _bulk request, that
@@ -174,7 +153,7 @@ func newElasticsearchExecutor(cfg ElasticsearchConfig, client *http.Client) (*el
 	e := &elasticsearchExecutor{
 		cfg:      cfg,
 		def:      strings.TrimRight(cfg.DefaultEndpoint, "/"),
-		indexers: map[esTarget]*esIndexer{},
+		batchers: map[esTarget]*esBatcher{},
 	}
 	for _, u := range cfg.AllowedEndpoints {
 		e.allowed = append(e.allowed, strings.TrimRight(u, "/"))
@@ -277,27 +256,15 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 		return NewRetriable(fmt.Errorf("elasticsearch %s: %w", endpoint, context.Cause(ctx)))
 	}
 
-	// The indexer calls back exactly once per item added.
-	result := make(chan error, 1)
-	item := esutil.BulkIndexerItem{
-		Action: "create",
-		Index:  index,
-		Body:   bytes.NewReader(body),
-		OnSuccess: func(context.Context, esutil.BulkIndexerItem, esutil.BulkIndexerResponseItem) {
-			result <- nil
-		},
-		OnFailure: func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
-			result <- itemError(endpoint, index, res, err)
-		},
-	}
-	if err := e.add(ctx, esTarget{endpoint: endpoint, auth: withAuth}, item); err != nil {
+	doc := newESDoc(index, body)
+	if err := e.add(esTarget{endpoint: endpoint, auth: withAuth}, doc); err != nil {
 		return err
 	}
 
 	wait := time.NewTimer(e.resultWait())
 	defer wait.Stop()
 	select {
-	case err := <-result:
+	case err := <-doc.result:
 		return err
 	case <-ctx.Done():
 		return NewRetriable(fmt.Errorf("elasticsearch %s: %w while waiting for the bulk response", endpoint, context.Cause(ctx)))
@@ -307,16 +274,16 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 }
 
 // resultWait bounds the wait for a document's result once it is added: it
-// comes within a flush interval and two requests (the one its worker may be
+// comes within a flush interval and two requests (the one a worker may be
 // sending, then its own). The bound only guards against a result that never
 // comes.
 func (e *elasticsearchExecutor) resultWait() time.Duration {
 	return time.Duration(e.cfg.FlushInterval) + 2*time.Duration(e.cfg.Timeout) + time.Second
 }
 
-// printable reports whether s is valid UTF-8 of printable characters: the
-// bulk indexer quotes the index with strconv, which writes valid JSON only
-// for those.
+// printable reports whether s is valid UTF-8 of printable characters: an
+// index name is sent as it is, and control characters or invalid UTF-8
+// would only come back as Elasticsearch errors.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
@@ -329,101 +296,56 @@ func printable(s string) bool {
 	return true
 }
 
-// itemError turns a bulk indexer failure into a classified error: a
-// document refused by Elasticsearch (err nil, res holding its status and
-// error), a whole request refused (an [*ElasticsearchError] from
-// bulkTransport), or a transport failure (retriable).
-func itemError(endpoint, index string, res esutil.BulkIndexerResponseItem, err error) error {
-	if err == nil {
-		ee := &ElasticsearchError{
-			Endpoint: endpoint, Index: index, Status: res.Status,
-			Type: res.Error.Type, Reason: res.Error.Reason,
-			CauseType: res.Error.Cause.Type, CauseReason: res.Error.Cause.Reason,
-		}
-		return ee.classify()
-	}
-	var ee *ElasticsearchError
-	if errors.As(err, &ee) {
-		return ee.classify()
-	}
-	return NewRetriable(fmt.Errorf("elasticsearch %s: %w", endpoint, err))
-}
-
-// add adds the item to the target's bulk indexer, creating it on first use.
-func (e *elasticsearchExecutor) add(ctx context.Context, t esTarget, item esutil.BulkIndexerItem) error {
+// add hands the document to the target's batcher, creating it on first use.
+func (e *elasticsearchExecutor) add(t esTarget, doc *esDoc) error {
 	e.mu.RLock()
-	ix := e.indexers[t]
-	for ix == nil && !e.closed {
+	b := e.batchers[t]
+	for b == nil && !e.closed {
 		e.mu.RUnlock()
 		if err := e.create(t); err != nil {
 			return err
 		}
 		e.mu.RLock()
-		ix = e.indexers[t]
+		b = e.batchers[t]
 	}
 	defer e.mu.RUnlock()
 	if e.closed {
 		return NewPermanent(fmt.Errorf("elasticsearch: %w", ErrClosed))
 	}
-	// Close waits for the read lock: the indexer is open while Add runs.
-	if err := ix.bulk.Add(ctx, item); err != nil {
-		return NewRetriable(fmt.Errorf("elasticsearch %s: add document: %w", t.endpoint, err))
-	}
-	if ix.kick != nil {
-		select {
-		case ix.kick <- struct{}{}:
-		default: // a flush is already asked for: it takes this document
-		}
-	}
+	// Close waits for the read lock: the batcher is open while add runs.
+	b.add(doc)
 	return nil
 }
 
-// create builds the client and bulk indexer of a target, unless the
-// executor is closed or another call did it first.
+// create builds the client and batcher of a target, unless the executor is
+// closed or another call did it first.
 func (e *elasticsearchExecutor) create(t esTarget) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed || e.indexers[t] != nil {
+	if e.closed || e.batchers[t] != nil {
 		return nil
 	}
-	cfg := elasticsearch.Config{
-		Addresses: []string{t.endpoint},
-		Transport: e.transport,
+	u, err := url.Parse(t.endpoint)
+	if err != nil {
+		return NewPermanent(fmt.Errorf("elasticsearch endpoint: %w", err))
+	}
+	opts := []elastictransport.Option{
+		elastictransport.WithURLs(u),
+		elastictransport.WithTransport(e.transport),
 		// Registry.Run retries, with backoff and metrics.
-		DisableRetry: true,
+		elastictransport.WithDisableRetry(),
 	}
-	if t.auth {
-		cfg.APIKey = e.apiKey
-		cfg.Username, cfg.Password = e.cfg.Username, e.password
+	if t.auth && e.apiKey != "" {
+		opts = append(opts, elastictransport.WithAPIKey(e.apiKey))
 	}
-	client, err := elasticsearch.NewBaseClient(cfg)
+	if t.auth && e.cfg.Username != "" {
+		opts = append(opts, elastictransport.WithBasicAuth(e.cfg.Username, e.password))
+	}
+	client, err := elastictransport.NewClient(opts...)
 	if err != nil {
 		return NewPermanent(fmt.Errorf("elasticsearch %s: client: %w", t.endpoint, err))
 	}
-	bulk, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{
-		Client:        &bulkTransport{es: client, endpoint: t.endpoint, timeout: time.Duration(e.cfg.Timeout)},
-		Decoder:       bulkDecoder{},
-		NumWorkers:    e.cfg.Workers,
-		FlushBytes:    e.cfg.FlushBytes,
-		FlushInterval: time.Duration(e.cfg.FlushInterval),
-		// Room for the documents that arrive during a flush, so that Add
-		// rarely blocks; the actions waiting for their results bound it.
-		QueueSizeMultiplier: esQueuePerWorker,
-	})
-	if err != nil {
-		return NewPermanent(fmt.Errorf("elasticsearch %s: bulk indexer: %w", t.endpoint, err))
-	}
-	ix := &esIndexer{client: client, bulk: bulk, done: make(chan struct{})}
-	if e.cfg.WaitForBatch {
-		close(ix.done)
-	} else {
-		// The flusher belongs to the executor, which has no context: Close
-		// cancels this one.
-		ctx, cancel := context.WithCancel(context.Background())
-		ix.kick, ix.stop = make(chan struct{}, 1), cancel
-		go ix.flusher(ctx)
-	}
-	e.indexers[t] = ix
+	e.batchers[t] = newESBatcher(client, t.endpoint, e.cfg)
 	return nil
 }
 
@@ -437,8 +359,8 @@ func (e *elasticsearchExecutor) Close() error {
 		return nil
 	}
 	e.closed = true
-	indexers := e.indexers
-	e.indexers = nil
+	batchers := e.batchers
+	e.batchers = nil
 	e.mu.Unlock()
 
 	// Close has no caller's context; the bound is the one a document waits
@@ -446,15 +368,11 @@ func (e *elasticsearchExecutor) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.resultWait())
 	defer cancel()
 	var errs []error
-	for t, ix := range indexers {
-		if ix.stop != nil {
-			ix.stop()
-		}
-		<-ix.done
-		if err := ix.bulk.Close(ctx); err != nil {
+	for t, b := range batchers {
+		if err := b.close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("elasticsearch %s: flush: %w", t.endpoint, err))
 		}
-		if err := ix.client.Close(ctx); err != nil {
+		if err := b.client.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("elasticsearch %s: close: %w", t.endpoint, err))
 		}
 	}
@@ -464,103 +382,328 @@ func (e *elasticsearchExecutor) Close() error {
 	return errors.Join(errs...)
 }
 
-// esQueuePerWorker is the capacity of each bulk indexer worker's queue.
-const esQueuePerWorker = 256
+// esDoc is one document on its way to Elasticsearch.
+type esDoc struct {
+	index string
+	// ndjson is the document's two lines of a _bulk body: the "create"
+	// operation naming the index, then the source.
+	ndjson []byte
+	// result receives the document's outcome, exactly once.
+	result chan error
+}
+
+func newESDoc(index string, source []byte) *esDoc {
+	quoted, _ := json.Marshal(index) // a string always encodes
+	b := make([]byte, 0, len(`{"create":{"_index":}}`)+len(quoted)+len(source)+2)
+	b = append(b, `{"create":{"_index":`...)
+	b = append(b, quoted...)
+	b = append(b, "}}\n"...)
+	b = append(b, source...)
+	b = append(b, '\n')
+	return &esDoc{index: index, ndjson: b, result: make(chan error, 1)}
+}
+
+// esBatcher gathers the documents of one target into _bulk requests. A
+// batch is taken from the buffer, and sent on its own goroutine, by the
+// flusher (started when a document arrives while no flush is under way,
+// unless wait_for_batch; it sends one batch after the other until the
+// buffer is empty), by add when the buffer would reach flush_bytes, by the
+// flush_interval ticker, and by close. The slots bound the requests in
+// flight to elasticsearch.workers.
+type esBatcher struct {
+	client       *elastictransport.Client
+	endpoint     string
+	timeout      time.Duration
+	flushBytes   int
+	waitForBatch bool
+	slots        chan struct{} // one per request in flight
+
+	mu       sync.Mutex
+	pending  []*esDoc
+	size     int    // bytes of pending
+	added    uint64 // documents added since the start
+	flushing bool   // the flusher is running
+
+	sends   sync.WaitGroup // batches being sent
+	ctx     context.Context
+	abort   context.CancelFunc // ends the requests in flight
+	stop    chan struct{}      // closed to stop the ticker
+	stopped chan struct{}      // closed when the ticker returned
+}
+
+func newESBatcher(client *elastictransport.Client, endpoint string, cfg ElasticsearchConfig) *esBatcher {
+	// The batcher belongs to the executor, which has no context: close
+	// cancels this one.
+	ctx, abort := context.WithCancel(context.Background())
+	b := &esBatcher{
+		client:       client,
+		endpoint:     endpoint,
+		timeout:      time.Duration(cfg.Timeout),
+		flushBytes:   cfg.FlushBytes,
+		waitForBatch: cfg.WaitForBatch,
+		slots:        make(chan struct{}, cfg.Workers),
+		ctx:          ctx,
+		abort:        abort,
+		stop:         make(chan struct{}),
+		stopped:      make(chan struct{}),
+	}
+	go b.tick(time.Duration(cfg.FlushInterval))
+	return b
+}
+
+// add buffers the document. A batch that would reach flush_bytes with it is
+// sent first, and a document of flush_bytes or more goes alone.
+func (b *esBatcher) add(doc *esDoc) {
+	var full, alone []*esDoc
+	b.mu.Lock()
+	if len(b.pending) > 0 && b.size+len(doc.ndjson) >= b.flushBytes {
+		full = b.take()
+	}
+	if len(doc.ndjson) >= b.flushBytes {
+		alone = []*esDoc{doc}
+	} else {
+		b.pending = append(b.pending, doc)
+		b.size += len(doc.ndjson)
+	}
+	b.added++
+	flush := !b.waitForBatch && !b.flushing && len(b.pending) > 0
+	if flush {
+		b.flushing = true
+		b.sends.Add(1)
+	}
+	b.mu.Unlock()
+
+	if flush {
+		go b.flusher()
+	}
+	for _, batch := range [][]*esDoc{full, alone} {
+		if batch != nil {
+			b.sends.Add(1)
+			go func() {
+				defer b.sends.Done()
+				b.send(batch)
+			}()
+		}
+	}
+}
+
+// take empties the buffer and returns its documents (nil when empty). b.mu
+// is held.
+func (b *esBatcher) take() []*esDoc {
+	batch := b.pending
+	b.pending, b.size = nil, 0
+	return batch
+}
+
+// flusher sends the buffer until it finds it empty: the documents added
+// during a request go together in the next.
+func (b *esBatcher) flusher() {
+	defer b.sends.Done()
+	for {
+		b.mu.Lock()
+		batch := b.take()
+		if batch == nil {
+			b.flushing = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.send(batch)
+	}
+}
+
+// tick sends the buffer every interval, until close.
+func (b *esBatcher) tick(interval time.Duration) {
+	defer close(b.stopped)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		batch := b.take()
+		if batch != nil {
+			b.sends.Add(1)
+		}
+		b.mu.Unlock()
+		if batch != nil {
+			go func() {
+				defer b.sends.Done()
+				b.send(batch)
+			}()
+		}
+	}
+}
+
+// close sends what is buffered and waits for every request; when ctx ends
+// first, the requests in flight are canceled (their documents fail,
+// retriable). add must not be called during or after close.
+func (b *esBatcher) close(ctx context.Context) error {
+	close(b.stop)
+	<-b.stopped
+	b.mu.Lock()
+	batch := b.take()
+	if batch != nil {
+		b.sends.Add(1)
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		go func() {
+			defer b.sends.Done()
+			b.send(batch)
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		b.sends.Wait()
+		close(done)
+	}()
+	defer b.abort()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		b.abort()
+		<-done
+		return fmt.Errorf("documents still in flight: %w", context.Cause(ctx))
+	}
+}
+
+// send sends one batch as a _bulk request, when a worker slot is free, and
+// gives every document its result.
+func (b *esBatcher) send(batch []*esDoc) {
+	err := b.acquire()
+	if err == nil {
+		defer func() { <-b.slots }()
+		var results []error
+		results, err = b.bulk(batch)
+		if err == nil {
+			for i, d := range batch {
+				d.result <- results[i]
+			}
+			return
+		}
+	}
+	var ee *ElasticsearchError
+	if errors.As(err, &ee) {
+		err = ee.classify()
+	} else {
+		err = NewRetriable(fmt.Errorf("elasticsearch %s: %w", b.endpoint, err))
+	}
+	for _, d := range batch {
+		d.result <- err
+	}
+}
+
+// acquire takes a worker slot, unless the batcher is aborted first.
+func (b *esBatcher) acquire() error {
+	select {
+	case b.slots <- struct{}{}:
+		return nil
+	case <-b.ctx.Done():
+		return fmt.Errorf("%w before the request was sent", ErrClosed)
+	}
+}
 
 // maxBulkResponse bounds the body of a _bulk response read into memory.
 const maxBulkResponse = 64 << 20
 
-// bulkTransport stands between the bulk indexer and the client. It bounds
-// each request with the timeout (the indexer sends without a deadline),
-// reads the whole response within it, turns a refused request into an
-// [*ElasticsearchError] (which the indexer hands to each item's OnFailure,
-// wrapped), and tells bulkDecoder how many documents the request carried.
-type bulkTransport struct {
-	es       esapi.Transport
-	endpoint string
-	timeout  time.Duration
+// bulkResponse is the part of a _bulk answer read: one result per
+// document, in the request's order.
+type bulkResponse struct {
+	Items []map[string]bulkItem `json:"items"`
 }
 
-var _ esapi.Transport = (*bulkTransport)(nil)
+// bulkItem is one document's result.
+type bulkItem struct {
+	Status int `json:"status"`
+	Error  struct {
+		Type     string `json:"type"`
+		Reason   string `json:"reason"`
+		CausedBy struct {
+			Type   string `json:"type"`
+			Reason string `json:"reason"`
+		} `json:"caused_by"`
+	} `json:"error"`
+}
 
-// Perform sends the request.
-func (t *bulkTransport) Perform(req *http.Request) (*http.Response, error) {
-	items := -1
-	if req.GetBody != nil {
-		if body, err := req.GetBody(); err == nil {
-			var c lineCounter
-			if _, err := io.Copy(&c, body); err == nil {
-				// Each document is a metadata line and a source line.
-				items = c.n / 2
-			}
-		}
+// bulk sends the batch and returns each document's result, or the error of
+// the whole request: an [*ElasticsearchError] when Elasticsearch refused
+// it, another error when it could not be sent or its answer is not one.
+// The request, reading its answer included, is bounded by the timeout.
+func (b *esBatcher) bulk(batch []*esDoc) ([]error, error) {
+	n := 0
+	for _, d := range batch {
+		n += len(d.ndjson)
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	body := make([]byte, 0, n)
+	for _, d := range batch {
+		body = append(body, d.ndjson...)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.timeout)
 	defer cancel()
-	resp, err := t.es.Perform(req.WithContext(ctx))
+	req := esapi.BulkRequest{
+		Body:   bytes.NewReader(body),
+		Header: http.Header{"Content-Type": {"application/x-ndjson"}},
+	}
+	resp, err := req.Do(ctx, b.client)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && req.Context().Err() == nil {
-			return nil, fmt.Errorf("no response within %s: %w", t.timeout, context.DeadlineExceeded)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && b.ctx.Err() == nil {
+			return nil, fmt.Errorf("no response within %s: %w", b.timeout, context.DeadlineExceeded)
 		}
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBulkResponse+1))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxBulkResponse+1))
 	_ = resp.Body.Close()
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("read response: %w", err)
-	case len(body) > maxBulkResponse:
+	case len(answer) > maxBulkResponse:
 		return nil, fmt.Errorf("response larger than %d bytes", maxBulkResponse)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ee := &ElasticsearchError{Endpoint: t.endpoint, Status: resp.StatusCode}
+		ee := &ElasticsearchError{Endpoint: b.endpoint, Status: resp.StatusCode}
 		var doc struct {
 			Error struct {
 				Type   string `json:"type"`
 				Reason string `json:"reason"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(body, &doc) == nil {
+		if json.Unmarshal(answer, &doc) == nil {
 			ee.Type, ee.Reason = doc.Error.Type, doc.Error.Reason
 		}
 		return nil, ee
 	}
-	resp.Body = &bulkBody{Reader: bytes.NewReader(body), items: items}
-	return resp, nil
-}
-
-// lineCounter counts the newlines written to it.
-type lineCounter struct{ n int }
-
-func (c *lineCounter) Write(p []byte) (int, error) {
-	c.n += bytes.Count(p, []byte{'\n'})
-	return len(p), nil
-}
-
-// bulkBody is a _bulk response body read by bulkTransport, with the number
-// of documents of its request (-1 when unknown).
-type bulkBody struct {
-	*bytes.Reader
-	items int
-}
-
-// Close implements io.Closer.
-func (*bulkBody) Close() error { return nil }
-
-// bulkDecoder decodes a _bulk response and checks that it answers every
-// document of the request: the indexer would otherwise leave documents
-// without a result, or index past its items.
-type bulkDecoder struct{}
-
-// UnmarshalFromReader decodes the response.
-func (bulkDecoder) UnmarshalFromReader(r io.Reader, blk *esutil.BulkIndexerResponse) error {
-	if err := json.NewDecoder(r).Decode(blk); err != nil {
-		return err
+	// What the official client checks before trusting an answer.
+	if resp.Header.Get("X-Elastic-Product") != "Elasticsearch" {
+		return nil, errors.New("the server is not Elasticsearch (its answer has no X-Elastic-Product: Elasticsearch header)")
 	}
-	if b, ok := r.(*bulkBody); ok && b.items >= 0 && len(blk.Items) != b.items {
-		n := len(blk.Items)
-		blk.Items = nil
-		return fmt.Errorf("the response has %d results for %d documents", n, b.items)
+	var r bulkResponse
+	if err := json.Unmarshal(answer, &r); err != nil {
+		return nil, fmt.Errorf("decode the _bulk response: %w", err)
 	}
-	return nil
+	if len(r.Items) != len(batch) {
+		return nil, fmt.Errorf("the response has %d results for %d documents", len(r.Items), len(batch))
+	}
+	results := make([]error, len(batch))
+	for i, item := range r.Items {
+		if len(item) != 1 {
+			return nil, fmt.Errorf("result %d of the response has %d operations, want 1", i, len(item))
+		}
+		for _, res := range item {
+			if res.Status >= 200 && res.Status <= 299 {
+				continue
+			}
+			ee := &ElasticsearchError{
+				Endpoint: b.endpoint, Index: batch[i].index, Status: res.Status,
+				Type: res.Error.Type, Reason: res.Error.Reason,
+				CauseType: res.Error.CausedBy.Type, CauseReason: res.Error.CausedBy.Reason,
+			}
+			results[i] = ee.classify()
+		}
+	}
+	return results, nil
 }

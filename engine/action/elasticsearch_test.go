@@ -50,6 +50,10 @@ type fakeElasticsearch struct {
 	// is then closed when the first request arrives.
 	gate, arrived chan struct{}
 	count         int // requests arrived
+	// release, when set, holds every request until it receives a value;
+	// active counts the requests being served, maxActive its peak.
+	release           chan struct{}
+	active, maxActive int
 }
 
 // fakeBulkRequest is one _bulk request received.
@@ -95,6 +99,18 @@ type bulkAnswer struct {
 }
 
 func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.release != nil {
+		f.mu.Lock()
+		f.active++
+		f.maxActive = max(f.maxActive, f.active)
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.active--
+			f.mu.Unlock()
+		}()
+		<-f.release
+	}
 	if !f.noProduct {
 		w.Header().Set("X-Elastic-Product", "Elasticsearch")
 	}
@@ -218,18 +234,20 @@ func newTestElasticsearchExecutor(t testing.TB, endpoint string, modify func(*El
 	return e
 }
 
-// added returns the documents added to the executor's bulk indexers.
+// added returns the documents added to the executor's batchers.
 func (e *elasticsearchExecutor) added() uint64 {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	var n uint64
-	for _, ix := range e.indexers {
-		n += ix.bulk.Stats().NumAdded
+	for _, b := range e.batchers {
+		b.mu.Lock()
+		n += b.added
+		b.mu.Unlock()
 	}
 	return n
 }
 
-// waitAdded waits until n documents were added to the executor's indexers.
+// waitAdded waits until n documents were added to the executor's batchers.
 func waitAdded(t testing.TB, e *elasticsearchExecutor, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -769,5 +787,110 @@ func TestElasticsearchExecutor_documentIsOneLine(t *testing.T) {
 	var back map[string]any
 	if err := json.Unmarshal([]byte(got[0]), &back); err != nil || back["text"] != text {
 		t.Errorf("document %q decodes to %v (%v)", got[0], back, err)
+	}
+}
+
+// TestElasticsearchExecutor_flushInterval checks that with wait_for_batch a
+// lone document is sent by the flush_interval timer.
+func TestElasticsearchExecutor_flushInterval(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(20 * time.Millisecond)
+	})
+	for i := range 3 {
+		if err := e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reqs := es.received(); len(reqs) != 3 {
+		t.Errorf("requests %+v, want 3 of one document", reqs)
+	}
+}
+
+// TestElasticsearchExecutor_largeDocument checks flush_bytes: a document of
+// flush_bytes or more goes alone, after the documents buffered before it.
+func TestElasticsearchExecutor_largeDocument(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.Workers = 1
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(time.Hour)
+		c.FlushBytes = 200
+	})
+	small := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			small <- e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i}))
+		}()
+	}
+	waitAdded(t, e, 2)
+	big := map[string]any{"index": "i", "data": strings.Repeat("x", 300)}
+	if err := e.Execute(t.Context(), testAction(IDElasticsearch, big)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-small; err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := es.received()
+	if len(reqs) != 2 || reqs[0].docs+reqs[1].docs != 3 || (reqs[0].docs != 1 && reqs[1].docs != 1) {
+		t.Errorf("requests %+v, want the large document alone and the 2 small ones together", reqs)
+	}
+}
+
+// TestElasticsearchExecutor_workers checks that elasticsearch.workers bounds
+// the _bulk requests in flight per endpoint.
+func TestElasticsearchExecutor_workers(t *testing.T) {
+	t.Parallel()
+	es := newFakeElasticsearch(t)
+	es.release = make(chan struct{})
+	const workers, n = 2, 6
+	e := newTestElasticsearchExecutor(t, es.URL, func(c *ElasticsearchConfig) {
+		c.Workers = workers
+		c.WaitForBatch = true
+		c.FlushInterval = Duration(time.Hour)
+		c.FlushBytes = 1 // every document goes alone, at once
+	})
+	results := make(chan error, n)
+	for i := range n {
+		go func() {
+			results <- e.Execute(t.Context(), testAction(IDElasticsearch, map[string]any{"index": "i", "data": i}))
+		}()
+	}
+	waitAdded(t, e, n)
+	active := func() int {
+		es.mu.Lock()
+		defer es.mu.Unlock()
+		return es.active
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for active() < workers {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests in flight, want %d", active(), workers)
+		}
+		<-tick.C
+	}
+	for range n {
+		es.release <- struct{}{}
+	}
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	es.mu.Lock()
+	peak := es.maxActive
+	es.mu.Unlock()
+	if peak != workers {
+		t.Errorf("up to %d requests in flight, want %d (workers)", peak, workers)
+	}
+	if reqs := es.received(); len(reqs) != n {
+		t.Errorf("%d requests, want %d", len(reqs), n)
 	}
 }

@@ -34,7 +34,7 @@ func lit(v any) string {
 
 type raw string
 
-// Tornado's operator edge cases (reference/tornado-semantics.md §4 and §13, items 1-26).
+// Tornado's operator edge cases (docs/rules.md, "Operators").
 func TestOperators(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -54,7 +54,7 @@ func TestOperators(t *testing.T) {
 		{"equals maps extra key", bin("equals", "${event.payload.m}", raw(`{"a":1}`)), `{"m":{"a":1,"b":2}}`, false},
 		{"equals arrays", bin("equals", raw(`[1.1,-2]`), raw(`[1.1,-2]`)), `{}`, true},
 		{"equals arrays of different length", bin("equals", raw(`[1.1,2.2]`), raw(`[1.1]`)), `{}`, false},
-		// DESIGN.md decision 14: numbers compare by value (Tornado: false).
+		// docs/decisions.md decision 14: numbers compare by value (Tornado: false).
 		{"decision 14: 1000 equals 1000.0", bin("equals", "${event.payload.v}", raw("1000.0")), `{"v":1000}`, true},
 		{"decision 14: 1e3 equals 1000", bin("equals", "${event.payload.v}", raw("1e3")), `{"v":1000}`, true},
 		{"decision 14: contains by value", bin("contains", "${event.payload.v}", raw("2.0")), `{"v":[1,2]}`, true},
@@ -122,7 +122,7 @@ func TestOperators(t *testing.T) {
 	}
 }
 
-// Tornado's fixture 004_cmp_operators (tornado-semantics §13 item 72).
+// Tornado's fixture 004_cmp_operators.
 func TestOperators_cmpFixture(t *testing.T) {
 	t.Parallel()
 	r := ruleFile(t, "tornado/v1/004_cmp_operators.json", "cmp")
@@ -152,7 +152,7 @@ func TestOperators_cmpFixture(t *testing.T) {
 	}
 }
 
-// Tornado's fixture 005_contains_operators (tornado-semantics §12.1).
+// Tornado's fixture 005_contains_operators.
 func TestOperators_containsFixture(t *testing.T) {
 	t.Parallel()
 	r := ruleFile(t, "tornado/v1/005_contains_operators.json", "contains")

@@ -9,7 +9,7 @@ import (
 // Status is the outcome of a filter or an iterator.
 type Status string
 
-// Node statuses. An inactive filter is Ignored (DESIGN.md decision 2).
+// Node statuses. An inactive filter is Ignored (docs/decisions.md decision 2).
 const (
 	StatusMatched       Status = "Matched"
 	StatusNotMatched    Status = "NotMatched"
@@ -22,7 +22,7 @@ const (
 type RuleStatus string
 
 // Rule statuses. Inactive rules and rules after a rule that stopped its
-// ruleset are NotProcessed (DESIGN.md decision 3).
+// ruleset are NotProcessed (docs/decisions.md decision 3).
 const (
 	RuleMatched          RuleStatus = "Matched"
 	RuleNotMatched       RuleStatus = "NotMatched"

@@ -93,7 +93,7 @@ func TestTree_noMatchFixture(t *testing.T) {
 	}
 }
 
-// tornado-semantics §13 item 75: 5 alerts × 3 actions.
+// Tornado's iterator fixture: 5 alerts × 3 actions.
 func TestTree_iteratorFixture(t *testing.T) {
 	t.Parallel()
 	tr := mustCompile(t, tornadoDir(t, "v2/test_config_iterator"))
@@ -128,7 +128,7 @@ func TestTree_iteratorFixture(t *testing.T) {
 	}
 }
 
-// The worked example of tornado-semantics §8.7.1, as a golden file.
+// Tornado's worked example of a test-event result, as a golden file.
 func TestTree_workedExampleGolden(t *testing.T) {
 	t.Parallel()
 	ex, err := config.DecodeExport(readFile(t, "worked_example.tree.json"))
@@ -167,7 +167,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// tornado-semantics §13 items 62-64 with DESIGN.md decisions 1 and 3.
+// continue and NotProcessed: docs/decisions.md decisions 1 and 3.
 func TestTree_continueAndNotProcessed(t *testing.T) {
 	t.Parallel()
 	t.Run("continue false stops after a full match (decision 3: later rules NotProcessed)", func(t *testing.T) {
@@ -442,7 +442,7 @@ func TestTree_actionMeta(t *testing.T) {
 	}
 }
 
-// tornado-semantics §13 items 42-53 and §6.2.
+// Tornado's extractors and their edge cases (docs/rules.md, "Extractors").
 func TestTree_extractors(t *testing.T) {
 	t.Parallel()
 	const url = "http://stackoverflow.com/"
@@ -561,7 +561,7 @@ func dateWith(tz string) string {
 	return fmt.Sprintf(`{"v":{"from":"${event.payload.t}","regex":{"match":".*","group_match_idx":0},"modifiers_post":[{"type":"ToNumber"},{"type":"DateAndTime","timezone":%q}]}}`, tz)
 }
 
-// Tornado's realistic rules.d: tenant filters route events (tornado-semantics §12.1).
+// Tornado's realistic rules.d: tenant filters route events.
 func TestTree_tenantRouting(t *testing.T) {
 	t.Parallel()
 	tr := mustCompile(t, tornadoDir(t, "rules.d"))

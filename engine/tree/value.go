@@ -36,7 +36,7 @@ func isRangeErr(err error) bool {
 	return ok && ne.Err == strconv.ErrRange
 }
 
-// cmpNum compares two numbers by value (DESIGN.md decision 14: 1000 equals 1000.0).
+// cmpNum compares two numbers by value (docs/decisions.md decision 14: 1000 equals 1000.0).
 func cmpNum(a, b num) int {
 	if a.isInt && b.isInt {
 		switch {

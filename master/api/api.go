@@ -140,7 +140,7 @@ func (a *API) Handler() http.Handler {
 
 	h("POST /api/v2_beta/event/active/{param_auth}", a.eventActive)
 	h("POST /api/v2_beta/event/draft/{param_auth}/{draft_id}", a.eventDraft)
-	// Tornado's spelling (DESIGN.md decision 4).
+	// Tornado's spelling (docs/decisions.md decision 4).
 	h("POST /api/v2_beta/event/drafts/{param_auth}/{draft_id}", a.eventDraft)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +178,7 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 
 // Error is an error answer: {"code", "params", "message"} with a status
-// (DESIGN.md decision 16).
+// (docs/decisions.md decision 16).
 type Error struct {
 	Status  int               `json:"-"`
 	Code    string            `json:"code"`

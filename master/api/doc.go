@@ -1,6 +1,6 @@
-// Package api serves the v2_beta configuration and test-event API of
-// ../shared/spec/config-and-test-event-api.md: the active tree, the draft
-// and its nodes and rules, import and export, and test events.
+// Package api serves the v2_beta configuration and test-event API that
+// docs/api.md documents: the active tree, the draft and its nodes and
+// rules, import and export, and test events.
 //
 // Every request is authenticated by its bearer token and authorized by the
 // authorization its param_auth names: its path is the part of the tree the
@@ -14,7 +14,7 @@
 // serializes draft edits on that node so that concurrent edits never lose
 // one another.
 //
-// Errors are JSON {"code", "params", "message"} (DESIGN.md decision 16):
+// Errors are JSON {"code", "params", "message"} (docs/decisions.md decision 16):
 // 400 malformed input, 401 no or bad token, 403 role or path not allowed or
 // not the owner (code NOT_OWNER), 404 no such draft, node or rule, 409 a
 // name taken or a tree that would be invalid, 413 body too large, 415

@@ -413,7 +413,7 @@ func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 // decodePosition reads {"position": N}; N may be a number or a numeric
-// string (DESIGN.md decision 6).
+// string (docs/decisions.md decision 6).
 func decodePosition(b []byte) (int, error) {
 	var body struct {
 		Position json.RawMessage `json:"position"`

@@ -18,7 +18,7 @@ func (a *API) eventDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 // testEvent evaluates a test event against the active tree or the caller's
-// draft, from the authorization's node (DESIGN.md decision 7). With
+// draft, from the authorization's node (docs/decisions.md decision 7). With
 // process_type Full, the actions of matched rules are executed.
 func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any, error) {
 	b, err := a.readJSON(w, r)

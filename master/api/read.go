@@ -39,7 +39,7 @@ func (a *API) activeInfo(_ http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 // children lists the authorization's own node without a node path, else
-// the children of the node at node_path (DESIGN.md decision 5).
+// the children of the node at node_path (docs/decisions.md decision 5).
 func (a *API) children(r *http.Request) (any, error) {
 	root, s, err := a.readTree(r)
 	if err != nil {

@@ -5,7 +5,7 @@
 // path of the processing tree (the part of the tree the holder may touch)
 // and roles. The findings API also reads the tenant the token may use.
 //
-// Two token formats are accepted (DESIGN.md decision 17):
+// Two token formats are accepted (docs/decisions.md decision 17):
 //
 //   - signed JWTs (HS256 with a shared key, or EdDSA with an Ed25519 public
 //     key) whose claims are {user, auths, tenant} plus exp, which is

@@ -154,7 +154,7 @@ func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 // Error is an error answer: {"code", "params", "message"} with a status
-// (DESIGN.md decision 16).
+// (docs/decisions.md decision 16).
 type Error struct {
 	Status  int               `json:"-"`
 	Code    string            `json:"code"`

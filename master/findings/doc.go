@@ -1,7 +1,7 @@
-// Package findings serves the findings API of
-// ../shared/spec/findings-and-webhook-api.md under /intel/api/sdk/v0:
-// technical integrations (leak monitors, scanners) insert credential
-// findings for their tenant, list and read them, and triage them.
+// Package findings serves the findings API of docs/findings.md under
+// /intel/api/sdk/v0: technical integrations (leak monitors, scanners)
+// insert credential findings for their tenant, list and read them, and
+// triage them.
 //
 //	PUT   /findings/credentials   insert: 201 {"uid"}, or 200 {"uid"} of the identical finding
 //	GET   /finding/{uid}          {total, page, limit, findings: [the finding]}

@@ -24,7 +24,7 @@ import (
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
 const Pattern = "/engine/webhook/event/{id}"
 
-// Kafka header names of an event record (DESIGN.md, "Kafka record").
+// Kafka header names of an event record (docs/concepts.md, "Events").
 const (
 	HeaderEventID     = "squall-event-id"
 	HeaderTraceparent = "traceparent"
