@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -42,6 +43,34 @@ func resolve(s *auth.Scope, nodePath string) ([]string, error) {
 		return nil, &Error{Status: http.StatusForbidden, Code: "FORBIDDEN_PATH", Params: map[string]string{"PATH": nodePath}, Message: err.Error()}
 	}
 	return p, nil
+}
+
+// editScope returns the node below which the scope's holder may change
+// the tree (DESIGN.md decision 19): nil for admins and authorizations at
+// the root, who change anything, else the authorization's path.
+func editScope(s *auth.Scope) []string {
+	if s.Grants(auth.Admin) || len(s.Path) <= 1 {
+		return nil
+	}
+	return s.Base()
+}
+
+// writable checks that the node at path (absolute, inside the scope) may
+// become next (nil: be deleted). The scope's own node keeps its name, type,
+// filter, target and active flag for a scoped editor, because they isolate
+// its tenant (DESIGN.md decision 19); its description, children and rules
+// may change. cur is the node now at path.
+func writable(s *auth.Scope, path []string, cur, next *config.Node) error {
+	scope := editScope(s)
+	if scope == nil || len(path) > len(scope) {
+		return nil
+	}
+	if cur != nil && next != nil && config.SameIsolation(cur, next) {
+		return nil
+	}
+	p := config.PathString(path)
+	return &Error{Status: http.StatusForbidden, Code: "SCOPE_NODE_READ_ONLY", Params: map[string]string{"PATH": p},
+		Message: fmt.Sprintf("%s is the node of authorization %q: a token scoped there changes what lies below it, not the node's name, type, filter, target or active flag, and does not delete it", p, s.Name)}
 }
 
 // find returns the node at an absolute path (starting with root), or a 404.

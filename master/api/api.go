@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/squallhq/squall/config"
@@ -25,7 +26,7 @@ type Store interface {
 	CreateDraft(ctx context.Context, owner string) (string, error)
 	EditDraft(ctx context.Context, id, user string, tree *config.Node) error
 	TakeOver(ctx context.Context, id, user string) error
-	Deploy(ctx context.Context, id, user string) (uint64, error)
+	DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error)
 	DeleteDraft(ctx context.Context, id, user string) error
 }
 
@@ -243,6 +244,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func toError(err error) *Error {
 	var e *Error
 	var notOwner *store.NotOwnerError
+	var outOfScope *store.OutOfScopeError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &e):
@@ -253,6 +255,10 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
 	case errors.As(err, &notOwner):
 		return &Error{Status: http.StatusForbidden, Code: "NOT_OWNER", Params: map[string]string{"OWNER": notOwner.Owner, "ID": notOwner.DraftID}, Message: err.Error()}
+	case errors.As(err, &outOfScope):
+		return &Error{Status: http.StatusForbidden, Code: "DEPLOY_OUT_OF_SCOPE",
+			Params:  map[string]string{"SCOPE": config.PathString(outOfScope.Scope), "PATHS": strings.Join(outOfScope.Paths, ",")},
+			Message: fmt.Sprintf("a token scoped to %s deploys only changes below it; the draft also differs from the active tree at %s: deploy with an authorization at the root or with admin, or undo those changes", config.PathString(outOfScope.Scope), strings.Join(outOfScope.Paths, ", "))}
 	case errors.Is(err, store.ErrNoDraft):
 		return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Message: err.Error()}
 	case errors.Is(err, store.ErrInvalidTree), errors.Is(err, config.ErrNestedIterator), isValidation(err):

@@ -51,7 +51,9 @@ func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func (a *API) deleteDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, a.store.DeleteDraft)
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
+		return a.store.DeleteDraft(ctx, id, s.User)
+	})
 }
 
 func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -68,15 +70,19 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return nil, a.store.TakeOver(r.Context(), id, s.User)
 }
 
+// deployDraft deploys the caller's draft. A token scoped below the root
+// (without admin) deploys only a draft that differs from the active tree
+// below its node (DESIGN.md decision 19); the store checks it when the
+// deploy is applied.
 func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, func(ctx context.Context, id, user string) error {
-		_, err := a.store.Deploy(ctx, id, user)
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
+		_, err := a.store.DeployScoped(ctx, id, s.User, editScope(s))
 		return err
 	})
 }
 
 // draftOp runs a store operation on the caller's draft.
-func (a *API) draftOp(r *http.Request, op func(ctx context.Context, id, user string) error) (any, error) {
+func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scope, id string) error) (any, error) {
 	s, err := a.scope(r, auth.Edit)
 	if err != nil {
 		return nil, err
@@ -87,7 +93,7 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, id, user str
 	if err != nil {
 		return nil, err
 	}
-	return nil, op(r.Context(), d.ID, s.User)
+	return nil, op(r.Context(), s, d.ID)
 }
 
 // edit runs a change of the caller's draft: fn gets the draft's tree (a
@@ -185,6 +191,14 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 		if n == nil {
 			return nil, nodeNotFound(path)
 		}
+		next := *n
+		next.Kind, next.Name = body.Kind, body.Name
+		if body.Kind != config.KindRuleset {
+			next.Description, next.Active, next.Filter, next.Target = body.Description, body.Active, body.Filter, body.Target
+		}
+		if err := writable(s, path, n, &next); err != nil {
+			return nil, err
+		}
 		if n.Kind != body.Kind {
 			return nil, errorf(http.StatusBadRequest, "WRONG_NODE_TYPE", "%s is a %s; the body describes a %s", config.PathString(path), n.Kind, body.Kind)
 		}
@@ -203,6 +217,9 @@ func (a *API) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
+			return nil, err
+		}
+		if err := writable(s, path, nil, nil); err != nil {
 			return nil, err
 		}
 		parent, perr := parentOf(root, path)
@@ -296,6 +313,9 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 		i := childIndex(parent, path[len(path)-1])
 		if i < 0 {
 			return nil, nodeNotFound(path)
+		}
+		if err := writable(s, path, parent.Children[i], n); err != nil {
+			return nil, err
 		}
 		if n.Name != path[len(path)-1] && parent.Child(n.Name) != nil {
 			return nil, nameTaken(n.Name)

@@ -27,6 +27,7 @@ type Result struct {
 	Index uint64
 	// Err is why the command was refused; a refused command changed
 	// nothing. It matches ErrNoDraft, ErrNotOwner (a *NotOwnerError),
+	// ErrOutOfScope (an *OutOfScopeError),
 	// ErrInvalidTree (wrapping the config error), ErrNoFinding or
 	// ErrInvalidCommand.
 	Err error
@@ -379,6 +380,18 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			return Result{}, err
 		}
 		st.draft, st.draftJSON = &dr, p.Tree
+		return changed()
+
+	case *deployScopedPayload:
+		if err := ownDraft(p.ID, p.User); err != nil {
+			return refuse(err)
+		}
+		if paths := config.DiffOutside(st.active, st.draft.Tree, p.Scope); len(paths) > 0 {
+			return refuse(&OutOfScopeError{Scope: p.Scope, Paths: paths})
+		}
+		if err := setActive(st.draft.Tree, st.draftJSON); err != nil {
+			return Result{}, err
+		}
 		return changed()
 
 	case *setMemberPayload:
