@@ -63,16 +63,24 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // Validate checks a whole tree rooted at n: names, unique sibling node names
 // and rule names, node kinds and their fields, no nested iterators, and that
 // every regular expression, accessor and time zone compiles. Unlike Tornado,
-// inactive nodes and rules are checked too. It returns every problem found
+// inactive nodes and rules are checked too, and so are the limits on name
+// lengths and on the numbers of nodes and rules (see MaxNodes). It returns every problem found
 // (up to a bound) joined; each is a *ValidationError.
 func Validate(n *Node) error {
 	v := &validator{}
 	v.node(nil, n, false)
+	if n != nil {
+		if err := CheckSize(v.nodes, v.nrules, -1); err != nil {
+			v.errs = append(v.errs, &ValidationError{Path: []string{n.Name}, Err: err})
+		}
+	}
 	return errors.Join(v.errs...)
 }
 
 type validator struct {
 	errs []error
+	// nodes and nrules count what was checked.
+	nodes, nrules int
 	// where is the location being checked.
 	path []string
 	rule string
@@ -96,9 +104,12 @@ func (v *validator) node(parent []string, n *Node, underIterator bool) {
 		v.add("", fmt.Errorf("%w: missing node", ErrInvalidNode))
 		return
 	}
-	v.path = append(parent[:len(parent):len(parent)], n.Name)
+	v.path = append(parent[:len(parent):len(parent)], shortName(n.Name))
 	v.rule = ""
-	if !ValidName(n.Name) {
+	v.nodes++
+	if len(n.Name) > MaxNameLength {
+		v.add("name", &LimitError{Limit: LimitNodeNameLength, Max: MaxNameLength, Value: len(n.Name)})
+	} else if !ValidName(n.Name) {
 		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, n.Name))
 	}
 	switch n.Kind {
@@ -142,6 +153,7 @@ func (v *validator) node(parent []string, n *Node, underIterator bool) {
 }
 
 func (v *validator) rules(rules []*Rule) {
+	v.nrules += len(rules)
 	seen := make(map[string]bool, len(rules))
 	for i, r := range rules {
 		if r == nil {
@@ -149,12 +161,14 @@ func (v *validator) rules(rules []*Rule) {
 			v.add(fmt.Sprintf("rules[%d]", i), fmt.Errorf("%w: missing rule", ErrInvalidNode))
 			continue
 		}
-		v.rule = r.Name
+		v.rule = shortName(r.Name)
 		if r.Name == "" {
 			// Nothing else would tell which rule this is.
 			v.prefix = fmt.Sprintf("rules[%d].", i)
 		}
-		if !ValidName(r.Name) {
+		if len(r.Name) > MaxNameLength {
+			v.add("name", &LimitError{Limit: LimitRuleNameLength, Max: MaxNameLength, Value: len(r.Name)})
+		} else if !ValidName(r.Name) {
 			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, r.Name))
 		}
 		if seen[r.Name] {
@@ -165,6 +179,14 @@ func (v *validator) rules(rules []*Rule) {
 		v.prefix = ""
 	}
 	v.rule = ""
+}
+
+// shortName cuts a name that is over MaxNameLength for error messages.
+func shortName(name string) string {
+	if len(name) <= MaxNameLength {
+		return name
+	}
+	return name[:32] + "..."
 }
 
 func (v *validator) rule1(r *Rule) {

@@ -111,10 +111,25 @@ func (a *API) ownedDraft(s *auth.Scope, id string) (*store.Draft, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Owner != s.User {
-		return nil, &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner}
+	if err := owned(s, d, id); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// owned checks that d's id is id and the caller owns it.
+func owned(s *auth.Scope, d *store.Draft, id string) error {
+	if d.ID != id {
+		return draftNotFound(id)
+	}
+	if d.Owner != s.User {
+		return &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner}
+	}
+	return nil
+}
+
+func draftNotFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
 }
 
 // draft returns the draft if its id is id.
@@ -124,7 +139,7 @@ func (a *API) draft(id string) (*store.Draft, error) {
 		return nil, err
 	}
 	if d.ID != id {
-		return nil, &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
+		return nil, draftNotFound(id)
 	}
 	return d, nil
 }

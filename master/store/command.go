@@ -35,6 +35,7 @@ const (
 	// 20 and up: draft edits and scoped deploys (14 to 19 are left to
 	// other commands).
 	typeDeployScoped cmdType = 20
+	typeDraftEdit    cmdType = 21
 )
 
 // payloadVersion is the second byte of every entry: the version of the JSON
@@ -74,6 +75,8 @@ func (t cmdType) String() string {
 		return "clear_findings"
 	case typeDeployScoped:
 		return "deploy_scoped"
+	case typeDraftEdit:
+		return "draft_edit"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -81,7 +84,7 @@ func (t cmdType) String() string {
 // Command is a change of the replicated state, submitted with
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
-// [DeployScoped], [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
+// [DeployScoped], [DraftEdit], [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
 // [InsertFindings], [PatchFinding] and [ClearFindings]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
@@ -98,6 +101,7 @@ var (
 	_ Command = Deploy{}
 	_ Command = DeleteDraft{}
 	_ Command = DeployScoped{}
+	_ Command = DraftEdit{}
 	_ Command = SetMember{}
 	_ Command = DeleteMember{}
 	_ Command = RestoreState{}
@@ -339,6 +343,9 @@ func encodeTree(tree *config.Node) (json.RawMessage, error) {
 // decodeTree decodes and validates an export file. Its errors are results
 // (ErrInvalidTree), not corrupt entries: they are deterministic.
 func decodeTree(raw json.RawMessage) (*config.Node, error) {
+	if len(raw) > config.MaxTreeBytes {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, &config.LimitError{Limit: config.LimitTreeBytes, Max: config.MaxTreeBytes, Value: len(raw)})
+	}
 	ex, err := config.DecodeExport(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
@@ -448,6 +455,8 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(draftUserPayload)
 	case typeDeployScoped:
 		p = new(deployScopedPayload)
+	case typeDraftEdit:
+		p = new(draftEditPayload)
 	case typeSetMember:
 		p = new(setMemberPayload)
 	case typeDeleteMember:

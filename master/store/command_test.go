@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/config"
 )
 
 func TestCommand_RoundTrip(t *testing.T) {
@@ -149,6 +151,7 @@ func TestCommand_EncodeRefuses(t *testing.T) {
 		{"take over without user", TakeOver{ID: "d"}},
 		{"deploy without id", Deploy{User: "u"}},
 		{"scoped deploy without scope", DeployScoped{ID: "d", User: "u"}},
+		{"draft edit without edit", DraftEdit{ID: "d", User: "u"}},
 		{"delete without id", DeleteDraft{User: "u"}},
 		{"set member without id", SetMember{HTTPAddr: "a:1"}},
 		{"set member without address", SetMember{ID: "n"}},
@@ -185,6 +188,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		TakeOver{ID: "d", User: "u"},
 		Deploy{ID: "d", User: "u"},
 		DeployScoped{ID: "d", User: "u", Scope: []string{"root", "t"}},
+		DraftEdit{ID: "d", User: "u", Edit: &config.Edit{Op: config.EditAddRule, Path: []string{"root", "rs"}, Rule: &config.Rule{Name: "r"}}, Now: time.UnixMilli(4)},
+		DraftEdit{ID: "d", User: "u", Edit: &config.Edit{Op: config.EditAddNode, Path: []string{"root"}, Node: treeWith("n").Children[0]}, Now: time.UnixMilli(5)},
 		DeleteDraft{ID: "d", User: "u"},
 		SetMember{ID: "n", HTTPAddr: "h:1"},
 		DeleteMember{ID: "n"},
