@@ -50,8 +50,9 @@ var (
 
 // Edit is one change of a part of a tree, such as one rule's. Apply
 // checks it against the tree it changes and validates only what changes:
-// the new or changed node or rule, the uniqueness of its name among its
-// siblings, nested iterators, and the limits (see MaxNodes).
+// the new or changed node or rule (config.Validate's checks), the
+// uniqueness of its name among its siblings, nested iterators, and the
+// limits (see MaxNodes) of the tree it makes.
 type Edit struct {
 	Op   EditOp
 	Path []string
@@ -78,6 +79,9 @@ func (e *Edit) Apply(root *Node, size int) (*Node, int, error) {
 	if e.Op == EditReplaceNode && len(e.Path) == 1 {
 		if e.Node == nil {
 			return nil, 0, errMissingField
+		}
+		if err := CheckLimits(e.Node); err != nil {
+			return nil, 0, err
 		}
 		if err := Validate(e.Node); err != nil {
 			return nil, 0, err
@@ -239,6 +243,9 @@ func (e *Edit) applyNode(chain []*Node, under bool, size int) (int, error) {
 // among its siblings, and the limits of the whole tree rooted at root
 // once old (the subtree it replaces, if any) is gone.
 func (e *Edit) checkNew(root *Node, parentPath []string, parent *Node, replacing string, n *Node, under bool, old *Node) error {
+	if _, _, err := checkNames(parentPath, n); err != nil {
+		return err
+	}
 	v := &validator{}
 	v.node(parentPath, n, under)
 	if len(v.errs) > 0 {
@@ -298,6 +305,9 @@ func (e *Edit) applyRule(root, rs *Node, size int) (int, error) {
 	}
 	if e.Rule == nil {
 		return 0, errMissingField
+	}
+	if err := checkRuleName(e.Path, e.Rule); err != nil {
+		return 0, err
 	}
 	v := &validator{path: slices.Clone(e.Path)}
 	v.rules([]*Rule{e.Rule})

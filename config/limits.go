@@ -64,3 +64,48 @@ func CheckSize(nodes, rules, size int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckLimits checks the tree rooted at n against the limits on name
+// lengths and on the numbers of nodes and rules. Every change of a draft
+// through the API is checked (see Edit); the byte limit is checked by
+// Edit, which knows the tree's size.
+func CheckLimits(n *Node) error {
+	nodes, rules, err := checkNames(nil, n)
+	if err != nil {
+		return err
+	}
+	if err := CheckSize(nodes, rules, -1); err != nil {
+		return &ValidationError{Path: []string{n.Name}, Err: err}
+	}
+	return nil
+}
+
+// checkNames checks the name lengths of the subtree at n, below parent,
+// and counts its nodes and rules.
+func checkNames(parent []string, n *Node) (nodes, rules int, err error) {
+	path := append(parent[:len(parent):len(parent)], shortName(n.Name))
+	if len(n.Name) > MaxNameLength {
+		return 0, 0, &ValidationError{Path: path, Field: "name", Err: &LimitError{Limit: LimitNodeNameLength, Max: MaxNameLength, Value: len(n.Name)}}
+	}
+	for _, r := range n.Rules {
+		if err := checkRuleName(path, r); err != nil {
+			return 0, 0, err
+		}
+	}
+	nodes, rules = 1, len(n.Rules)
+	for _, c := range n.Children {
+		cn, cr, err := checkNames(path, c)
+		if err != nil {
+			return 0, 0, err
+		}
+		nodes, rules = nodes+cn, rules+cr
+	}
+	return nodes, rules, nil
+}
+
+func checkRuleName(path []string, r *Rule) error {
+	if len(r.Name) > MaxNameLength {
+		return &ValidationError{Path: path, Rule: shortName(r.Name), Field: "name", Err: &LimitError{Limit: LimitRuleNameLength, Max: MaxNameLength, Value: len(r.Name)}}
+	}
+	return nil
+}

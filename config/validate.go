@@ -63,17 +63,13 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // Validate checks a whole tree rooted at n: names, unique sibling node names
 // and rule names, node kinds and their fields, no nested iterators, and that
 // every regular expression, accessor and time zone compiles. Unlike Tornado,
-// inactive nodes and rules are checked too, and so are the limits on name
-// lengths and on the numbers of nodes and rules (see MaxNodes). It returns every problem found
+// inactive nodes and rules are checked too. The limits (see MaxNodes) are
+// CheckLimits's: Validate runs when the state machine applies old log
+// entries, so it must never refuse a tree it once accepted. It returns every problem found
 // (up to a bound) joined; each is a *ValidationError.
 func Validate(n *Node) error {
 	v := &validator{}
 	v.node(nil, n, false)
-	if n != nil {
-		if err := CheckSize(v.nodes, v.nrules, -1); err != nil {
-			v.errs = append(v.errs, &ValidationError{Path: []string{n.Name}, Err: err})
-		}
-	}
 	return errors.Join(v.errs...)
 }
 
@@ -107,10 +103,8 @@ func (v *validator) node(parent []string, n *Node, underIterator bool) {
 	v.path = append(parent[:len(parent):len(parent)], shortName(n.Name))
 	v.rule = ""
 	v.nodes++
-	if len(n.Name) > MaxNameLength {
-		v.add("name", &LimitError{Limit: LimitNodeNameLength, Max: MaxNameLength, Value: len(n.Name)})
-	} else if !ValidName(n.Name) {
-		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, n.Name))
+	if !ValidName(n.Name) {
+		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, shortName(n.Name)))
 	}
 	switch n.Kind {
 	case KindFilter:
@@ -166,10 +160,8 @@ func (v *validator) rules(rules []*Rule) {
 			// Nothing else would tell which rule this is.
 			v.prefix = fmt.Sprintf("rules[%d].", i)
 		}
-		if len(r.Name) > MaxNameLength {
-			v.add("name", &LimitError{Limit: LimitRuleNameLength, Max: MaxNameLength, Value: len(r.Name)})
-		} else if !ValidName(r.Name) {
-			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, r.Name))
+		if !ValidName(r.Name) {
+			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, shortName(r.Name)))
 		}
 		if seen[r.Name] {
 			v.add("name", fmt.Errorf("%w: two rules are named %q", ErrDuplicateName, r.Name))

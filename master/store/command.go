@@ -343,9 +343,6 @@ func encodeTree(tree *config.Node) (json.RawMessage, error) {
 // decodeTree decodes and validates an export file. Its errors are results
 // (ErrInvalidTree), not corrupt entries: they are deterministic.
 func decodeTree(raw json.RawMessage) (*config.Node, error) {
-	if len(raw) > config.MaxTreeBytes {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, &config.LimitError{Limit: config.LimitTreeBytes, Max: config.MaxTreeBytes, Value: len(raw)})
-	}
 	ex, err := config.DecodeExport(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
