@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/squallhq/squall/config"
 )
@@ -155,7 +156,7 @@ func applyDraftEdit(b *bolt.Bucket, st *state, p *draftEditPayload) (refused err
 // stored whole or the draft is gone.
 func clearDraftEdits(tx *bolt.Tx, st *state) error {
 	st.draftEdits = 0
-	if err := tx.DeleteBucket(bucketDraftEdits); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := tx.DeleteBucket(bucketDraftEdits); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
 	return nil
