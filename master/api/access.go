@@ -132,9 +132,10 @@ func draftNotFound(id string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
 }
 
-// draft returns the draft if its id is id.
+// draft returns the draft if its id is id. Its tree is the store's own,
+// shared: the handlers read it and never modify it.
 func (a *API) draft(id string) (*store.Draft, error) {
-	d, err := a.store.Draft()
+	d, err := a.store.DraftView()
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,8 @@ import (
 // *store.Store implements it.
 type Store interface {
 	Active() (*config.Node, uint64)
-	Draft() (*store.Draft, error)
+	// DraftView returns the draft without copying its tree, which the
+	// API never modifies.
 	DraftView() (*store.Draft, error)
 	CreateDraft(ctx context.Context, owner string) (string, error)
 	EditDraftPart(ctx context.Context, id, user string, e *config.Edit) error

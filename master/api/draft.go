@@ -20,7 +20,7 @@ func (a *API) listDrafts(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := a.scope(r, auth.View); err != nil {
 		return nil, err
 	}
-	d, err := a.store.Draft()
+	d, err := a.store.DraftView()
 	if errors.Is(err, store.ErrNoDraft) {
 		return []string{}, nil
 	}
