@@ -189,3 +189,41 @@ func TestFSM_DraftEditCompaction(t *testing.T) {
 		t.Fatalf("stored tree has %d rules, want %d", n, maxDraftEdits)
 	}
 }
+
+// TestFSM_DeployScoped checks that a scoped deploy is decided against the
+// draft of the moment it is applied: refused, changing nothing, while the
+// draft differs outside the scope; applied once it differs only below.
+func TestFSM_DeployScoped(t *testing.T) {
+	f := newTestFSM(t)
+	active := treeWith("acme", "other")
+	fsmApply(t, f, 1, ReplaceActive{Tree: active})
+	fsmApply(t, f, 2, CreateDraft{ID: "d", Owner: "alice", Now: time.UnixMilli(1)})
+	acme := []string{"root", "acme"}
+	edit := func(idx uint64, e *config.Edit) {
+		t.Helper()
+		if r := fsmApply(t, f, idx, DraftEdit{ID: "d", User: "alice", Edit: e, Now: time.UnixMilli(2)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	edit(3, &config.Edit{Op: config.EditAddNode, Path: acme, Node: &config.Node{Kind: config.KindRuleset, Name: "mine"}})
+	edit(4, &config.Edit{Op: config.EditUpdateNode, Path: []string{"root", "other"}, Node: &config.Node{Kind: config.KindFilter, Name: "other", Active: false}})
+	r := fsmApply(t, f, 5, DeployScoped{ID: "d", User: "alice", Scope: acme})
+	var oos *OutOfScopeError
+	if !errors.As(r.Err, &oos) || !errors.Is(r.Err, ErrOutOfScope) || len(oos.Paths) != 1 || oos.Paths[0] != "root.other" {
+		t.Fatalf("err %v, want out of scope at root.other", r.Err)
+	}
+	if got, idx := f.active(); idx != 1 || !config.NodeEqual(got, active) {
+		t.Fatal("a refused deploy changed the active tree")
+	}
+	if r := fsmApply(t, f, 6, DeployScoped{ID: "d", User: "bob", Scope: acme}); !errors.Is(r.Err, ErrNotOwner) {
+		t.Fatalf("another user's deploy: %v", r.Err)
+	}
+	// Undo the change outside: the deploy goes through.
+	edit(7, &config.Edit{Op: config.EditUpdateNode, Path: []string{"root", "other"}, Node: &config.Node{Kind: config.KindFilter, Name: "other", Active: true}})
+	if r := fsmApply(t, f, 8, DeployScoped{ID: "d", User: "alice", Scope: acme}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got, _ := f.active(); got.Find([]string{"acme", "mine"}) == nil {
+		t.Fatal("the scoped deploy did not make the draft active")
+	}
+}
