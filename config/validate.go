@@ -63,7 +63,9 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // Validate checks a whole tree rooted at n: names, unique sibling node names
 // and rule names, node kinds and their fields, no nested iterators, and that
 // every regular expression, accessor and time zone compiles. Unlike Tornado,
-// inactive nodes and rules are checked too. It returns every problem found
+// inactive nodes and rules are checked too. The limits (see MaxNodes) are
+// CheckLimits's: Validate runs when the state machine applies old log
+// entries, so it must never refuse a tree it once accepted. It returns every problem found
 // (up to a bound) joined; each is a *ValidationError.
 func Validate(n *Node) error {
 	v := &validator{}
@@ -73,6 +75,8 @@ func Validate(n *Node) error {
 
 type validator struct {
 	errs []error
+	// nodes and nrules count what was checked.
+	nodes, nrules int
 	// where is the location being checked.
 	path []string
 	rule string
@@ -96,10 +100,11 @@ func (v *validator) node(parent []string, n *Node, underIterator bool) {
 		v.add("", fmt.Errorf("%w: missing node", ErrInvalidNode))
 		return
 	}
-	v.path = append(parent[:len(parent):len(parent)], n.Name)
+	v.path = append(parent[:len(parent):len(parent)], shortName(n.Name))
 	v.rule = ""
+	v.nodes++
 	if !ValidName(n.Name) {
-		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, n.Name))
+		v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, shortName(n.Name)))
 	}
 	switch n.Kind {
 	case KindFilter:
@@ -142,6 +147,7 @@ func (v *validator) node(parent []string, n *Node, underIterator bool) {
 }
 
 func (v *validator) rules(rules []*Rule) {
+	v.nrules += len(rules)
 	seen := make(map[string]bool, len(rules))
 	for i, r := range rules {
 		if r == nil {
@@ -149,13 +155,13 @@ func (v *validator) rules(rules []*Rule) {
 			v.add(fmt.Sprintf("rules[%d]", i), fmt.Errorf("%w: missing rule", ErrInvalidNode))
 			continue
 		}
-		v.rule = r.Name
+		v.rule = shortName(r.Name)
 		if r.Name == "" {
 			// Nothing else would tell which rule this is.
 			v.prefix = fmt.Sprintf("rules[%d].", i)
 		}
 		if !ValidName(r.Name) {
-			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, r.Name))
+			v.add("name", fmt.Errorf("%w: %q", ErrInvalidName, shortName(r.Name)))
 		}
 		if seen[r.Name] {
 			v.add("name", fmt.Errorf("%w: two rules are named %q", ErrDuplicateName, r.Name))
@@ -165,6 +171,14 @@ func (v *validator) rules(rules []*Rule) {
 		v.prefix = ""
 	}
 	v.rule = ""
+}
+
+// shortName cuts a name that is over MaxNameLength for error messages.
+func shortName(name string) string {
+	if len(name) <= MaxNameLength {
+		return name
+	}
+	return name[:32] + "..."
 }
 
 func (v *validator) rule1(r *Rule) {

@@ -31,6 +31,10 @@ func TestRead_fixtures(t *testing.T) {
 			if err := config.Validate(root); err != nil {
 				t.Fatalf("validate: %v", err)
 			}
+			// Tornado's sample trees are well within the limits.
+			if err := config.CheckLimits(root); err != nil {
+				t.Fatalf("limits: %v", err)
+			}
 			if got := root.Count(); got != tc.counts {
 				t.Errorf("counts %+v, want %+v", got, tc.counts)
 			}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -44,6 +45,34 @@ func resolve(s *auth.Scope, nodePath string) ([]string, error) {
 	return p, nil
 }
 
+// editScope returns the node below which the scope's holder may change
+// the tree (docs/decisions.md decision 19): nil for admins and authorizations at
+// the root, who change anything, else the authorization's path.
+func editScope(s *auth.Scope) []string {
+	if s.Grants(auth.Admin) || len(s.Path) <= 1 {
+		return nil
+	}
+	return s.Base()
+}
+
+// writable checks that the node at path (absolute, inside the scope) may
+// become next (nil: be deleted). The scope's own node keeps its name, type,
+// filter, target and active flag for a scoped editor, because they isolate
+// its tenant (docs/decisions.md decision 19); its description, children and rules
+// may change. cur is the node now at path.
+func writable(s *auth.Scope, path []string, cur, next *config.Node) error {
+	scope := editScope(s)
+	if scope == nil || len(path) > len(scope) {
+		return nil
+	}
+	if cur != nil && next != nil && config.SameIsolation(cur, next) {
+		return nil
+	}
+	p := config.PathString(path)
+	return &Error{Status: http.StatusForbidden, Code: "SCOPE_NODE_READ_ONLY", Params: map[string]string{"PATH": p},
+		Message: fmt.Sprintf("%s is the node of authorization %q: a token scoped there changes what lies below it, not the node's name, type, filter, target or active flag, and does not delete it", p, s.Name)}
+}
+
 // find returns the node at an absolute path (starting with root), or a 404.
 func find(root *config.Node, path []string) (*config.Node, error) {
 	if len(path) == 0 || path[0] != root.Name {
@@ -82,20 +111,36 @@ func (a *API) ownedDraft(s *auth.Scope, id string) (*store.Draft, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Owner != s.User {
-		return nil, &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner}
+	if err := owned(s, d, id); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
 
-// draft returns the draft if its id is id.
+// owned checks that d's id is id and the caller owns it.
+func owned(s *auth.Scope, d *store.Draft, id string) error {
+	if d.ID != id {
+		return draftNotFound(id)
+	}
+	if d.Owner != s.User {
+		return &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner}
+	}
+	return nil
+}
+
+func draftNotFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
+}
+
+// draft returns the draft if its id is id. Its tree is the store's own,
+// shared: the handlers read it and never modify it.
 func (a *API) draft(id string) (*store.Draft, error) {
-	d, err := a.store.Draft()
+	d, err := a.store.DraftView()
 	if err != nil {
 		return nil, err
 	}
 	if d.ID != id {
-		return nil, &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
+		return nil, draftNotFound(id)
 	}
 	return d, nil
 }

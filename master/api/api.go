@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/squallhq/squall/config"
@@ -21,11 +22,13 @@ import (
 // *store.Store implements it.
 type Store interface {
 	Active() (*config.Node, uint64)
-	Draft() (*store.Draft, error)
+	// DraftView returns the draft without copying its tree, which the
+	// API never modifies.
+	DraftView() (*store.Draft, error)
 	CreateDraft(ctx context.Context, owner string) (string, error)
-	EditDraft(ctx context.Context, id, user string, tree *config.Node) error
+	EditDraftPart(ctx context.Context, id, user string, e *config.Edit) error
 	TakeOver(ctx context.Context, id, user string) error
-	Deploy(ctx context.Context, id, user string) (uint64, error)
+	DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error)
 	DeleteDraft(ctx context.Context, id, user string) error
 }
 
@@ -247,6 +250,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func toError(err error) *Error {
 	var e *Error
 	var notOwner *store.NotOwnerError
+	var outOfScope *store.OutOfScopeError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &e):
@@ -257,9 +261,22 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
 	case errors.As(err, &notOwner):
 		return &Error{Status: http.StatusForbidden, Code: "NOT_OWNER", Params: map[string]string{"OWNER": notOwner.Owner, "ID": notOwner.DraftID}, Message: err.Error()}
+	case errors.As(err, &outOfScope):
+		return &Error{Status: http.StatusForbidden, Code: "DEPLOY_OUT_OF_SCOPE",
+			Params:  map[string]string{"SCOPE": config.PathString(outOfScope.Scope), "PATHS": strings.Join(outOfScope.Paths, ",")},
+			Message: fmt.Sprintf("a token scoped to %s deploys only changes below it; the draft also differs from the active tree at %s: deploy with an authorization at the root or with admin, or undo those changes", config.PathString(outOfScope.Scope), strings.Join(outOfScope.Paths, ", "))}
 	case errors.Is(err, store.ErrNoDraft):
 		return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Message: err.Error()}
-	case errors.Is(err, store.ErrInvalidTree), errors.Is(err, config.ErrNestedIterator), isValidation(err):
+	case errors.Is(err, config.ErrNoNode):
+		return &Error{Status: http.StatusNotFound, Code: "NODE_NOT_FOUND", Message: err.Error()}
+	case errors.Is(err, config.ErrNoRule):
+		return &Error{Status: http.StatusNotFound, Code: "RULE_NOT_FOUND", Message: err.Error()}
+	case errors.Is(err, config.ErrNotRuleset), errors.Is(err, config.ErrNoChildren), errors.Is(err, config.ErrWrongKind),
+		errors.Is(err, config.ErrRootNode), errors.Is(err, config.ErrPosition), errors.Is(err, config.ErrInvalidEdit):
+		// The handlers check these first; they come from the store only
+		// when the draft changed in between.
+		return &Error{Status: http.StatusBadRequest, Code: "BAD_EDIT", Message: err.Error()}
+	case errors.Is(err, store.ErrInvalidTree), errors.Is(err, config.ErrNestedIterator), isValidation(err), errors.Is(err, config.ErrLimit):
 		return validationError(err)
 	case errors.As(err, &mbe):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
@@ -277,9 +294,16 @@ func isValidation(err error) bool {
 }
 
 // validationError answers a tree that would be invalid: 409, with
-// NESTED_ITERATOR_ERROR for nested iterators and the NODE_NAME of a
-// duplicate name.
+// NESTED_ITERATOR_ERROR for nested iterators, the NODE_NAME of a
+// duplicate name, and LIMIT_EXCEEDED with the LIMIT, its MAX and the
+// VALUE for a tree over a limit.
 func validationError(err error) *Error {
+	var le *config.LimitError
+	if errors.As(err, &le) {
+		return &Error{Status: http.StatusConflict, Code: "LIMIT_EXCEEDED",
+			Params:  map[string]string{"LIMIT": le.Limit, "MAX": strconv.Itoa(le.Max), "VALUE": strconv.Itoa(le.Value)},
+			Message: truncate(err.Error(), 1024) + " (docs/rules.md lists the limits)"}
+	}
 	e := &Error{Status: http.StatusConflict, Code: "VALIDATION_ERROR", Params: map[string]string{}, Message: err.Error()}
 	if errors.Is(err, config.ErrNestedIterator) {
 		e.Code = "NESTED_ITERATOR_ERROR"
@@ -317,4 +341,12 @@ func isJSONSuffix(mt string) bool {
 
 func badRequest(err error) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

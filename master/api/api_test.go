@@ -99,8 +99,8 @@ var (
 	bob = token("bob", map[string]auth.Authorization{
 		"m": {Path: []string{"root", "master"}, Roles: []string{"edit"}},
 	})
-	// carol reviews: view only, and actions of test events.
-	carol = token("carol", map[string]auth.Authorization{
+	// reviewer reviews: view only, and actions of test events.
+	reviewer = token("rita", map[string]auth.Authorization{
 		"ro": {Path: []string{"root", "master"}, Roles: []string{"view"}},
 		"mx": {Path: []string{"root", "master"}, Roles: []string{"view", "test_event_execute_actions"}},
 	})
@@ -259,7 +259,7 @@ func TestDraftLifecycle(t *testing.T) {
 	e.expect(e.get(cfgPath+"/draft/tree/children/m/"+id, alice), 200, "")
 	e.expect(e.get(cfgPath+"/draft/tree/children/m/"+id, bob), 200, "")
 	for _, p := range []string{"/draft/tree/children/ro/" + id, "/draft/tree/details/ro/" + id + "/master", "/draft/tree/export/ro/" + id + "/master"} {
-		e.expect(e.get(cfgPath+p, carol), 200, "")
+		e.expect(e.get(cfgPath+p, reviewer), 200, "")
 	}
 	r = e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", bob, `{"type":"Ruleset","name":"bobs"}`)
 	e.expect(r, 403, "NOT_OWNER")
@@ -606,8 +606,8 @@ func TestTestEvents(t *testing.T) {
 		// SkipActions reads the draft: view is enough, whoever owns it;
 		// Full runs actions of a draft, which only its owner may.
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/"+id, bob, workedEvent), 200, "")
-		e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, carol, workedEvent), 200, "")
-		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, carol, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "NOT_OWNER")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, reviewer, workedEvent), 200, "")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, reviewer, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "NOT_OWNER")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/nope", alice, workedEvent), 404, "DRAFT_NOT_FOUND")
 	})
 }

@@ -7,9 +7,13 @@
 // caller may touch, and the last node of that path is the root of the
 // request's node paths. Drafts are read and changed only by their owner.
 //
-// Every change of the draft is computed on a copy, validated as a whole,
-// and replicated as one raft command: an invalid change is refused with a
-// JSON error and changes nothing. The master server runs the API on the
+// Every change of the draft is checked against the current draft and
+// replicated as one small raft command carrying the edit (config.Edit),
+// which every node applies to its draft, validating what it changes: an
+// invalid change is refused with a JSON error and changes nothing. An
+// authorization below the root edits only what lies below its node, and
+// deploys only a draft that differs from the active tree there (DESIGN.md
+// decision 19). The master server runs the API on the
 // leader (requests to followers are forwarded), and this package
 // serializes draft edits on that node so that concurrent edits never lose
 // one another.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +20,7 @@ func (a *API) listDrafts(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := a.scope(r, auth.View); err != nil {
 		return nil, err
 	}
-	d, err := a.store.Draft()
+	d, err := a.store.DraftView()
 	if errors.Is(err, store.ErrNoDraft) {
 		return []string{}, nil
 	}
@@ -51,7 +50,9 @@ func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func (a *API) deleteDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, a.store.DeleteDraft)
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
+		return a.store.DeleteDraft(ctx, id, s.User)
+	})
 }
 
 func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -68,15 +69,19 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return nil, a.store.TakeOver(r.Context(), id, s.User)
 }
 
+// deployDraft deploys the caller's draft. A token scoped below the root
+// (without admin) deploys only a draft that differs from the active tree
+// below its node (docs/decisions.md decision 19); the store checks it when the
+// deploy is applied.
 func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, func(ctx context.Context, id, user string) error {
-		_, err := a.store.Deploy(ctx, id, user)
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
+		_, err := a.store.DeployScoped(ctx, id, s.User, editScope(s))
 		return err
 	})
 }
 
 // draftOp runs a store operation on the caller's draft.
-func (a *API) draftOp(r *http.Request, op func(ctx context.Context, id, user string) error) (any, error) {
+func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scope, id string) error) (any, error) {
 	s, err := a.scope(r, auth.Edit)
 	if err != nil {
 		return nil, err
@@ -87,31 +92,32 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, id, user str
 	if err != nil {
 		return nil, err
 	}
-	return nil, op(r.Context(), d.ID, s.User)
+	return nil, op(r.Context(), s, d.ID)
 }
 
-// edit runs a change of the caller's draft: fn gets the draft's tree (a
-// copy) and returns the new tree, which is validated as a whole and
-// replicated as one command. An invalid result changes nothing.
-func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Node, error)) (any, error) {
+// edit runs a change of the caller's draft: fn gets the draft's tree
+// (shared: fn must not modify it), checks the request against it, and
+// returns the edit, which the store validates where it changes the tree
+// and replicates as one small command. An invalid edit changes nothing.
+func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Edit, error)) (any, error) {
 	s, err := a.scope(r, auth.Edit)
 	if err != nil {
 		return nil, err
 	}
 	a.edits.Lock()
 	defer a.edits.Unlock()
-	d, err := a.ownedDraft(s, r.PathValue("draft_id"))
+	d, err := a.store.DraftView()
 	if err != nil {
 		return nil, err
 	}
-	root, err := fn(d.Tree, s)
+	if err := owned(s, d, r.PathValue("draft_id")); err != nil {
+		return nil, err
+	}
+	e, err := fn(d.Tree, s)
 	if err != nil {
 		return nil, err
 	}
-	if err := config.Validate(root); err != nil {
-		return nil, validationError(err)
-	}
-	return nil, a.store.EditDraft(r.Context(), d.ID, s.User, root)
+	return nil, a.store.EditDraftPart(r.Context(), d.ID, s.User, e)
 }
 
 // decodeBody reads a JSON body and decodes it; a decoding error is a 400.
@@ -138,29 +144,29 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		return root, addChild(root, s, r.PathValue("node_path"), n)
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
 
-// addChild appends n to the children of the node at nodePath.
-func addChild(root *config.Node, s *auth.Scope, nodePath string, n *config.Node) error {
+// addChild returns the edit that appends n to the children of the node at
+// nodePath.
+func addChild(root *config.Node, s *auth.Scope, nodePath string, n *config.Node) (*config.Edit, error) {
 	path, err := resolve(s, nodePath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	parent, err := find(root, path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if parent.Kind == config.KindRuleset {
-		return errorf(http.StatusBadRequest, "RULESET_HAS_NO_CHILDREN", "%s is a ruleset: a ruleset cannot have children", config.PathString(path))
+		return nil, errorf(http.StatusBadRequest, "RULESET_HAS_NO_CHILDREN", "%s is a ruleset: a ruleset cannot have children", config.PathString(path))
 	}
 	if parent.Child(n.Name) != nil {
-		return nameTaken(n.Name)
+		return nil, nameTaken(n.Name)
 	}
-	parent.Children = append(parent.Children, n)
-	return nil
+	return &config.Edit{Op: config.EditAddNode, Path: path, Node: n}, nil
 }
 
 func nameTaken(name string) *Error {
@@ -172,7 +178,7 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -185,36 +191,41 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 		if n == nil {
 			return nil, nodeNotFound(path)
 		}
+		next := *n
+		next.Kind, next.Name = body.Kind, body.Name
+		if body.Kind != config.KindRuleset {
+			next.Description, next.Active, next.Filter, next.Target = body.Description, body.Active, body.Filter, body.Target
+		}
+		if err := writable(s, path, n, &next); err != nil {
+			return nil, err
+		}
 		if n.Kind != body.Kind {
 			return nil, errorf(http.StatusBadRequest, "WRONG_NODE_TYPE", "%s is a %s; the body describes a %s", config.PathString(path), n.Kind, body.Kind)
 		}
 		if body.Name != n.Name && parent.Child(body.Name) != nil {
 			return nil, nameTaken(body.Name)
 		}
-		n.Name = body.Name
-		if n.Kind != config.KindRuleset {
-			n.Description, n.Active, n.Filter, n.Target = body.Description, body.Active, body.Filter, body.Target
-		}
-		return root, nil
+		return &config.Edit{Op: config.EditUpdateNode, Path: path, Node: body}, nil
 	})
 }
 
 func (a *API) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
+			return nil, err
+		}
+		if err := writable(s, path, nil, nil); err != nil {
 			return nil, err
 		}
 		parent, perr := parentOf(root, path)
 		if perr != nil {
 			return nil, perr
 		}
-		i := childIndex(parent, path[len(path)-1])
-		if i < 0 {
+		if childIndex(parent, path[len(path)-1]) < 0 {
 			return nil, nodeNotFound(path)
 		}
-		parent.Children = slices.Delete(parent.Children, i, i+1)
-		return root, nil
+		return &config.Edit{Op: config.EditDeleteNode, Path: path}, nil
 	})
 }
 
@@ -261,8 +272,8 @@ func (a *API) importChild(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		return root, addChild(root, s, r.PathValue("node_path"), n)
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
 
@@ -271,7 +282,7 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -283,11 +294,11 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 			// Replacing the root: a root filter replaces the whole tree;
 			// anything else becomes the only child of a fresh root.
 			if n.Kind == config.KindFilter && n.Name == config.RootName {
-				return n, nil
+				return &config.Edit{Op: config.EditReplaceNode, Path: path, Node: n}, nil
 			}
 			fresh := config.NewRoot()
 			fresh.Children = []*config.Node{n}
-			return fresh, nil
+			return &config.Edit{Op: config.EditReplaceNode, Path: path, Node: fresh}, nil
 		}
 		parent, perr := parentOf(root, path)
 		if perr != nil {
@@ -297,11 +308,13 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 		if i < 0 {
 			return nil, nodeNotFound(path)
 		}
+		if err := writable(s, path, parent.Children[i], n); err != nil {
+			return nil, err
+		}
 		if n.Name != path[len(path)-1] && parent.Child(n.Name) != nil {
 			return nil, nameTaken(n.Name)
 		}
-		parent.Children[i] = n
-		return root, nil
+		return &config.Edit{Op: config.EditReplaceNode, Path: path, Node: n}, nil
 	})
 }
 
@@ -337,30 +350,30 @@ func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		rs, _, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		rs, path, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
 		if err != nil {
 			return nil, err
 		}
 		if old, _ := rs.Rule(rule.Name); old != nil {
 			return nil, &Error{Status: http.StatusConflict, Code: "VALIDATION_ERROR", Params: map[string]string{"RULE_NAME": rule.Name}, Message: fmt.Sprintf("the ruleset already has a rule named %q", rule.Name)}
 		}
-		rs.Rules = append(rs.Rules, rule)
-		return root, nil
+		return &config.Edit{Op: config.EditAddRule, Path: path, Rule: rule}, nil
 	})
 }
 
-// ruleOf finds the ruleset and the index of the rule named in the URL.
-func ruleOf(root *config.Node, s *auth.Scope, r *http.Request) (*config.Node, int, error) {
-	rs, _, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
+// ruleOf finds the ruleset and the index of the rule named in the URL, and
+// returns an edit of op for that rule.
+func ruleOf(root *config.Node, s *auth.Scope, r *http.Request, op config.EditOp) (*config.Node, *config.Edit, error) {
+	rs, path, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	_, i := rs.Rule(r.PathValue("rule_name"))
-	if i < 0 {
-		return nil, 0, ruleNotFound(r.PathValue("rule_name"))
+	name := r.PathValue("rule_name")
+	if _, i := rs.Rule(name); i < 0 {
+		return nil, nil, ruleNotFound(name)
 	}
-	return rs, i, nil
+	return rs, &config.Edit{Op: op, Path: path, RuleName: name}, nil
 }
 
 func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -368,24 +381,20 @@ func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		rs, i, err := ruleOf(root, s, r)
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		_, e, err := ruleOf(root, s, r, config.EditUpdateRule)
 		if err != nil {
 			return nil, err
 		}
-		rs.Rules[i] = rule
-		return root, nil
+		e.Rule = rule
+		return e, nil
 	})
 }
 
 func (a *API) deleteRule(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		rs, i, err := ruleOf(root, s, r)
-		if err != nil {
-			return nil, err
-		}
-		rs.Rules = slices.Delete(rs.Rules, i, i+1)
-		return root, nil
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		_, e, err := ruleOf(root, s, r, config.EditDeleteRule)
+		return e, err
 	})
 }
 
@@ -398,17 +407,16 @@ func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Node, error) {
-		rs, i, err := ruleOf(root, s, r)
+	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		rs, e, err := ruleOf(root, s, r, config.EditMoveRule)
 		if err != nil {
 			return nil, err
 		}
 		if pos < 0 || pos >= len(rs.Rules) {
 			return nil, errorf(http.StatusBadRequest, "POSITION_OUT_OF_RANGE", "position %d: the ruleset has %d rules (positions 0 to %d)", pos, len(rs.Rules), len(rs.Rules)-1)
 		}
-		rule := rs.Rules[i]
-		rs.Rules = slices.Insert(slices.Delete(rs.Rules, i, i+1), pos, rule)
-		return root, nil
+		e.Position = pos
+		return e, nil
 	})
 }
 

@@ -32,6 +32,10 @@ const (
 	typeInsertFindings cmdType = 11
 	typePatchFinding   cmdType = 12
 	typeClearFindings  cmdType = 13
+	// 20 and up: draft edits and scoped deploys (14 to 19 are left to
+	// other commands).
+	typeDeployScoped cmdType = 20
+	typeDraftEdit    cmdType = 21
 )
 
 // payloadVersion is the second byte of every entry: the version of the JSON
@@ -69,6 +73,10 @@ func (t cmdType) String() string {
 		return "patch_finding"
 	case typeClearFindings:
 		return "clear_findings"
+	case typeDeployScoped:
+		return "deploy_scoped"
+	case typeDraftEdit:
+		return "draft_edit"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -76,7 +84,7 @@ func (t cmdType) String() string {
 // Command is a change of the replicated state, submitted with
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
-// [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
+// [DeployScoped], [DraftEdit], [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
 // [InsertFindings], [PatchFinding] and [ClearFindings]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
@@ -92,6 +100,8 @@ var (
 	_ Command = TakeOver{}
 	_ Command = Deploy{}
 	_ Command = DeleteDraft{}
+	_ Command = DeployScoped{}
+	_ Command = DraftEdit{}
 	_ Command = SetMember{}
 	_ Command = DeleteMember{}
 	_ Command = RestoreState{}
@@ -140,6 +150,17 @@ type TakeOver struct {
 type Deploy struct {
 	ID   string
 	User string
+}
+
+// DeployScoped is a Deploy by a user whose authorization ends at the node
+// Scope (an absolute path from the root): it is refused with an
+// *OutOfScopeError when the draft differs from the active tree anywhere
+// but below that node (docs/decisions.md decision 19). The check is made when the
+// command is applied, against the draft and active tree of that moment.
+type DeployScoped struct {
+	ID    string
+	User  string
+	Scope []string
 }
 
 // DeleteDraft deletes draft ID, owned by User.
@@ -193,6 +214,11 @@ type (
 		ID   string `json:"id"`
 		User string `json:"user"`
 	}
+	deployScopedPayload struct {
+		ID    string   `json:"id"`
+		User  string   `json:"user"`
+		Scope []string `json:"scope"`
+	}
 	setMemberPayload struct {
 		ID       string `json:"id"`
 		HTTPAddr string `json:"http_addr"`
@@ -223,6 +249,14 @@ func (DeleteDraft) cmdType() cmdType   { return typeDeleteDraft }
 func (SetMember) cmdType() cmdType     { return typeSetMember }
 func (DeleteMember) cmdType() cmdType  { return typeDeleteMember }
 func (RestoreState) cmdType() cmdType  { return typeRestoreState }
+func (DeployScoped) cmdType() cmdType  { return typeDeployScoped }
+
+func (c DeployScoped) payload() (any, error) {
+	if c.ID == "" || c.User == "" || len(c.Scope) == 0 {
+		return nil, fmt.Errorf("%w: a scoped deploy needs a draft id, a user and a scope", ErrInvalidCommand)
+	}
+	return deployScopedPayload(c), nil
+}
 
 func (c ReplaceActive) payload() (any, error) {
 	tree, err := encodeTree(c.Tree)
@@ -416,6 +450,10 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(editDraftPayload)
 	case typeTakeOver, typeDeploy, typeDeleteDraft:
 		p = new(draftUserPayload)
+	case typeDeployScoped:
+		p = new(deployScopedPayload)
+	case typeDraftEdit:
+		p = new(draftEditPayload)
 	case typeSetMember:
 		p = new(setMemberPayload)
 	case typeDeleteMember:

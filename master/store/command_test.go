@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/config"
 )
 
 func TestCommand_RoundTrip(t *testing.T) {
@@ -29,6 +31,7 @@ func TestCommand_RoundTrip(t *testing.T) {
 		{"take over", TakeOver{ID: "d", User: "u"}, typeTakeOver, &draftUserPayload{ID: "d", User: "u"}},
 		{"deploy", Deploy{ID: "d", User: "u"}, typeDeploy, &draftUserPayload{ID: "d", User: "u"}},
 		{"delete draft", DeleteDraft{ID: "d", User: "u"}, typeDeleteDraft, &draftUserPayload{ID: "d", User: "u"}},
+		{"scoped deploy", DeployScoped{ID: "d", User: "u", Scope: []string{"root", "acme"}}, typeDeployScoped, &deployScopedPayload{ID: "d", User: "u", Scope: []string{"root", "acme"}}},
 		{"set member", SetMember{ID: "n1", HTTPAddr: "10.0.0.1:8080"}, typeSetMember, &setMemberPayload{ID: "n1", HTTPAddr: "10.0.0.1:8080"}},
 		{"delete member", DeleteMember{ID: "n1"}, typeDeleteMember, &memberPayload{ID: "n1"}},
 		{"restore state without draft", RestoreState{Active: tree}, typeRestoreState, &restorePayload{Active: rawTree}},
@@ -147,6 +150,8 @@ func TestCommand_EncodeRefuses(t *testing.T) {
 		{"edit draft without user", EditDraft{ID: "d", Tree: treeWith()}},
 		{"take over without user", TakeOver{ID: "d"}},
 		{"deploy without id", Deploy{User: "u"}},
+		{"scoped deploy without scope", DeployScoped{ID: "d", User: "u"}},
+		{"draft edit without edit", DraftEdit{ID: "d", User: "u"}},
 		{"delete without id", DeleteDraft{User: "u"}},
 		{"set member without id", SetMember{HTTPAddr: "a:1"}},
 		{"set member without address", SetMember{ID: "n"}},
@@ -182,6 +187,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		EditDraft{ID: "d", User: "u", Tree: treeWith("b"), Now: time.UnixMilli(2)},
 		TakeOver{ID: "d", User: "u"},
 		Deploy{ID: "d", User: "u"},
+		DeployScoped{ID: "d", User: "u", Scope: []string{"root", "t"}},
+		DraftEdit{ID: "d", User: "u", Edit: &config.Edit{Op: config.EditAddRule, Path: []string{"root", "rs"}, Rule: &config.Rule{Name: "r"}}, Now: time.UnixMilli(4)},
+		DraftEdit{ID: "d", User: "u", Edit: &config.Edit{Op: config.EditAddNode, Path: []string{"root"}, Node: treeWith("n").Children[0]}, Now: time.UnixMilli(5)},
 		DeleteDraft{ID: "d", User: "u"},
 		SetMember{ID: "n", HTTPAddr: "h:1"},
 		DeleteMember{ID: "n"},

@@ -20,6 +20,14 @@
 // order decides and a refused command (Result.Err) changes nothing. An entry
 // this binary cannot decode panics instead of being skipped.
 //
+// Draft edits ([DraftEdit]) carry one change of the draft, not the whole
+// tree: a rule edit of a 20,000-rule draft is an entry of a few hundred
+// bytes. Apply copies only the nodes on the way to the change (trees in
+// the state are never modified in place) and appends the edit to a bucket
+// of the state file; the tree is stored whole again every 256 edits and
+// on deploy. [DeployScoped] refuses a deploy whose draft differs from the
+// active tree outside the deployer's node.
+//
 // # State
 //
 // The state machine keeps its state in its own bbolt file, fsm.db, beside

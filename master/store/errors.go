@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors of the store. Match them with errors.Is; the typed errors below
@@ -41,6 +42,10 @@ var (
 	// ErrUnreachable means a node asking to join could not be dialled on
 	// its raft address, or failed the TLS handshake.
 	ErrUnreachable = errors.New("cannot reach the node's raft address")
+	// ErrOutOfScope means a scoped deploy was refused because the draft
+	// differs from the active tree outside the deployer's scope. The error
+	// is an *OutOfScopeError naming the differing paths.
+	ErrOutOfScope = errors.New("the draft differs from the active tree outside the deployer's scope")
 	// ErrUnknownMember means no cluster member has the given id.
 	ErrUnknownMember = errors.New("unknown cluster member")
 	// ErrIdentity means the certificate a joining node presents on its
@@ -94,3 +99,20 @@ func (e *NotOwnerError) Error() string {
 
 // Is reports whether target is ErrNotOwner.
 func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// OutOfScopeError is the result of a [DeployScoped] whose draft differs
+// from the active tree outside its scope. It matches ErrOutOfScope.
+type OutOfScopeError struct {
+	// Scope is the deployer's node, Paths the differing paths (dot-joined,
+	// at most 20).
+	Scope []string
+	Paths []string
+}
+
+// Error names the scope and the differing paths.
+func (e *OutOfScopeError) Error() string {
+	return fmt.Sprintf("%s: scope %s, differing paths %s", ErrOutOfScope, strings.Join(e.Scope, "."), strings.Join(e.Paths, ", "))
+}
+
+// Is reports whether target is ErrOutOfScope.
+func (e *OutOfScopeError) Is(target error) bool { return target == ErrOutOfScope }

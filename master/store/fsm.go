@@ -27,6 +27,7 @@ type Result struct {
 	Index uint64
 	// Err is why the command was refused; a refused command changed
 	// nothing. It matches ErrNoDraft, ErrNotOwner (a *NotOwnerError),
+	// ErrOutOfScope (an *OutOfScopeError),
 	// ErrInvalidTree (wrapping the config error), ErrNoFinding or
 	// ErrInvalidCommand.
 	Err error
@@ -362,7 +363,10 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if err := putDraft(b, dr, st.activeJSON); err != nil {
 			return Result{}, err
 		}
-		st.draft, st.draftJSON = dr, st.activeJSON
+		if err := clearDraftEdits(b.Tx(), st); err != nil {
+			return Result{}, err
+		}
+		st.draft, st.draftJSON, st.draftSize = dr, st.activeJSON, len(st.activeJSON)
 		return changed()
 
 	case *editDraftPayload:
@@ -378,7 +382,35 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if err := putDraft(b, &dr, p.Tree); err != nil {
 			return Result{}, err
 		}
-		st.draft, st.draftJSON = &dr, p.Tree
+		if err := clearDraftEdits(b.Tx(), st); err != nil {
+			return Result{}, err
+		}
+		st.draft, st.draftJSON, st.draftSize = &dr, p.Tree, len(p.Tree)
+		return changed()
+
+	case *draftEditPayload:
+		if err := ownDraft(p.ID, p.User); err != nil {
+			return refuse(err)
+		}
+		refused, err := applyDraftEdit(b, st, p)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+
+	case *deployScopedPayload:
+		if err := ownDraft(p.ID, p.User); err != nil {
+			return refuse(err)
+		}
+		if paths := config.DiffOutside(st.active, st.draft.Tree, p.Scope); len(paths) > 0 {
+			return refuse(&OutOfScopeError{Scope: p.Scope, Paths: paths})
+		}
+		if err := deployDraft(b, st, setActive); err != nil {
+			return Result{}, err
+		}
 		return changed()
 
 	case *setMemberPayload:
@@ -431,12 +463,15 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if err := putDraft(b, dr, p.Draft.Tree); err != nil {
 				return Result{}, err
 			}
-			st.draft, st.draftJSON = dr, p.Draft.Tree
+			st.draft, st.draftJSON, st.draftSize = dr, p.Draft.Tree, len(p.Draft.Tree)
 		} else {
 			if err := b.Delete(keyDraft); err != nil {
 				return Result{}, err
 			}
-			st.draft, st.draftJSON = nil, nil
+			st.draft, st.draftJSON, st.draftSize = nil, nil, 0
+		}
+		if err := clearDraftEdits(b.Tx(), st); err != nil {
+			return Result{}, err
 		}
 		return changed()
 
@@ -489,7 +524,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if err := ownDraft(p.ID, p.User); err != nil {
 				return refuse(err)
 			}
-			if err := setActive(st.draft.Tree, st.draftJSON); err != nil {
+			if err := deployDraft(b, st, setActive); err != nil {
 				return Result{}, err
 			}
 			return changed()
@@ -501,12 +536,35 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if err := b.Delete(keyDraft); err != nil {
 				return Result{}, err
 			}
-			st.draft, st.draftJSON = nil, nil
+			if err := clearDraftEdits(b.Tx(), st); err != nil {
+				return Result{}, err
+			}
+			st.draft, st.draftJSON, st.draftSize = nil, nil, 0
 			return changed()
 		}
 	}
 	// decodeCommand only returns the payloads handled above.
 	panic(fmt.Sprintf("store: no handler for decoded %s command %T", d.typ, d.p))
+}
+
+// deployDraft makes the draft's tree the active tree with setActive. A
+// draft with edits applied since it was stored whole is encoded once and
+// stored whole again.
+func deployDraft(b *bolt.Bucket, st *state, setActive func(*config.Node, []byte) error) error {
+	if st.draftEdits > 0 {
+		raw, err := draftJSONOf(st)
+		if err != nil {
+			return err
+		}
+		if err := putDraft(b, st.draft, raw); err != nil {
+			return err
+		}
+		st.draftJSON, st.draftSize = raw, len(raw)
+		if err := clearDraftEdits(b.Tx(), st); err != nil {
+			return err
+		}
+	}
+	return setActive(st.draft.Tree, st.draftJSON)
 }
 
 // active returns a copy of the active tree and its index.

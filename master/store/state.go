@@ -46,8 +46,14 @@ type state struct {
 	activeJSON  json.RawMessage // export file of active
 	activeIndex uint64          // log index of the last change of the active tree
 
-	draft     *Draft
-	draftJSON json.RawMessage // export file of draft.Tree
+	draft *Draft
+	// draftJSON is the export file of the draft's tree as stored whole;
+	// draftEdits edits (bucketDraftEdits) were applied to it since.
+	draftJSON  json.RawMessage
+	draftEdits int
+	// draftSize is the draft tree's size (config.TreeSize), kept up to
+	// date by each edit.
+	draftSize int
 
 	// members maps member ids to their HTTP addresses. Like the trees it
 	// is never modified in place: a change installs a new map.
@@ -69,11 +75,13 @@ var (
 
 // stateFormat is the version of the state file layout. Snapshots are state
 // files, so a node refuses to restore a snapshot of a newer format.
+// Format 4 adds the draft_edits bucket (see draftedit.go); a file becomes
+// format 4 when a draft edit is stored.
 // Format 2 adds the findings buckets (see finding.go); a format 1 file
 // becomes format 2 when its first finding is stored. Format 3 replaces
 // the tenants' dedupe buckets, which it still reads, with the
 // finding_keys bucket; a file becomes format 3 when a finding is stored.
-const stateFormat = 3
+const stateFormat = 4
 
 // draftRecord is the stored form of the draft.
 type draftRecord struct {
@@ -167,7 +175,10 @@ func readState(db *bolt.DB) (state, error) {
 				return fmt.Errorf("draft tree: %w", err)
 			}
 			st.draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: ex.Node}
-			st.draftJSON = rec.Tree
+			st.draftJSON, st.draftSize = rec.Tree, len(rec.Tree)
+			if err := replayDraftEdits(tx, &st); err != nil {
+				return err
+			}
 		}
 		if v := b.Get(keyMembers); v != nil {
 			if err := json.Unmarshal(v, &st.members); err != nil {

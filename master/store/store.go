@@ -671,6 +671,16 @@ func (s *Store) Deploy(ctx context.Context, id, user string) (uint64, error) {
 	return s.do(ctx, Deploy{ID: id, User: user})
 }
 
+// DeployScoped deploys draft id, owned by user, whose authorization ends
+// at the node scope: see [DeployScoped]. A scope of the root alone (or
+// none) deploys as Deploy does.
+func (s *Store) DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error) {
+	if len(scope) <= 1 {
+		return s.Deploy(ctx, id, user)
+	}
+	return s.do(ctx, DeployScoped{ID: id, User: user, Scope: scope})
+}
+
 // DeleteDraft deletes draft id, owned by user.
 func (s *Store) DeleteDraft(ctx context.Context, id, user string) error {
 	_, err := s.do(ctx, DeleteDraft{ID: id, User: user})

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/mastertest"
+)
+
+// appliedCommands returns how many commands of type cmd node i's state
+// machine applied with outcome ok.
+func appliedCommands(t *testing.T, c *mastertest.Cluster, i int, cmd string) float64 {
+	t.Helper()
+	mfs, err := c.Registry(i).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "squall_store_fsm_commands_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["command"] == cmd && labels["result"] == "ok" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestDraftEditsReplicateAsEdits checks that node and rule edits of a
+// large draft travel through raft as the edit, not as the whole tree
+// (issue 13 item 6): every node applies a draft_edit command, none an
+// edit_draft, and every node ends with the same draft.
+func TestDraftEditsReplicateAsEdits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	c := e.cluster
+	// 2,000 rules in master,big.
+	big := &config.Node{Kind: config.KindRuleset, Name: "big"}
+	for i := range 2000 {
+		big.Rules = append(big.Rules, &config.Rule{Name: fmt.Sprintf("r%d", i), Active: true, Continue: true,
+			Actions: []*config.Action{{ID: "logger", Payload: map[string]any{"msg": "rule " + strings.Repeat("x", 64)}}}})
+	}
+	leader := c.Server(c.Leader()).Store()
+	root, _ := leader.Active()
+	root.Child("master").Children = append(root.Child("master").Children, big)
+	if _, err := leader.ReplaceActive(t.Context(), root); err != nil {
+		t.Fatal(err)
+	}
+	id := e.newDraft()
+	c.WaitConverged()
+	nodes := c.Running()
+	before := map[int][2]float64{}
+	for _, i := range nodes {
+		before[i] = [2]float64{appliedCommands(t, c, i, "draft_edit"), appliedCommands(t, c, i, "edit_draft")}
+	}
+	rules := cfgPath + "/draft/rule/details/m/" + id + "/master,big"
+	e.expect(e.send("PUT", rules+"/r1000", alice, `{"name":"r1000","description":"edited","continue":true,"active":false,"constraint":{"WHERE":null,"WITH":{}},"actions":[]}`), 200, "")
+	e.expect(e.send("POST", rules, alice, `{"name":"r_new","description":"","continue":true,"active":true,"constraint":{"WHERE":null,"WITH":{}},"actions":[]}`), 200, "")
+	e.expect(e.send("PUT", cfgPath+"/draft/rule/move/m/"+id+"/master,big/r_new", alice, `{"position":0}`), 200, "")
+	e.expect(e.do("DELETE", rules+"/r5", alice, "", nil), 200, "")
+	e.expect(e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", alice, `{"type":"Ruleset","name":"small"}`), 200, "")
+	c.WaitConverged()
+	for _, i := range nodes {
+		if got := appliedCommands(t, c, i, "draft_edit") - before[i][0]; got != 5 {
+			t.Errorf("node %d applied %v draft_edit commands, want 5", i, got)
+		}
+		if got := appliedCommands(t, c, i, "edit_draft") - before[i][1]; got != 0 {
+			t.Errorf("node %d applied %v whole-tree edit_draft commands, want 0", i, got)
+		}
+	}
+	want, err := leader.Draft()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := want.Tree.Find([]string{"master", "big"})
+	if len(rs.Rules) != 2000 || rs.Rules[0].Name != "r_new" || rs.Rules[1000].Description != "edited" {
+		t.Fatalf("draft after the edits: %d rules, first %s", len(rs.Rules), rs.Rules[0].Name)
+	}
+	for _, i := range nodes {
+		d, err := c.Server(i).Store().Draft()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !config.NodeEqual(d.Tree, want.Tree) {
+			t.Errorf("node %d has another draft", i)
+		}
+	}
+}
+
+// TestTreeLimits checks that the limits of docs/rules.md are enforced with
+// an error naming the limit, and change nothing.
+func TestTreeLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	id := e.newDraft()
+	before := e.exportOf(id, "master")
+	long := strings.Repeat("n", 70000)
+	for _, tc := range []struct {
+		name, method, path, body, limit string
+	}{
+		{"node name", "POST", "/draft/tree/details/m/" + id + "/master", `{"type":"Ruleset","name":"` + long + `"}`, config.LimitNodeNameLength},
+		{"node rename", "PUT", "/draft/tree/details/m/" + id + "/master,archive", `{"type":"Ruleset","name":"` + long + `"}`, config.LimitNodeNameLength},
+		{"rule name", "POST", "/draft/rule/details/m/" + id + "/master,archive", `{"name":"` + long + `","description":"","continue":true,"active":true,"constraint":{"WHERE":null,"WITH":{}},"actions":[]}`, config.LimitRuleNameLength},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.send(tc.method, cfgPath+tc.path, alice, tc.body)
+			e.expect(r, 409, "LIMIT_EXCEEDED")
+			p := r.json(t)["params"].(map[string]any)
+			if p["LIMIT"] != tc.limit || p["MAX"] != fmt.Sprint(config.MaxNameLength) || p["VALUE"] != "70000" {
+				t.Errorf("params %v", p)
+			}
+			if len(r.body) > 4096 {
+				t.Errorf("an answer of %d bytes", len(r.body))
+			}
+			if e.exportOf(id, "master") != before {
+				t.Error("a refused edit changed the draft")
+			}
+		})
+	}
+	t.Run("import of too many nodes", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString(`{"version":"1.1","Filter":{"name":"many","filter":{"description":"","active":true,"filter":null},"nodes":[`)
+		for i := range config.MaxNodes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"Ruleset":{"name":"r%d","rules":[]}}`, i)
+		}
+		b.WriteString(`]}}`)
+		body, ct := multipartBody(t, "file", []byte(b.String()))
+		r := e.do("POST", cfgPath+"/draft/tree/import/m/"+id+"/master", alice, ct, body)
+		e.expect(r, 409, "LIMIT_EXCEEDED")
+		if p := r.json(t)["params"].(map[string]any); p["LIMIT"] != config.LimitNodes || p["MAX"] != fmt.Sprint(config.MaxNodes) {
+			t.Errorf("params %v", p)
+		}
+		if e.exportOf(id, "master") != before {
+			t.Error("a refused import changed the draft")
+		}
+	})
+}
