@@ -68,8 +68,8 @@ func TestRepositoryStandsAlone(t *testing.T) {
 		"/work/",
 		// The numbered decisions are docs/decisions.md; the repository has
 		// no DESIGN.md at its root.
-		"(docs/decisions.md decision",
-		" docs/decisions.md decision",
+		"(DESIGN.md decision",
+		" DESIGN.md decision",
 		// The Tornado reference the project started from; the guide
 		// (docs/rules.md, docs/migration.md) says what Squall does.
 		"tornado-semantics",
