@@ -200,25 +200,27 @@ var errNotJSON = errors.New("expression result is not JSON")
 // output that would exceed it fails with ErrOutputBudget as soon as it
 // does, before it is copied any further.
 func (d *document) output(v any) (any, error) {
-	switch v := v.(type) {
+	// Scalars are returned as the interface value they came in: converting
+	// them back to any would allocate.
+	switch x := v.(type) {
 	case nil, bool:
 		return v, d.spend(5)
 	case string:
-		return v, d.spend(len(v) + 2)
+		return v, d.spend(len(x) + 2)
 	case json.Number:
-		return v, d.spend(len(v))
+		return v, d.spend(len(x))
 	case float64:
-		n := d.number(v)
+		n := d.number(x)
 		if s, ok := n.(json.Number); ok {
 			return n, d.spend(len(s))
 		}
 		return n, d.spend(4)
 	case map[string]any:
-		if err := d.spend(2 + len(v)); err != nil {
+		if err := d.spend(2 + len(x)); err != nil {
 			return nil, err
 		}
-		m := make(map[string]any, len(v))
-		for k, e := range v {
+		m := make(map[string]any, len(x))
+		for k, e := range x {
 			if err := d.spend(len(k) + 3); err != nil {
 				return nil, err
 			}
@@ -229,11 +231,11 @@ func (d *document) output(v any) (any, error) {
 		}
 		return m, nil
 	case []any:
-		if err := d.spend(2 + len(v)); err != nil {
+		if err := d.spend(2 + len(x)); err != nil {
 			return nil, err
 		}
-		s := make([]any, len(v))
-		for i, e := range v {
+		s := make([]any, len(x))
+		for i, e := range x {
 			var err error
 			if s[i], err = d.output(e); err != nil {
 				return nil, err
