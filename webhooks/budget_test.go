@@ -191,3 +191,18 @@ func TestParse_outputBudget(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkShape_bound: the cost of the bound of a typical expression,
+// paid once per expression and request.
+func BenchmarkShape_bound(b *testing.B) {
+	e, err := compileExpression("commits[?distinct].{id: id, author: author.name, files: length(modified)}")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, _ := e.shape.bound(8500); out <= 0 {
+			b.Fatal(out)
+		}
+	}
+}
