@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/jmespath/go-jmespath"
 )
@@ -30,9 +30,9 @@ import (
 // body's size and always pass; the check costs a walk of the expression's
 // tree, a few nanoseconds per node.
 //
-// go-jmespath v0.4.0 keeps its syntax tree's fields unexported; its
-// PrettyPrint output, one node per line with its depth as indentation, is
-// read back instead (TestShape pins the format).
+// go-jmespath v0.4.0 keeps its syntax tree's fields unexported; they are
+// read with reflect (TestShape pins the layout: a change of the pinned
+// version that moves them fails it, and every expression at load time).
 
 // DefaultMaxOutputSize is the smallest output budget of a webhook: the
 // bound on what the expressions of one request may build. A webhook's
@@ -61,53 +61,94 @@ type shape struct {
 	unitOut, unitWork float64
 }
 
+// astTypes names go-jmespath's node types.
+var astTypes = map[int64]string{
+	int64(jmespath.ASTEmpty): "ASTEmpty", int64(jmespath.ASTComparator): "ASTComparator",
+	int64(jmespath.ASTCurrentNode): "ASTCurrentNode", int64(jmespath.ASTExpRef): "ASTExpRef",
+	int64(jmespath.ASTFunctionExpression): "ASTFunctionExpression", int64(jmespath.ASTField): "ASTField",
+	int64(jmespath.ASTFilterProjection): "ASTFilterProjection", int64(jmespath.ASTFlatten): "ASTFlatten",
+	int64(jmespath.ASTIdentity): "ASTIdentity", int64(jmespath.ASTIndex): "ASTIndex",
+	int64(jmespath.ASTIndexExpression): "ASTIndexExpression", int64(jmespath.ASTKeyValPair): "ASTKeyValPair",
+	int64(jmespath.ASTLiteral): "ASTLiteral", int64(jmespath.ASTMultiSelectHash): "ASTMultiSelectHash",
+	int64(jmespath.ASTMultiSelectList): "ASTMultiSelectList", int64(jmespath.ASTOrExpression): "ASTOrExpression",
+	int64(jmespath.ASTAndExpression): "ASTAndExpression", int64(jmespath.ASTNotExpression): "ASTNotExpression",
+	int64(jmespath.ASTPipe): "ASTPipe", int64(jmespath.ASTProjection): "ASTProjection",
+	int64(jmespath.ASTSubexpression): "ASTSubexpression", int64(jmespath.ASTSlice): "ASTSlice",
+	int64(jmespath.ASTValueProjection): "ASTValueProjection",
+}
+
 // parseShape parses src (which must compile) and returns its tree.
 func parseShape(src string) (*shape, error) {
 	ast, err := jmespath.NewParser().Parse(src)
 	if err != nil {
 		return nil, err
 	}
-	type frame struct {
-		n      *shape
-		indent int
+	n, err := shapeOf(reflect.ValueOf(ast))
+	if err != nil {
+		return nil, fmt.Errorf("expression tree: %w", err)
 	}
-	var root *shape
-	var stack []frame
-	for line := range strings.Lines(ast.PrettyPrint(0)) {
-		line = strings.TrimRight(line, "\n")
-		text := strings.TrimLeft(line, " ")
-		indent := len(line) - len(text)
+	n.prepare()
+	return n, nil
+}
+
+// shapeOf reads one go-jmespath ASTNode (fields nodeType, value and
+// children, unexported: reflect reads them without calling anything).
+func shapeOf(v reflect.Value) (*shape, error) {
+	typ, value, kids := v.FieldByName("nodeType"), v.FieldByName("value"), v.FieldByName("children")
+	if !typ.IsValid() || !value.IsValid() || !kids.IsValid() || !typ.CanInt() || kids.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("unexpected node %s", v.Type())
+	}
+	name, ok := astTypes[typ.Int()]
+	if !ok {
+		return nil, fmt.Errorf("unknown node type %d", typ.Int())
+	}
+	n := &shape{typ: name}
+	if value.Kind() == reflect.Interface && !value.IsNil() {
+		e := value.Elem()
 		switch {
-		case text == "" || text == "}" || text == "children: {":
-		case strings.HasPrefix(text, "value: "):
-			if len(stack) == 0 || stack[len(stack)-1].indent != indent-2 {
-				return nil, fmt.Errorf("expression tree: unexpected value line %q", text)
-			}
-			stack[len(stack)-1].n.value = strings.TrimPrefix(text, "value: ")
-		case strings.HasPrefix(text, "AST") && strings.HasSuffix(text, " {"):
-			n := &shape{typ: strings.TrimSuffix(text, " {")}
-			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
-				stack = stack[:len(stack)-1]
-			}
-			switch {
-			case len(stack) > 0:
-				p := stack[len(stack)-1].n
-				p.kids = append(p.kids, n)
-			case root == nil:
-				root = n
-			default:
-				return nil, errors.New("expression tree: two roots")
-			}
-			stack = append(stack, frame{n, indent})
-		default:
-			return nil, fmt.Errorf("expression tree: unexpected line %q", text)
+		case name == "ASTLiteral":
+			n.value = strconv.Itoa(literalSize(e)) // the literal's JSON size
+		case e.Kind() == reflect.String:
+			n.value = strconv.Quote(e.String())
 		}
 	}
-	if root == nil {
-		return nil, errors.New("expression tree: empty")
+	for i := range kids.Len() {
+		k, err := shapeOf(kids.Index(i))
+		if err != nil {
+			return nil, err
+		}
+		n.kids = append(n.kids, k)
 	}
-	root.prepare()
-	return root, nil
+	return n, nil
+}
+
+// literalSize bounds the JSON size of a decoded literal, as the output
+// measures it; it is at least 5 (null, true, false).
+func literalSize(v reflect.Value) int {
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			return 5
+		}
+		return literalSize(v.Elem())
+	case reflect.String:
+		return max(5, v.Len()+2)
+	case reflect.Float64, reflect.Int, reflect.Int64:
+		return 24 // the longest shortest form of a float64
+	case reflect.Map:
+		size := 2
+		for it := v.MapRange(); it.Next(); {
+			size += literalSize(it.Key()) + 2 + literalSize(it.Value())
+		}
+		return size
+	case reflect.Slice, reflect.Array:
+		size := 2
+		for i := range v.Len() {
+			size += literalSize(v.Index(i)) + 1
+		}
+		return size
+	}
+	return 5
 }
 
 // prepare computes the unit bounds of n and its descendants.
@@ -163,7 +204,8 @@ func (n *shape) bound1(in float64) (out, work float64) {
 	case "ASTSlice":
 		return in, in
 	case "ASTLiteral":
-		return float64(len(n.value)), 0
+		size, _ := strconv.Atoi(n.value)
+		return float64(size), 0
 	case "ASTComparator", "ASTNotExpression":
 		for i := range n.kids {
 			_, w := kid(i, in)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // shapeString renders a shape tree compactly: Type(value; kids).
@@ -24,17 +25,19 @@ func shapeString(n *shape) string {
 	return s
 }
 
-// TestShape pins how go-jmespath's syntax tree is read back.
+// TestShape pins how go-jmespath's syntax tree is read back (literals
+// become their size bound).
 func TestShape(t *testing.T) {
 	t.Parallel()
 	for src, want := range map[string]string{
-		"a.b":                      `Subexpression(Field "a", Field "b")`,
-		"join(',', [@, `\"x}\"`])": `FunctionExpression "join"(Literal ",", MultiSelectList(CurrentNode, Literal "x}"))`,
-		"[*].{k: @}":               `Projection(Identity, MultiSelectHash(KeyValPair "k"(CurrentNode)))`,
-		"a[?b == `1`] | [0]":       `Pipe(FilterProjection(Field "a", Identity, Comparator tEQ(Field "b", Literal 1)), IndexExpression(Identity, Index 0))`,
-		"map(&x, @)":               `FunctionExpression "map"(ExpRef(Field "x"), CurrentNode)`,
-		"a[]":                      `Projection(Flatten(Field "a"), Identity)`,
-		"*.x || !y":                `OrExpression(ValueProjection(Identity, Field "x"), NotExpression(Field "y"))`,
+		"a.b":                          `Subexpression(Field "a", Field "b")`,
+		"join(',', [@, `\"x}\"`])":     `FunctionExpression "join"(Literal 5, MultiSelectList(CurrentNode, Literal 5))`,
+		"`{\"abcdef\": [1, \"xyz\"]}`": `Literal 45`,
+		"[*].{k: @}":                   `Projection(Identity, MultiSelectHash(KeyValPair "k"(CurrentNode)))`,
+		"a[?b == `1`] | [0]":           `Pipe(FilterProjection(Field "a", Identity, Comparator(Field "b", Literal 24)), IndexExpression(Identity, Index))`,
+		"map(&x, @)":                   `FunctionExpression "map"(ExpRef(Field "x"), CurrentNode)`,
+		"a[]":                          `Projection(Flatten(Field "a"), Identity)`,
+		"*.x || !y":                    `OrExpression(ValueProjection(Identity, Field "x"), NotExpression(Field "y"))`,
 	} {
 		n, err := parseShape(src)
 		if err != nil {
@@ -205,4 +208,46 @@ func BenchmarkShape_bound(b *testing.B) {
 			b.Fatal(out)
 		}
 	}
+}
+
+// FuzzShape: every expression go-jmespath compiles reads back as a shape
+// (no valid expression is refused at load time), and its bound holds on
+// the result for the body.
+func FuzzShape(f *testing.F) {
+	f.Add("a.b[0].c", `{"a": {"b": [{"c": "d"}]}}`)
+	f.Add("join(s, a[*].to_string(@))", `{"s": "--", "a": [1, "x", [2]]}`)
+	f.Add("{k: [@, @][], v: `{\"x\": [1, \"}\"]}`} | *.to_array(@)", `[1, 2]`)
+	f.Add("a[?b != 'x\\n}'] | sort_by(@, &b)[::-1]", `{"a": [{"b": "y"}, {"b": "x\n}"}]}`)
+	f.Add(`"quoted key"."with \"escapes\"" || 'raw\'s'`, `{"quoted key": null}`)
+	f.Fuzz(func(t *testing.T, src, body string) {
+		if len(src) > MaxExpressionLen {
+			return
+		}
+		e, err := compileExpression(src)
+		if err != nil {
+			if strings.Contains(err.Error(), "expression tree") {
+				t.Fatalf("%q compiles but its tree does not read back: %v", src, err)
+			}
+			return
+		}
+		var data any
+		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &data) != nil {
+			return // Collect refuses invalid UTF-8 before evaluating
+		}
+		out, work := e.shape.bound(float64(len(body)))
+		if max(out, work) > 1<<20 {
+			return // the collector would refuse it: too large to run here
+		}
+		res, err := e.search(data)
+		if err != nil {
+			return
+		}
+		d := document{budget: 1 << 40, left: 1 << 40}
+		if _, err := d.output(res); err != nil {
+			return
+		}
+		if size := float64(d.budget - d.left); size > out {
+			t.Fatalf("%q on %q: result of %.0f bytes, bound %.0f", src, body, size, out)
+		}
+	})
 }

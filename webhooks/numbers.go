@@ -216,7 +216,7 @@ func (d *document) output(v any) (any, error) {
 		}
 		return n, d.spend(4)
 	case map[string]any:
-		if err := d.spend(2 + len(x)); err != nil {
+		if err := d.spend(max(2, 1+len(x))); err != nil { // brackets and commas
 			return nil, err
 		}
 		m := make(map[string]any, len(x))
@@ -231,7 +231,7 @@ func (d *document) output(v any) (any, error) {
 		}
 		return m, nil
 	case []any:
-		if err := d.spend(2 + len(x)); err != nil {
+		if err := d.spend(max(2, 1+len(x))); err != nil { // brackets and commas
 			return nil, err
 		}
 		s := make([]any, len(x))
