@@ -156,9 +156,10 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	}
 
 	r.disabled = make(map[string]string)
-	for id, hint := range enableHints {
+	// The built-in executors that the configuration may leave disabled.
+	for _, id := range []string{IDHTTP, IDArchive, IDScript, IDKafka, IDFinding, IDElasticsearch} {
 		if _, ok := executors[id]; !ok {
-			r.disabled[id] = hint
+			r.disabled[id] = enableHint(id)
 		}
 	}
 	if _, ok := executors[IDKafka]; !ok && (cfg.Kafka.DefaultTopic != "" || len(cfg.Kafka.AllowedTopics) > 0) {
@@ -180,15 +181,25 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	return r, nil
 }
 
-// enableHints says, for each built-in executor that the configuration
-// may leave disabled, how the actions settings file enables it.
-var enableHints = map[string]string{
-	IDHTTP:          `set http.allowed_hosts (or "allow_any_host": true) in the actions settings file (--actions-config)`,
-	IDArchive:       "set archive.base_path and archive.default_path in the actions settings file (--actions-config)",
-	IDScript:        "set script.allowed_dir in the actions settings file (--actions-config)",
-	IDKafka:         "set kafka.default_topic or kafka.allowed_topics in the engine's actions settings file (--actions-config); kafka actions run on engines only",
-	IDFinding:       "set finding.master_urls and finding.token_file in the actions settings file (--actions-config)",
-	IDElasticsearch: "set elasticsearch.default_endpoint or elasticsearch.allowed_endpoints in the actions settings file (--actions-config)",
+// enableHint says how the actions settings file enables the built-in
+// executor id.
+func enableHint(id string) string {
+	const file = " in the actions settings file (--actions-config)"
+	switch id {
+	case IDHTTP:
+		return `set http.allowed_hosts (or "allow_any_host": true)` + file
+	case IDArchive:
+		return "set archive.base_path and archive.default_path" + file
+	case IDScript:
+		return "set script.allowed_dir" + file
+	case IDKafka:
+		return "set kafka.default_topic or kafka.allowed_topics in the engine's actions settings file (--actions-config); kafka actions run on engines only"
+	case IDFinding:
+		return "set finding.master_urls and finding.token_file" + file
+	case IDElasticsearch:
+		return "set elasticsearch.default_endpoint or elasticsearch.allowed_endpoints" + file
+	}
+	return ""
 }
 
 // IDs returns the action ids the registry handles, sorted.
