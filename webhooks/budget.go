@@ -61,20 +61,57 @@ type shape struct {
 	unitOut, unitWork float64
 }
 
-// astTypes names go-jmespath's node types.
-var astTypes = map[int64]string{
-	int64(jmespath.ASTEmpty): "ASTEmpty", int64(jmespath.ASTComparator): "ASTComparator",
-	int64(jmespath.ASTCurrentNode): "ASTCurrentNode", int64(jmespath.ASTExpRef): "ASTExpRef",
-	int64(jmespath.ASTFunctionExpression): "ASTFunctionExpression", int64(jmespath.ASTField): "ASTField",
-	int64(jmespath.ASTFilterProjection): "ASTFilterProjection", int64(jmespath.ASTFlatten): "ASTFlatten",
-	int64(jmespath.ASTIdentity): "ASTIdentity", int64(jmespath.ASTIndex): "ASTIndex",
-	int64(jmespath.ASTIndexExpression): "ASTIndexExpression", int64(jmespath.ASTKeyValPair): "ASTKeyValPair",
-	int64(jmespath.ASTLiteral): "ASTLiteral", int64(jmespath.ASTMultiSelectHash): "ASTMultiSelectHash",
-	int64(jmespath.ASTMultiSelectList): "ASTMultiSelectList", int64(jmespath.ASTOrExpression): "ASTOrExpression",
-	int64(jmespath.ASTAndExpression): "ASTAndExpression", int64(jmespath.ASTNotExpression): "ASTNotExpression",
-	int64(jmespath.ASTPipe): "ASTPipe", int64(jmespath.ASTProjection): "ASTProjection",
-	int64(jmespath.ASTSubexpression): "ASTSubexpression", int64(jmespath.ASTSlice): "ASTSlice",
-	int64(jmespath.ASTValueProjection): "ASTValueProjection",
+// astType names a go-jmespath node type, or returns "".
+func astType(t int64) string {
+	switch t {
+	case int64(jmespath.ASTEmpty):
+		return "ASTEmpty"
+	case int64(jmespath.ASTComparator):
+		return "ASTComparator"
+	case int64(jmespath.ASTCurrentNode):
+		return "ASTCurrentNode"
+	case int64(jmespath.ASTExpRef):
+		return "ASTExpRef"
+	case int64(jmespath.ASTFunctionExpression):
+		return "ASTFunctionExpression"
+	case int64(jmespath.ASTField):
+		return "ASTField"
+	case int64(jmespath.ASTFilterProjection):
+		return "ASTFilterProjection"
+	case int64(jmespath.ASTFlatten):
+		return "ASTFlatten"
+	case int64(jmespath.ASTIdentity):
+		return "ASTIdentity"
+	case int64(jmespath.ASTIndex):
+		return "ASTIndex"
+	case int64(jmespath.ASTIndexExpression):
+		return "ASTIndexExpression"
+	case int64(jmespath.ASTKeyValPair):
+		return "ASTKeyValPair"
+	case int64(jmespath.ASTLiteral):
+		return "ASTLiteral"
+	case int64(jmespath.ASTMultiSelectHash):
+		return "ASTMultiSelectHash"
+	case int64(jmespath.ASTMultiSelectList):
+		return "ASTMultiSelectList"
+	case int64(jmespath.ASTOrExpression):
+		return "ASTOrExpression"
+	case int64(jmespath.ASTAndExpression):
+		return "ASTAndExpression"
+	case int64(jmespath.ASTNotExpression):
+		return "ASTNotExpression"
+	case int64(jmespath.ASTPipe):
+		return "ASTPipe"
+	case int64(jmespath.ASTProjection):
+		return "ASTProjection"
+	case int64(jmespath.ASTSubexpression):
+		return "ASTSubexpression"
+	case int64(jmespath.ASTSlice):
+		return "ASTSlice"
+	case int64(jmespath.ASTValueProjection):
+		return "ASTValueProjection"
+	}
+	return ""
 }
 
 // parseShape parses src (which must compile) and returns its tree.
@@ -98,8 +135,8 @@ func shapeOf(v reflect.Value) (*shape, error) {
 	if !typ.IsValid() || !value.IsValid() || !kids.IsValid() || !typ.CanInt() || kids.Kind() != reflect.Slice {
 		return nil, fmt.Errorf("unexpected node %s", v.Type())
 	}
-	name, ok := astTypes[typ.Int()]
-	if !ok {
+	name := astType(typ.Int())
+	if name == "" {
 		return nil, fmt.Errorf("unknown node type %d", typ.Int())
 	}
 	n := &shape{typ: name}
