@@ -106,7 +106,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// ActionsConfig is the executor configuration file ([action.Load]);
-	// empty means [action.Default].
+	// empty means [action.Default]: logger and foreach only.
 	ActionsConfig string
 	// Actions, when set, is the executor configuration, instead of
 	// ActionsConfig's file. It must pass [action.Config.Validate].

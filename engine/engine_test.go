@@ -250,7 +250,7 @@ func TestService_PartitionLag(t *testing.T) {
 	e.deploy("v1")
 	// Actions wait for the receiver rather than time out while it holds.
 	writeFile(t, e.actions, fmt.Sprintf(`{"archive": {"base_path": %q, "default_path": "/other.log", "paths": {"v1": "/v1/${tenant}.log"}},
-		"http": {"timeout": "60s"}}`, e.archive))
+		"http": {"timeout": "60s", "allowed_hosts": ["127.0.0.1"]}}`, e.archive))
 	release := e.receiver.hold()
 	defer release()
 	evs := orders(40, 1)

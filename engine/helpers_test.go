@@ -97,7 +97,7 @@ func newEnv(t testing.TB, partitions int32) *env {
 		"retry": {"max_attempts": 2, "base_delay": "5ms", "max_delay": "10ms", "jitter": 0},
 		"archive": {"base_path": %q, "default_path": "/other.log",
 		            "paths": {"v1": "/v1/${tenant}.log", "v2": "/v2/${tenant}.log", "v3": "/v3/${tenant}.log"}},
-		"http": {"timeout": "5s"}}`, e.archive))
+		"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`, e.archive))
 	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{
 		Dial: kafkasource.Dial{Brokers: []string{e.broker.Addr}, Timeout: 2 * time.Second}, Topic: testTopic})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -70,6 +71,10 @@ type Config struct {
 	MaxWatchWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
 	ShutdownTimeout time.Duration
+
+	// WrapHandler, when set, wraps the whole HTTP handler, every route
+	// included: squall dev puts its Host check there.
+	WrapHandler func(http.Handler) http.Handler
 
 	// Logger receives the master's logs; nil discards them.
 	Logger *slog.Logger

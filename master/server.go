@@ -265,8 +265,14 @@ func (s *Server) AddReadyCheck(name string, check func() error) error {
 }
 
 // Handler returns the server's HTTP handler: every route, mounted ones
-// included. Start serves it; tests may serve it themselves.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+// included, behind Config.WrapHandler when set. Start serves it; tests may
+// serve it themselves.
+func (s *Server) Handler() http.Handler {
+	if s.cfg.WrapHandler != nil {
+		return s.cfg.WrapHandler(http.HandlerFunc(s.serveHTTP))
+	}
+	return http.HandlerFunc(s.serveHTTP)
+}
 
 // Store returns the node's replicated store, for the API packages to
 // read and change the state. It is open between Start and Shutdown.

@@ -24,6 +24,10 @@ type CollectorConfig struct {
 	// member by member; everything else is copied as written. Numbers are
 	// best given as json.Number (decode with json.Decoder.UseNumber).
 	Payload map[string]any
+	// MaxOutputSize bounds, in JSON bytes, what the expressions may build
+	// from one body (budget.go); 0 means [DefaultMaxOutputSize]. [Parse]
+	// sets it to the larger of that and twice the max_payload_size.
+	MaxOutputSize int64
 }
 
 // Event is what a webhook call produces, in the JSON shape of the Kafka
@@ -53,6 +57,8 @@ type Collector struct {
 	// direct is true when AppendEvent may write the event straight from
 	// the body (canonical.go).
 	direct bool
+	// budget is the output budget.
+	budget int64
 	// members holds *[]member scratch space of the direct path.
 	members sync.Pool
 }
@@ -76,7 +82,11 @@ func NewCollector(cfg CollectorConfig, tenantID string) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Collector{eventType: et, payload: pl, tenantID: tenantID}
+	budget := cfg.MaxOutputSize
+	if budget <= 0 {
+		budget = DefaultMaxOutputSize
+	}
+	c := &Collector{eventType: et, payload: pl, tenantID: tenantID, budget: budget}
 	c.readsBody = et.hasExpression() || pl.hasExpression()
 	c.direct = c.isDirect()
 	return c, nil
@@ -88,8 +98,9 @@ func NewCollector(cfg CollectorConfig, tenantID string) (*Collector, error) {
 //
 // Errors, and the HTTP status the intake answers with:
 //   - [ErrBodyNotJSON] (400): body is not exactly one JSON value in UTF-8;
-//   - [*TemplateError] (422), [ErrEventType] included: the body is JSON but
-//     the template cannot be evaluated against it.
+//   - [*TemplateError] (422), [ErrEventType] and [ErrOutputBudget]
+//     included: the body is JSON but the template cannot be evaluated
+//     against it, or might build more than the output budget from it.
 //
 // Match them with [errors.Is] and [errors.As].
 func (c *Collector) Collect(body []byte, now time.Time, tenantID string) (Event, error) {
@@ -103,6 +114,7 @@ func (c *Collector) Collect(body []byte, now time.Time, tenantID string) (Event,
 			return Event{}, fmt.Errorf("%w: %w", ErrBodyNotJSON, err)
 		}
 		doc = newDocument(v)
+		doc.size, doc.budget, doc.left = float64(len(body)), c.budget, c.budget
 	} else if !json.Valid(body) {
 		return Event{}, ErrBodyNotJSON
 	}

@@ -36,6 +36,10 @@ type document struct {
 	// their text, or to "" when the body writes that value in several ways.
 	// It is nil when every number is canonical.
 	texts map[uint64]string
+	// size is the body's length; budget is the output budget and left
+	// what the outputs so far left of it (budget.go).
+	size         float64
+	budget, left int64
 }
 
 // newDocument prepares v, decoded with json.Decoder.UseNumber; v is
@@ -191,15 +195,35 @@ var errNotJSON = errors.New("expression result is not JSON")
 // output converts an expression result into event data: new containers
 // (results may share data with the body or with constants of the compiled
 // expression) and numbers as json.Number.
+//
+// The JSON size of the result is taken from what the budget has left; an
+// output that would exceed it fails with ErrOutputBudget as soon as it
+// does, before it is copied any further.
 func (d *document) output(v any) (any, error) {
-	switch v := v.(type) {
-	case nil, bool, string, json.Number:
-		return v, nil
+	// Scalars are returned as the interface value they came in: converting
+	// them back to any would allocate.
+	switch x := v.(type) {
+	case nil, bool:
+		return v, d.spend(5)
+	case string:
+		return v, d.spend(len(x) + 2)
+	case json.Number:
+		return v, d.spend(len(x))
 	case float64:
-		return d.number(v), nil
+		n := d.number(x)
+		if s, ok := n.(json.Number); ok {
+			return n, d.spend(len(s))
+		}
+		return n, d.spend(4)
 	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
+		if err := d.spend(max(2, 1+len(x))); err != nil { // brackets and commas
+			return nil, err
+		}
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			if err := d.spend(len(k) + 3); err != nil {
+				return nil, err
+			}
 			var err error
 			if m[k], err = d.output(e); err != nil {
 				return nil, err
@@ -207,8 +231,11 @@ func (d *document) output(v any) (any, error) {
 		}
 		return m, nil
 	case []any:
-		s := make([]any, len(v))
-		for i, e := range v {
+		if err := d.spend(max(2, 1+len(x))); err != nil { // brackets and commas
+			return nil, err
+		}
+		s := make([]any, len(x))
+		for i, e := range x {
 			var err error
 			if s[i], err = d.output(e); err != nil {
 				return nil, err
@@ -217,6 +244,16 @@ func (d *document) output(v any) (any, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("%w (%T)", errNotJSON, v)
+}
+
+// spend takes n bytes of output from the budget.
+func (d *document) spend(n int) error {
+	d.left -= int64(n)
+	if d.left < 0 {
+		return fmt.Errorf("%w: the event built from this %d-byte body would exceed the webhook's budget of %d bytes",
+			ErrOutputBudget, int64(d.size), d.budget)
+	}
+	return nil
 }
 
 // clone deep-copies the containers of a decoded JSON value.

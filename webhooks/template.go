@@ -58,6 +58,8 @@ type expression struct {
 	// parsed afresh for every call so that a sorted literal is never shared
 	// between goroutines.
 	isolated bool
+	// shape bounds what the expression may build (budget.go).
+	shape *shape
 }
 
 // isExpression reports whether the template string s is a ${…} expression:
@@ -154,7 +156,11 @@ func compileExpression(src string) (_ *expression, err error) {
 			return nil, fmt.Errorf("invalid JMESPath expression: unknown function %s()", name)
 		}
 	}
-	return &expression{src: src, compiled: c, isolated: strings.Contains(src, "sort_by")}, nil
+	sh, err := parseShape(src)
+	if err != nil {
+		return nil, fmt.Errorf("invalid JMESPath expression: %w", err)
+	}
+	return &expression{src: src, compiled: c, isolated: strings.Contains(src, "sort_by"), shape: sh}, nil
 }
 
 // calledFunctions returns the names of the functions that the JMESPath
@@ -225,6 +231,13 @@ func (n *node) eval(doc *document) (any, error) {
 
 // eval evaluates the expression; see numbers.go for numbers.
 func (e *expression) eval(doc *document, path string) (any, error) {
+	out, work := e.shape.bound(doc.size)
+	if e.isolated {
+		work += doc.size // the private copy of the body
+	}
+	if b := max(out, work); b > float64(doc.left) {
+		return nil, &TemplateError{Field: path, Err: budgetError(b, int(doc.size), doc.budget)}
+	}
 	r, err := e.search(doc.data)
 	if err == nil {
 		r, err = doc.output(r)

@@ -103,6 +103,7 @@ func Parse(r io.Reader) (*Webhook, error) {
 		check(&ValidationError{Field: "collector_config", Err: ErrRequired})
 	} else {
 		cfg, err := decodeCollectorConfig(o.fields["collector_config"])
+		cfg.MaxOutputSize = outputBudget(w.MaxPayloadSize)
 		if err == nil {
 			w.collector, err = NewCollector(cfg, w.TenantID)
 		}

@@ -9,7 +9,8 @@ import (
 )
 
 // newActionRegistry builds the action executors from a settings file, or
-// from the defaults (logger only) when file is empty.
+// from the defaults (logger and foreach only, DESIGN decision 21) when
+// file is empty.
 func newActionRegistry(file string, logger *slog.Logger, reg prometheus.Registerer) (*action.Registry, error) {
 	cfg := action.Default()
 	if file != "" {

@@ -60,8 +60,13 @@ URLs, the admin token and three curl commands to try. Rules may use the
 finding action: unless actions.json configures it, it inserts into this
 process's findings API as tenant master (token in finding.token).
 
+The example webhook's token is random per data dir, in webhook.token.
+
 Dev mode also accepts unsigned tokens (squall token --unsigned): never expose
-its address. Ctrl-C stops it cleanly; a restart keeps everything.
+its address. It answers only requests whose Host header names its --http
+address, localhost or a loopback IP (421 otherwise), so that a web page cannot
+reach it through DNS rebinding. Ctrl-C stops it cleanly; a restart keeps
+everything.
 
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_DATA_DIR. A flag given on the
@@ -154,6 +159,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger.Warn("dev mode: unsigned tokens are accepted; anyone who reaches the address is an admin", "http", o.httpAddr)
+	if d.tokenReplaced {
+		logger.Warn("the example webhook's token example-token, the same everywhere, was replaced by a random one",
+			"webhook", d.path(devWebhooksDir, devWebhookID+".json"), "token_file", d.path(devWebhookTokenFile))
+	}
 
 	// One registry serves the metrics of every component on /metrics.
 	reg := prometheus.NewRegistry()
@@ -170,6 +179,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	mcfg.AllowUnsignedTokens = true
 	mcfg.Logger = logger
 	mcfg.Registerer = reg
+	mcfg.WrapHandler = func(h http.Handler) http.Handler { return devHostCheck(o.httpAddr, h) }
 	srv, err := master.New(mcfg)
 	if err != nil {
 		return err

@@ -29,6 +29,9 @@ const (
 	// devFindingTokenFile is the finding executor's token (tenant master).
 	devFindingTokenFile = "finding.token"
 	devActionsFile      = "actions.json"
+	// devWebhookTokenFile holds the example webhook's token, random per
+	// data dir (the README's tour reads it).
+	devWebhookTokenFile = "webhook.token"
 	devWebhooksDir      = "webhooks"
 	devArchiveDir       = "archive"
 )
@@ -41,23 +44,28 @@ const (
 
 // The example seeded on first start: a webhook, an archive file, a tenant.
 const (
-	devWebhookID    = "disk_alerts"
-	devWebhookToken = "example-token"
-	devArchiveFile  = "disk_alerts.log"
-	devTenant       = "master"
+	devWebhookID   = "disk_alerts"
+	devArchiveFile = "disk_alerts.log"
+	devTenant      = "master"
 )
 
-// devExampleWebhook is webhooks/disk_alerts.json: a call's body
-// {"host": ..., "message": ...} becomes a disk_alert event.
+// devExampleWebhook is webhooks/disk_alerts.json, with its token in
+// place of %s: a call's body {"host": ..., "message": ...} becomes a
+// disk_alert event.
 const devExampleWebhook = `{
   "id": "disk_alerts",
-  "token": "example-token",
+  "token": "%s",
   "collector_config": {
     "event_type": "disk_alert",
     "payload": {"host": "${host}", "message": "${message}"}
   }
 }
 `
+
+// devLegacyWebhookToken is the fixed token that versions before the
+// random one seeded: a data dir whose example webhook file still holds it
+// unchanged gets a random token on its next start.
+const devLegacyWebhookToken = "example-token"
 
 // devExampleTree is the subtree deployed below root on first start (export
 // form, docs/rules.md): a filter on tenant master holding a ruleset whose
@@ -91,6 +99,9 @@ type devDir struct {
 	dir string
 	// firstStart is true when the master had no state yet.
 	firstStart bool
+	// tokenReplaced is true when the example webhook still had the fixed
+	// token of older versions and got a random one.
+	tokenReplaced bool
 	// adminToken, engineToken and findingToken are minted at every start.
 	adminToken, engineToken, findingToken string
 }
@@ -128,11 +139,19 @@ func prepareDevDir(dir string) (*devDir, error) {
 		}
 	}
 	if err := os.Mkdir(d.path(devWebhooksDir), 0o700); err == nil {
-		if err := createIfMissing(d.path(devWebhooksDir, devWebhookID+".json"), writeString(devExampleWebhook)); err != nil {
+		if err := d.seedWebhook(false); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("data dir: %w", err)
+	} else if b, err := os.ReadFile(d.path(devWebhooksDir, devWebhookID+".json")); err == nil &&
+		string(b) == fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken) {
+		// A data dir of an older version, its example webhook unchanged:
+		// any web page could post to it with the well-known token.
+		if err := d.seedWebhook(true); err != nil {
+			return nil, err
+		}
+		d.tokenReplaced = true
 	}
 	archive, err := filepath.Abs(d.path(devArchiveDir))
 	if err != nil {
@@ -169,6 +188,34 @@ func prepareDevDir(dir string) (*devDir, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// seedWebhook writes the example webhook with a random token, and the
+// token to webhook.token. replace overwrites an existing webhook file;
+// otherwise an existing one is kept.
+func (d *devDir) seedWebhook(replace bool) error {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	token := hex.EncodeToString(b)
+	if err := os.WriteFile(d.path(devWebhookTokenFile), []byte(token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	hook := d.path(devWebhooksDir, devWebhookID+".json")
+	content := fmt.Sprintf(devExampleWebhook, token)
+	if !replace {
+		return createIfMissing(hook, writeString(content))
+	}
+	// Written aside then renamed: the watcher never sees half a file.
+	tmp := hook + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Rename(tmp, hook); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	return nil
 }
 
 // writeTokens writes the admin token to admin.token and the finding
@@ -275,12 +322,14 @@ func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
 	p("  data dir      %s  (delete it to start over)", d.dir)
 	p("  admin token   %s", d.adminToken)
 	p("                (in %s; valid %d days, a restart mints a new one)", d.path(devAdminTokenFile), int(devAdminTTL.Hours()/24))
+	p("  webhook token %s  (random per data dir; the example webhook's)", d.path(devWebhookTokenFile))
 	p("WARNING: dev mode also accepts unsigned tokens: anyone who reaches %s is an admin. Never expose it.", addr)
+	p("         It answers only requests for %s, localhost or a loopback address (Host header).", addr)
 	p("")
 	p("Try it:")
 	p("  # 1. send a webhook")
-	p(`  curl -sS -X POST "%s/engine/webhook/event/%s?token=%s" -H "Content-Type: application/json" -d '{"host": "web-1", "message": "Disk 95%% full on /var"}'`,
-		base, devWebhookID, devWebhookToken)
+	p(`  curl -sS -X POST "%s/engine/webhook/event/%s?token=$(cat %s)" -H "Content-Type: application/json" -d '{"host": "web-1", "message": "Disk 95%% full on /var"}'`,
+		base, devWebhookID, d.path(devWebhookTokenFile))
 	p("  # 2. see the archived event (with the extracted used_percent)")
 	p("  cat %s", d.path(devArchiveDir, devArchiveFile))
 	p("  # 3. send a test event through the active tree")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -202,18 +204,19 @@ func TestDevReadmeTour(t *testing.T) {
 	archive := filepath.Join(data, "archive", devArchiveFile)
 
 	cmds := readmeTour(t)
-	if len(cmds) != 4 {
-		t.Fatalf("the README's tour has %d commands, want 4 (token, webhook, archive, test event): %q", len(cmds), cmds)
+	if len(cmds) != 5 {
+		t.Fatalf("the README's tour has %d commands, want 5 (two tokens, webhook, archive, test event): %q", len(cmds), cmds)
 	}
 	var prelude strings.Builder // the variables the tour sets
 	var sawWebhook, sawArchive, sawTest bool
 	for _, c := range cmds {
-		if !strings.Contains(c, readmeAddr) && !strings.HasPrefix(c, "cat ") && !strings.HasPrefix(c, "TOKEN=") {
+		isVar := strings.HasPrefix(c, "TOKEN=") || strings.HasPrefix(c, "WEBHOOK_TOKEN=")
+		if !strings.Contains(c, readmeAddr) && !strings.HasPrefix(c, "cat ") && !isVar {
 			t.Fatalf("unexpected tour command %q", c)
 		}
 		c = strings.ReplaceAll(c, readmeAddr, d.addr)
 		switch {
-		case strings.HasPrefix(c, "TOKEN="):
+		case isVar:
 			prelude.WriteString(c + "\n")
 		case strings.Contains(c, "/engine/webhook/event/"):
 			sawWebhook = true
@@ -252,6 +255,41 @@ func TestDevReadmeTour(t *testing.T) {
 	// The test event skipped its actions: still one archived event.
 	archiveLines(t, d, archive, 1)
 
+	// The webhook token is random: not the fixed token of older versions,
+	// and not the same in another data dir.
+	hookToken := readTrimmed(t, filepath.Join(data, devWebhookTokenFile))
+	if len(hookToken) != 32 || hookToken == devLegacyWebhookToken {
+		t.Errorf("webhook token %q, want 32 random hex digits", hookToken)
+	}
+	other, err := prepareDevDir(filepath.Join(t.TempDir(), "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readTrimmed(t, other.path(devWebhookTokenFile)) == hookToken {
+		t.Error("two data dirs have the same webhook token")
+	}
+
+	// DNS rebinding: a page of evil.example whose name now resolves to
+	// 127.0.0.1 reaches the listener, but its requests name its host.
+	// They are refused, with the unsigned admin token, on every route.
+	mallory := unsignedAdmin(t)
+	for _, path := range []string{"/api/v2_beta/config/active/tree/info/all", "/engine/webhook/event/disk_alerts?token=" + hookToken,
+		"/intel/api/sdk/v0/findings/credential", "/squall/v1/cluster", "/metrics", devEnginePrefix + "/readyz"} {
+		for _, host := range []string{"evil.example", "evil.example:" + port(d.addr), "localhost.evil.example", "127.0.0.1.nip.io"} {
+			body, code := curlStatus(t, work, `curl -sS -X POST "http://`+d.addr+path+`" -H 'Host: `+host+`' -H "Authorization: Bearer `+mallory+`" -H "Content-Type: application/json" -d '{"host": "evil", "message": "1%"}'`)
+			if code != http.StatusMisdirectedRequest || !strings.Contains(body, `"code":"MISDIRECTED_REQUEST"`) {
+				t.Errorf("Host %q on %s: %d %s, want 421 MISDIRECTED_REQUEST", host, path, code, body)
+			}
+		}
+	}
+	// localhost and loopback names of the same listener are served.
+	for _, host := range []string{"localhost", "LOCALHOST:" + port(d.addr), "127.0.0.1", "127.0.0.2:1", "[::1]:" + port(d.addr), d.addr} {
+		if body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H 'Host: `+host+`' -H "Authorization: Bearer `+mallory+`"`); code != http.StatusOK {
+			t.Errorf("Host %q: %d %s, want 200", host, code, body)
+		}
+	}
+	archiveLines(t, d, archive, 1) // the refused webhooks archived nothing
+
 	// A second squall dev on the same data dir stops at the master's
 	// locked files, before it touches the broker's.
 	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0")
@@ -285,7 +323,7 @@ func TestDevReadmeTour(t *testing.T) {
 	}
 	for _, want := range []string{
 		"admin token   " + strings.TrimSpace(string(token)),
-		`curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=example-token"`,
+		`curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=$(cat ` + filepath.Join("squall-data", devWebhookTokenFile) + `)"`,
 		"cat " + filepath.Join("squall-data", "archive", devArchiveFile),
 		`curl -sS -X POST "http://` + d.addr + `/api/v2_beta/event/active/all"`,
 		"WARNING: dev mode also accepts unsigned tokens",
@@ -310,7 +348,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hook, []byte(strings.Replace(string(b), devWebhookToken, "edited-token", 1)), 0o600); err != nil {
+	if err := os.WriteFile(hook, []byte(strings.Replace(string(b), hookToken, "edited-token", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -326,7 +364,7 @@ func TestDevReadmeTour(t *testing.T) {
 		t.Errorf("tree info after the restart: %d %s", code, body)
 	}
 	post := `curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=%s" -H "Content-Type: application/json" -d '{"host": "web-2", "message": "Disk 42% full on /home"}'`
-	if _, code := curlStatus(t, work, strings.Replace(post, "%s", devWebhookToken, 1)); code != http.StatusUnauthorized {
+	if _, code := curlStatus(t, work, strings.Replace(post, "%s", hookToken, 1)); code != http.StatusUnauthorized {
 		t.Errorf("the seeded token after the edit: %d, want 401", code)
 	}
 	if body, code := curlStatus(t, work, strings.Replace(post, "%s", "edited-token", 1)); code != http.StatusOK {
@@ -380,7 +418,7 @@ func TestPrepareDevDir(t *testing.T) {
 		t.Fatalf("first start %+v", d)
 	}
 	hookRel := filepath.Join(devWebhooksDir, devWebhookID+".json")
-	files := []string{devKeyFile, devJoinTokenFile, devActionsFile, hookRel}
+	files := []string{devKeyFile, devJoinTokenFile, devActionsFile, hookRel, devWebhookTokenFile}
 	before := map[string]string{}
 	for _, f := range files {
 		p := filepath.Join(dir, f)
@@ -409,7 +447,11 @@ func TestPrepareDevDir(t *testing.T) {
 	}
 
 	// The user edits the webhook and the master has state: a restart.
-	before[hookRel] = strings.Replace(before[hookRel], devWebhookToken, "mine", 1)
+	hookToken := strings.TrimSpace(before[devWebhookTokenFile])
+	if !strings.Contains(before[hookRel], `"token": "`+hookToken+`"`) {
+		t.Errorf("the example webhook does not hold the token of %s:\n%s", devWebhookTokenFile, before[hookRel])
+	}
+	before[hookRel] = strings.Replace(before[hookRel], hookToken, "mine", 1)
 	if err := os.WriteFile(filepath.Join(dir, hookRel), []byte(before[hookRel]), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +568,7 @@ func TestDevFindingAction(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
 		}
-		code, body := apiCall(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+devWebhookToken, "",
+		code, body := apiCall(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile)), "",
 			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
 		if code != http.StatusOK {
 			t.Fatalf("webhook: %d %s", code, body)
@@ -546,4 +588,117 @@ func TestDevFindingAction(t *testing.T) {
 		t.Fatalf("findings %+v", got)
 	}
 	d.stop(t, syscall.SIGTERM)
+}
+
+// readTrimmed returns a file's content without surrounding white space.
+func readTrimmed(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// port returns the port of a host:port address.
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// unsignedAdmin returns an unsigned admin token, which squall dev accepts.
+func unsignedAdmin(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "mallory", "--auth", "all=root:admin", "--unsigned"))
+}
+
+// TestPrepareDevDir_legacyWebhook: a data dir of an older version, whose
+// example webhook still holds the fixed token example-token, gets a random
+// token (in the file and in webhook.token) and keeps everything else; an
+// edited webhook file is left alone.
+func TestPrepareDevDir_legacyWebhook(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, content string
+		replaced      bool
+	}{
+		{"unchanged seed", fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken), true},
+		{"edited", strings.Replace(fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken), `"disk_alert"`, `"disk"`, 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			hook := filepath.Join(dir, devWebhooksDir, devWebhookID+".json")
+			if err := os.MkdirAll(filepath.Join(dir, devWebhooksDir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(hook, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d, err := prepareDevDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readTrimmed(t, hook)
+			if !tc.replaced {
+				if got != strings.TrimSpace(tc.content) || d.tokenReplaced {
+					t.Fatalf("an edited webhook changed:\n%s", got)
+				}
+				return
+			}
+			token := readTrimmed(t, filepath.Join(dir, devWebhookTokenFile))
+			if !d.tokenReplaced || strings.Contains(got, devLegacyWebhookToken) || len(token) != 32 ||
+				got != strings.TrimSpace(fmt.Sprintf(devExampleWebhook, token)) {
+				t.Fatalf("replaced %t, token %q, webhook:\n%s", d.tokenReplaced, token, got)
+			}
+			if _, err := os.Stat(hook + ".tmp"); err == nil {
+				t.Error("the temporary file is left behind")
+			}
+		})
+	}
+}
+
+// TestDevHostCheck: the Host check of squall dev, request by request.
+func TestDevHostCheck(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	for _, tc := range []struct {
+		listen, host string
+		want         int
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:8080", 200},
+		{"127.0.0.1:8080", "localhost:8080", 200},
+		{"127.0.0.1:8080", "localhost", 200},
+		{"127.0.0.1:8080", "127.0.0.1", 200},
+		{"127.0.0.1:8080", "127.1.2.3:9", 200},
+		{"127.0.0.1:8080", "[::1]:8080", 200},
+		{"127.0.0.1:8080", "[::ffff:127.0.0.1]:8080", 200},
+		{"dev.lan:8080", "dev.lan:8080", 200},
+		{"dev.lan:8080", "DEV.lan", 200},
+		{"127.0.0.1:8080", "evil.example", 421},
+		{"127.0.0.1:8080", "evil.example:8080", 421},
+		{"127.0.0.1:8080", "localhost.evil.example", 421},
+		{"127.0.0.1:8080", "10.0.0.1:8080", 421},
+		{"127.0.0.1:8080", "", 421},
+		{":8080", "", 421},
+		{":8080", "evil.example", 421},
+		{"0.0.0.0:8080", "192.168.1.5:8080", 421},
+		{"0.0.0.0:8080", "localhost:8080", 200},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/api/v2_beta/x", nil)
+		r.Host = tc.host
+		w := httptest.NewRecorder()
+		devHostCheck(tc.listen, ok).ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("listen %s, Host %q: %d, want %d", tc.listen, tc.host, w.Code, tc.want)
+		}
+		var e struct {
+			Code   string         `json:"code"`
+			Params map[string]any `json:"params"`
+		}
+		if tc.want == 421 && (json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Code != "MISDIRECTED_REQUEST" || e.Params["host"] != tc.host ||
+			w.Header().Get("Content-Type") != "application/json") {
+			t.Errorf("Host %q: error body %s", tc.host, w.Body)
+		}
+	}
 }

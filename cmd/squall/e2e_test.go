@@ -105,7 +105,7 @@ func TestDistributed(t *testing.T) {
 
 	// Engines: both know every master and share the consumer group.
 	actionsConfig := filepath.Join(dir, "actions.json")
-	writeFile(t, actionsConfig, `{"http": {"timeout": "5s"}, "retry": {"max_attempts": 10, "base_delay": "100ms", "max_delay": "1s", "jitter": 0.5}}`)
+	writeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}, "retry": {"max_attempts": 10, "base_delay": "100ms", "max_delay": "1s", "jitter": 0.5}}`)
 	masterURLs := strings.Join([]string{m1.base, m2.base, m3.base}, ",")
 	var engines []*e2eProc
 	for i := 1; i <= 2; i++ {

@@ -29,9 +29,9 @@ func newEngineCommand() *cobra.Command {
 more; it moves to the next when one fails) and, once a tree is deployed,
 consumes the events of --topic in the consumer group --group: each event is
 evaluated against the tree and the actions of the matching rules run through
-the executors configured by --actions-config. Events that cannot be decoded,
-or whose actions fail past their retries, go to --dlq-topic with the reason in
-their headers. Offsets are committed once an event's actions ran: delivery is
+the executors configured by --actions-config (without it: logger and foreach
+only). Events that cannot be decoded, or whose actions fail past their
+retries, go to --dlq-topic with the reason in their headers. Offsets are committed once an event's actions ran: delivery is
 at least once, and events seen again (same squall-event-id) are skipped.
 Several engines share the partitions of the topic.
 
@@ -110,7 +110,7 @@ on the command line wins; empty variables are ignored.`,
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
-	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries; default: built-in defaults)")
+	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "listen address of /healthz, /readyz and /metrics")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a stop waits for the events in progress")
 	f.BoolVar(&cfg.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")

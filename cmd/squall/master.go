@@ -81,7 +81,7 @@ given on the command line wins; empty variables are ignored.`,
 			}
 			// Test events with process_type Full run their actions through
 			// the engine's executors; without --actions-config only logger
-			// is enabled.
+			// and foreach are enabled (DESIGN decision 21).
 			actions, err := newActionRegistry(actionsConfig, logger, reg)
 			if err != nil {
 				return err
@@ -154,7 +154,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")
 	intakeFlags(f, &intakeCfg, &saslPasswordFile)
-	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger runs")
+	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger and foreach run")
 	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,9 +29,14 @@ type Config struct {
 	// Script configures the script executor. It is enabled when
 	// Script.AllowedDir is set.
 	Script ScriptConfig `json:"script"`
-	// HTTP configures the http executor, always enabled.
+	// HTTP configures the http executor. It is enabled when
+	// HTTP.AllowedHosts is set or HTTP.AllowAnyHost is true (DESIGN
+	// decision 21); a file whose http section enables neither is refused
+	// by [Parse].
 	HTTP HTTPConfig `json:"http"`
-	// Foreach configures the foreach executor, always enabled.
+	// Foreach configures the foreach executor, always enabled: it runs
+	// its inner actions through the registry, so only through the
+	// executors that are enabled.
 	Foreach ForeachConfig `json:"foreach"`
 	// Kafka configures the kafka executor. It is enabled when
 	// Kafka.DefaultTopic or Kafka.AllowedTopics is set and [Deps.Producer]
@@ -163,10 +169,19 @@ type HTTPConfig struct {
 	Timeout Duration `json:"timeout"`
 	// AllowedSchemes lists the URL schemes accepted. Default http, https.
 	AllowedSchemes []string `json:"allowed_schemes"`
-	// AllowedHosts, when not empty, lists the host names accepted: an
-	// exact name, or "*.example.com" for every subdomain of example.com.
+	// AllowedHosts lists the hosts accepted: an exact name or IP address,
+	// or "*.example.com" for every subdomain of example.com. Setting it
+	// enables the http executor.
 	AllowedHosts []string `json:"allowed_hosts"`
+	// AllowAnyHost enables the http executor for every host, internal
+	// services included (a server-side request forgery for whoever
+	// writes rules or sends Full test events): it must be set explicitly,
+	// and the registry logs a warning.
+	AllowAnyHost bool `json:"allow_any_host"`
 }
+
+// Enabled reports whether the settings enable the http executor.
+func (h HTTPConfig) Enabled() bool { return len(h.AllowedHosts) > 0 || h.AllowAnyHost }
 
 // ForeachConfig configures the foreach executor.
 type ForeachConfig struct {
@@ -175,8 +190,8 @@ type ForeachConfig struct {
 	MaxDepth int `json:"max_depth"`
 }
 
-// Default returns the default configuration: retries on, archive and script
-// disabled, http and foreach enabled.
+// Default returns the default configuration: retries on, logger and
+// foreach enabled, every other executor disabled (DESIGN decision 21).
 func Default() Config {
 	return Config{
 		Retry: RetryConfig{
@@ -210,11 +225,17 @@ func Default() Config {
 }
 
 // Parse reads a JSON configuration over [Default]: fields present in the
-// file replace the defaults. Unknown fields and trailing data are errors.
-// Parse does not validate: call [Config.Validate].
+// file replace the defaults. Unknown fields and trailing data are errors,
+// and so is an http section that enables nothing (neither allowed_hosts
+// nor allow_any_host): a [*ConfigError] on http.allowed_hosts. Parse does
+// not validate otherwise: call [Config.Validate].
 func Parse(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, fmt.Errorf("parse action config: %w", err)
+	}
 	cfg := Default()
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	// A file that sets "env" replaces the default environment.
 	cfg.Script.Env = nil
@@ -223,6 +244,15 @@ func Parse(r io.Reader) (Config, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Config{}, errors.New("parse action config: data after the JSON object")
+	}
+	// An http section says the file's author wants the executor: without
+	// its hosts it would run nothing (or, before decision 21, anything).
+	var sections map[string]json.RawMessage
+	if err := json.Unmarshal(data, &sections); err == nil {
+		if _, ok := sections["http"]; ok && !cfg.HTTP.Enabled() {
+			return Config{}, fmt.Errorf("parse action config: %w", &ConfigError{Field: "http.allowed_hosts",
+				Err: errors.New(`is required to enable the http executor: list the hosts http actions may reach, or set "allow_any_host": true; remove the http section to leave the executor disabled`)})
+		}
 	}
 	if cfg.Script.Env == nil {
 		cfg.Script.Env = Default().Script.Env
@@ -337,9 +367,12 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, host := range h.AllowedHosts {
+		if _, err := netip.ParseAddr(host); err == nil {
+			continue
+		}
 		name := strings.TrimPrefix(host, "*.")
-		if name == "" || strings.ContainsAny(name, "*/:@ ") || name != strings.ToLower(name) {
-			bad("http.allowed_hosts", "%q is not a lowercase host name or *.domain", host)
+		if name == "" || strings.ContainsAny(name, "*/:@ []") || name != strings.ToLower(name) {
+			bad("http.allowed_hosts", "%q is not a lowercase host name, *.domain or IP address", host)
 		}
 	}
 

@@ -106,6 +106,20 @@ func TestParse(t *testing.T) {
 		{name: "duration as a number", in: `{"http": {"timeout": 10}}`, wantErr: "duration must be a string"},
 		{name: "bad duration", in: `{"http": {"timeout": "10 parsecs"}}`, wantErr: "time: unknown unit"},
 		{name: "not JSON", in: `retry`, wantErr: "invalid character"},
+		{name: "http section without hosts", in: `{"http": {"timeout": "5s"}}`,
+			wantErr: `http.allowed_hosts: is required to enable the http executor: list the hosts http actions may reach, or set "allow_any_host": true`},
+		{name: "empty http section", in: `{"http": {}}`, wantErr: "http.allowed_hosts: is required"},
+		{name: "http with empty hosts", in: `{"http": {"allowed_hosts": []}}`, wantErr: "http.allowed_hosts: is required"},
+		{name: "no http section: http disabled", in: `{"retry": {"max_attempts": 2}}`, check: func(t *testing.T, c Config) {
+			if c.HTTP.Enabled() {
+				t.Errorf("http enabled by a file without an http section: %+v", c.HTTP)
+			}
+		}},
+		{name: "http allow_any_host", in: `{"http": {"allow_any_host": true}}`, check: func(t *testing.T, c Config) {
+			if !c.HTTP.Enabled() || !c.HTTP.AllowAnyHost {
+				t.Errorf("http = %+v, want enabled for any host", c.HTTP)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,6 +184,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"ftp scheme", func(c *Config) { c.HTTP.AllowedSchemes = []string{"ftp"} }, "http.allowed_schemes", "not http or https"},
 		{"host with port", func(c *Config) { c.HTTP.AllowedHosts = []string{"a.example.com:443"} }, "http.allowed_hosts", "host name"},
 		{"uppercase host", func(c *Config) { c.HTTP.AllowedHosts = []string{"A.example.com"} }, "http.allowed_hosts", "lowercase"},
+		{"IP hosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"127.0.0.1", "::1", "hooks.example.com"} }, "", ""},
+		{"bracketed IPv6 host", func(c *Config) { c.HTTP.AllowedHosts = []string{"[::1]"} }, "http.allowed_hosts", "IP address"},
 		{"http timeout 0", func(c *Config) { c.HTTP.Timeout = 0 }, "http.timeout", "positive"},
 		{"max_depth 0", func(c *Config) { c.Foreach.MaxDepth = 0 }, "foreach.max_depth", "at least 1"},
 		{"kafka enabled", func(c *Config) { c.Kafka = KafkaConfig{DefaultTopic: "a.b_c-1", AllowedTopics: []string{"x"}} }, "", ""},

@@ -157,7 +157,7 @@ func conformanceCases(t *testing.T) []conformanceCase {
 			setup: func(t *testing.T) (Executor, map[string]any) {
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 				t.Cleanup(srv.Close)
-				h := newHTTPExecutor(Default().HTTP, nil)
+				h := newHTTPExecutor(testConfig().HTTP, nil)
 				t.Cleanup(func() { _ = h.Close() })
 				return h, map[string]any{"url": srv.URL + "/hook", "headers": map[string]any{"X-A": "b"}, "n": 1}
 			},

@@ -2,7 +2,10 @@
 //
 // A [Registry] maps action ids to [Executor]s. It is built explicitly from a
 // [Config] by [NewRegistry] (no init-time registration), and [Registry.Run]
-// dispatches one [tree.Action]: an unknown id fails with [ErrNoExecutor]; a
+// dispatches one [tree.Action]: an unknown id fails with [ErrNoExecutor]
+// ([ErrNotEnabled], saying what to configure, for a built-in executor the
+// configuration leaves disabled: with [Default] only logger and foreach
+// run, DESIGN decision 21); a
 // retriable failure is retried with exponential backoff and jitter; a
 // permanent one is returned at once. The caller (the engine, or the master
 // for Full test events) decides what to do with a final failure: log it or
@@ -54,7 +57,11 @@
 //     not followed. 2xx succeeds; 408, 425, 429, 5xx, network errors and
 //     timeouts are retriable; other statuses are permanent ([StatusError]).
 //     Header values, and the URL's query and user info, are never logged.
-//   - foreach: payload target (array) and actions (array of {id, payload}).
+//     Enabled when http.allowed_hosts is set (names, *.domain or IP
+//     addresses) or http.allow_any_host is true (logged as a warning); a
+//     settings file whose http section does neither is refused.
+//   - foreach: payload target (array) and actions (array of {id, payload}),
+//     always enabled; its inner actions run only through enabled executors.
 //     For each inner action, for each item of target, every string of the
 //     payload is resolved against {"item": item}: a string that is exactly
 //     "${item...}" becomes the value with its own type, an interpolated

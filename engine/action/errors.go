@@ -2,6 +2,7 @@ package action
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -11,6 +12,11 @@ var (
 	// ErrNoExecutor reports an action id that no executor handles. It is
 	// permanent: the caller decides whether to log it or dead-letter the event.
 	ErrNoExecutor = errors.New("no executor for action")
+
+	// ErrNotEnabled reports an action of a built-in executor that the
+	// configuration leaves disabled; the error says how to enable it. It
+	// wraps [ErrNoExecutor], so the caller treats it the same way.
+	ErrNotEnabled = fmt.Errorf("%w: executor not enabled", ErrNoExecutor)
 
 	// ErrInvalidPayload reports a payload that does not follow its executor's
 	// contract (a missing or mistyped field). It is permanent.

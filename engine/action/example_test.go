@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,12 +40,16 @@ func ExampleRegistry_Run() {
 		"actions": []any{map[string]any{"id": "logger", "payload": map[string]any{"msg": "item ${item}"}}},
 	}})
 	fmt.Println(err)
-	err = r.Run(context.Background(), tree.Action{ID: "elasticsearch"})
-	fmt.Println(err, action.Retriable(err))
+	// http is not enabled: the file names no allowed hosts.
+	err = r.Run(context.Background(), tree.Action{ID: "http", Payload: map[string]any{"url": "http://169.254.169.254/"}})
+	fmt.Println(err, errors.Is(err, action.ErrNoExecutor), action.Retriable(err))
+	err = r.Run(context.Background(), tree.Action{ID: "pager"})
+	fmt.Println(err)
 	// Output:
-	// [foreach http logger]
+	// [foreach logger]
 	// level=INFO msg=action component=action action=logger payload="map[msg:item a]"
 	// level=INFO msg=action component=action action=logger payload="map[msg:item b]"
 	// <nil>
-	// action "elasticsearch": no executor for action false
+	// action "http": no executor for action: executor not enabled: set http.allowed_hosts (or "allow_any_host": true) in the actions settings file (--actions-config) true false
+	// action "pager": no executor for action
 }

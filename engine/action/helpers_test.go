@@ -25,6 +25,8 @@ func testConfig() Config {
 	cfg.Retry.BaseDelay = Duration(time.Millisecond)
 	cfg.Retry.MaxDelay = Duration(4 * time.Millisecond)
 	cfg.Retry.Jitter = 0
+	// The test receivers listen on loopback.
+	cfg.HTTP.AllowedHosts = []string{"127.0.0.1"}
 	return cfg
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ type httpExecutor struct {
 	timeout time.Duration
 	schemes []string
 	hosts   []string
+	anyHost bool
 }
 
 var (
@@ -56,6 +58,7 @@ func newHTTPExecutor(cfg HTTPConfig, client *http.Client) *httpExecutor {
 		timeout: time.Duration(cfg.Timeout),
 		schemes: cfg.AllowedSchemes,
 		hosts:   cfg.AllowedHosts,
+		anyHost: cfg.AllowAnyHost,
 	}
 }
 
@@ -204,15 +207,18 @@ func (h *httpExecutor) allowed(u *url.URL) error {
 	if host == "" {
 		return fmt.Errorf("%w: url has no host", ErrInvalidPayload)
 	}
-	if len(h.hosts) == 0 {
+	if h.anyHost {
 		return nil
 	}
+	ip, ipErr := netip.ParseAddr(host)
 	for _, allowed := range h.hosts {
 		if suffix, wild := strings.CutPrefix(allowed, "*."); wild {
-			if strings.HasSuffix(host, "."+suffix) {
+			if ipErr != nil && strings.HasSuffix(host, "."+suffix) {
 				return nil
 			}
 		} else if host == allowed {
+			return nil
+		} else if a, err := netip.ParseAddr(allowed); err == nil && ipErr == nil && a.Unmap() == ip.Unmap() {
 			return nil
 		}
 	}

@@ -108,7 +108,7 @@ func TestHTTP_Execute_request(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t)
-			h := newHTTPExecutor(Default().HTTP, nil)
+			h := newHTTPExecutor(testConfig().HTTP, nil)
 			p := payload(t, strings.ReplaceAll(tt.payload, "${URL}", rc.URL))
 			if err := h.Execute(t.Context(), tree.Action{ID: IDHTTP, Payload: p}); err != nil {
 				t.Fatal(err)
@@ -153,7 +153,7 @@ func TestHTTP_Execute_status(t *testing.T) {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t, tt.status)
-			h := newHTTPExecutor(Default().HTTP, nil)
+			h := newHTTPExecutor(testConfig().HTTP, nil)
 			err := h.Execute(t.Context(), tree.Action{Payload: map[string]any{"url": rc.URL}})
 			if tt.status < 300 {
 				if err != nil {
@@ -213,7 +213,7 @@ func TestHTTP_retriesThroughRegistry(t *testing.T) {
 func TestHTTP_Execute_refused(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
-	cfg := Default().HTTP
+	cfg := testConfig().HTTP
 	cfg.AllowedSchemes = []string{"https"}
 	cfg.AllowedHosts = []string{"hooks.example.com", "*.example.org"}
 	h := newHTTPExecutor(cfg, nil)
@@ -234,6 +234,34 @@ func TestHTTP_Execute_refused(t *testing.T) {
 	}
 }
 
+func TestHTTP_allowed(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig().HTTP
+	cfg.AllowedHosts = []string{"::1", "10.0.0.1", "*.example.org"}
+	h := newHTTPExecutor(cfg, nil)
+	for u, want := range map[string]bool{
+		"http://[::1]:8080/x":             true,
+		"http://[0:0::1]/x":               true,
+		"http://10.0.0.1/x":               true,
+		"http://[::ffff:10.0.0.1]/x":      true,
+		"http://10.0.0.2/x":               false,
+		"http://127.0.0.1/x":              false,
+		"http://a.example.org/x":          true,
+		"http://169.254.169.254/x":        false,
+		"http://metadata.internal/x":      false,
+		"http://example.org.evil.test/x":  false,
+		"http://a.example.org.evil.test/": false,
+	} {
+		if err := h.allowed(mustParseURL(t, u)); (err == nil) != want {
+			t.Errorf("%s: allowed = %v, want %v", u, err, want)
+		}
+	}
+	cfg.AllowedHosts, cfg.AllowAnyHost = nil, true
+	if err := newHTTPExecutor(cfg, nil).allowed(mustParseURL(t, "http://169.254.169.254/")); err != nil {
+		t.Errorf("allow_any_host: %v", err)
+	}
+}
+
 func TestHTTP_Execute_timeout(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -245,7 +273,7 @@ func TestHTTP_Execute_timeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	cfg := Default().HTTP
+	cfg := testConfig().HTTP
 	cfg.Timeout = Duration(100 * time.Millisecond)
 	h := newHTTPExecutor(cfg, nil)
 	err := h.Execute(t.Context(), tree.Action{Payload: map[string]any{"url": srv.URL}})

@@ -73,9 +73,12 @@ type Registry struct {
 	log     *slog.Logger
 	retry   RetryConfig
 	entries map[string]*entry
-	closers []io.Closer
-	metrics *metrics
-	closed  atomic.Bool
+	// disabled maps the ids of built-in executors left disabled by the
+	// configuration to how to enable them.
+	disabled map[string]string
+	closers  []io.Closer
+	metrics  *metrics
+	closed   atomic.Bool
 }
 
 // entry is one registered executor with its metric series.
@@ -84,8 +87,9 @@ type entry struct {
 	m  actionMetrics
 }
 
-// NewRegistry validates cfg and builds the registry: logger, http and
-// foreach always, archive when cfg.Archive.BasePath is set, script when
+// NewRegistry validates cfg and builds the registry: logger and foreach
+// always, http when cfg.HTTP names its allowed hosts (or allows any host,
+// which logs a warning), archive when cfg.Archive.BasePath is set, script when
 // cfg.Script.AllowedDir is set, kafka when a topic is configured and
 // deps.Producer is set, finding when cfg.Finding.MasterURLs is set,
 // elasticsearch when an endpoint is configured, then deps.Executors. It
@@ -105,8 +109,13 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 
 	executors := map[string]Executor{
 		IDLogger:  &loggerExecutor{log: log},
-		IDHTTP:    newHTTPExecutor(cfg.HTTP, deps.HTTPClient),
 		IDForeach: &foreachExecutor{run: r.Run, log: log, maxDepth: cfg.Foreach.MaxDepth},
+	}
+	if cfg.HTTP.Enabled() {
+		executors[IDHTTP] = newHTTPExecutor(cfg.HTTP, deps.HTTPClient)
+		if cfg.HTTP.AllowAnyHost {
+			log.Warn("http.allow_any_host is set: http actions may reach any host, internal services included; list the hosts in http.allowed_hosts instead")
+		}
 	}
 	if cfg.Archive.BasePath != "" {
 		a, err := newArchiveExecutor(cfg.Archive, log)
@@ -146,6 +155,17 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 		executors[id] = ex
 	}
 
+	r.disabled = make(map[string]string)
+	// The built-in executors that the configuration may leave disabled.
+	for _, id := range []string{IDHTTP, IDArchive, IDScript, IDKafka, IDFinding, IDElasticsearch} {
+		if _, ok := executors[id]; !ok {
+			r.disabled[id] = enableHint(id)
+		}
+	}
+	if _, ok := executors[IDKafka]; !ok && (cfg.Kafka.DefaultTopic != "" || len(cfg.Kafka.AllowedTopics) > 0) {
+		r.disabled[IDKafka] = "this process has no Kafka writer: kafka actions run on engines only"
+	}
+
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
 		return nil, err
@@ -159,6 +179,27 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// enableHint says how the actions settings file enables the built-in
+// executor id.
+func enableHint(id string) string {
+	const file = " in the actions settings file (--actions-config)"
+	switch id {
+	case IDHTTP:
+		return `set http.allowed_hosts (or "allow_any_host": true)` + file
+	case IDArchive:
+		return "set archive.base_path and archive.default_path" + file
+	case IDScript:
+		return "set script.allowed_dir" + file
+	case IDKafka:
+		return "set kafka.default_topic or kafka.allowed_topics in the engine's actions settings file (--actions-config); kafka actions run on engines only"
+	case IDFinding:
+		return "set finding.master_urls and finding.token_file" + file
+	case IDElasticsearch:
+		return "set elasticsearch.default_endpoint or elasticsearch.allowed_endpoints" + file
+	}
+	return ""
 }
 
 // IDs returns the action ids the registry handles, sorted.
@@ -175,7 +216,8 @@ func (r *Registry) IDs() []string {
 // retriable failure is retried after an exponential backoff with jitter, up
 // to retry.max_attempts executions in all; a permanent failure is returned at
 // once. The error wraps the executor's last error (so [Retriable] still tells
-// what it was), [ErrNoExecutor] for an unknown id, or the context's error
+// what it was), [ErrNoExecutor] for an unknown id ([ErrNotEnabled], which
+// says how to enable it, for a built-in executor left disabled), or the context's error
 // when ctx ended while waiting to retry.
 func (r *Registry) Run(ctx context.Context, a tree.Action) error {
 	if r.closed.Load() {
@@ -184,6 +226,9 @@ func (r *Registry) Run(ctx context.Context, a tree.Action) error {
 	e, ok := r.entries[a.ID]
 	if !ok {
 		r.metrics.unknown.Inc()
+		if hint, ok := r.disabled[a.ID]; ok {
+			return NewPermanent(fmt.Errorf("action %q: %w: %s", a.ID, ErrNotEnabled, hint))
+		}
 		return NewPermanent(fmt.Errorf("action %q: %w", a.ID, ErrNoExecutor))
 	}
 	for attempt := 1; ; attempt++ {

@@ -222,7 +222,8 @@ func TestNewRegistry_executors(t *testing.T) {
 		deps Deps
 		want []string
 	}{
-		{"default", testConfig(), Deps{}, []string{"foreach", "http", "logger"}},
+		{"defaults: logger and foreach only", Default(), Deps{}, []string{"foreach", "logger"}},
+		{"http with allowed hosts", testConfig(), Deps{}, []string{"foreach", "http", "logger"}},
 		{"archive and script configured", withDirs, Deps{}, []string{"archive", "foreach", "http", "logger", "script"}},
 		{"extra executor", testConfig(), Deps{Executors: map[string]Executor{"kafka": custom}}, []string{"foreach", "http", "kafka", "logger"}},
 		{"nil removes a built-in", testConfig(), Deps{Executors: map[string]Executor{"http": nil}}, []string{"foreach", "logger"}},
@@ -329,5 +330,72 @@ func TestLogger_Execute(t *testing.T) {
 	want := `"level":"INFO","msg":"action","component":"action","action":"logger","payload":{"msg":"hi","n":3}`
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("log %s\ndoes not contain %s", out, want)
+	}
+}
+
+// TestRegistry_disabledExecutors: with the default settings (no actions
+// file) http and the other configurable executors are not enabled, an
+// action naming one fails permanently without reaching anything, and the
+// error says how to enable it; foreach cannot reach them either.
+func TestRegistry_disabledExecutors(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	r, reg := newTestRegistry(t, Default(), Deps{})
+	want := map[string]string{
+		IDHTTP:          `set http.allowed_hosts (or "allow_any_host": true)`,
+		IDArchive:       "set archive.base_path",
+		IDScript:        "set script.allowed_dir",
+		IDKafka:         "kafka.default_topic",
+		IDFinding:       "set finding.master_urls",
+		IDElasticsearch: "elasticsearch.default_endpoint",
+	}
+	for id, hint := range want {
+		err := r.Run(t.Context(), tree.Action{ID: id, Payload: map[string]any{"url": rc.URL}})
+		if !errors.Is(err, ErrNotEnabled) || !errors.Is(err, ErrNoExecutor) || Retriable(err) ||
+			!strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), "--actions-config") {
+			t.Errorf("%s: %v, want a permanent ErrNotEnabled saying %q", id, err, hint)
+		}
+	}
+	err := r.Run(t.Context(), tree.Action{ID: IDForeach, Payload: map[string]any{
+		"target":  []any{"a"},
+		"actions": []any{map[string]any{"id": IDHTTP, "payload": map[string]any{"url": rc.URL + "/${item}"}}},
+	}})
+	if !errors.Is(err, ErrNotEnabled) || !strings.Contains(err.Error(), "http.allowed_hosts") {
+		t.Errorf("foreach of http: %v, want ErrNotEnabled", err)
+	}
+	if n := len(rc.received()); n != 0 {
+		t.Errorf("the receiver got %d requests from a registry without http", n)
+	}
+	if got := counterValue(t, reg, "squall_action_unknown_total", nil); got != float64(len(want)+1) {
+		t.Errorf("squall_action_unknown_total = %v, want %d", got, len(want)+1)
+	}
+	// An id that is no executor at all keeps the plain error.
+	if err := r.Run(t.Context(), tree.Action{ID: "pager"}); !errors.Is(err, ErrNoExecutor) || errors.Is(err, ErrNotEnabled) {
+		t.Errorf("unknown id: %v", err)
+	}
+
+	// kafka configured where there is no producer (a master).
+	cfg := Default()
+	cfg.Kafka.DefaultTopic = "out"
+	r, _ = newTestRegistry(t, cfg, Deps{})
+	if err := r.Run(t.Context(), tree.Action{ID: IDKafka}); !errors.Is(err, ErrNotEnabled) || !strings.Contains(err.Error(), "no Kafka writer") {
+		t.Errorf("kafka without a producer: %v", err)
+	}
+}
+
+// TestRegistry_allowAnyHost: allow_any_host enables http for every host,
+// with a warning in the log.
+func TestRegistry_allowAnyHost(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	log, logs := newTestLogger()
+	cfg := Default()
+	cfg.HTTP.AllowAnyHost = true
+	r, _ := newTestRegistry(t, cfg, Deps{Logger: log})
+	if err := r.Run(t.Context(), tree.Action{ID: IDHTTP, Payload: map[string]any{"url": rc.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"http.allow_any_host is set`) {
+		t.Errorf("no warning about allow_any_host:\n%s", logs)
 	}
 }

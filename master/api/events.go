@@ -64,14 +64,33 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 		return nil, err
 	}
 	result, actions := tr.Process(req.Event)
+	resp := testEventResponse{Response: tree.Response{Event: req.Event, Result: result}}
 	if req.ProcessType == tree.Full {
-		for _, act := range actions {
+		for i, act := range actions {
 			if err := a.actions.Run(r.Context(), act); err != nil {
 				a.logger.Warn("test event action failed", "user", s.User, "action", act.ID, "error", err)
+				resp.ActionErrors = append(resp.ActionErrors, actionError{Index: i, ID: act.ID, Message: err.Error()})
 			}
 		}
 	}
-	return tree.Response{Event: req.Event, Result: result}, nil
+	return resp, nil
+}
+
+// testEventResponse is the answer to a test event: the spec's event and
+// result, and with process_type Full the actions that failed (an
+// extension: absent when every action ran).
+type testEventResponse struct {
+	tree.Response
+	ActionErrors []actionError `json:"action_errors,omitempty"`
+}
+
+// actionError is an action of a Full test event that failed: its position
+// among the event's actions, its id, and why (for an executor the node
+// does not enable, how to enable it).
+type actionError struct {
+	Index   int    `json:"index"`
+	ID      string `json:"id"`
+	Message string `json:"message"`
 }
 
 // compiledActive returns the compiled subtree of the active tree at path,

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ssrfTree is a tree whose one rule sends an http action, and a foreach
+// of http actions, to target, then logs.
+func ssrfTree(target string) []byte {
+	return fmt.Appendf(nil, `{"version": "1.1", "Filter": {"name": "root",
+	  "filter": {"description": "", "active": true, "filter": {}},
+	  "nodes": [{"Ruleset": {"name": "out", "rules": [{"name": "call", "description": "", "continue": true, "active": true,
+	    "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "probe"}, "WITH": {}},
+	    "actions": [
+	      {"id": "http", "payload": {"url": %[1]q, "body": {"n": 1}}},
+	      {"id": "foreach", "payload": {"target": ["a", "b"], "actions": [{"id": "http", "payload": {"url": "%[1]s/${item}"}}]}},
+	      {"id": "logger", "payload": {"msg": "probe"}}]}]}}]}}`, target)
+}
+
+// countingServer is an HTTP server that counts the requests it receives.
+func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1) }))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// TestMasterActionsByConfiguration: a real master started without
+// --actions-config runs a Full test event whose rule sends http actions
+// (directly and through foreach) to a reachable server: the server receives
+// nothing, and the answer says that http is not enabled and how to enable
+// it. With an actions file that allows the server's host, it is called.
+func TestMasterActionsByConfiguration(t *testing.T) {
+	t.Parallel()
+	srv, calls := countingServer(t)
+	admin := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
+	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
+	type answer struct {
+		Result       json.RawMessage `json:"result"`
+		ActionErrors []struct {
+			Index   int    `json:"index"`
+			ID      string `json:"id"`
+			Message string `json:"message"`
+		} `json:"action_errors"`
+	}
+	send := func(base string) answer {
+		t.Helper()
+		code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/event/active/all", admin, strings.NewReader(event), "application/json")
+		var a answer
+		if code != http.StatusOK || json.Unmarshal(body, &a) != nil || a.Result == nil {
+			t.Fatalf("Full test event: %d %s", code, body)
+		}
+		return a
+	}
+
+	base := startMaster(t, "--allow-unsigned-tokens")
+	deployTree(t, base, admin, ssrfTree(srv.URL))
+	a := send(base)
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("a master without --actions-config sent %d http requests", n)
+	}
+	if len(a.ActionErrors) != 2 || a.ActionErrors[0].ID != "http" || a.ActionErrors[0].Index != 0 ||
+		a.ActionErrors[1].ID != "foreach" || a.ActionErrors[1].Index != 1 {
+		t.Fatalf("action_errors %+v, want the http action and the foreach", a.ActionErrors)
+	}
+	for _, e := range a.ActionErrors {
+		if !strings.Contains(e.Message, "executor not enabled") || !strings.Contains(e.Message, `set http.allowed_hosts (or "allow_any_host": true)`) {
+			t.Errorf("action %s: %q does not say that http is not enabled and how to enable it", e.ID, e.Message)
+		}
+	}
+
+	// The same tree on a master whose actions file allows the host.
+	actions := filepath.Join(t.TempDir(), "actions.json")
+	if err := os.WriteFile(actions, []byte(`{"http": {"allowed_hosts": ["127.0.0.1"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base = startMaster(t, "--allow-unsigned-tokens", "--actions-config", actions)
+	deployTree(t, base, admin, ssrfTree(srv.URL))
+	if a := send(base); len(a.ActionErrors) != 0 || calls.Load() != 3 {
+		t.Fatalf("with http.allowed_hosts: %d calls, action_errors %+v; want 3 calls and none", calls.Load(), a.ActionErrors)
+	}
+}
+
+// TestMasterActionsConfigRefused: an actions file whose http section
+// allows no host stops the master at start with a message saying what to
+// set.
+func TestMasterActionsConfigRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	actions := filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(actions, []byte(`{"http": {"timeout": "5s"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded: a master that accepted the file would run until killed.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, squallBinary(t), "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `http.allowed_hosts: is required to enable the http executor`) ||
+		!strings.Contains(string(out), `"allow_any_host": true`) {
+		t.Fatalf("master with an http section without hosts: %v\n%s", err, out)
+	}
+}
+
+// TestEngineActionsByConfiguration: a real engine started without
+// --actions-config processes an event whose rule sends http actions to a
+// reachable server: the server receives nothing, and the event goes to the
+// dead-letter topic with an error saying that http is not enabled.
+func TestEngineActionsByConfiguration(t *testing.T) {
+	t.Parallel()
+	srv, calls := countingServer(t)
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token, _ := os.ReadFile(tokenFile)
+	deployTree(t, base, strings.TrimSpace(string(token)), ssrfTree(srv.URL))
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
+	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-actions")
+	p := startLogged(t, cmd, "ops endpoints listening", "addr")
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+		Key:     []byte("master"),
+		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
+		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000001")}},
+	}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var dead *kgo.Record
+	for dead == nil {
+		fs := dlq.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no dead letter:\n%s", p.logs.String())
+		}
+		fs.EachRecord(func(r *kgo.Record) { dead = r })
+	}
+	headers := map[string]string{}
+	for _, h := range dead.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if headers["squall-error-actions"] != "0:http,1:foreach" || !strings.Contains(headers["squall-error"], "executor not enabled") ||
+		!strings.Contains(headers["squall-error"], "http.allowed_hosts") {
+		t.Errorf("dead letter headers %v", headers)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("an engine without --actions-config sent %d http requests", n)
+	}
+	if !strings.Contains(p.logs.String(), `"msg":"action","action":"logger"`) && !strings.Contains(p.logs.String(), `"action":"logger"`) {
+		t.Errorf("the logger action did not run:\n%s", p.logs.String())
+	}
+}
