@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +69,7 @@ path it comes from, and nothing is printed on standard output.`,
 			if err := config.Validate(root); err != nil {
 				return fmt.Errorf("%s: %w", dir, err)
 			}
-			if bad := unsupportedActions(root); len(bad) > 0 {
+			if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
 				if !allowUnsupported {
 					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
 					return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
@@ -160,50 +159,6 @@ func checkRulesFolder(dir string) error {
 	return nil
 }
 
-// unsupportedAction is an action of the tree that no executor handles.
-type unsupportedAction struct {
-	id, ruleset, rule string
-}
-
-// unsupportedActions lists the actions of the tree, those inside foreach
-// actions included, whose id is not one of action.BuiltinIDs, in tree
-// order.
-func unsupportedActions(root *config.Node) []unsupportedAction {
-	known := action.BuiltinIDs()
-	var bad []unsupportedAction
-	var check func(id string, payload map[string]any, ruleset, rule string)
-	check = func(id string, payload map[string]any, ruleset, rule string) {
-		if !slices.Contains(known, id) {
-			bad = append(bad, unsupportedAction{id: id, ruleset: ruleset, rule: rule})
-			return
-		}
-		if id != action.IDForeach {
-			return
-		}
-		nested, _ := payload["actions"].([]any)
-		for _, a := range nested {
-			m, _ := a.(map[string]any)
-			nid, _ := m["id"].(string)
-			np, _ := m["payload"].(map[string]any)
-			check(nid, np, ruleset, rule)
-		}
-	}
-	var walk func(n *config.Node, path []string)
-	walk = func(n *config.Node, path []string) {
-		path = append(path, n.Name)
-		for _, r := range n.Rules {
-			for _, a := range r.Actions {
-				check(a.ID, a.Payload, config.PathString(path), r.Name)
-			}
-		}
-		for _, c := range n.Children {
-			walk(c, path)
-		}
-	}
-	walk(root, nil)
-	return bad
-}
-
 // actionsHave is "1 action has" or "n actions have".
 func actionsHave(n int) string {
 	if n == 1 {
@@ -213,11 +168,11 @@ func actionsHave(n int) string {
 }
 
 // unsupportedReport writes the list of unsupported actions, one a line.
-func unsupportedReport(bad []unsupportedAction, level string) string {
+func unsupportedReport(bad []action.Unsupported, level string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "import-tornado: %s: %s no executor in Squall (it has %s):\n", level, actionsHave(len(bad)), strings.Join(action.BuiltinIDs(), ", "))
 	for _, a := range bad {
-		fmt.Fprintf(&b, "  action %q in ruleset %s, rule %s\n", a.id, a.ruleset, a.rule)
+		fmt.Fprintf(&b, "  action %q in ruleset %s, rule %s\n", a.ID, a.Ruleset, a.Rule)
 	}
 	return b.String()
 }

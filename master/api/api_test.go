@@ -630,3 +630,47 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs (go test -update to accept):\n%s", name, got)
 	}
 }
+
+// TestUnsupportedActionWarnings: edits, imports and deploys that write an
+// action no executor handles succeed with warnings naming it (an engine
+// may enable an executor this master lacks); otherwise the answer stays
+// null.
+func TestUnsupportedActionWarnings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	id := e.newDraft()
+	rules := cfgPath + "/draft/rule/details/m/" + id + "/master,archive"
+	rule := func(name, actionID string) string {
+		return `{"name":"` + name + `","description":"","continue":true,"active":true,"constraint":{"WHERE":null,"WITH":{}},"actions":[{"id":"` + actionID + `","payload":{}}]}`
+	}
+	warnings := func(r response) []string {
+		t.Helper()
+		e.expect(r, 200, "")
+		if strings.TrimSpace(string(r.body)) == "null" {
+			return nil
+		}
+		var ans struct{ Warnings []string }
+		if err := json.Unmarshal(r.body, &ans); err != nil {
+			t.Fatalf("answer %s: %v", r.body, err)
+		}
+		return ans.Warnings
+	}
+	if w := warnings(e.send("POST", rules, alice, rule("plain", "logger"))); w != nil {
+		t.Errorf("a supported action got warnings %v", w)
+	}
+	w := warnings(e.send("POST", rules, alice, rule("mail", "smtp")))
+	if len(w) != 1 || !strings.Contains(w[0], `action "smtp" in ruleset root.master.archive, rule mail`) {
+		t.Errorf("warnings %v", w)
+	}
+	if w := warnings(e.send("PUT", rules+"/mail", alice, rule("mail", "icinga2"))); len(w) != 1 || !strings.Contains(w[0], `"icinga2"`) {
+		t.Errorf("update: warnings %v", w)
+	}
+	sub := `{"version":"1.1","Ruleset":{"name":"imported","rules":[` + strings.Replace(rule("d", "director"), `"description":""`, `"description":"x"`, 1) + `]}}`
+	body, ct := multipartBody(t, "file", []byte(sub))
+	if w := warnings(e.do("POST", cfgPath+"/draft/tree/import/m/"+id+"/master", alice, ct, body)); len(w) != 1 || !strings.Contains(w[0], `"director" in ruleset root.master.imported, rule d`) {
+		t.Errorf("import: warnings %v", w)
+	}
+	if w := warnings(e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", alice, "")); len(w) != 2 {
+		t.Errorf("deploy: warnings %v, want the two actions of the draft", w)
+	}
+}

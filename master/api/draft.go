@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 )
@@ -74,10 +75,54 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 // below its node (docs/decisions.md decision 19); the store checks it when the
 // deploy is applied.
 func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
-		_, err := a.store.DeployScoped(ctx, id, s.User, editScope(s))
-		return err
+	var deployed *config.Node
+	_, err := a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
+		if _, err := a.store.DeployScoped(ctx, id, s.User, editScope(s)); err != nil {
+			return err
+		}
+		d, err := a.store.DraftView()
+		if err == nil && d.ID == id {
+			deployed = d.Tree
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return withWarnings(action.UnsupportedInTree(deployed, nil)), nil
+}
+
+// editAnswer is the answer of an edit, import or deploy that deserves a
+// word: the actions of what it wrote that no executor handles (engines
+// may enable executors this master lacks, so it is a warning, not an
+// error). Without warnings the answer stays null (decision 9).
+type editAnswer struct {
+	Warnings []string `json:"warnings"`
+}
+
+// withWarnings is the answer listing bad, or nil when it is empty.
+func withWarnings(bad []action.Unsupported) any {
+	if len(bad) == 0 {
+		return nil
+	}
+	ans := editAnswer{Warnings: make([]string, len(bad))}
+	for i, u := range bad {
+		ans.Warnings[i] = u.String()
+	}
+	return ans
+}
+
+// unsupportedIn lists the actions an edit writes that no executor handles.
+func unsupportedIn(e *config.Edit) []action.Unsupported {
+	switch e.Op {
+	case config.EditAddNode:
+		return action.UnsupportedInTree(e.Node, e.Path)
+	case config.EditReplaceNode:
+		return action.UnsupportedInTree(e.Node, e.Path[:len(e.Path)-1])
+	case config.EditAddRule, config.EditUpdateRule:
+		return action.UnsupportedInRule(e.Rule, e.Path)
+	}
+	return nil
 }
 
 // draftOp runs a store operation on the caller's draft.
@@ -117,7 +162,10 @@ func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*
 	if err != nil {
 		return nil, err
 	}
-	return nil, a.store.EditDraftPart(r.Context(), d.ID, s.User, e)
+	if err := a.store.EditDraftPart(r.Context(), d.ID, s.User, e); err != nil {
+		return nil, err
+	}
+	return withWarnings(unsupportedIn(e)), nil
 }
 
 // decodeBody reads a JSON body and decodes it; a decoding error is a 400.
