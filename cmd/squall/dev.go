@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,14 +27,21 @@ import (
 
 // devOptions are the settings of squall dev.
 type devOptions struct {
-	httpAddr string
-	dataDir  string
-	logLevel string
+	httpAddr  string
+	dataDir   string
+	logLevel  string
+	kafkaAddr string
 }
 
 // Defaults of squall dev.
 const (
-	devDefaultHTTP    = "127.0.0.1:8080"
+	devDefaultHTTP = "127.0.0.1:8080"
+	// devDefaultKafka is the dev broker's address: stable, so that a
+	// satellite or engine attached to it finds it again after a restart,
+	// and beside Kafka's usual 9092, so that a local Kafka does not clash.
+	devDefaultKafka = "127.0.0.1:9093"
+	// devPIDFile, in the data dir, holds the process id while dev runs.
+	devPIDFile        = "squall.pid"
 	devDefaultDataDir = "squall-data"
 	// devEnginePrefix is where the engine's own /healthz, /readyz and
 	// /metrics are mounted; the process's /readyz includes its readiness.
@@ -41,7 +49,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info"}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -82,6 +90,7 @@ command line wins; empty variables are ignored.`,
 	f := cmd.Flags()
 	f.StringVar(&o.httpAddr, "http", o.httpAddr, "listen address of every endpoint (port 0 picks a free port, logged at start)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
+	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd
@@ -153,6 +162,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
+	}
+	if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
+		return fmt.Errorf("--kafka-addr %q: want host:port", o.kafkaAddr)
 	}
 	d, err := prepareDevDir(o.dataDir)
 	if err != nil {
@@ -233,9 +245,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(d.path("kafka")),
 		kfake.SeedTopics(1, engine.DefaultTopic, engine.DefaultDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, o.kafkaAddr) }))
 	if err != nil {
-		return errors.Join(fmt.Errorf("kafka broker: %w", err), stopMaster())
+		return errors.Join(fmt.Errorf("kafka broker on %s (--kafka-addr; port 0 picks a free one): %w", o.kafkaAddr, err), stopMaster())
 	}
 	// The broker closes last: the intake and the engine flush into it.
 	defer broker.Close()
@@ -282,6 +294,13 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	})
 
 	addr := srv.HTTPAddr()
+	// The pid file lets a script (or a go run in the background, which
+	// does not pass SIGTERM on) stop this process: kill $(cat …/squall.pid).
+	pidFile := d.path(devPIDFile)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		logger.Warn("cannot write the pid file", "path", pidFile, "error", err.Error())
+	}
+	defer os.Remove(pidFile)
 	logger.Info("squall dev started", "http_addr", addr, "data_dir", d.dir, "kafka", brokers[0], "first_start", d.firstStart)
 	printDevBanner(stdout, addr, d, brokers[0])
 

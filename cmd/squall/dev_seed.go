@@ -318,7 +318,7 @@ func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
 	p("  APIs          %s/api/v2_beta/  %s/intel/api/sdk/v0/  (docs/api.md, docs/findings.md)", base, base)
 	p("  webhooks      %s/engine/webhook/event/{id}?token=...  (files in %s)", base, d.path(devWebhooksDir))
 	p("  probes        %s/healthz  %s/readyz  %s/metrics  (engine: %s%s/readyz)", base, base, base, base, devEnginePrefix)
-	p("  Kafka broker  %s  (topic squall.events)", broker)
+	p("  Kafka broker  %s  (topic squall.events; --kafka-addr; attach satellites and engines here)", broker)
 	p("  data dir      %s  (delete it to start over)", d.dir)
 	p("  admin token   %s", d.adminToken)
 	p("                (in %s; valid %d days, a restart mints a new one)", d.path(devAdminTokenFile), int(devAdminTTL.Hours()/24))
@@ -336,7 +336,7 @@ func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
 	p(`  curl -sS -X POST "%s/api/v2_beta/event/active/all" -H "Authorization: Bearer $(cat %s)" -H "Content-Type: application/json" -d '%s'`,
 		base, d.path(devAdminTokenFile), devTestEvent)
 	p("")
-	p("Ctrl-C stops; a restart keeps everything.")
+	p("Ctrl-C stops (or kill $(cat %s)); a restart keeps everything.", d.path(devPIDFile))
 	_, _ = io.WriteString(w, b.String())
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -58,17 +59,17 @@ type devProcess struct {
 	out  string // file of its standard output
 }
 
-// startDev starts squall dev in dir (data dir ./squall-data, a free port)
-// and waits until /readyz answers 200: the master, the intake and the
-// engine are ready.
-func startDev(t *testing.T, dir string) *devProcess {
+// startDev starts squall dev in dir (data dir ./squall-data, free ports
+// for HTTP and the broker unless args say otherwise) and waits until
+// /readyz answers 200: the master, the intake and the engine are ready.
+func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	t.Helper()
 	out, err := os.CreateTemp(t.TempDir(), "stdout")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.Command(squallBinary(t), "dev", "--http", "127.0.0.1:0")
+	cmd := exec.Command(squallBinary(t), append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = out
 	p := startLogged(t, cmd, "squall dev started", "http_addr")
@@ -292,7 +293,7 @@ func TestDevReadmeTour(t *testing.T) {
 
 	// A second squall dev on the same data dir stops at the master's
 	// locked files, before it touches the broker's.
-	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0")
+	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
 	second.Dir = work
 	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "is another squall dev running on squall-data?") ||
 		strings.Contains(string(out), "squall dev started") {
@@ -391,6 +392,7 @@ func TestDevFlags(t *testing.T) {
 	}{
 		{[]string{"dev", "--log-level", "loud"}, "--log-level"},
 		{[]string{"dev", "--http", "8080"}, "--http"},
+		{[]string{"dev", "--kafka-addr", "9093"}, "--kafka-addr"},
 		{[]string{"dev", "extra"}, "unknown command"},
 	} {
 		dir := t.TempDir()
@@ -701,4 +703,76 @@ func TestDevHostCheck(t *testing.T) {
 			t.Errorf("Host %q: error body %s", tc.host, w.Body)
 		}
 	}
+}
+
+// TestDevAttach attaches a real squall satellite to squall dev's broker at
+// a fixed --kafka-addr: its webhooks reach dev's engine, before and after
+// dev restarts on the same address. The pid file names the running process
+// and is gone once it stopped.
+func TestDevAttach(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkaAddr := ln.Addr().String()
+	ln.Close()
+	work := t.TempDir()
+	d := startDev(t, work, "--kafka-addr", kafkaAddr)
+	data := filepath.Join(work, "squall-data")
+	pid, err := os.ReadFile(filepath.Join(data, devPIDFile))
+	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(d.cmd.Process.Pid) {
+		t.Fatalf("pid file: %q %v, want %d", pid, err, d.cmd.Process.Pid)
+	}
+	if banner, _ := os.ReadFile(d.out); !strings.Contains(string(banner), "Kafka broker  "+kafkaAddr) {
+		t.Errorf("the banner does not name the broker %s:\n%s", kafkaAddr, banner)
+	}
+
+	// The satellite serves dev's example webhook (same file, same token).
+	hooks := filepath.Join(t.TempDir(), "webhooks")
+	if err := os.Mkdir(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hook, err := os.ReadFile(filepath.Join(data, "webhooks", devWebhookID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hooks, devWebhookID+".json"), hook, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token, err := os.ReadFile(filepath.Join(data, devWebhookTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "attached",
+		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"))
+	satURL := "http://" + startLogged(t, sat, "satellite started", "http").addr +
+		"/engine/webhook/event/" + devWebhookID + "?token=" + strings.TrimSpace(string(token))
+	post := func() {
+		t.Helper()
+		resp, err := http.Post(satURL, "application/json", strings.NewReader(`{"host": "sat-1", "message": "Disk 91% full on /"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("webhook through the attached satellite: %d", resp.StatusCode)
+		}
+	}
+	archive := filepath.Join(data, devArchiveDir, devArchiveFile)
+	post()
+	if lines := archiveLines(t, d, archive, 1); !strings.Contains(lines[0], `"host":"sat-1"`) {
+		t.Errorf("archived: %s", lines[0])
+	}
+
+	// dev restarts on the same broker address: the satellite, still
+	// running, delivers again.
+	d.stop(t, syscall.SIGTERM)
+	if _, err := os.Stat(filepath.Join(data, devPIDFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pid file after the stop: %v", err)
+	}
+	d = startDev(t, work, "--kafka-addr", kafkaAddr)
+	post()
+	archiveLines(t, d, archive, 2)
+	d.stop(t, os.Interrupt)
 }
