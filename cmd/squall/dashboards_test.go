@@ -61,8 +61,8 @@ func TestDashboardMetrics(t *testing.T) {
 		t.Error(p)
 	}
 
-	// The same check on copies with a misspelt metric and a misspelt label:
-	// it must name them, and nothing else.
+	// The same check on copies with misspelt metrics and labels (of a
+	// selector, a by list and a legend): it must name them, and nothing else.
 	t.Run("bad_fixtures", func(t *testing.T) {
 		bad := append(dashboardExprs(t, "testdata/dashboards-bad/squall.json"), alertExprs(t, "testdata/dashboards-bad/squall-alerts.yaml")...)
 		got := checkExprs(bad, exposed)
@@ -71,6 +71,8 @@ func TestDashboardMetrics(t *testing.T) {
 			`squall.json: panel "Lag per partition": squall_engine_partition_lags: no role exposes this metric`,
 			`squall-alerts.yaml: alert SquallSlowActions: squall_engine_stage_duration_seconds_bucket has no label "stag"`,
 			`squall-alerts.yaml: alert SquallSpoolNearlyFull: squall_spool_max_byte: no role exposes this metric`,
+			`squall.json: panel "Intake latency": no metric of "histogram_quantile(0.99, sum by (le, webhok) (rate(squall_intake_request_duration_seconds_bucket[$__rate_interval])))" has label "webhok"`,
+			`squall.json: panel "Intake latency": legend "{{quantile}}": no metric of "histogram_quantile(0.5, sum by (le) (rate(squall_intake_request_duration_seconds_bucket[$__rate_interval])))" has label "quantile"`,
 		}
 		slices.Sort(got)
 		slices.Sort(want)
@@ -128,30 +130,31 @@ func TestAlertRules(t *testing.T) {
 func TestPromQLSelectors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		expr string
-		want []string // name{label,...}
+		name     string
+		expr     string
+		want     []string // name{label,...}
+		grouping []string
 	}{
-		{"bare", `squall_engine_ready`, []string{"squall_engine_ready{}"}},
-		{"aggregation", `sum(squall_engine_ready) < 2`, []string{"squall_engine_ready{}"}},
-		{"by before", `sum by (reason) (increase(squall_engine_events_failed_total[10m])) > 0`, []string{"squall_engine_events_failed_total{}"}},
-		{"by after", `sum(rate(a_total[5m])) by (code, webhook)`, []string{"a_total{}"}},
-		{"matchers", `rate(x_total{code=~"5..", webhook!="a,b}"}[5m])`, []string{"x_total{code,webhook}"}},
-		{"histogram", `histogram_quantile(0.99, sum by (le, stage) (rate(h_bucket{stage="act"}[$__rate_interval])))`, []string{"h_bucket{stage}"}},
-		{"grafana variables", `rate(x_total{instance=~"$instance"}[${__range}]) * $factor`, []string{"x_total{instance}"}},
-		{"binary operators", `a / on (instance) group_left (job) b or c unless d and bool e`, []string{"a{}", "b{}", "c{}", "d{}", "e{}"}},
-		{"keywords and numbers", `a offset 5m > 1e3 + Inf - NaN + 0x1f + 1h30m + .5`, []string{"a{}"}},
-		{"scalar", `scalar(max(m1)) - m2 > 1024`, []string{"m1{}", "m2{}"}},
-		{"subquery", `max_over_time(deriv(sum(m)[10m:1m])[1h:])`, []string{"m{}"}},
-		{"name matcher", `{__name__="m", job="j"}`, []string{"m{job}"}},
-		{"topk", `topk(5, m) without (instance)`, []string{"m{}"}},
-		{"comment", "m # not_a_metric{x}\n+ n", []string{"m{}", "n{}"}},
-		{"at modifier", `m @ start()`, []string{"m{}"}},
+		{"bare", `squall_engine_ready`, []string{"squall_engine_ready{}"}, nil},
+		{"aggregation", `sum(squall_engine_ready) < 2`, []string{"squall_engine_ready{}"}, nil},
+		{"by before", `sum by (reason) (increase(squall_engine_events_failed_total[10m])) > 0`, []string{"squall_engine_events_failed_total{}"}, []string{"reason"}},
+		{"by after", `sum(rate(a_total[5m])) by (code, webhook)`, []string{"a_total{}"}, []string{"code", "webhook"}},
+		{"matchers", `rate(x_total{code=~"5..", webhook!="a,b}"}[5m])`, []string{"x_total{code,webhook}"}, nil},
+		{"histogram", `histogram_quantile(0.99, sum by (le, stage) (rate(h_bucket{stage="act"}[$__rate_interval])))`, []string{"h_bucket{stage}"}, []string{"le", "stage"}},
+		{"grafana variables", `rate(x_total{instance=~"$instance"}[${__range}]) * $factor`, []string{"x_total{instance}"}, nil},
+		{"binary operators", `a / on (instance) group_left (job) b or c unless d and bool e`, []string{"a{}", "b{}", "c{}", "d{}", "e{}"}, []string{"instance", "job"}},
+		{"keywords and numbers", `a offset 5m > 1e3 + Inf - NaN + 0x1f + 1h30m + .5`, []string{"a{}"}, nil},
+		{"scalar", `scalar(max(m1)) - m2 > 1024`, []string{"m1{}", "m2{}"}, nil},
+		{"subquery", `max_over_time(deriv(sum(m)[10m:1m])[1h:])`, []string{"m{}"}, nil},
+		{"name matcher", `{__name__="m", job="j"}`, []string{"m{job}"}, nil},
+		{"topk", `topk(5, m) without (instance)`, []string{"m{}"}, []string{"instance"}},
+		{"comment", "m # not_a_metric{x}\n+ n", []string{"m{}", "n{}"}, nil},
+		{"at modifier", `m @ start()`, []string{"m{}"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sels, err := promqlSelectors(tc.expr)
+			sels, grouping, err := promqlSelectors(tc.expr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,13 +162,13 @@ func TestPromQLSelectors(t *testing.T) {
 			for _, s := range sels {
 				got = append(got, s.name+"{"+strings.Join(s.labels, ",")+"}")
 			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("%s\ngot  %q\nwant %q", tc.expr, got, tc.want)
+			if !slices.Equal(got, tc.want) || !slices.Equal(grouping, tc.grouping) {
+				t.Errorf("%s\ngot  %q %q\nwant %q %q", tc.expr, got, grouping, tc.want, tc.grouping)
 			}
 		})
 	}
 	for _, bad := range []string{`m{job="x"`, `rate(m[5m)`, `m{"x"}`, `{job="j"}`, `m{job="unterminated}`} {
-		if sels, err := promqlSelectors(bad); err == nil {
+		if sels, _, err := promqlSelectors(bad); err == nil {
 			t.Errorf("%s: no error, selectors %v", bad, sels)
 		}
 	}
@@ -174,8 +177,9 @@ func TestPromQLSelectors(t *testing.T) {
 // promExpr is one PromQL expression of the dashboard or the rules, with
 // where it is.
 type promExpr struct {
-	where string // file: panel "title" or alert Name
-	expr  string
+	where  string // file: panel "title" or alert Name
+	expr   string
+	legend string // a dashboard target's legendFormat
 }
 
 // dashboardExprs returns the expressions of every panel target of a
@@ -193,7 +197,7 @@ func dashboardExprs(t *testing.T, file string) []promExpr {
 	var out []promExpr
 	for _, p := range dash.allPanels() {
 		for _, tg := range p.Targets {
-			out = append(out, promExpr{fmt.Sprintf("%s: panel %q", filepath.Base(file), p.Title), tg.Expr})
+			out = append(out, promExpr{fmt.Sprintf("%s: panel %q", filepath.Base(file), p.Title), tg.Expr, tg.LegendFormat})
 		}
 	}
 	return out
@@ -204,7 +208,7 @@ func alertExprs(t *testing.T, file string) []promExpr {
 	t.Helper()
 	var out []promExpr
 	for _, r := range readAlertRules(t, file) {
-		out = append(out, promExpr{fmt.Sprintf("%s: alert %s", filepath.Base(file), r.Alert), r.Expr})
+		out = append(out, promExpr{fmt.Sprintf("%s: alert %s", filepath.Base(file), r.Alert), r.Expr, ""})
 	}
 	return out
 }
@@ -281,9 +285,10 @@ type grafanaPanel struct {
 		H, W, X, Y int
 	} `json:"gridPos"`
 	Targets []struct {
-		RefID      string `json:"refId"`
-		Expr       string `json:"expr"`
-		Datasource *struct {
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+		Datasource   *struct {
 			UID string `json:"uid"`
 		} `json:"datasource"`
 	} `json:"targets"`
@@ -357,11 +362,13 @@ func parseExposition(text string) (map[string]exposedMetric, error) {
 }
 
 // checkExprs returns a problem for every selector of exprs whose metric,
-// or one of whose matcher labels, is not in exposed.
+// or one of whose matcher labels, is not in exposed, and for every label
+// of a by/without/on/ignoring/group_* list or of a legend that none of the
+// expression's metrics has.
 func checkExprs(exprs []promExpr, exposed map[string]exposedMetric) []string {
 	var problems []string
 	for _, e := range exprs {
-		sels, err := promqlSelectors(e.expr)
+		sels, grouping, err := promqlSelectors(e.expr)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", e.where, err))
 			continue
@@ -369,21 +376,44 @@ func checkExprs(exprs []promExpr, exposed map[string]exposedMetric) []string {
 		if len(sels) == 0 {
 			problems = append(problems, fmt.Sprintf("%s: %q selects no metric", e.where, e.expr))
 		}
+		// Labels Prometheus adds to every series.
+		known := map[string]bool{"job": true, "instance": true}
+		missing := false
 		for _, s := range sels {
 			labels, ok := exposed[s.name]
 			if !ok {
 				problems = append(problems, fmt.Sprintf("%s: %s: no role exposes this metric", e.where, s.name))
+				missing = true
 				continue
 			}
+			for l := range labels {
+				known[l] = true
+			}
 			for _, l := range s.labels {
-				if !labels[l] && l != "job" && l != "instance" { // job and instance: added by Prometheus
+				if !labels[l] && l != "job" && l != "instance" {
 					problems = append(problems, fmt.Sprintf("%s: %s has no label %q", e.where, s.name, l))
 				}
+			}
+		}
+		if missing {
+			continue // its labels are unknown
+		}
+		for _, l := range grouping {
+			if !known[l] {
+				problems = append(problems, fmt.Sprintf("%s: no metric of %q has label %q", e.where, e.expr, l))
+			}
+		}
+		for _, m := range legendLabel.FindAllStringSubmatch(e.legend, -1) {
+			if !known[m[1]] {
+				problems = append(problems, fmt.Sprintf("%s: legend %q: no metric of %q has label %q", e.where, e.legend, e.expr, m[1]))
 			}
 		}
 	}
 	return problems
 }
+
+// legendLabel is a label in a Grafana legend format: {{label}}.
+var legendLabel = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
 // promSelector is a series selector of a PromQL expression: the metric
 // name and the label names of its matchers.
@@ -408,11 +438,12 @@ var promqlWords = map[string]bool{
 var promqlLabelLists = map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
 
 // promqlSelectors returns the series selectors of a PromQL expression (with
-// Grafana's $variables), in order. It is a tokenizer, not a parser: it
-// skips strings, comments, numbers and durations, range and subquery
-// brackets, label lists of by/without/on/ignoring/group_*, and identifiers
-// followed by a parenthesis (functions); what remains names a metric.
-func promqlSelectors(expr string) ([]promSelector, error) {
+// Grafana's $variables), in order, and the labels of its by, without, on,
+// ignoring and group_* lists. It is a tokenizer, not a parser: it skips
+// strings, comments, numbers and durations, range and subquery brackets,
+// and identifiers followed by a parenthesis (functions); what remains names
+// a metric.
+func promqlSelectors(expr string) (sels []promSelector, grouping []string, err error) {
 	var out []promSelector
 	i, n := 0, len(expr)
 	isIdentStart := func(c byte) bool { return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
@@ -491,13 +522,13 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 	for {
 		skipSpace()
 		if i >= n {
-			return out, nil
+			return out, grouping, nil
 		}
 		c := expr[i]
 		switch {
 		case c == '"' || c == '\'' || c == '`':
 			if err := skipString(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		case c == '#':
 			for i < n && expr[i] != '\n' {
@@ -506,7 +537,7 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 		case c == '[':
 			end := strings.IndexByte(expr[i:], ']')
 			if end < 0 {
-				return nil, fmt.Errorf("%q: unterminated [", expr)
+				return nil, nil, fmt.Errorf("%q: unterminated [", expr)
 			}
 			i += end + 1
 		case c == '$': // Grafana: $name, ${name}, $__interval
@@ -514,7 +545,7 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 			if i < n && expr[i] == '{' {
 				end := strings.IndexByte(expr[i:], '}')
 				if end < 0 {
-					return nil, fmt.Errorf("%q: unterminated ${", expr)
+					return nil, nil, fmt.Errorf("%q: unterminated ${", expr)
 				}
 				i += end + 1
 			} else {
@@ -527,10 +558,10 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 		case c == '{':
 			labels, name, err := matchers()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if name == "" {
-				return nil, fmt.Errorf("%q: a selector without a metric name", expr)
+				return nil, nil, fmt.Errorf("%q: a selector without a metric name", expr)
 			}
 			out = append(out, promSelector{name: name, labels: labels})
 		case isIdentStart(c):
@@ -545,7 +576,12 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 			case promqlLabelLists[lower] && next == '(':
 				end := strings.IndexByte(expr[i:], ')')
 				if end < 0 {
-					return nil, fmt.Errorf("%q: unterminated %s (", expr, word)
+					return nil, nil, fmt.Errorf("%q: unterminated %s (", expr, word)
+				}
+				for l := range strings.SplitSeq(expr[i+1:i+end], ",") {
+					if l = strings.TrimSpace(l); l != "" {
+						grouping = append(grouping, l)
+					}
 				}
 				i += end + 1
 			case promqlWords[lower] || next == '(':
@@ -555,10 +591,10 @@ func promqlSelectors(expr string) ([]promSelector, error) {
 				if next == '{' {
 					labels, name, err := matchers()
 					if err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 					if name != "" {
-						return nil, fmt.Errorf("%q: metric %s also has a __name__ matcher", expr, word)
+						return nil, nil, fmt.Errorf("%q: metric %s also has a __name__ matcher", expr, word)
 					}
 					sel.labels = labels
 				}
@@ -696,7 +732,7 @@ func (r *deployReport) dashboard(where string, b []byte) {
 			refs[tg.RefID] = true
 			if strings.TrimSpace(tg.Expr) == "" {
 				r.problem(where, "%s: target %s has no expr", name, tg.RefID)
-			} else if _, err := promqlSelectors(tg.Expr); err != nil {
+			} else if _, _, err := promqlSelectors(tg.Expr); err != nil {
 				r.problem(where, "%s: %v", name, err)
 			}
 			if tg.Datasource != nil && tg.Datasource.UID != "${datasource}" {
@@ -742,7 +778,7 @@ func (r *deployReport) alertRules(where string, b []byte) {
 				r.problem(where, "%s: no %s annotation", name, a)
 			}
 		}
-		if _, err := promqlSelectors(rule.Expr); err != nil {
+		if _, _, err := promqlSelectors(rule.Expr); err != nil {
 			r.problem(where, "%s: %v", name, err)
 		}
 	}
