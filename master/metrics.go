@@ -46,6 +46,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "503 answers, by error code (NO_LEADER during elections, NOT_READY, UNAVAILABLE).",
 		}, []string{"code"}),
 	}
+	// The series that alerts and dashboards query exist from the start, at
+	// 0, so that increase() and rate() see their first increment.
+	m.forwarded.WithLabelValues(forwardOK)
+	m.forwarded.WithLabelValues(forwardError)
+	for _, code := range []string{codeNoLeader, codeNotReady, codeUnavailable} {
+		m.unavailable.WithLabelValues(code)
+	}
 	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable}
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {

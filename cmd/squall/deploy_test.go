@@ -52,6 +52,7 @@ func TestDeploy(t *testing.T) {
 		"k8s/master.yaml:master", "k8s/satellite.yaml:satellite", "k8s/engine.yaml:engine",
 		"systemd/squall-master.service:master", "systemd/squall-satellite.service:satellite", "systemd/squall-engine.service:engine",
 		"README.md:token", "README.md:version", "compose.yaml:token",
+		"grafana/squall.json:dashboard", "prometheus/squall-alerts.yaml:rules", "prometheus/squall-alerts_test.yaml:promtool",
 	} {
 		if !r.seen[want] {
 			t.Errorf("no squall invocation found for %s; seen: %v", want, r.seenList())
@@ -106,6 +107,13 @@ func TestDeploy_BadFixtures(t *testing.T) {
 		{"k8s_service_selects_nothing", []string{"k8s/satellite.yaml: Service squall-satellite: want spec.ports and a spec.selector that picks the pods"}},
 		{"dockerfile_root", []string{"Dockerfile: the final stage runs as root"}},
 		{"bad_webhook", []string{"examples/webhooks/a/broken.json"}},
+		{"grafana_fixed_datasource", []string{`grafana/squall.json: panel "Spool depth": datasource uid "P1809F7CD0C75ACF3", want ${datasource}`}},
+		{"grafana_no_variable", []string{"grafana/squall.json: no datasource variable of type datasource for prometheus"}},
+		{"prometheus_rule_without_for", []string{
+			"prometheus/squall-alerts.yaml: alert SquallSpoolFull: no for",
+			"prometheus/squall-alerts.yaml: alert SquallSpoolFull: severity \"page\", want critical or warning",
+		}},
+		{"prometheus_tests_other_file", []string{"prometheus/squall-alerts_test.yaml: rule_files [other.yaml], want [squall-alerts.yaml]"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,6 +371,12 @@ func checkDeploy(root string, help map[string]commandHelp) *deployReport {
 			// Loaded per folder below.
 		case strings.HasPrefix(rel, "examples/") && base == "actions.json":
 			r.actionsConfig(rel, b)
+		case strings.HasPrefix(rel, "grafana/") && strings.HasSuffix(base, ".json"):
+			r.dashboard(rel, b)
+		case strings.HasPrefix(rel, "prometheus/") && strings.HasSuffix(base, "_test.yaml"):
+			r.ruleTests(rel, b)
+		case strings.HasPrefix(rel, "prometheus/") && strings.HasSuffix(base, ".yaml"):
+			r.alertRules(rel, b)
 		case strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml"):
 			r.problem(rel, "a YAML file this test does not know how to check")
 		}
