@@ -46,7 +46,9 @@ func TestHistogram_Quantile(t *testing.T) {
 		values func(rng *rand.Rand) time.Duration
 	}{
 		{"uniform 0-10ms", func(rng *rand.Rand) time.Duration { return time.Duration(rng.Int64N(int64(10 * time.Millisecond))) }},
-		{"exponential mean 2ms", func(rng *rand.Rand) time.Duration { return time.Duration(rng.ExpFloat64() * float64(2*time.Millisecond)) }},
+		{"exponential mean 2ms", func(rng *rand.Rand) time.Duration {
+			return time.Duration(rng.ExpFloat64() * float64(2*time.Millisecond))
+		}},
 		{"bimodal 1ms and 1s", func(rng *rand.Rand) time.Duration {
 			if rng.IntN(100) == 0 {
 				return time.Second + time.Duration(rng.Int64N(int64(time.Millisecond)))
