@@ -341,3 +341,28 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestLoad_coordinatedOmission stalls the first answer for 200 ms on the
+// only connection of a 50 requests/s load: the requests that fell due
+// meanwhile are charged the wait, their latency measured from their due
+// time, not from when the connection could send them.
+func TestLoad_coordinatedOmission(t *testing.T) {
+	t.Parallel()
+	var first atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			select { // the target stalls
+			case <-time.After(200 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	r := run(t, t.Context(), Config{URL: srv.URL, Connections: 1, Rate: 50, Duration: 400 * time.Millisecond, Timeout: 10 * time.Second})
+	// Due every 20 ms: the 9 requests due during the stall wait 20 to
+	// 180 ms, the first 200 ms; measured from the send, only the first
+	// would be slow.
+	if r.Status["200"] < 10 || r.LatencyMs.Max < 200 || r.LatencyMs.P90 < 100 {
+		t.Errorf("%d answers, latency %+v; want p90 ≥ 100 ms", r.Status["200"], r.LatencyMs)
+	}
+}
