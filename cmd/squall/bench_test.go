@@ -183,3 +183,80 @@ func TestBenchWebhookRefused(t *testing.T) {
 		t.Errorf("the help lacks %q:\n%s", benchWarning, stdout)
 	}
 }
+
+// TestBenchFindings inserts findings into a real squall master while
+// reading pages, and checks that the master holds exactly the findings
+// the summary counts as created.
+func TestBenchFindings(t *testing.T) {
+	t.Parallel()
+	base := startMaster(t, "--allow-unsigned-tokens")
+	bin := squallBinary(t)
+	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "bench", "--tenant", "bench", "--unsigned"))
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile,
+		"--connections", "4", "--readers", "2", "--requests", "60", "--duration", "1m", "--page-size", "10", "--pages", "3")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	var r bench.FindingsResult
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("the --json summary does not parse: %v\n%s", err, stdout)
+	}
+	t.Logf("inserts %+v\npages %+v", r.Inserts, r.Pages)
+	if r.Inserts.Sent != 60 || r.Inserts.Status["201"] != 60 || r.Inserts.Errors != 0 || r.Pages == nil ||
+		r.Pages.Answered == 0 || r.Pages.Status["200"] != r.Pages.Answered || r.Pages.Errors != 0 {
+		t.Errorf("inserts %+v\npages %+v\nwant 60 inserts answered 201, pages answered 200", r.Inserts, r.Pages)
+	}
+	if strings.Contains(stdout+stderr, token) {
+		t.Error("the token is in the output")
+	}
+	// The master holds the 60 findings, each with the run's user name.
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/intel/api/sdk/v0/findings/credential?limit=1000", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Total    int `json:"total"`
+		Findings []struct {
+			Username string `json:"username"`
+		} `json:"findings"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	users := map[string]bool{}
+	for _, f := range list.Findings {
+		if strings.HasPrefix(f.Username, "squall-bench-"+r.Run+"-") && strings.HasSuffix(f.Username, "@bench.invalid") {
+			users[f.Username] = true
+		}
+	}
+	if resp.StatusCode != http.StatusOK || list.Total != 60 || len(users) != 60 {
+		t.Errorf("the master answered %d with %d findings, %d distinct of the run; want 60", resp.StatusCode, list.Total, len(users))
+	}
+
+	// The text summary, and a token that is not the tenant's: 403 counted.
+	code, stdout, stderr = runBinary(t, "bench", "findings", "--url", base, "--token-file", tokenFile, "--connections", "1", "--readers", "0", "--requests", "3")
+	if code != 0 || !strings.Contains(stdout, "inserts\ntarget       PUT "+base+"/intel/api/sdk/v0/findings/credentials") ||
+		!strings.Contains(stdout, "201: 3") || strings.Contains(stdout, "\npages\n") {
+		t.Errorf("exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	root := strings.TrimSpace(mustRun(t, bin, "token", "--user", "u", "--auth", "all=root:admin", "--unsigned"))
+	if err := os.WriteFile(tokenFile, []byte(root), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile, "--connections", "1", "--readers", "1", "--requests", "2")
+	if code != 0 || !strings.Contains(stdout, `"403": 2`) {
+		t.Errorf("a token without a tenant: exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+}

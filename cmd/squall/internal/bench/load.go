@@ -88,7 +88,17 @@ type Load struct {
 	cfg     Config
 	target  *url.URL
 	addr    string // host:port to dial
+	headers []byte // the header lines of every request, but Content-Length
 	request []byte // the whole request, written as is on every send
+	// newVary, when not nil, gives each connection a function that
+	// appends request n (numbered from 0 in the run) to dst, to send
+	// instead of request; the function may keep scratch space.
+	newVary func() func(dst []byte, n uint64) []byte
+	// stop, when not nil, ends the run once closed (another load's end).
+	stop <-chan struct{}
+	// label starts the progress lines.
+	label string
+	seq   atomic.Uint64
 }
 
 // New validates cfg and builds the request. It starts nothing.
@@ -141,8 +151,9 @@ func New(cfg Config) (*Load, error) {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	l := &Load{cfg: cfg, target: u, addr: net.JoinHostPort(u.Hostname(), port)}
-	l.request = l.buildRequest()
+	l := &Load{cfg: cfg, target: u, addr: net.JoinHostPort(u.Hostname(), port), label: "bench"}
+	l.headers = l.buildHeaders()
+	l.request = l.appendRequest(nil, u.RequestURI(), cfg.Body)
 	return l, nil
 }
 
@@ -191,14 +202,14 @@ func validToken(s string) bool {
 	return true
 }
 
-// buildRequest returns the request as written on the wire.
-func (l *Load) buildRequest() []byte {
+// buildHeaders returns the header lines every request carries, but
+// Content-Length.
+func (l *Load) buildHeaders() []byte {
 	var b strings.Builder
 	given := map[string]bool{}
 	for _, h := range l.cfg.Headers {
 		given[http.CanonicalHeaderKey(h.Name)] = true
 	}
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\n", l.cfg.Method, l.target.RequestURI())
 	if !given["Host"] {
 		fmt.Fprintf(&b, "Host: %s\r\n", l.target.Host)
 	}
@@ -211,9 +222,21 @@ func (l *Load) buildRequest() []byte {
 	for _, h := range l.cfg.Headers {
 		fmt.Fprintf(&b, "%s: %s\r\n", h.Name, h.Value)
 	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(l.cfg.Body))
-	b.Write(l.cfg.Body)
 	return []byte(b.String())
+}
+
+// appendRequest appends to dst the request for uri (path and query) with
+// body, as written on the wire.
+func (l *Load) appendRequest(dst []byte, uri string, body []byte) []byte {
+	dst = append(dst, l.cfg.Method...)
+	dst = append(dst, ' ')
+	dst = append(dst, uri...)
+	dst = append(dst, " HTTP/1.1\r\n"...)
+	dst = append(dst, l.headers...)
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\n\r\n"...)
+	return append(dst, body...)
 }
 
 // Redact returns the URL s with its query values and user information
@@ -326,6 +349,7 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	shards[0].connects.Add(1)
 	start := time.Now()
 	sched := newSchedule(start, l.cfg.Duration, l.cfg.Rate, l.cfg.Requests)
+	sched.stop = l.stop
 	var wg sync.WaitGroup
 	for i := range l.cfg.Connections {
 		var c net.Conn
@@ -388,6 +412,13 @@ func (l *Load) connection(ctx context.Context, sched *schedule, s *shard, c net.
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var req []byte // request, or this connection's variations of it
+	var vary func(dst []byte, n uint64) []byte
+	if l.newVary == nil {
+		req = l.request
+	} else {
+		vary = l.newVary()
+	}
 	for {
 		due, ok := sched.take(ctx, timer)
 		if !ok {
@@ -403,7 +434,10 @@ func (l *Load) connection(ctx context.Context, sched *schedule, s *shard, c net.
 			s.connects.Add(1)
 			open(nc)
 		}
-		code, closed, err := l.roundTrip(ctx, c, br)
+		if vary != nil {
+			req = vary(req[:0], l.seq.Add(1)-1)
+		}
+		code, closed, err := l.roundTrip(ctx, c, br, req)
 		if err != nil {
 			k := kindOf(err, false)
 			if ctx.Err() != nil {
@@ -427,9 +461,9 @@ func (l *Load) connection(ctx context.Context, sched *schedule, s *shard, c net.
 	}
 }
 
-// roundTrip writes the request on c and reads the whole answer from br.
+// roundTrip writes req on c and reads the whole answer from br.
 // It returns the status and whether the target closes the connection.
-func (l *Load) roundTrip(ctx context.Context, c net.Conn, br *bufio.Reader) (code int, closed bool, err error) {
+func (l *Load) roundTrip(ctx context.Context, c net.Conn, br *bufio.Reader, req []byte) (code int, closed bool, err error) {
 	if err := c.SetDeadline(time.Now().Add(l.cfg.Timeout)); err != nil {
 		return 0, false, err
 	}
@@ -437,7 +471,7 @@ func (l *Load) roundTrip(ctx context.Context, c net.Conn, br *bufio.Reader) (cod
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
-	if _, err := c.Write(l.request); err != nil {
+	if _, err := c.Write(req); err != nil {
 		return 0, false, err
 	}
 	resp, err := http.ReadResponse(br, nil)
@@ -477,8 +511,8 @@ func (l *Load) report(start time.Time, shards []shard, done <-chan struct{}) {
 			}
 			rate := float64(answers-prev) / now.Sub(last).Seconds()
 			prev, last = answers, now
-			fmt.Fprintf(l.cfg.Progress, "bench %5.0fs  %9.1f req/s  %8d answered  %6d errors  p99 %s\n",
-				now.Sub(start).Seconds(), rate, answers, errs, fmtMillis(h.Quantile(0.99)))
+			fmt.Fprintf(l.cfg.Progress, "%s %5.0fs  %9.1f req/s  %8d answered  %6d errors  p99 %s\n",
+				l.label, now.Sub(start).Seconds(), rate, answers, errs, fmtMillis(h.Quantile(0.99)))
 		}
 	}
 }

@@ -14,9 +14,10 @@ import (
 // omission). Without a rate each request is due when a connection takes it.
 type schedule struct {
 	start time.Time
-	end   time.Time // no request is sent at or after end
-	rate  int64     // requests per second; 0 for as fast as answers come
-	limit int64     // requests in all; 0 for no limit
+	end   time.Time       // no request is sent at or after end
+	rate  int64           // requests per second; 0 for as fast as answers come
+	limit int64           // requests in all; 0 for no limit
+	stop  <-chan struct{} // ends the run once closed; nil for never
 	next  atomic.Int64
 }
 
@@ -53,10 +54,16 @@ func (s *schedule) scheduled() int64 {
 
 // take returns the next request's due time once it has come, using timer
 // (owned by the caller, stopped) to wait. It returns false when the run is
-// over: the limit is reached, the end has come, or ctx is done.
+// over: the limit is reached, the end has come, stop is closed or ctx is
+// done.
 func (s *schedule) take(ctx context.Context, timer *time.Timer) (time.Time, bool) {
 	if ctx.Err() != nil {
 		return time.Time{}, false
+	}
+	select {
+	case <-s.stop:
+		return time.Time{}, false
+	default:
 	}
 	k := s.next.Add(1) - 1
 	if s.limit > 0 && k >= s.limit {
@@ -75,6 +82,9 @@ func (s *schedule) take(ctx context.Context, timer *time.Timer) (time.Time, bool
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
+			timer.Stop()
+			return time.Time{}, false
+		case <-s.stop:
 			timer.Stop()
 			return time.Time{}, false
 		}
