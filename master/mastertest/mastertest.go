@@ -72,10 +72,13 @@ func WithSetup(fn func(i int, s *master.Server)) Option {
 	return func(o *options) { o.setup = append(o.setup, fn) }
 }
 
-// Test timing: raft timeouts of a few hundred milliseconds.
+// Test timing: the production raft timeouts. Shorter ones (300 ms and a
+// 150 ms lease) made leaders step down when a busy 2-core machine running
+// the race detector stalled the three in-process nodes for a moment, and
+// tests that do not kill leaders then failed with 503s.
 const (
-	heartbeat = 300 * time.Millisecond
-	lease     = 150 * time.Millisecond
+	heartbeat = time.Second
+	lease     = 500 * time.Millisecond
 	// Timeout bounds the waits of the helpers (a leader, convergence).
 	Timeout = 15 * time.Second
 )
