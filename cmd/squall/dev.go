@@ -201,6 +201,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
+	if err := mountConsole(srv); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
 
 	// The intake and the engine need the broker, which starts once the
 	// master holds the data dir (its files are locked: a second squall dev
