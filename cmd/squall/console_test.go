@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -318,6 +319,32 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#fleet-masters tr[data-member="dev"]') !== null`),
 	)
 	b.shot("fleet")
+
+	// A viewer signs in by pasting an unsigned token (squall dev accepts
+	// them): what the role forbids is hidden, and the server refuses it
+	// anyway.
+	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}}}`))
+	b.do("sign in as a viewer",
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
+		setValue(`#signin-token`, viewer),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
+		until(`document.getElementById('who-user').textContent === 'viewer'`),
+		chromedp.Click(chromedp.CSS(`#tab-draft`)),
+		until(`document.getElementById('draft-info').textContent.includes('owned by admin')`),
+		until(`document.querySelector('#draft-tree button[data-key="`+ruleKey+`"]') !== null`),
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="`+ruleKey+`"]`)),
+		until(`document.getElementById('draft-editor').textContent.includes('Read only')`),
+	)
+	for _, sel := range []string{"#draft-create", "#draft-takeover", "#draft-deploy", "#event-full", `#draft-editor button[type="submit"]`} {
+		if eval[bool](b, `(() => { const e = document.querySelector('`+sel+`'); return e !== null && !e.hidden && !e.disabled && (e.tagName === 'OPTION' || e.offsetParent !== null); })()`) {
+			t.Errorf("%s is shown to a viewer", sel)
+		}
+	}
+	if code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all", viewer, nil, ""); code != http.StatusForbidden {
+		t.Errorf("a viewer created a draft: %d %s", code, body)
+	}
+	b.shot("viewer")
 
 	// A narrow window: nothing wider than the viewport.
 	b.do("narrow window",

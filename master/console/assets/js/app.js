@@ -137,7 +137,9 @@ function wire() {
     $('signin-token').value = '';
     await start();
   });
-  $('sign-out').addEventListener('click', () => { session.signOut(); showSignIn(); });
+  // Signing out forgets the token and reloads the page, so that nothing
+  // the previous user saw stays in it.
+  $('sign-out').addEventListener('click', () => { session.signOut(); window.location.replace(window.location.pathname); });
   $('auth-select').addEventListener('change', async (e) => { session.setAuth(e.target.value); state.selected = ''; showWho(); await switchView(state.view); });
   const tabs = [...document.querySelectorAll('.tabs [role="tab"]')];
   tabs.forEach((b, i) => {

@@ -41,6 +41,7 @@ export class Draft {
   // load reads the draft's id, owner and tree.
   async load() {
     const a = this.auth;
+    fill($('draft-tree'), el('p', { class: 'hint' }, 'Loading…'));
     const ids = await this.session.request('GET', `${cfg}/drafts/${a.name}`);
     this.id = ids[0] || '';
     const info = this.id ? await this.session.request('GET', '/squall/v1/draft').catch(() => null) : null;
