@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -93,6 +94,19 @@ func newBrowser(t *testing.T, timeout time.Duration) *browser {
 	if _, err := chromedp.Call(bctx, log.Enable, struct{}{}); err != nil {
 		t.Fatal(err)
 	}
+	// The console asks before it deletes or replaces: accept, as a user
+	// who means it would.
+	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			if _, err := chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil {
+				return
+			}
+		}
+	}()
 	return b
 }
 
@@ -245,6 +259,18 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.getElementById('status').textContent.includes('Rule archive_disk_alerts saved')`),
 		until(`document.getElementById('edit-where-error').textContent === ''`),
+	)
+	b.do("add a rule and delete it",
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master,disks"]`)),
+		until(`[...document.querySelectorAll('#draft-editor button')].some(e => e.textContent === 'Add rule')`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add rule').click()`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'New rule in disks'`),
+		setValue(`#edit-name`, "console_rule"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"][aria-current="true"]') !== null`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'Rule console_rule'`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Delete').click()`),
+		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"]') === null && document.getElementById('status').textContent === 'Deleted rule console_rule.'`),
 		chromedp.Click(chromedp.CSS(`#draft-diff`)),
 		until(`[...document.querySelectorAll('#draft-diff-out .add')].some(e => e.textContent.includes('Edited in the console'))`),
 	)

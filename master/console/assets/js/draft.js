@@ -215,7 +215,7 @@ export class Draft {
     return [el('h2', {}, title), submit];
   }
 
-  ruleForm(rule) {
+  ruleForm(rule, isNew = false) {
     const a = this.auth;
     const c = rule.constraint || {};
     const json = (name, text) => {
@@ -234,8 +234,9 @@ export class Draft {
       constraint: { WHERE: json('where', v.where), WITH: json('with', v.with) }, actions: json('actions', v.actions) });
     const rs = nodePath(rule.path);
     const save = async (b) => {
-      await this.session.request('PUT', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, b);
-      status(`Rule ${b.name} saved.`);
+      if (isNew) await this.session.request('POST', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}`, b);
+      else await this.session.request('PUT', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, b);
+      status(`Rule ${b.name} ${isNew ? 'added' : 'saved'}.`);
       this.selected = keyOf({ ...rule, name: b.name });
       await this.reselect();
     };
@@ -248,14 +249,41 @@ export class Draft {
         await this.reselect();
       });
     };
+    if (isNew) return this.form(`New rule in ${rule.path[rule.path.length - 1]}`, fields, body, save);
     const extra = [
       el('button', { type: 'button', disabled: idx <= 0, onclick: move(-1) }, 'Move up'),
       el('button', { type: 'button', disabled: !ruleset || idx >= ruleset.rules.length - 1, onclick: move(1) }, 'Move down'),
+      this.deleteButton(`rule ${rule.name}`, `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, rule.path.join(',')),
     ];
     return this.form(`Rule ${rule.name}`, fields, body, save, extra);
   }
 
-  nodeForm(node) {
+  // deleteButton deletes what url names after a confirmation, then
+  // selects parentKey.
+  deleteButton(what, url, parentKey) {
+    return el('button', { type: 'button', class: 'danger', onclick: async () => {
+      if (!confirm(`Delete ${what} from the draft?`)) return;
+      await this.run('Delete', async () => {
+        await this.session.request('DELETE', url);
+        status(`Deleted ${what}.`);
+        this.selected = parentKey;
+        await this.reselect();
+      });
+    } }, 'Delete');
+  }
+
+  // newNode opens the form of a new child of parent.
+  newNode(parent, kind) {
+    const blank = { kind, name: '', path: [...parent.path, ''], description: '', active: true, filter: null, target: '${event.payload.items}', nodes: [], rules: [] };
+    fill($('draft-editor'), this.nodeForm(blank, parent));
+  }
+
+  newRule(ruleset) {
+    const blank = { kind: 'Rule', name: '', description: '', active: true, continue: true, path: ruleset.path, constraint: { WHERE: null, WITH: {} }, actions: [] };
+    fill($('draft-editor'), this.ruleForm(blank, true));
+  }
+
+  nodeForm(node, newIn = null) {
     const a = this.auth;
     const fields = [{ name: 'name', label: 'Name', type: 'text', value: node.name }];
     if (node.kind !== 'Ruleset') {
@@ -274,12 +302,18 @@ export class Draft {
       return b;
     };
     const save = async (b) => {
-      await this.session.request('PUT', `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(node.path)}`, b);
-      status(`${node.kind} ${b.name} saved.`);
+      if (newIn) await this.session.request('POST', `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(newIn.path)}`, b);
+      else await this.session.request('PUT', `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(node.path)}`, b);
+      status(`${node.kind} ${b.name} ${newIn ? 'added' : 'saved'}.`);
       this.selected = keyOf({ ...node, path: [...node.path.slice(0, -1), b.name] });
       await this.reselect();
     };
-    return this.form(`${node.kind} ${node.name}`, fields, body, save);
+    if (newIn) return this.form(`New ${node.kind.toLowerCase()} in ${newIn.name}`, fields, body, save);
+    const extra = [];
+    if (node.kind === 'Ruleset') extra.push(el('button', { type: 'button', onclick: () => this.newRule(node) }, 'Add rule'));
+    else for (const k of ['Filter', 'Iterator', 'Ruleset']) extra.push(el('button', { type: 'button', onclick: () => this.newNode(node, k) }, `Add ${k.toLowerCase()}`));
+    if (node.path.length > 1) extra.push(this.deleteButton(`${node.kind.toLowerCase()} ${node.name} and everything below it`, `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(node.path)}`, node.path.slice(0, -1).join(',')));
+    return this.form(`${node.kind} ${node.name}`, fields, body, save, extra);
   }
 
   async reselect() {
