@@ -342,7 +342,8 @@ func TestConsole_Browser(t *testing.T) {
 
 	b.do("see the fleet",
 		chromedp.Click(chromedp.CSS(`#tab-fleet`)),
-		until(`document.querySelector('#fleet-masters tr[data-member="dev"]') !== null`),
+		until(`['master/dev', 'engine/dev', 'satellite/dev'].every(k => document.querySelector('#fleet-members tr[data-member="' + k + '"]') !== null)`),
+		until(`document.querySelector('#fleet-members tr[data-member="satellite/dev"] td[data-ready="true"]') !== null`),
 	)
 	b.shot("fleet")
 

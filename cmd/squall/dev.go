@@ -201,7 +201,8 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	if err := mountConsole(srv); err != nil {
+	fl, err := mountConsole(srv, logger)
+	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 
@@ -275,6 +276,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error { return e.Run(gctx) })
+	g.Go(func() error { return reportDevFleet(gctx, fl, s, e) })
 	g.Go(func() error {
 		var runErr error
 		select {

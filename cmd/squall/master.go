@@ -108,7 +108,7 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 				return err
 			}
-			if err := mountConsole(srv); err != nil {
+			if _, err := mountConsole(srv, logger); err != nil {
 				return err
 			}
 			if intakeCfg.Webhooks.Dir == "" {

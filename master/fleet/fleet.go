@@ -227,7 +227,13 @@ func (f *Fleet) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Pattern, f.serveList)
 	mux.HandleFunc("PUT "+Pattern+"/{role}/{id}", f.serveReport)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		f.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", nil, "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
 }
 
 func (f *Fleet) authorize(r *http.Request) error {

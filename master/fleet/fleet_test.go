@@ -97,6 +97,9 @@ func TestFleet_Handler(t *testing.T) {
 			}
 		})
 	}
+	if code, body := call(t, "GET", srv.URL+Pattern+"/engine", view, "", ""); code != 404 || !strings.Contains(body, `"code":"NOT_FOUND"`) {
+		t.Errorf("GET below the list: %d %s", code, body)
+	}
 	if code, body := call(t, "GET", srv.URL+Pattern, "", "", ""); code != 401 {
 		t.Errorf("list without a token: %d %s", code, body)
 	}
