@@ -20,6 +20,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/mastertest"
 )
 
 // chromiumPath returns Debian's chromium. CI installs it (.ci/run):
@@ -403,4 +407,61 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("no CSP report for an inline script: %q", csp)
 	}
 	t.Logf("screenshots in %s", b.dir)
+}
+
+// TestMountConsole_Cluster: every master of a 3-node cluster serves the
+// console; a heartbeat sent to a follower reaches the leader, and the
+// fleet read from the other follower lists the three masters (one
+// leader) and the engine.
+func TestMountConsole_Cluster(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
+		if _, err := mountConsole(s, nil); err != nil {
+			t.Error(err)
+		}
+	}))
+	ctx := t.Context()
+	for i := range 3 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL(i)+"/ui/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("node %d /ui/: %d CSP %q", i, resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		}
+	}
+	f := c.Followers()
+	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view"}}}})
+	if code, body := apiCall(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
+		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0}`), "application/json"); code != http.StatusOK {
+		t.Fatalf("heartbeat through follower %d: %d %s", f[0], code, body)
+	}
+	code, body := apiCall(ctx, http.MethodGet, c.URL(f[1])+"/squall/v1/fleet", engineToken, nil, "")
+	var list struct {
+		Members []struct {
+			ID     string `json:"id"`
+			Role   string `json:"role"`
+			Leader bool   `json:"leader"`
+			Site   string `json:"site"`
+		} `json:"members"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		t.Fatalf("fleet through follower %d: %d %s", f[1], code, body)
+	}
+	roles := map[string]int{}
+	leaders := 0
+	for _, m := range list.Members {
+		roles[m.Role]++
+		if m.Leader {
+			leaders++
+		}
+	}
+	if roles["master"] != 3 || roles["engine"] != 1 || leaders != 1 || list.Members[3].Site != "par" {
+		t.Errorf("fleet: %s", body)
+	}
 }
