@@ -127,7 +127,9 @@ func (b *browser) pageErrors() []string {
 // screenshot of the page and stops the test.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
 		b.t.Fatalf("%s: %v (page errors: %q; screenshots in %s)", what, err, b.pageErrors(), b.dir)
 	}
@@ -385,6 +387,18 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.documentElement.scrollWidth <= window.innerWidth`),
 	)
 	b.shot("narrow")
+
+	// A findings-only token (a tenant, no authorization) sees the findings.
+	scanner := base64.StdEncoding.EncodeToString([]byte(`{"user": "scanner", "auths": {}, "tenant": "master"}`))
+	b.do("sign in with a findings-only token",
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
+		setValue(`#signin-token`, scanner),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
+		until(`document.getElementById('who-user').textContent === 'scanner'`),
+		until(`document.getElementById('findings-page').textContent === 'page 1 of 2 (30 findings)'`),
+		until(`document.getElementById('tab-tree').hidden && document.getElementById('tab-findings').getAttribute('aria-selected') === 'true'`),
+	)
 
 	if errs := b.pageErrors(); len(errs) != 0 {
 		t.Errorf("the page reported errors: %q", errs)

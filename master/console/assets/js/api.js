@@ -23,6 +23,7 @@ export class Session {
     this.token = token;
     this.storage.setItem('squall.token', token);
     const names = Object.keys(claims.auths).sort();
+    if (!names.length && !claims.tenant) throw new Error('The token has no authorization and no tenant: it grants nothing.');
     if (!names.includes(this.authName)) this.setAuth(names[0] || '');
     return claims;
   }

@@ -40,6 +40,10 @@ function showWho() {
   const a = session.auth();
   fill($('who-roles'), (a ? a.roles : []).map((r) => el('span', { 'data-role': r }, r)));
   $('who').hidden = false;
+  // A findings-only token (a tenant, no authorization) sees the findings.
+  for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
+  $('auth-select').closest('label').hidden = !a;
+  if (!a) state.view = 'findings';
   // Hide what the roles forbid; the server refuses it anyway.
   for (const e of document.querySelectorAll('[data-needs="edit"]')) e.hidden = !session.can('edit');
   $('event-full').disabled = !session.can('full');
