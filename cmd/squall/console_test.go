@@ -213,7 +213,7 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('who-user').textContent === 'admin'`),
 	)
 	if h := eval[string](b, `location.hash`); h != "" {
-		t.Errorf("the fragment is still in the address: %q", h)
+		t.Errorf("the fragment is still in the address (%d bytes; not shown: it holds the token)", len(h))
 	}
 	if got := eval[string](b, `sessionStorage.getItem('squall.token')`); got != token {
 		t.Errorf("session storage holds %q, want the link's token", got)
