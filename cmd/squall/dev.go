@@ -213,6 +213,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
+	fl, err := mountConsole(srv, logger)
+	if err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
 
 	// The intake and the engine need the broker, which starts once the
 	// master holds the data dir (its files are locked: a second squall dev
@@ -284,6 +288,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(gctx) })
 	g.Go(func() error { return e.Run(gctx) })
+	g.Go(func() error { return reportDevFleet(gctx, fl, s, e) })
 	g.Go(func() error {
 		var runErr error
 		select {

@@ -315,6 +315,7 @@ func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("")
 	p("squall dev: master, webhook intake, engine and Kafka broker in one process")
+	p("  console       %s  (signs in as admin)", consoleLink(addr, d.adminToken))
 	p("  APIs          %s/api/v2_beta/  %s/intel/api/sdk/v0/  (docs/api.md, docs/findings.md)", base, base)
 	p("  webhooks      %s/engine/webhook/event/{id}?token=...  (files in %s)", base, d.path(devWebhooksDir))
 	p("  probes        %s/healthz  %s/readyz  %s/metrics  (engine: %s%s/readyz)", base, base, base, base, devEnginePrefix)

@@ -108,6 +108,9 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 				return err
 			}
+			if _, err := mountConsole(srv, logger); err != nil {
+				return err
+			}
 			if intakeCfg.Webhooks.Dir == "" {
 				return srv.Run(cmd.Context())
 			}

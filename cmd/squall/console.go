@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/console"
+	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/satellite"
+)
+
+// mountConsole serves the console at /ui/ on every node (it is static,
+// and the API calls it makes are forwarded to the leader like any other),
+// and the fleet API on the leader, where heartbeats are kept.
+func mountConsole(srv *master.Server, logger *slog.Logger) (*fleet.Fleet, error) {
+	c, err := console.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Mount("GET "+console.Prefix, c, master.OnAnyNode); err != nil {
+		return nil, err
+	}
+	f := fleet.New(fleet.Default(), srv.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
+		st, err := srv.Store().Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ms := make([]fleet.Master, 0, len(st.Members))
+		for _, m := range st.Members {
+			ms = append(ms, fleet.Master{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+		}
+		return ms, nil
+	}, logger)
+	if err := srv.Mount(fleet.Pattern+"/", f.Handler(), master.OnLeader); err != nil {
+		return nil, err
+	}
+	return f, srv.Mount("GET "+fleet.Pattern, f.Handler(), master.OnLeader)
+}
+
+// consoleLink is the console's address that signs in with token: the
+// fragment never reaches the server, and the page moves it into the
+// tab's session storage and clears it from the address bar.
+func consoleLink(addr, token string) string {
+	return "http://" + addr + console.Prefix + "#token=" + token
+}
+
+// devHeartbeat is how often squall dev reports its engine and intake: in
+// the process, a report costs a map write, so the list follows their
+// state within a second.
+const devHeartbeat = time.Second
+
+// reportDevFleet reports squall dev's engine and webhook intake to its own
+// fleet list every devHeartbeat until ctx ends, as a separate engine and
+// satellite would over HTTP.
+func reportDevFleet(ctx context.Context, f *fleet.Fleet, s *satellite.Satellite, e *engine.Service) error {
+	t := time.NewTicker(devHeartbeat)
+	defer t.Stop()
+	version := versionString()
+	for {
+		st := s.Status()
+		var reasons []string
+		if !st.Ready {
+			reasons = append(reasons, "mode "+st.Mode)
+			if st.Spool.Full {
+				reasons = append(reasons, "spool full")
+			}
+		}
+		depth, loaded := st.Spool.Records, int64(st.Webhooks.Loaded)
+		now := time.Now()
+		// The list of a process has room for its own two parts.
+		_ = f.Report(fleet.Report{ID: "dev", Role: fleet.RoleSatellite, Site: "dev", Version: version, Ready: st.Ready,
+			Reasons: reasons, SpoolDepth: &depth, WebhooksLoaded: &loaded}, now)
+		var eReasons []string
+		if !e.Ready() {
+			eReasons = append(eReasons, "no tree or no partition yet")
+		}
+		_ = f.Report(fleet.Report{ID: "dev", Role: fleet.RoleEngine, Site: "dev", Version: version, Ready: e.Ready(), Reasons: eReasons}, now)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

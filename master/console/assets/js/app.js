@@ -1,0 +1,177 @@
+// The console's entry point: sign-in (a pasted token, or the squall dev
+// link's #token= fragment, moved into session storage and cleared from
+// the address), the tabs, the tree and the test events.
+import { el, fill, $, pretty, status } from './dom.js';
+import { Session, nodePath } from './api.js';
+import { fromExport, render, find, details, keyOf } from './tree.js';
+import { examples, renderResult } from './events.js';
+import { Findings } from './findings.js';
+import { Draft } from './draft.js';
+import { loadFleet } from './fleet.js';
+
+const session = new Session(window.sessionStorage);
+const cfg = '/api/v2_beta/config';
+const state = { active: null, selected: '', view: 'tree' };
+let findings;
+let draft;
+
+// takeFragmentToken moves a #token=… fragment into the session and
+// removes it from the address bar and the history entry.
+function takeFragmentToken() {
+  const m = /^#token=(.+)$/.exec(window.location.hash);
+  if (!m) return;
+  history.replaceState(null, '', window.location.pathname + window.location.search);
+  try { session.signIn(decodeURIComponent(m[1])); } catch (e) { $('signin-error').textContent = e.message; }
+}
+
+function showSignIn(msg = '') {
+  $('app').hidden = true;
+  $('who').hidden = true;
+  $('signin').hidden = false;
+  $('signin-error').textContent = msg;
+  $('signin-token').focus();
+}
+
+function showWho() {
+  const c = session.claims();
+  const sel = $('auth-select');
+  fill(sel, Object.keys(c.auths).sort().map((n) => el('option', { value: n, selected: n === session.authName }, `${n} (${(c.auths[n].path || []).join(' › ')})`)));
+  $('who-user').textContent = c.user;
+  const a = session.auth();
+  fill($('who-roles'), (a ? a.roles : []).map((r) => el('span', { 'data-role': r }, r)));
+  $('who').hidden = false;
+  // A findings-only token (a tenant, no authorization) sees the findings.
+  for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
+  $('auth-select').closest('label').hidden = !a;
+  if (!a) state.view = 'findings';
+  // Hide what the roles forbid; the server refuses it anyway.
+  for (const e of document.querySelectorAll('[data-needs="edit"]')) e.hidden = !session.can('edit');
+  $('event-full').disabled = !session.can('full');
+  $('event-full').hidden = !session.can('full');
+  if (!session.can('full')) $('event-mode').value = 'SkipActions';
+}
+
+async function start() {
+  $('signin').hidden = true;
+  $('app').hidden = false;
+  showWho();
+  await switchView(state.view);
+}
+
+function selectTab(view) {
+  for (const b of document.querySelectorAll('.tabs [role="tab"]')) {
+    const on = b.dataset.view === view;
+    b.setAttribute('aria-selected', String(on));
+    b.tabIndex = on ? 0 : -1;
+    $('view-' + b.dataset.view).hidden = !on;
+  }
+}
+
+async function switchView(view) {
+  state.view = view;
+  selectTab(view);
+  status('');
+  try {
+    if (view === 'tree') await loadTree();
+    else if (view === 'draft') await draft.load();
+    else if (view === 'findings') await findings.load();
+    else if (view === 'fleet') await loadFleet(session);
+    else if (view === 'events') await loadDraftIdForEvents();
+  } catch (e) {
+    if (e.status === 401) { session.signOut(); showSignIn(`Signed out: ${e.message}`); return; }
+    status(`${e.code ? e.code + ': ' : ''}${e.message}`);
+  }
+}
+
+// Tree view: the active tree or the draft, from their exports.
+async function loadTree() {
+  const a = session.auth();
+  const base = nodePath([a.path[a.path.length - 1]]);
+  let doc;
+  if ($('tree-source').value === 'draft') {
+    const ids = await session.request('GET', `${cfg}/drafts/${a.name}`);
+    if (!ids.length) { fill($('tree'), el('p', { class: 'hint' }, 'There is no draft.')); return; }
+    doc = await session.request('GET', `${cfg}/draft/tree/export/${a.name}/${ids[0]}/${base}`);
+  } else {
+    doc = await session.request('GET', `${cfg}/active/tree/export/${a.name}/${base}`);
+  }
+  state.active = fromExport(doc);
+  drawTree();
+  const sel = state.selected && find(state.active, state.selected);
+  fill($('tree-details'), sel ? details(sel) : el('p', { class: 'hint' }, 'Select a node or a rule.'));
+}
+
+function drawTree() {
+  render($('tree'), state.active, {
+    query: $('tree-search').value, selected: state.selected,
+    onSelect: (item) => { state.selected = keyOf(item); drawTree(); fill($('tree-details'), details(item)); },
+  });
+}
+
+// Test events.
+async function loadDraftIdForEvents() {
+  const ids = await session.request('GET', `${cfg}/drafts/${session.auth().name}`);
+  state.draftId = ids[0] || '';
+  $('event-target').querySelector('option[value="draft"]').disabled = !state.draftId;
+  if (!state.draftId) $('event-target').value = 'active';
+}
+
+async function runEvent(e) {
+  e.preventDefault();
+  $('event-error').textContent = '';
+  let ev;
+  try { ev = JSON.parse($('event-body').value); } catch (ex) { $('event-error').textContent = `The event is not valid JSON: ${ex.message}`; $('event-body').focus(); return; }
+  const a = session.auth();
+  const target = $('event-target').value;
+  const path = target === 'draft' ? `/api/v2_beta/event/draft/${a.name}/${state.draftId}` : `/api/v2_beta/event/active/${a.name}`;
+  try {
+    const ans = await session.request('POST', path, { process_type: $('event-mode').value, event: ev });
+    renderResult($('event-result'), ans);
+    status(`Event processed by the ${target === 'draft' ? 'draft' : 'active tree'} (${$('event-mode').value}).`);
+  } catch (ex) {
+    fill($('event-result'));
+    $('event-error').textContent = `${ex.code ? ex.code + ': ' : ''}${ex.message}`;
+  }
+}
+
+function wire() {
+  $('signin-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    try { session.signIn($('signin-token').value); } catch (ex) { $('signin-error').textContent = ex.message; return; }
+    $('signin-token').value = '';
+    await start();
+  });
+  // Signing out forgets the token and reloads the page, so that nothing
+  // the previous user saw stays in it.
+  $('sign-out').addEventListener('click', () => { session.signOut(); window.location.replace(window.location.pathname); });
+  $('auth-select').addEventListener('change', async (e) => { session.setAuth(e.target.value); state.selected = ''; showWho(); await switchView(state.view); });
+  const tabs = [...document.querySelectorAll('.tabs [role="tab"]')];
+  tabs.forEach((b, i) => {
+    b.addEventListener('click', () => switchView(b.dataset.view));
+    b.addEventListener('keydown', (e) => {
+      const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
+      if (!d) return;
+      const next = tabs[(i + d + tabs.length) % tabs.length];
+      next.focus();
+      switchView(next.dataset.view);
+    });
+  });
+  $('tree-search').addEventListener('input', () => state.active && drawTree());
+  $('tree-source').addEventListener('change', () => { state.selected = ''; switchView('tree'); });
+  $('tree-reload').addEventListener('click', () => switchView('tree'));
+  $('fleet-reload').addEventListener('click', () => switchView('fleet'));
+  fill($('event-example'), examples.map((x, i) => el('option', { value: i }, x.name)));
+  $('event-example').addEventListener('change', (e) => { $('event-body').value = pretty(examples[e.target.value].event); });
+  $('event-body').value = pretty(examples[0].event);
+  $('event-form').addEventListener('submit', runEvent);
+  findings = new Findings(session);
+  draft = new Draft(session, { onChange: () => {} });
+}
+
+wire();
+takeFragmentToken();
+if (session.token) {
+  try { session.claims(); start(); } catch (e) { session.signOut(); showSignIn(e.message); }
+} else {
+  showSignIn();
+}

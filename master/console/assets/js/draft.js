@@ -1,0 +1,325 @@
+// The draft: create or take over, edit nodes and rules in forms (with the
+// JSON that is sent), reorder rules, import and export, the diff against
+// the active tree, and deploy after a confirmation showing that diff.
+import { el, fill, $, pretty, status } from './dom.js';
+import { nodePath } from './api.js';
+import { fromExport, render, find, keyOf } from './tree.js';
+import { renderDiff } from './diff.js';
+
+const cfg = '/api/v2_beta/config';
+
+// fieldOf names the form field an API error message is about: the
+// messages name fields as "name: …", "constraint.WHERE.first: …".
+export function fieldOf(err) {
+  if (err.params && err.params.RULE_NAME) return 'name';
+  if (err.params && err.params.NODE_NAME) return 'name';
+  const m = /(?:^|, )(name|description|continue|active|constraint\.WHERE|constraint\.WITH|constraint|actions|filter|target)(?:[.\[][^:]*)?:/.exec(err.message || '');
+  if (!m) return '';
+  return { 'constraint.WHERE': 'where', 'constraint.WITH': 'with', constraint: 'where' }[m[1]] || m[1];
+}
+
+export class Draft {
+  constructor(session, { onChange }) {
+    this.session = session;
+    this.onChange = onChange;
+    this.id = '';
+    this.owner = '';
+    this.root = null;
+    this.selected = '';
+    $('draft-create').addEventListener('click', () => this.create());
+    $('draft-takeover').addEventListener('click', () => this.takeOver());
+    $('draft-diff').addEventListener('click', () => this.showDiff());
+    $('draft-deploy').addEventListener('click', () => this.confirmDeploy());
+    $('draft-export').addEventListener('click', () => this.exportFile());
+    $('draft-import').addEventListener('change', (e) => this.importFile(e.target));
+    $('deploy-dialog').addEventListener('close', () => { if ($('deploy-dialog').returnValue === 'deploy') this.deploy(); });
+  }
+
+  get auth() { return this.session.auth(); }
+  get base() { return this.auth.path[this.auth.path.length - 1]; }
+
+  // load reads the draft's id, owner and tree.
+  async load() {
+    const a = this.auth;
+    fill($('draft-tree'), el('p', { class: 'hint' }, 'Loading…'));
+    const ids = await this.session.request('GET', `${cfg}/drafts/${a.name}`);
+    this.id = ids[0] || '';
+    const info = this.id ? await this.session.request('GET', '/squall/v1/draft').catch(() => null) : null;
+    this.owner = info ? info.owner : '';
+    const me = this.session.claims().user;
+    const mine = this.owner === me;
+    fill($('draft-info'), this.id ? `Draft ${this.id}, owned by ${this.owner || 'unknown'}${mine ? ' (you)' : ''}.` : 'There is no draft.');
+    $('draft-takeover').hidden = !this.id || mine || !this.session.can('edit');
+    for (const id of ['draft-diff', 'draft-deploy', 'draft-export']) $(id).hidden = !this.id || (id === 'draft-deploy' && (!mine || !this.session.can('edit')));
+    $('draft-import').closest('label').hidden = !this.id || !mine || !this.session.can('edit');
+    this.editable = mine && this.session.can('edit');
+    if (!this.id) {
+      this.root = null;
+      fill($('draft-tree'), el('p', { class: 'hint' }, 'Create a draft to edit the tree.'));
+      return null;
+    }
+    const doc = await this.session.request('GET', `${cfg}/draft/tree/export/${a.name}/${this.id}/${nodePath([this.base])}`);
+    this.root = fromExport(doc, []);
+    this.draw();
+    return this.root;
+  }
+
+  draw() {
+    render($('draft-tree'), this.root, { onSelect: (item) => this.select(item), selected: this.selected });
+  }
+
+  async run(what, fn) {
+    try {
+      await fn();
+    } catch (e) {
+      status(`${what}: ${e.code ? e.code + ': ' : ''}${e.message}`);
+      return false;
+    }
+    return true;
+  }
+
+  async create() {
+    if (this.id && !confirm('Replace the current draft with a copy of the active tree?')) return;
+    await this.run('New draft', async () => {
+      const d = await this.session.request('POST', `${cfg}/drafts/${this.auth.name}`);
+      status(`Draft ${d.id} created.`);
+      await this.load();
+      this.onChange();
+    });
+  }
+
+  async takeOver() {
+    await this.run('Take over', async () => {
+      await this.session.request('POST', `${cfg}/drafts/${this.auth.name}/${this.id}/takeover`);
+      status('The draft is yours.');
+      await this.load();
+    });
+  }
+
+  async texts() {
+    const a = this.auth;
+    const p = nodePath([this.base]);
+    const [active, draft] = await Promise.all([
+      this.session.request('GET', `${cfg}/active/tree/export/${a.name}/${p}`, undefined, { raw: true }),
+      this.session.request('GET', `${cfg}/draft/tree/export/${a.name}/${this.id}/${p}`, undefined, { raw: true }),
+    ]);
+    const norm = (t) => pretty(JSON.parse(t));
+    return [norm(active), norm(draft)];
+  }
+
+  async showDiff() {
+    await this.run('Diff', async () => {
+      const [a, d] = await this.texts();
+      const out = $('draft-diff-out');
+      out.hidden = false;
+      const n = renderDiff(out, a, d);
+      status(n ? `${n} changed line${n === 1 ? '' : 's'} between the active tree and the draft.` : 'No change.');
+    });
+  }
+
+  async confirmDeploy() {
+    await this.run('Deploy', async () => {
+      const [a, d] = await this.texts();
+      renderDiff($('deploy-diff'), a, d);
+      $('deploy-dialog').returnValue = '';
+      $('deploy-dialog').showModal();
+    });
+  }
+
+  async deploy() {
+    await this.run('Deploy', async () => {
+      await this.session.request('POST', `${cfg}/drafts/${this.auth.name}/${this.id}/deploy`);
+      status('Deployed: the draft is the active tree.');
+      $('draft-diff-out').hidden = true;
+      this.onChange();
+    });
+  }
+
+  async exportFile() {
+    await this.run('Export', async () => {
+      const text = await this.session.request('GET', `${cfg}/draft/tree/export/${this.auth.name}/${this.id}/${nodePath([this.base])}`, undefined, { raw: true });
+      const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+      const a = el('a', { href: url, download: `squall-draft-${this.base}.json` });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      URL.revokeObjectURL(url);
+    });
+  }
+
+  async importFile(input) {
+    const file = input.files[0];
+    if (!file) return;
+    if (!confirm(`Replace ${this.base} and everything below it in the draft with ${file.name}?`)) { input.value = ''; return; }
+    await this.run('Import', async () => {
+      const form = new FormData();
+      form.append('file', file);
+      await this.session.request('PUT', `${cfg}/draft/tree/import/${this.auth.name}/${this.id}/${nodePath([this.base])}`, form);
+      status(`Imported ${file.name}.`);
+      await this.load();
+    });
+    input.value = '';
+  }
+
+  select(item) {
+    this.selected = keyOf(item);
+    this.draw();
+    const out = $('draft-editor');
+    if (item.kind === 'Rule') fill(out, this.ruleForm(item));
+    else fill(out, this.nodeForm(item));
+  }
+
+  // form builds an editor: fields [{name, label, type, value}], body(v)
+  // the JSON sent, save(body) the request.
+  form(title, fields, body, save, extra = []) {
+    const ro = !this.editable;
+    const inputs = {};
+    const errors = {};
+    const preview = el('pre', { class: 'json-view' });
+    const values = () => Object.fromEntries(fields.map((f) => [f.name, f.type === 'checkbox' ? inputs[f.name].checked : inputs[f.name].value]));
+    const refresh = () => {
+      try { preview.textContent = pretty(body(values())); } catch (e) { preview.textContent = `(not valid JSON yet: ${e.message})`; }
+    };
+    const rows = fields.map((f) => {
+      const id = `edit-${f.name}`;
+      const input = f.type === 'json'
+        ? el('textarea', { id, name: f.name, rows: f.rows || 6, spellcheck: 'false', readonly: ro, 'aria-describedby': id + '-error', oninput: refresh }, f.value)
+        : el('input', { id, name: f.name, type: f.type, value: f.type === 'checkbox' ? null : f.value, checked: f.type === 'checkbox' && f.value, disabled: ro && f.type === 'checkbox', readonly: ro, 'aria-describedby': id + '-error', oninput: refresh, onchange: refresh });
+      inputs[f.name] = input;
+      errors[f.name] = el('p', { id: id + '-error', class: 'error', role: 'alert' });
+      return el('div', { class: 'field', 'data-field': f.name }, el('label', { for: id }, f.label), input, errors[f.name]);
+    });
+    const general = el('p', { class: 'error', role: 'alert', id: 'edit-error' });
+    const submit = el('form', { 'aria-label': title }, rows,
+      el('details', {}, el('summary', {}, 'JSON view'), preview), general,
+      ro ? el('p', { class: 'hint' }, 'Read only: only the draft\'s owner with the edit role changes it.') : el('div', { class: 'actions' }, extra, el('button', { type: 'submit' }, 'Save')));
+    submit.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      for (const f of fields) { errors[f.name].textContent = ''; errors[f.name].parentElement.classList.remove('invalid'); }
+      general.textContent = '';
+      let b;
+      try { b = body(values()); } catch (ex) { general.textContent = ex.message; return; }
+      try {
+        await save(b);
+      } catch (ex) {
+        const msg = `${ex.code ? ex.code + ': ' : ''}${ex.message}`;
+        const f = ex.field || fieldOf(ex);
+        if (f && errors[f]) {
+          errors[f].textContent = msg;
+          errors[f].parentElement.classList.add('invalid');
+          inputs[f].focus();
+        } else general.textContent = msg;
+      }
+    });
+    refresh();
+    return [el('h2', {}, title), submit];
+  }
+
+  ruleForm(rule, isNew = false) {
+    const a = this.auth;
+    const c = rule.constraint || {};
+    const json = (name, text) => {
+      try { return JSON.parse(text); } catch (e) { const err = new Error(`${name}: not valid JSON: ${e.message}`); err.field = name; throw err; }
+    };
+    const fields = [
+      { name: 'name', label: 'Name', type: 'text', value: rule.name },
+      { name: 'description', label: 'Description', type: 'text', value: rule.description || '' },
+      { name: 'active', label: 'Active', type: 'checkbox', value: rule.active },
+      { name: 'continue', label: 'Continue with the next rules after a match', type: 'checkbox', value: rule.continue },
+      { name: 'where', label: 'Where (condition)', type: 'json', value: pretty(c.WHERE ?? null) },
+      { name: 'with', label: 'With (extracted variables)', type: 'json', value: pretty(c.WITH || {}) },
+      { name: 'actions', label: 'Actions', type: 'json', value: pretty(rule.actions || []), rows: 8 },
+    ];
+    const body = (v) => ({ name: v.name, description: v.description, continue: v.continue, active: v.active,
+      constraint: { WHERE: json('where', v.where), WITH: json('with', v.with) }, actions: json('actions', v.actions) });
+    const rs = nodePath(rule.path);
+    const save = async (b) => {
+      if (isNew) await this.session.request('POST', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}`, b);
+      else await this.session.request('PUT', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, b);
+      status(`Rule ${b.name} ${isNew ? 'added' : 'saved'}.`);
+      this.selected = keyOf({ ...rule, name: b.name });
+      await this.reselect();
+    };
+    const ruleset = find(this.root, rule.path.join(','));
+    const idx = ruleset ? ruleset.rules.findIndex((r) => r.name === rule.name) : -1;
+    const move = (d) => async () => {
+      await this.run('Move', async () => {
+        await this.session.request('PUT', `${cfg}/draft/rule/move/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, { position: idx + d });
+        status(`Rule ${rule.name} moved to position ${idx + d}.`);
+        await this.reselect();
+      });
+    };
+    if (isNew) return this.form(`New rule in ${rule.path[rule.path.length - 1]}`, fields, body, save);
+    const extra = [
+      el('button', { type: 'button', disabled: idx <= 0, onclick: move(-1) }, 'Move up'),
+      el('button', { type: 'button', disabled: !ruleset || idx >= ruleset.rules.length - 1, onclick: move(1) }, 'Move down'),
+      this.deleteButton(`rule ${rule.name}`, `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, rule.path.join(',')),
+    ];
+    return this.form(`Rule ${rule.name}`, fields, body, save, extra);
+  }
+
+  // deleteButton deletes what url names after a confirmation, then
+  // selects parentKey.
+  deleteButton(what, url, parentKey) {
+    return el('button', { type: 'button', class: 'danger', onclick: async () => {
+      if (!confirm(`Delete ${what} from the draft?`)) return;
+      await this.run('Delete', async () => {
+        await this.session.request('DELETE', url);
+        status(`Deleted ${what}.`);
+        this.selected = parentKey;
+        await this.reselect();
+      });
+    } }, 'Delete');
+  }
+
+  // newNode opens the form of a new child of parent.
+  newNode(parent, kind) {
+    const blank = { kind, name: '', path: [...parent.path, ''], description: '', active: true, filter: null, target: '${event.payload.items}', nodes: [], rules: [] };
+    fill($('draft-editor'), this.nodeForm(blank, parent));
+  }
+
+  newRule(ruleset) {
+    const blank = { kind: 'Rule', name: '', description: '', active: true, continue: true, path: ruleset.path, constraint: { WHERE: null, WITH: {} }, actions: [] };
+    fill($('draft-editor'), this.ruleForm(blank, true));
+  }
+
+  nodeForm(node, newIn = null) {
+    const a = this.auth;
+    const fields = [{ name: 'name', label: 'Name', type: 'text', value: node.name }];
+    if (node.kind !== 'Ruleset') {
+      fields.push({ name: 'description', label: 'Description', type: 'text', value: node.description },
+        { name: 'active', label: 'Active', type: 'checkbox', value: node.active });
+    }
+    if (node.kind === 'Filter') fields.push({ name: 'filter', label: 'Filter (condition)', type: 'json', value: pretty(node.filter) });
+    if (node.kind === 'Iterator') fields.push({ name: 'target', label: 'Target', type: 'text', value: node.target });
+    const body = (v) => {
+      const b = { type: node.kind, name: v.name };
+      if (node.kind !== 'Ruleset') Object.assign(b, { description: v.description, active: v.active });
+      if (node.kind === 'Filter') {
+        try { b.filter = JSON.parse(v.filter); } catch (e) { const err = new Error(`filter: not valid JSON: ${e.message}`); err.field = 'filter'; throw err; }
+      }
+      if (node.kind === 'Iterator') b.target = v.target;
+      return b;
+    };
+    const save = async (b) => {
+      if (newIn) await this.session.request('POST', `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(newIn.path)}`, b);
+      else await this.session.request('PUT', `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(node.path)}`, b);
+      status(`${node.kind} ${b.name} ${newIn ? 'added' : 'saved'}.`);
+      this.selected = keyOf({ ...node, path: [...node.path.slice(0, -1), b.name] });
+      await this.reselect();
+    };
+    if (newIn) return this.form(`New ${node.kind.toLowerCase()} in ${newIn.name}`, fields, body, save);
+    const extra = [];
+    if (node.kind === 'Ruleset') extra.push(el('button', { type: 'button', onclick: () => this.newRule(node) }, 'Add rule'));
+    else for (const k of ['Filter', 'Iterator', 'Ruleset']) extra.push(el('button', { type: 'button', onclick: () => this.newNode(node, k) }, `Add ${k.toLowerCase()}`));
+    if (node.path.length > 1) extra.push(this.deleteButton(`${node.kind.toLowerCase()} ${node.name} and everything below it`, `${cfg}/draft/tree/details/${a.name}/${this.id}/${nodePath(node.path)}`, node.path.slice(0, -1).join(',')));
+    return this.form(`${node.kind} ${node.name}`, fields, body, save, extra);
+  }
+
+  async reselect() {
+    await this.load();
+    const item = this.root && find(this.root, this.selected);
+    if (item) this.select(item);
+    this.onChange();
+  }
+}
