@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/master/store"
+
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Config configures a master node. Start from Default.
@@ -67,6 +69,10 @@ type Config struct {
 	MaxWatchWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
 	ShutdownTimeout time.Duration
+	// HTTPTimeouts bound reading a request's headers and body, and idle
+	// kept-alive connections; zero fields take httpguard's defaults
+	// (10 s, 30 s, 2 min).
+	HTTPTimeouts httpguard.Timeouts
 
 	// Logger receives the master's logs; nil discards them.
 	Logger *slog.Logger
@@ -172,6 +178,8 @@ func (c Config) Validate() error {
 	}{
 		{"leader wait", c.LeaderWait}, {"forward timeout", c.ForwardTimeout},
 		{"max watch wait", c.MaxWatchWait}, {"shutdown timeout", c.ShutdownTimeout},
+		{"http header timeout", c.HTTPTimeouts.Header}, {"http body timeout", c.HTTPTimeouts.Body},
+		{"http idle timeout", c.HTTPTimeouts.Idle},
 	} {
 		if d.v < 0 {
 			add("%s is negative", d.name)
@@ -207,6 +215,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.HTTPTimeouts = c.HTTPTimeouts.WithDefaults()
 	return c
 }
 

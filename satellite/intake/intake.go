@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
@@ -46,7 +47,18 @@ type Config struct {
 	Source string
 	// RetryAfter is the Retry-After of 503 answers (default 30 s).
 	RetryAfter time.Duration
+	// DiscardTimeout bounds how long the rest of a body larger than its
+	// webhook's limit is read and dropped before the 413 is sent
+	// (default 5 s); at most twice the limit is read.
+	DiscardTimeout time.Duration
 }
+
+// DefaultDiscardTimeout is the default Config.DiscardTimeout.
+const DefaultDiscardTimeout = 5 * time.Second
+
+// discardBytes is how much of an oversized body is read and dropped at
+// most: twice the limit.
+func (c Config) discardBytes(limit int64) int64 { return 2 * limit }
 
 // Directory finds webhooks by id; the watcher's current set.
 type Directory interface {
@@ -116,6 +128,9 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.DiscardTimeout <= 0 {
+		cfg.DiscardTimeout = DefaultDiscardTimeout
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -211,12 +226,18 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	}
 
 	limit := wh.MaxPayloadSize
+	rawBody := r.Body
 	tooLarge := func() *apiError {
+		// Clients that write the whole body before they read the
+		// answer would see a broken pipe if the connection closed now:
+		// read and drop up to twice the limit, for a bounded time,
+		// then answer and close.
+		httpguard.Discard(w, rawBody, in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
 			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
 	}
 	if r.ContentLength > limit {
-		return true, "", tooLarge() // not a byte of the body is read
+		return true, "", tooLarge() // no byte of the body is kept
 	}
 	buf := in.bufs.Get().(*bytes.Buffer)
 	defer func() {
