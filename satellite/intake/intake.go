@@ -105,9 +105,11 @@ type Intake struct {
 	dir    Directory
 	sink   Sink
 	logger *slog.Logger
-	m      *metrics
-	bufs   sync.Pool
-	ids    eventIDs
+	// clientErrs logs refused calls (4xx) at debug, with a summary.
+	clientErrs *httpguard.ClientErrors
+	m          *metrics
+	bufs       sync.Pool
+	ids        eventIDs
 
 	mu       sync.Mutex
 	closed   bool
@@ -139,14 +141,16 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if err != nil {
 		return nil, err
 	}
+	logger = logger.With("component", "intake")
 	return &Intake{
-		cfg:    cfg,
-		dir:    dir,
-		sink:   sink,
-		logger: logger.With("component", "intake"),
-		m:      m,
-		bufs:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
-		idle:   make(chan struct{}),
+		cfg:        cfg,
+		dir:        dir,
+		sink:       sink,
+		logger:     logger,
+		clientErrs: httpguard.NewClientErrors(logger, 0),
+		m:          m,
+		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		idle:       make(chan struct{}),
 	}, nil
 }
 
@@ -340,20 +344,21 @@ func (in *Intake) sinkError(err error) *apiError {
 }
 
 // logAnswer logs an error answer once: server-side failures as errors,
-// refused calls at debug level.
+// refused calls at debug level, with a summary of them at info level once
+// a minute.
 func (in *Intake) logAnswer(r *http.Request, id string, e *apiError) {
-	level := slog.LevelDebug
-	if e.status >= 500 {
-		level = slog.LevelError
+	if e.status < 500 {
+		in.clientErrs.Record(r.Context(), e.status, e.code, "webhook call refused", "webhook", id, "remote", r.RemoteAddr)
+		return
 	}
-	if !in.logger.Enabled(r.Context(), level) {
+	if !in.logger.Enabled(r.Context(), slog.LevelError) {
 		return
 	}
 	attrs := []any{"webhook", id, "status", e.status, "code", e.code, "remote", r.RemoteAddr}
 	if e.err != nil {
 		attrs = append(attrs, "error", e.err)
 	}
-	in.logger.Log(r.Context(), level, "webhook call refused", attrs...)
+	in.logger.Log(r.Context(), slog.LevelError, "webhook call refused", attrs...)
 }
 
 // enter counts a call in, unless the intake is closed.
