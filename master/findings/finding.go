@@ -97,9 +97,9 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// insertFields are the JSON keys of insertBody, exactly.
-func insertField(key string) bool {
-	switch key {
+// insertField reports whether key is a JSON key of insertBody, exactly.
+func insertField(key []byte) bool {
+	switch string(key) {
 	case "monitored_domain_id", "tool_code", "resource_url", "username", "password", "hash", "hash_algorithm":
 		return true
 	}
@@ -107,8 +107,8 @@ func insertField(key string) bool {
 }
 
 // patchField reports whether key is a field of a PATCH body.
-func patchField(key string) bool {
-	switch key {
+func patchField(key []byte) bool {
+	switch string(key) {
 	case "state", "ticket", "priority", "severity":
 		return true
 	}
@@ -120,10 +120,10 @@ func patchField(key string) bool {
 // jsonlimit.DefaultMaxDepth, invalid UTF-8 (encoding/json would store
 // U+FFFD), a repeated key (the decoders keep the last), or a key that is
 // not exactly the name of a field (the decoders match keys case-insensitively).
-func checkBody(body []byte, field func(string) bool) error {
-	err := jsonlimit.Check(body, jsonlimit.Limits{ValidUTF8: true, UniqueKeys: true, Key: func(k string) error {
+func checkBody(body []byte, field func([]byte) bool) error {
+	err := jsonlimit.Check(body, jsonlimit.Limits{ValidUTF8: true, UniqueKeys: true, Key: func(k []byte) error {
 		if !field(k) {
-			return &FieldError{Code: "UNKNOWN_FIELD", Field: k, Reason: "is not a field of this request (keys are matched exactly)"}
+			return &FieldError{Code: "UNKNOWN_FIELD", Field: string(k), Reason: "is not a field of this request (keys are matched exactly)"}
 		}
 		return nil
 	}})

@@ -98,3 +98,16 @@ func TestDecodeInsert_HostileMemory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeInsert is the decoding of one insert body, checks
+// included.
+func BenchmarkDecodeInsert(b *testing.B) {
+	body := []byte(`{"monitored_domain_id": 7, "tool_code": "scanner", "resource_url": "https://login.example.com/auth", "username": "user1@example.com", "password": "pw1", "hash": "0000000000000000000000000000000000000000000000000000000000000001", "hash_algorithm": "SHA-256"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var ib insertBody
+		if err := decodeInsert(body, &ib); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -35,9 +35,10 @@ type Limits struct {
 	// unescaping (encoding/json keeps the last one).
 	UniqueKeys bool
 	// Key, when set, is called with every key of the outermost object,
-	// unescaped; an error it returns is Check's. It lets a caller refuse
-	// keys that a case-insensitive decoder would match to a field.
-	Key func(key string) error
+	// unescaped (the slice is only valid during the call); an error it
+	// returns is Check's. It lets a caller refuse keys that a
+	// case-insensitive decoder would match to a field.
+	Key func(key []byte) error
 }
 
 // Error is a body Check refuses.
@@ -71,7 +72,8 @@ const (
 
 // Check returns an *Error when data nests deeper than l.MaxDepth or breaks
 // the other limits l asks for, else nil. It allocates nothing unless
-// l.UniqueKeys is set, and then only per object key. Malformed JSON that
+// keys are tracked (l.UniqueKeys or l.Key), and then little: a frame per
+// open array or object, and a map for objects of more than 16 keys. Malformed JSON that
 // breaks no limit passes: the decoder that follows refuses it.
 func Check(data []byte, l Limits) error {
 	if l.MaxDepth <= 0 {
@@ -90,12 +92,14 @@ func Check(data []byte, l Limits) error {
 	}
 	depth := 0
 	track := l.UniqueKeys || l.Key != nil
-	// keys[d] holds the keys seen in the object open at depth d+1 (nil
-	// for an array), only when keys are tracked.
-	var keys []map[string]struct{}
+	// open holds a frame per array or object open, and keys the keys of
+	// the open objects, each object's after its parent's; only when keys
+	// are tracked.
+	var openBuf [16]frame
+	var keysBuf [32][]byte
+	open, keys := openBuf[:0], keysBuf[:0]
 	// expectKey: the next string is an object key.
 	expectKey := false
-	inObject := func() bool { return len(keys) > 0 && keys[len(keys)-1] != nil }
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '{', '[':
@@ -105,34 +109,31 @@ func Check(data []byte, l Limits) error {
 			}
 			expectKey = c == '{'
 			if track {
-				var m map[string]struct{}
-				if c == '{' {
-					m = map[string]struct{}{}
-				}
-				keys = append(keys, m)
+				open = append(open, frame{object: c == '{', start: len(keys)})
 			}
 		case '}', ']':
 			if depth > 0 {
 				depth--
-				if len(keys) > 0 {
-					keys = keys[:len(keys)-1]
+				if len(open) > 0 {
+					keys = keys[:open[len(open)-1].start]
+					open = open[:len(open)-1]
 				}
 			}
 			expectKey = false
 		case ',':
-			expectKey = inObject()
+			expectKey = len(open) > 0 && open[len(open)-1].object
 		case ':':
 			expectKey = false
 		case '"':
 			end := stringEnd(data, i)
-			if expectKey && track && inObject() {
+			if expectKey && len(open) > 0 && open[len(open)-1].object {
 				key := unquote(data[i:end])
-				m := keys[len(keys)-1]
-				if _, dup := m[key]; dup && l.UniqueKeys {
-					return &Error{Reason: ReasonDuplicate, Offset: i, Key: key}
+				f := &open[len(open)-1]
+				var isNew bool
+				if keys, isNew = f.add(keys, key); !isNew && l.UniqueKeys {
+					return &Error{Reason: ReasonDuplicate, Offset: i, Key: string(key)}
 				}
-				m[key] = struct{}{}
-				if l.Key != nil && len(keys) == 1 {
+				if l.Key != nil && len(open) == 1 {
 					if err := l.Key(key); err != nil {
 						return err
 					}
@@ -143,6 +144,42 @@ func Check(data []byte, l Limits) error {
 		}
 	}
 	return nil
+}
+
+// frame is an open array or object.
+type frame struct {
+	object bool
+	// start is where the object's keys begin in Check's keys, while it
+	// has at most smallKeys of them; m holds them all beyond.
+	start int
+	m     map[string]struct{}
+}
+
+const smallKeys = 16
+
+// add records key, in keys or in f.m, and reports whether it is new.
+func (f *frame) add(keys [][]byte, key []byte) ([][]byte, bool) {
+	if f.m != nil {
+		if _, dup := f.m[string(key)]; dup {
+			return keys, false
+		}
+		f.m[string(key)] = struct{}{}
+		return keys, true
+	}
+	for _, k := range keys[f.start:] {
+		if bytes.Equal(k, key) {
+			return keys, false
+		}
+	}
+	keys = append(keys, key)
+	if len(keys)-f.start > smallKeys {
+		f.m = make(map[string]struct{}, 2*smallKeys)
+		for _, k := range keys[f.start:] {
+			f.m[string(k)] = struct{}{}
+		}
+		keys = keys[:f.start]
+	}
+	return keys, true
 }
 
 // stringEnd returns the offset just past the string that starts with the
@@ -160,14 +197,15 @@ func stringEnd(data []byte, i int) int {
 }
 
 // unquote returns the value of the quoted string q, or q itself when it
-// does not decode (the decoder that follows refuses it).
-func unquote(q []byte) string {
+// does not decode (the decoder that follows refuses it). It allocates only
+// for a string with escapes.
+func unquote(q []byte) []byte {
 	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
-		return string(q[1 : len(q)-1])
+		return q[1 : len(q)-1]
 	}
 	var s string
 	if json.Unmarshal(q, &s) != nil {
-		return string(q)
+		return q
 	}
-	return s
+	return []byte(s)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -34,6 +35,10 @@ func TestCheck(t *testing.T) {
 		{name: "nested duplicate refused", body: `[{"x": {"a": 1, "b": 2, "a": 3}}]`, limits: Limits{UniqueKeys: true}, reason: ReasonDuplicate},
 		{name: "same key in sibling objects", body: `[{"a": 1}, {"a": 2}, {"a": {"a": 3}}]`, limits: Limits{UniqueKeys: true}},
 		{name: "value equal to a key", body: `{"a": "a", "b": ["a", "a"]}`, limits: Limits{UniqueKeys: true}},
+		{name: "duplicate among many keys", body: manyKeys(40, "k3"), limits: Limits{UniqueKeys: true}, reason: ReasonDuplicate},
+		{name: "many distinct keys", body: manyKeys(40, ""), limits: Limits{UniqueKeys: true}},
+		{name: "keys of a closed object forgotten", body: `[` + manyKeys(20, "") + `, {"k1": 1, "k2": {"k1": 2}, "k3": 3}]`, limits: Limits{UniqueKeys: true}},
+		{name: "outer key repeated after an inner object", body: `{"a": {"b": 1, "c": 2}, "b": 3, "a": 4}`, limits: Limits{UniqueKeys: true}, reason: ReasonDuplicate},
 		{name: "case differs", body: `{"a": 1, "A": 2}`, limits: Limits{UniqueKeys: true}},
 	}
 	for _, tc := range tests {
@@ -54,19 +59,33 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// manyKeys is an object with keys k0…k(n-1), then dup again if not "".
+func manyKeys(n int, dup string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"k%d": %d, `, i, i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, `%q: 0, `, dup)
+	}
+	b.WriteString(`"last": 0}`)
+	return b.String()
+}
+
 func TestCheck_Key(t *testing.T) {
 	t.Parallel()
 	var seen []string
 	errNo := errors.New("no")
-	err := Check([]byte(`{"a": {"inner": 1}, "b\u0063": [{"x": 1}]}`), Limits{Key: func(k string) error {
-		seen = append(seen, k)
+	err := Check([]byte(`{"a": {"inner": 1}, "b\u0063": [{"x": 1}]}`), Limits{Key: func(k []byte) error {
+		seen = append(seen, string(k))
 		return nil
 	}})
 	if err != nil || strings.Join(seen, ",") != "a,bc" {
 		t.Fatalf("keys %q, error %v; want a,bc and nil", seen, err)
 	}
-	err = Check([]byte(`{"a": 1, "Tool": 2}`), Limits{Key: func(k string) error {
-		if k == "Tool" {
+	err = Check([]byte(`{"a": 1, "Tool": 2}`), Limits{Key: func(k []byte) error {
+		if string(k) == "Tool" {
 			return errNo
 		}
 		return nil
@@ -163,7 +182,7 @@ func FuzzCheck(f *testing.F) {
 	for _, s := range []string{
 		`{"a": 1, "a": 2}`, `[[[[1]]]]`, `{"a": {"b": {"c": {}}}}`, `{"\u0061": 1, "a": 2}`,
 		`["a", "a", {"a": 1}]`, `{"a": "a"}`, "\"\xff\"", `[{"x":1},{"x":1}]`, `{"a":[{"a":{"a":1}}],"b":2,"a":3}`,
-		`"[[[["`, `{"k\"": 1, "k\"": 2}`,
+		`"[[[["`, `{"k\"": 1, "k\"": 2}`, manyKeys(20, "k0"), manyKeys(17, ""),
 	} {
 		f.Add([]byte(s), uint8(3), true, true)
 	}
