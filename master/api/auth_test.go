@@ -38,8 +38,9 @@ func TestAuthBeforeBody(t *testing.T) {
 	for _, rt := range bodyRoutes {
 		path := fill(rt.path, id)
 		t.Run(rt.method+" "+path, func(t *testing.T) {
-			e := *e
-			e.t = t
+			outer := e.t
+			e.t = t // the subtests run one after the other
+			defer func() { e.t = outer }()
 			e.expect(e.send(rt.method, path, "", "{not json"), http.StatusUnauthorized, "UNAUTHORIZED")
 			e.expect(e.send(rt.method, path, "garbage", "{not json"), http.StatusUnauthorized, "UNAUTHORIZED")
 			e.expect(e.send(rt.method, path, noView, "{not json"), http.StatusForbidden, "MISSING_REQUIRED_PERMISSIONS")
