@@ -449,6 +449,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.metrics.unregister()
+	s.clientErrs.Close()
 	s.logger.Info("master stopped")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("master shutdown: %w", err)

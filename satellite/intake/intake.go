@@ -383,8 +383,10 @@ func (in *Intake) leave() {
 }
 
 // Close stops taking events: new calls get 503 SHUTTING_DOWN. Calls in
-// progress go on; [Intake.Drain] waits for them.
+// progress go on; [Intake.Drain] waits for them. The summary of refused
+// calls not yet logged is logged now.
 func (in *Intake) Close() {
+	in.clientErrs.Close()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if !in.closed {
