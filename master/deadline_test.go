@@ -21,8 +21,10 @@ import (
 // authenticated caller could), half without a token to the join endpoint.
 // The body deadline cuts them all, /healthz answers all along, and a tree
 // watch that waits longer than the body deadline is not cut.
+//
+// Not parallel: its connections load the machine, and the raft timeouts of
+// the parallel tests' clusters are short.
 func TestServer_SlowBodies(t *testing.T) {
-	t.Parallel()
 	const bodyTimeout = 500 * time.Millisecond
 	c := mastertest.TestCluster(t, 1, mountTestAPI(), mastertest.WithConfig(func(_ int, cfg *master.Config) {
 		cfg.HTTPTimeouts = httpguard.Timeouts{Body: bodyTimeout}
@@ -51,7 +53,7 @@ func TestServer_SlowBodies(t *testing.T) {
 				_, _ = io.Copy(io.Discard, conn)
 				close(closed)
 			}()
-			tick := time.NewTicker(25 * time.Millisecond)
+			tick := time.NewTicker(50 * time.Millisecond)
 			defer tick.Stop()
 			for n := 0; n < 400; n++ {
 				select {
@@ -62,7 +64,7 @@ func TestServer_SlowBodies(t *testing.T) {
 					_, _ = conn.Write([]byte(" "))
 				}
 			}
-			errs <- errors.New("connection still open after 400 bytes over 10 s")
+			errs <- errors.New("connection still open after 400 bytes over 20 s")
 		})
 	}
 
