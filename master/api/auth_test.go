@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,3 +69,19 @@ func TestAuthBeforeBody(t *testing.T) {
 		})
 	}
 }
+
+// TestToError_BodyTimeout: a body cut by the body deadline is a 408.
+func TestToError_BodyTimeout(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("read body: %w", os.ErrDeadlineExceeded)
+	if e := toError(err); e.Status != http.StatusRequestTimeout || e.Code != "REQUEST_TIMEOUT" {
+		t.Fatalf("got %d %s, want 408 REQUEST_TIMEOUT", e.Status, e.Code)
+	}
+	if _, err := readAll(&http.Request{Body: io.NopCloser(timeoutReader{})}); toError(err).Status != http.StatusRequestTimeout {
+		t.Fatalf("readAll: %v, want it to keep the timeout", err)
+	}
+}
+
+type timeoutReader struct{}
+
+func (timeoutReader) Read([]byte) (int, error) { return 0, os.ErrDeadlineExceeded }

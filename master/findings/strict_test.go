@@ -2,6 +2,8 @@ package findings
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -109,5 +111,13 @@ func BenchmarkDecodeInsert(b *testing.B) {
 		if err := decodeInsert(body, &ib); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestToError_BodyTimeout: a body cut by the body deadline is a 408.
+func TestToError_BodyTimeout(t *testing.T) {
+	t.Parallel()
+	if e := toError(fmt.Errorf("read: %w", os.ErrDeadlineExceeded)); e.Status != 408 || e.Code != "REQUEST_TIMEOUT" {
+		t.Fatalf("got %d %s, want 408 REQUEST_TIMEOUT", e.Status, e.Code)
 	}
 }
