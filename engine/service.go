@@ -18,6 +18,7 @@ import (
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Log attribute keys.
@@ -299,11 +300,10 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		addr := ln.Addr().String()
 		s.addr.Store(&addr)
-		srv = &http.Server{
-			Handler:           s.mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
+		// Header, body and idle deadlines (the ops endpoints read no
+		// body, so a body deadline costs them nothing).
+		srv = httpguard.Timeouts{}.Server(s.mux)
+		srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 		srvDone = make(chan struct{})
 		go func() {
 			defer close(srvDone)

@@ -243,6 +243,9 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, auth.Admin); err != nil {
 		return err
 	}
+	// An admin's backup file may take longer than the body timeout to
+	// upload: the deadline is for unauthenticated senders.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	r.Body = http.MaxBytesReader(w, r.Body, maxRestoreBody)
 	res, err := s.store.RestoreFrom(r.Context(), r.Body)
 	if err != nil {

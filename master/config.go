@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/master/store"
+
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Config configures a master node. Start from Default.
@@ -71,6 +73,10 @@ type Config struct {
 	MaxWatchWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
 	ShutdownTimeout time.Duration
+	// HTTPTimeouts bound reading a request's headers and body, and idle
+	// kept-alive connections; zero fields take httpguard's defaults
+	// (10 s, 30 s, 2 min).
+	HTTPTimeouts httpguard.Timeouts
 
 	// WrapHandler, when set, wraps the whole HTTP handler, every route
 	// included: squall dev puts its Host check there.
@@ -180,6 +186,8 @@ func (c Config) Validate() error {
 	}{
 		{"leader wait", c.LeaderWait}, {"forward timeout", c.ForwardTimeout},
 		{"max watch wait", c.MaxWatchWait}, {"shutdown timeout", c.ShutdownTimeout},
+		{"http header timeout", c.HTTPTimeouts.Header}, {"http body timeout", c.HTTPTimeouts.Body},
+		{"http idle timeout", c.HTTPTimeouts.Idle},
 	} {
 		if d.v < 0 {
 			add("%s is negative", d.name)
@@ -215,6 +223,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.HTTPTimeouts = c.HTTPTimeouts.WithDefaults()
 	return c
 }
 

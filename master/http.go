@@ -1,10 +1,12 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/jsonlimit"
 )
 
 // Error codes of the master's own endpoints (docs/decisions.md decision 16).
@@ -24,6 +28,7 @@ const (
 	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	codeValidation       = "VALIDATION_ERROR"
 	codeTooLarge         = "PAYLOAD_TOO_LARGE"
+	codeRequestTimeout   = "REQUEST_TIMEOUT"
 	codeNoLeader         = "NO_LEADER"
 	codeNotReady         = "NOT_READY"
 	codeUnavailable      = "UNAVAILABLE"
@@ -68,6 +73,8 @@ func toAPIError(err error) *apiError {
 		return errorf(http.StatusForbidden, codeForbidden, "%s", err)
 	case errors.As(err, &mbe):
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", mbe.Limit)
+	case httpguard.IsTimeout(err):
+		return errorf(http.StatusRequestTimeout, codeRequestTimeout, "the body was not received in time")
 	case errors.Is(err, store.ErrUnreachable):
 		return errorf(http.StatusBadGateway, codeUnreachable, "%s", err)
 	case errors.Is(err, store.ErrIdentity):
@@ -111,15 +118,24 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	if (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) && r.Body != nil && r.Body != http.NoBody {
+		// A refused caller's body is not read, not even to reuse the
+		// connection.
+		w.Header().Set("Connection", "close")
+	}
 	if e.Status == http.StatusServiceUnavailable {
 		s.metrics.unavailable.WithLabelValues(e.Code).Inc()
 	}
-	level := slog.LevelInfo
-	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
-		level = slog.LevelError
+	if e.Status < 500 {
+		s.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", keyMethod, r.Method, keyPath, r.URL.Path, keyError, e.Message)
+	} else {
+		level := slog.LevelInfo
+		if e.Status != http.StatusServiceUnavailable {
+			level = slog.LevelError
+		}
+		s.logger.Log(r.Context(), level, "request failed", keyMethod, r.Method, keyPath, r.URL.Path,
+			keyStatus, e.Status, keyCode, e.Code, keyError, e.Message)
 	}
-	s.logger.Log(r.Context(), level, "request failed", keyMethod, r.Method, keyPath, r.URL.Path,
-		keyStatus, e.Status, keyCode, e.Code, keyError, e.Message)
 	writeJSON(w, e.Status, e)
 }
 
@@ -135,10 +151,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// decodeBody decodes a JSON body of at most limit bytes strictly.
+// decodeBody decodes a JSON body of at most limit bytes strictly, after
+// checking its nesting depth.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(r.Body)
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+			return err
+		}
+		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
+	}
+	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
+		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError

@@ -19,6 +19,8 @@ import (
 
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Server is one master node: the replicated store, the HTTP API that
@@ -34,6 +36,7 @@ type Server struct {
 	mux        *http.ServeMux
 	transport  *http.Transport // to the leader
 	errLog     *log.Logger     // net/http's and the proxy's error log
+	clientErrs *httpguard.ClientErrors
 
 	errCh chan error // background failures, for Run
 
@@ -64,6 +67,7 @@ func New(cfg Config) (*Server, error) {
 		errCh:  make(chan error, 1),
 	}
 	s.errLog = slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
+	s.clientErrs = httpguard.NewClientErrors(s.logger, 0)
 
 	s.tokens = &auth.Verifier{AllowUnsigned: cfg.AllowUnsignedTokens, Leeway: 30 * time.Second}
 	var err error
@@ -363,12 +367,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.ln, s.httpAdv = ln, adv
 	s.bg, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.httpSrv = &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          s.errLog,
-	}
+	s.httpSrv = s.cfg.HTTPTimeouts.Server(s.Handler())
+	s.httpSrv.ErrorLog = s.errLog
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -440,6 +440,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.metrics.unregister()
+	s.clientErrs.Close()
 	s.logger.Info("master stopped")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("master shutdown: %w", err)

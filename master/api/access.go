@@ -10,14 +10,19 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // scope authenticates the request and picks its authorization (param_auth),
 // checking that it grants one of the permissions.
+// The claims are those wrap verified, when it did.
 func (a *API) scope(r *http.Request, perms ...auth.Permission) (*auth.Scope, error) {
-	claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
-	if err != nil {
-		return nil, err
+	claims, ok := r.Context().Value(claimsKey{}).(*auth.Claims)
+	if !ok {
+		var err error
+		if claims, err = a.tokens.Verify(r.Header.Get("Authorization")); err != nil {
+			return nil, err
+		}
 	}
 	name := r.PathValue("param_auth")
 	var firstErr error
@@ -35,6 +40,9 @@ func (a *API) scope(r *http.Request, perms ...auth.Permission) (*auth.Scope, err
 	}
 	return nil, firstErr
 }
+
+// claimsKey is the context key of the claims wrap verified.
+type claimsKey struct{}
 
 // resolve turns the URL path value into an absolute node path.
 func resolve(s *auth.Scope, nodePath string) ([]string, error) {
@@ -149,7 +157,7 @@ func readAll(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
 			return nil, err
 		}
 		return nil, badRequest(err)

@@ -16,6 +16,8 @@ import (
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/jsonlimit"
 )
 
 // Store is the replicated state the API reads and changes.
@@ -69,6 +71,8 @@ type API struct {
 	tokens  Verifier
 	actions ActionRunner
 	logger  *slog.Logger
+	// clientErrs logs 4xx answers at debug level, with a summary at info.
+	clientErrs *httpguard.ClientErrors
 
 	// edits serializes read-modify-write of the draft on this node: every
 	// request is served by the leader, so concurrent edits apply one after
@@ -97,7 +101,9 @@ func New(cfg Config, st Store, tokens Verifier, actions ActionRunner, logger *sl
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, store: st, tokens: tokens, actions: actions, logger: logger.With("component", "api"), compiled: map[string]*tree.Tree{}}
+	logger = logger.With("component", "api")
+	return &API{cfg: cfg, store: st, tokens: tokens, actions: actions, logger: logger,
+		clientErrs: httpguard.NewClientErrors(logger, 0), compiled: map[string]*tree.Tree{}}
 }
 
 // Prefix is the path prefix of every route of the API.
@@ -106,45 +112,49 @@ const Prefix = "/api/v2_beta/"
 // Handler returns the API's routes, rooted at /api/v2_beta/.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, fn handlerFunc) { mux.Handle(pattern, a.wrap(fn)) }
+	// Every route names the permission it needs at least: wrap checks it
+	// from the headers and the URL before the handler reads a byte of
+	// the body. Handlers may ask for more (Full test events) once they
+	// know what the body asks for.
+	h := func(pattern string, perm auth.Permission, fn handlerFunc) { mux.Handle(pattern, a.wrap(perm, fn)) }
 	const c = "/api/v2_beta/config"
-	h("GET "+c+"/active/tree/info/{param_auth}", a.activeInfo)
-	h("GET "+c+"/active/tree/children/{param_auth}", a.activeChildren)
-	h("GET "+c+"/active/tree/children/{param_auth}/{node_path}", a.activeChildren)
-	h("GET "+c+"/active/tree/details/{param_auth}/{node_path}", a.activeDetails)
-	h("GET "+c+"/active/rule/details/{param_auth}/{ruleset_path}/{rule_name}", a.activeRule)
+	h("GET "+c+"/active/tree/info/{param_auth}", auth.View, a.activeInfo)
+	h("GET "+c+"/active/tree/children/{param_auth}", auth.View, a.activeChildren)
+	h("GET "+c+"/active/tree/children/{param_auth}/{node_path}", auth.View, a.activeChildren)
+	h("GET "+c+"/active/tree/details/{param_auth}/{node_path}", auth.View, a.activeDetails)
+	h("GET "+c+"/active/rule/details/{param_auth}/{ruleset_path}/{rule_name}", auth.View, a.activeRule)
 	// The active tree's export, in the draft export's file format: an
 	// extension, so that exporting needs no draft (which would replace
 	// the current one).
-	h("GET "+c+"/active/tree/export/{param_auth}/{node_path}", a.export)
+	h("GET "+c+"/active/tree/export/{param_auth}/{node_path}", auth.View, a.export)
 
-	h("GET "+c+"/drafts/{param_auth}", a.listDrafts)
-	h("POST "+c+"/drafts/{param_auth}", a.createDraft)
-	h("DELETE "+c+"/drafts/{param_auth}/{draft_id}", a.deleteDraft)
-	h("POST "+c+"/drafts/{param_auth}/{draft_id}/deploy", a.deployDraft)
-	h("POST "+c+"/drafts/{param_auth}/{draft_id}/takeover", a.takeOver)
+	h("GET "+c+"/drafts/{param_auth}", auth.View, a.listDrafts)
+	h("POST "+c+"/drafts/{param_auth}", auth.Edit, a.createDraft)
+	h("DELETE "+c+"/drafts/{param_auth}/{draft_id}", auth.Edit, a.deleteDraft)
+	h("POST "+c+"/drafts/{param_auth}/{draft_id}/deploy", auth.Edit, a.deployDraft)
+	h("POST "+c+"/drafts/{param_auth}/{draft_id}/takeover", auth.Edit, a.takeOver)
 
-	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}", a.draftChildren)
-	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}/{node_path}", a.draftChildren)
-	h("GET "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.draftDetails)
-	h("POST "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.createNode)
-	h("PUT "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.editNode)
-	h("DELETE "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", a.deleteNode)
-	h("POST "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", a.importChild)
-	h("PUT "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", a.importReplace)
-	h("GET "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", a.export)
-	h("PUT "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", a.export)
+	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}", auth.View, a.draftChildren)
+	h("GET "+c+"/draft/tree/children/{param_auth}/{draft_id}/{node_path}", auth.View, a.draftChildren)
+	h("GET "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", auth.View, a.draftDetails)
+	h("POST "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", auth.Edit, a.createNode)
+	h("PUT "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", auth.Edit, a.editNode)
+	h("DELETE "+c+"/draft/tree/details/{param_auth}/{draft_id}/{node_path}", auth.Edit, a.deleteNode)
+	h("POST "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", auth.Edit, a.importChild)
+	h("PUT "+c+"/draft/tree/import/{param_auth}/{draft_id}/{node_path}", auth.Edit, a.importReplace)
+	h("GET "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", auth.View, a.export)
+	h("PUT "+c+"/draft/tree/export/{param_auth}/{draft_id}/{node_path}", auth.View, a.export)
 
-	h("GET "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.draftRule)
-	h("POST "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}", a.createRule)
-	h("PUT "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.editRule)
-	h("DELETE "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.deleteRule)
-	h("PUT "+c+"/draft/rule/move/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", a.moveRule)
+	h("GET "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", auth.View, a.draftRule)
+	h("POST "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}", auth.Edit, a.createRule)
+	h("PUT "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", auth.Edit, a.editRule)
+	h("DELETE "+c+"/draft/rule/details/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", auth.Edit, a.deleteRule)
+	h("PUT "+c+"/draft/rule/move/{param_auth}/{draft_id}/{ruleset_path}/{rule_name}", auth.Edit, a.moveRule)
 
-	h("POST /api/v2_beta/event/active/{param_auth}", a.eventActive)
-	h("POST /api/v2_beta/event/draft/{param_auth}/{draft_id}", a.eventDraft)
+	h("POST /api/v2_beta/event/active/{param_auth}", auth.View, a.eventActive)
+	h("POST /api/v2_beta/event/draft/{param_auth}/{draft_id}", auth.View, a.eventDraft)
 	// Tornado's spelling (docs/decisions.md decision 4).
-	h("POST /api/v2_beta/event/drafts/{param_auth}/{draft_id}", a.eventDraft)
+	h("POST /api/v2_beta/event/drafts/{param_auth}/{draft_id}", auth.View, a.eventDraft)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
@@ -197,10 +207,27 @@ func errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// wrap turns a handlerFunc into an http.Handler: results are written as
-// JSON with 200 (nil as null, decision 9), errors as their JSON answer.
-func (a *API) wrap(fn handlerFunc) http.Handler {
+// wrap turns a handlerFunc into an http.Handler: it authenticates the
+// request and checks that it grants perm, from the headers and the URL
+// alone, then runs fn. Results are written as JSON with 200 (nil as null,
+// decision 9), errors as their JSON answer.
+//
+// A request refused here costs no byte of its body: the answer closes the
+// connection instead of reading the body to reuse it.
+func (a *API) wrap(perm auth.Permission, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
+		if err == nil {
+			r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, claims))
+			_, err = a.scope(r, perm)
+		}
+		if err != nil {
+			if r.Body != nil && r.Body != http.NoBody {
+				w.Header().Set("Connection", "close")
+			}
+			a.writeError(w, r, err)
+			return
+		}
 		res, err := fn(w, r)
 		if err != nil {
 			a.writeError(w, r, err)
@@ -238,11 +265,11 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	level := slog.LevelInfo
-	if e.Status >= 500 {
-		level = slog.LevelError
+	if e.Status < 500 {
+		a.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", "method", r.Method, "path", r.URL.Path, "error", e.Message)
+	} else {
+		a.logger.Log(r.Context(), slog.LevelError, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
 	}
-	a.logger.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
 	writeJSON(w, e.Status, e)
 }
 
@@ -280,6 +307,8 @@ func toError(err error) *Error {
 		return validationError(err)
 	case errors.As(err, &mbe):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
+	case httpguard.IsTimeout(err):
+		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
 	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrLeadershipLost), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -319,8 +348,9 @@ func validationError(err error) *Error {
 	return e
 }
 
-// decodeJSON reads a JSON body of at most MaxBody bytes into a byte slice,
-// checking its content type.
+// readJSON reads a JSON body of at most MaxBody bytes into a byte slice,
+// checking its content type and, before any decoder sees it, its nesting
+// depth (checkJSON).
 func (a *API) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
@@ -332,7 +362,16 @@ func (a *API) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return b, checkJSON(b)
+}
+
+// checkJSON refuses, with a 400, a body nested deeper than
+// jsonlimit.DefaultMaxDepth.
+func checkJSON(b []byte) error {
+	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
+		return badRequest(err)
+	}
+	return nil
 }
 
 func isJSONSuffix(mt string) bool {

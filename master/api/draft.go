@@ -15,6 +15,7 @@ import (
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 func (a *API) listDrafts(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -291,7 +292,7 @@ func (a *API) importFile(w http.ResponseWriter, r *http.Request) (*config.Node, 
 		}
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
 				return nil, err
 			}
 			return nil, badRequest(fmt.Errorf("multipart body: %w", err))
@@ -302,10 +303,13 @@ func (a *API) importFile(w http.ResponseWriter, r *http.Request) (*config.Node, 
 		b, err := io.ReadAll(part)
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
 				return nil, err
 			}
 			return nil, badRequest(err)
+		}
+		if err := checkJSON(b); err != nil {
+			return nil, err
 		}
 		ex, err := config.DecodeExport(b)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Store is the replicated state the API reads and changes.
@@ -85,6 +86,8 @@ type API struct {
 	store  Store
 	tokens Verifier
 	logger *slog.Logger
+	// clientErrs logs 4xx answers at debug level, with a summary at info.
+	clientErrs *httpguard.ClientErrors
 }
 
 // New returns the API. logger may be nil.
@@ -102,7 +105,8 @@ func New(cfg Config, st Store, tokens Verifier, logger *slog.Logger) *API {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, store: st, tokens: newTokenCache(tokens), logger: logger.With("component", "findings")}
+	logger = logger.With("component", "findings")
+	return &API{cfg: cfg, store: st, tokens: newTokenCache(tokens), logger: logger, clientErrs: httpguard.NewClientErrors(logger, 0)}
 }
 
 // request is what a handler gets: the request, its tenant and its logger
@@ -188,14 +192,21 @@ func (a *API) wrap(fn handlerFunc) http.Handler {
 		start := time.Now()
 		logger := traceLogger(a.logger, r)
 		claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
-		if err != nil {
-			a.finish(w, r, logger, start, "", 0, nil, err)
-			return
+		var tenant string
+		if err == nil {
+			var ok bool
+			if tenant, ok = claims.FindingsTenant(); !ok {
+				err = &Error{Status: http.StatusForbidden, Code: "NO_TENANT",
+					Message: "the token names no single tenant: give it a \"tenant\" claim (squall token --tenant T), or scope all its authorizations below one tenant's node ([root, T, ...])"}
+			}
 		}
-		tenant, ok := claims.FindingsTenant()
-		if !ok {
-			a.finish(w, r, logger, start, "", 0, nil, &Error{Status: http.StatusForbidden, Code: "NO_TENANT",
-				Message: "the token names no single tenant: give it a \"tenant\" claim (squall token --tenant T), or scope all its authorizations below one tenant's node ([root, T, ...])"})
+		if err != nil {
+			// Refused from the headers alone: the body is not read, not
+			// even to reuse the connection.
+			if r.Body != nil && r.Body != http.NoBody {
+				w.Header().Set("Connection", "close")
+			}
+			a.finish(w, r, logger, start, "", 0, nil, err)
 			return
 		}
 		status, body, err := fn(&request{Request: r, w: w, tenant: tenant})
@@ -214,12 +225,11 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, logger *slog.Logger
 		if e.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 		}
-		level := slog.LevelInfo
-		if e.Status >= 500 {
-			level = slog.LevelError
-		}
-		if logger.Enabled(r.Context(), level) {
-			logger.Log(r.Context(), level, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
+		if e.Status < 500 {
+			a.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
+				logError, e.Message, logDuration, time.Since(start))
+		} else {
+			logger.Log(r.Context(), slog.LevelError, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
 				logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start))
 		}
 		writeJSON(w, e.Status, e)
@@ -263,6 +273,8 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusNotFound, Code: "FINDING_NOT_FOUND", Message: err.Error()}
 	case errors.As(err, &mbe):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
+	case httpguard.IsTimeout(err):
+		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
 	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrLeadershipLost), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

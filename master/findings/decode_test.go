@@ -32,3 +32,32 @@ func FuzzDecodeInsert(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeInsertRefusals is the differential check of the whole insert
+// decoder: every body the standard strict path refuses (checkBody, then
+// encoding/json with unknown fields disallowed), decodeInsert refuses too,
+// and whatever decodeInsert accepts, the standard path accepts alike.
+func FuzzDecodeInsertRefusals(f *testing.F) {
+	for _, s := range []string{
+		`{"monitored_domain_id": 1, "tool_code": "t", "resource_url": "https://example.com/", "username": "u", "password": "p"}`,
+		`{"Tool_Code": "x"}`, `{"tool_code": "a", "tool_code": "b"}`, `{"tool_code": "a", "tool_\u0063ode": "b"}`,
+		"{\"username\": \"\xff\"}", `[[[[[[[[`, `{"username": [[[[]]]]}`, `{"hash": "\ud800"}`, `{"PASSWORD": "p"}`,
+		`{"password": "p"} x`, `{"monitored_domain_id": 1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got, std insertBody
+		err := decodeInsert(body, &got)
+		stdErr := checkBody(body, insertField)
+		if stdErr == nil {
+			stdErr = decode(body, &std)
+		}
+		if (err == nil) != (stdErr == nil) {
+			t.Fatalf("%q: decodeInsert: %v; standard strict path: %v", body, err, stdErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, std) {
+			t.Fatalf("%q: decodeInsert %+v, standard %+v", body, got, std)
+		}
+	})
+}

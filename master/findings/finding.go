@@ -17,6 +17,7 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/jsonlimit"
 )
 
 // FindingType is the finding_type of credential findings.
@@ -96,11 +97,56 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// decodeInsert decodes an insert body into b: with segmentio's decoder
-// (several times faster than encoding/json) when it accepts the body, else
-// with decode, whose errors name the field. FuzzDecodeInsert checks that
-// what the fast decoder accepts, decode accepts alike.
+// insertField reports whether key is a JSON key of insertBody, exactly.
+func insertField(key []byte) bool {
+	switch string(key) {
+	case "monitored_domain_id", "tool_code", "resource_url", "username", "password", "hash", "hash_algorithm":
+		return true
+	}
+	return false
+}
+
+// patchField reports whether key is a field of a PATCH body.
+func patchField(key []byte) bool {
+	switch string(key) {
+	case "state", "ticket", "priority", "severity":
+		return true
+	}
+	return false
+}
+
+// checkBody refuses, before any decoder reads it, a body that docs/findings.md
+// rules out and that the decoders would accept or mangle: nested deeper than
+// jsonlimit.DefaultMaxDepth, invalid UTF-8 (encoding/json would store
+// U+FFFD), a repeated key (the decoders keep the last), or a key that is
+// not exactly the name of a field (the decoders match keys case-insensitively).
+func checkBody(body []byte, field func([]byte) bool) error {
+	err := jsonlimit.Check(body, jsonlimit.Limits{ValidUTF8: true, UniqueKeys: true, Key: func(k []byte) error {
+		if !field(k) {
+			return &FieldError{Code: "UNKNOWN_FIELD", Field: string(k), Reason: "is not a field of this request (keys are matched exactly)"}
+		}
+		return nil
+	}})
+	var le *jsonlimit.Error
+	if errors.As(err, &le) && le.Reason == jsonlimit.ReasonDuplicate {
+		return &FieldError{Code: "DUPLICATE_FIELD", Field: le.Key, Reason: "appears more than once"}
+	}
+	if le != nil {
+		return fmt.Errorf("%w: %w", errBadBody, err)
+	}
+	return err
+}
+
+// decodeInsert decodes an insert body into b, after checkBody: with
+// segmentio's decoder (several times faster than encoding/json) when it
+// accepts the body, else with decode, whose errors name the field.
+// FuzzDecodeInsert checks that what the fast decoder accepts, decode
+// accepts alike; FuzzDecodeInsertRefusals that what the standard strict
+// path refuses, decodeInsert refuses.
 func decodeInsert(body []byte, b *insertBody) error {
+	if err := checkBody(body, insertField); err != nil {
+		return err
+	}
 	if decodeInsertFast(body, b) {
 		return nil
 	}
@@ -244,6 +290,9 @@ func NormalizeResource(raw string) (string, error) {
 func decodePatch(body []byte) (store.PatchFinding, error) {
 	var p store.PatchFinding
 	var m map[string]json.RawMessage
+	if err := checkBody(body, patchField); err != nil {
+		return p, err
+	}
 	if err := decodeStrict(body, &m); err != nil {
 		return p, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
@@ -46,7 +47,18 @@ type Config struct {
 	Source string
 	// RetryAfter is the Retry-After of 503 answers (default 30 s).
 	RetryAfter time.Duration
+	// DiscardTimeout bounds how long the rest of a body larger than its
+	// webhook's limit is read and dropped before the 413 is sent
+	// (default 5 s); at most twice the limit is read.
+	DiscardTimeout time.Duration
 }
+
+// DefaultDiscardTimeout is the default Config.DiscardTimeout.
+const DefaultDiscardTimeout = 5 * time.Second
+
+// discardBytes is how much of an oversized body is read and dropped at
+// most: twice the limit.
+func (c Config) discardBytes(limit int64) int64 { return 2 * limit }
 
 // Directory finds webhooks by id; the watcher's current set.
 type Directory interface {
@@ -93,9 +105,11 @@ type Intake struct {
 	dir    Directory
 	sink   Sink
 	logger *slog.Logger
-	m      *metrics
-	bufs   sync.Pool
-	ids    eventIDs
+	// clientErrs logs refused calls (4xx) at debug, with a summary.
+	clientErrs *httpguard.ClientErrors
+	m          *metrics
+	bufs       sync.Pool
+	ids        eventIDs
 
 	mu       sync.Mutex
 	closed   bool
@@ -117,6 +131,9 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
+	if cfg.DiscardTimeout <= 0 {
+		cfg.DiscardTimeout = DefaultDiscardTimeout
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -124,14 +141,16 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if err != nil {
 		return nil, err
 	}
+	logger = logger.With("component", "intake")
 	return &Intake{
-		cfg:    cfg,
-		dir:    dir,
-		sink:   sink,
-		logger: logger.With("component", "intake"),
-		m:      m,
-		bufs:   sync.Pool{New: func() any { return new(bytes.Buffer) }},
-		idle:   make(chan struct{}),
+		cfg:        cfg,
+		dir:        dir,
+		sink:       sink,
+		logger:     logger,
+		clientErrs: httpguard.NewClientErrors(logger, 0),
+		m:          m,
+		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		idle:       make(chan struct{}),
 	}, nil
 }
 
@@ -211,12 +230,18 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	}
 
 	limit := wh.MaxPayloadSize
+	rawBody := r.Body
 	tooLarge := func() *apiError {
+		// Clients that write the whole body before they read the
+		// answer would see a broken pipe if the connection closed now:
+		// read and drop up to twice the limit, for a bounded time,
+		// then answer and close.
+		httpguard.Discard(w, rawBody, in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
 			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
 	}
 	if r.ContentLength > limit {
-		return true, "", tooLarge() // not a byte of the body is read
+		return true, "", tooLarge() // no byte of the body is kept
 	}
 	buf := in.bufs.Get().(*bytes.Buffer)
 	defer func() {
@@ -319,20 +344,21 @@ func (in *Intake) sinkError(err error) *apiError {
 }
 
 // logAnswer logs an error answer once: server-side failures as errors,
-// refused calls at debug level.
+// refused calls at debug level, with a summary of them at info level once
+// a minute.
 func (in *Intake) logAnswer(r *http.Request, id string, e *apiError) {
-	level := slog.LevelDebug
-	if e.status >= 500 {
-		level = slog.LevelError
+	if e.status < 500 {
+		in.clientErrs.Record(r.Context(), e.status, e.code, "webhook call refused", "webhook", id, "remote", r.RemoteAddr)
+		return
 	}
-	if !in.logger.Enabled(r.Context(), level) {
+	if !in.logger.Enabled(r.Context(), slog.LevelError) {
 		return
 	}
 	attrs := []any{"webhook", id, "status", e.status, "code", e.code, "remote", r.RemoteAddr}
 	if e.err != nil {
 		attrs = append(attrs, "error", e.err)
 	}
-	in.logger.Log(r.Context(), level, "webhook call refused", attrs...)
+	in.logger.Log(r.Context(), slog.LevelError, "webhook call refused", attrs...)
 }
 
 // enter counts a call in, unless the intake is closed.
@@ -357,8 +383,10 @@ func (in *Intake) leave() {
 }
 
 // Close stops taking events: new calls get 503 SHUTTING_DOWN. Calls in
-// progress go on; [Intake.Drain] waits for them.
+// progress go on; [Intake.Drain] waits for them. The summary of refused
+// calls not yet logged is logged now.
 func (in *Intake) Close() {
+	in.clientErrs.Close()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if !in.closed {

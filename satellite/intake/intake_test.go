@@ -1,12 +1,14 @@
 package intake
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -502,5 +504,57 @@ func TestNew(t *testing.T) {
 	}
 	if in.cfg.TenantID != webhooks.DefaultTenant || in.cfg.RetryAfter != DefaultRetryAfter {
 		t.Fatalf("defaults %+v", in.cfg)
+	}
+}
+
+// TestIntake_TooLargeWholeBodyFirst: a client that writes its whole body
+// before it reads the answer (Python's urllib, many webhook senders) gets
+// the 413 when the body is within twice the limit, declared or chunked:
+// the intake reads and drops it before answering and closing. It used to
+// close at once, and the client saw a reset or a broken pipe instead of
+// the answer.
+func TestIntake_TooLargeWholeBodyFirst(t *testing.T) {
+	t.Parallel()
+	// More than net/http drains by itself, and than the loopback socket
+	// buffers hold: the client is still writing when the answer comes.
+	const limit = 8 << 20
+	in, err := New(Config{Source: "sat-1"}, directory{"big": mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok", "max_payload_size": %d,
+		"collector_config": {"event_type": "webhook", "payload": {}}}`, limit))}, &recorder{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	body := `{"x": "` + strings.Repeat("a", limit*3/2) + `"}`
+	for _, tc := range []struct{ name, head, body string }{
+		{"declared length", fmt.Sprintf("Content-Length: %d\r\n", len(body)), body},
+		{"chunked", "Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 2 { // a reset is a race: try it more than once
+				conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := "POST /engine/webhook/event/big?token=tok HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.WriteString(conn, req); err != nil {
+					conn.Close()
+					t.Fatalf("write: %v", err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					conn.Close()
+					t.Fatalf("no answer: %v", err)
+				}
+				resp.Body.Close()
+				conn.Close()
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+					t.Fatalf("status %d, close %v; want 413 and the connection closed", resp.StatusCode, resp.Close)
+				}
+			}
+		})
 	}
 }
