@@ -1,15 +1,15 @@
 package action
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -288,49 +288,48 @@ func waitReload(t *testing.T, r *Reloader, cond func() bool, change func()) {
 }
 
 // TestReloader_inFlight shows that an action running during a reload
-// finishes on the executors it started with, which are closed only after
-// it.
+// finishes on the registry it started with, which is closed only after it.
 func TestReloader_inFlight(t *testing.T) {
 	t.Parallel()
-	entered, release := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		entered <- struct{}{}
-		<-release
-	}))
-	t.Cleanup(srv.Close)
-	file := filepath.Join(t.TempDir(), "actions.json")
-	writeAtomically(t, file, settingsHTTP)
-	r, _ := newTestReloader(t, file, Deps{})
-	old := r.cur.Load()
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		block := ExecutorFunc(func(context.Context, tree.Action) error {
+			entered <- struct{}{}
+			<-release
+			return nil
+		})
+		file := filepath.Join(t.TempDir(), "actions.json")
+		writeAtomically(t, file, settingsHTTP)
+		r, _ := newTestReloader(t, file, Deps{Executors: map[string]Executor{"block": block}})
+		old := r.cur.Load()
 
-	result := make(chan error, 1)
-	go func() { result <- r.Run(t.Context(), httpAction(srv.URL)) }()
-	<-entered
+		result := make(chan error, 1)
+		go func() { result <- r.Run(t.Context(), tree.Action{ID: "block"}) }()
+		<-entered
 
-	writeAtomically(t, file, settingsLoggerOnly)
-	if err := r.Reload(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Run(t.Context(), httpAction(srv.URL)); !errors.Is(err, ErrNotEnabled) {
-		t.Fatalf("new http action after the reload: %v, want ErrNotEnabled", err)
-	}
-	if old.reg.closed.Load() {
-		t.Fatal("the replaced registry was closed while an action ran on it")
-	}
-	select {
-	case <-old.drained:
-		t.Fatal("the replaced registry counts no action in flight")
-	default:
-	}
-	close(release)
-	if err := <-result; err != nil {
-		t.Fatalf("the action in flight: %v, want success on the old executor", err)
-	}
-	<-old.drained
-	r.retiring.Wait()
-	if !old.reg.closed.Load() {
-		t.Fatal("the replaced registry is not closed once its actions finished")
-	}
+		writeAtomically(t, file, settingsLoggerOnly)
+		if err := r.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(t.Context(), httpAction("http://127.0.0.1:9/")); !errors.Is(err, ErrNotEnabled) {
+			t.Fatalf("new http action after the reload: %v, want ErrNotEnabled", err)
+		}
+		synctest.Wait() // the retiring goroutine waits for the action
+		if old.reg.closed.Load() {
+			t.Fatal("the replaced registry was closed while an action ran on it")
+		}
+		close(release)
+		if err := <-result; err != nil {
+			t.Fatalf("the action in flight: %v", err)
+		}
+		synctest.Wait()
+		if !old.reg.closed.Load() {
+			t.Fatal("the replaced registry is not closed once its actions finished")
+		}
+		if r.cur.Load().reg.closed.Load() {
+			t.Fatal("the current registry is closed")
+		}
+	})
 }
 
 func TestReloader_Close(t *testing.T) {
