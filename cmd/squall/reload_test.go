@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,14 +13,25 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // waitLogs waits, at most 30 s, until the process has written n log
 // lines whose msg is msg.
 func waitLogs(t *testing.T, p *started, msg string, n int) {
 	t.Helper()
-	if !waitUntil(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n }) {
-		t.Fatalf("fewer than %d %q log lines within 30s:\n%s", n, msg, p.logs.String())
+	exited := func() bool {
+		select {
+		case <-p.done:
+			return true
+		default:
+			return false
+		}
+	}
+	if !waitUntil(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n || exited() }) || countLogs(p, msg) < n {
+		t.Fatalf("fewer than %d %q log lines within 30s (exited: %v):\n%s", n, msg, exited(), p.logs.String())
 	}
 }
 
@@ -121,5 +133,74 @@ func TestMasterActionsReload(t *testing.T) {
 	}
 	if ok, bad := metric("ok"), metric("error"); ok != "2" || bad != "1" {
 		t.Errorf("squall_actions_config_reloads_total ok=%q error=%q, want 2 and 1", ok, bad)
+	}
+}
+
+// TestEngineActionsReload: a real `squall engine` reloads its
+// --actions-config on SIGHUP and when the file changes: an event after the
+// change runs http actions that the first settings did not enable.
+func TestEngineActionsReload(t *testing.T) {
+	t.Parallel()
+	srv, calls := countingServer(t)
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token, _ := os.ReadFile(tokenFile)
+	deployTree(t, base, strings.TrimSpace(string(token)), ssrfTree(srv.URL))
+	actions := filepath.Join(dir, "actions.json")
+	replace := func(content string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".actions.json.new")
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, actions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(`{"retry": {"max_attempts": 1}}`)
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
+	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-reload")
+	p := startLogged(t, cmd, "ops endpoints listening", "addr")
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+
+	// SIGHUP reloads the file (unchanged) and the engine goes on.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLogs(t, p, "actions settings reloaded", 1)
+	if countLogs(p, "SIGHUP: reloading the actions settings file") != 1 {
+		t.Fatalf("no SIGHUP log line:\n%s", p.logs.String())
+	}
+
+	// The file changes: the next event's http actions run.
+	replace(`{"retry": {"max_attempts": 1}, "http": {"allowed_hosts": ["127.0.0.1"]}}`)
+	waitLogs(t, p, "actions settings reloaded", 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+		Key:     []byte("master"),
+		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
+		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000002")}},
+	}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
+		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
 	}
 }
