@@ -178,14 +178,24 @@ func (r *Reloader) hashString(sum [32]byte) string {
 // Run executes the action with the current registry, as [Registry.Run]
 // does. A reload during the action does not affect it.
 func (r *Reloader) Run(ctx context.Context, a tree.Action) error {
+	g := r.acquire()
+	if g == nil {
+		return NewPermanent(fmt.Errorf("action %s: %w", a.ID, ErrClosed))
+	}
+	defer g.release()
+	return g.reg.Run(ctx, a)
+}
+
+// acquire returns the current generation, counted as used; nil once the
+// Reloader is closed.
+func (r *Reloader) acquire() *generation {
 	for {
 		g := r.cur.Load()
 		if g.acquire() {
-			defer g.release()
-			return g.reg.Run(ctx, a)
+			return g
 		}
 		if r.closed.Load() {
-			return NewPermanent(fmt.Errorf("action %s: %w", a.ID, ErrClosed))
+			return nil
 		}
 		// Replaced between the load and the acquire: the new one is
 		// stored already.
