@@ -115,7 +115,8 @@ type Config struct {
 	// [action.Config.Validate].
 	Actions *action.Config
 	// Executors adds or replaces executors by action id
-	// ([action.Deps.Executors]).
+	// ([action.Deps.Executors]). They are the caller's: they stay across
+	// reloads of the actions settings and the engine never closes them.
 	Executors map[string]action.Executor
 	// HTTPClient sends the http actions; nil uses the executor's own.
 	HTTPClient *http.Client
