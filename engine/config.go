@@ -106,13 +106,17 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// ActionsConfig is the executor configuration file ([action.Load]);
-	// empty means [action.Default]: logger and foreach only.
+	// empty means [action.Default]: logger and foreach only. Run reloads
+	// it when it changes, and [Service.ReloadActions] on demand; a bad
+	// file keeps the current executors ([action.Reloader]).
 	ActionsConfig string
 	// Actions, when set, is the executor configuration, instead of
-	// ActionsConfig's file. It must pass [action.Config.Validate].
+	// ActionsConfig's file (and never reloaded). It must pass
+	// [action.Config.Validate].
 	Actions *action.Config
 	// Executors adds or replaces executors by action id
-	// ([action.Deps.Executors]).
+	// ([action.Deps.Executors]). They are the caller's: they stay across
+	// reloads of the actions settings and the engine never closes them.
 	Executors map[string]action.Executor
 	// HTTPClient sends the http actions; nil uses the executor's own.
 	HTTPClient *http.Client

@@ -134,7 +134,7 @@ type lagGauges struct {
 }
 
 func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
-	if a != l.of {
+	if a != l.of || l.gauges == nil {
 		l.of, l.gauges = a, map[int]prometheus.Gauge{}
 	}
 	g, ok := l.gauges[partition]

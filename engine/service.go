@@ -47,7 +47,7 @@ type Service struct {
 	log      *slog.Logger
 	m        *metrics
 	gatherer prometheus.Gatherer
-	actions  *action.Registry
+	actions  *action.Reloader
 	dlq      *kafkasource.Writer
 	watcher  *watcher
 	tracker  *offsetTracker
@@ -80,17 +80,9 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	acfg := action.Default()
-	switch {
-	case cfg.Actions != nil:
+	if cfg.Actions != nil {
 		if err := cfg.Actions.Validate(); err != nil {
 			return nil, fmt.Errorf("engine: actions config: %w", err)
-		}
-		acfg = *cfg.Actions
-	case cfg.ActionsConfig != "":
-		var err error
-		if acfg, err = action.Load(cfg.ActionsConfig); err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
 	log := cfg.Logger
@@ -142,7 +134,11 @@ func New(cfg Config) (*Service, error) {
 		m.unregister()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	actions, err := action.NewRegistry(acfg, action.Deps{
+	rcfg := action.ReloaderConfig{File: cfg.ActionsConfig, Settings: cfg.Actions}
+	if cfg.Actions != nil {
+		rcfg.File = "" // Actions wins over the file
+	}
+	actions, err := action.NewReloader(rcfg, action.Deps{
 		Logger:     log,
 		Registerer: reg,
 		HTTPClient: httpClient,
@@ -319,6 +315,11 @@ func (s *Service) Run(ctx context.Context) error {
 	var watchers sync.WaitGroup
 	watchers.Go(func() { s.watcher.run(watchCtx) })
 	watchers.Go(func() { s.logNotReady(watchCtx, s.cfg.NotReadyLogInterval) })
+	watchers.Go(func() {
+		if err := s.actions.Watch(watchCtx); err != nil {
+			s.log.Error("the actions settings file is not watched: reload it with SIGHUP", slog.String(logKeyError, err.Error()))
+		}
+	})
 
 	err := s.consume(ctx)
 
@@ -336,6 +337,15 @@ func (s *Service) Run(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// ReloadActions reads the actions settings file (Config.ActionsConfig)
+// again and, if it is valid, runs the next actions with the executors it
+// configures; the actions in progress finish with the previous ones. On
+// error the current executors stay. Run also reloads the file when it
+// changes. Without a file it does nothing.
+func (s *Service) ReloadActions(ctx context.Context) error {
+	return s.actions.Reload(ctx)
 }
 
 // Close releases what New built: the dead-letter writer, the executors

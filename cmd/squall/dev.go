@@ -199,7 +199,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	// Test events with process_type Full run the same executors as the
 	// engine. Their metrics are left out: the engine's executors own the
 	// squall_action_* names on the shared registry.
-	testActions, err := newActionRegistry(d.path(devActionsFile), logger, nil)
+	testActions, err := newActionReloader(d.path(devActionsFile), logger, nil)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -30,7 +32,7 @@ more; it moves to the next when one fails) and, once a tree is deployed,
 consumes the events of --topic in the consumer group --group: each event is
 evaluated against the tree and the actions of the matching rules run through
 the executors configured by --actions-config (without it: logger and foreach
-only). Events that cannot be decoded, or whose actions fail past their
+only), which is reloaded when it changes and on SIGHUP. Events that cannot be decoded, or whose actions fail past their
 retries, go to --dlq-topic with the reason in their headers. Offsets are committed once an event's actions ran: delivery is
 at least once, and events seen again (same squall-event-id) are skipped.
 Several engines share the partitions of the topic.
@@ -88,7 +90,14 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
-			return s.Run(cmd.Context())
+			// Run watches --actions-config; SIGHUP reloads it too.
+			hangups := onHangup(logger, s.ReloadActions)
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { defer stop(); return s.Run(ctx) })
+			g.Go(func() error { return hangups(ctx) })
+			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
@@ -110,7 +119,7 @@ on the command line wins; empty variables are ignored.`,
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
-	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run")
+	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run; reloaded when the file changes and on SIGHUP (a bad file is logged and the current settings stay)")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "listen address of /healthz, /readyz and /metrics")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a stop waits for the events in progress")
 	f.BoolVar(&cfg.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")

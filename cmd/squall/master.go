@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -82,11 +83,12 @@ given on the command line wins; empty variables are ignored.`,
 			// Test events with process_type Full run their actions through
 			// the engine's executors; without --actions-config only logger
 			// and foreach are enabled (DESIGN decision 21).
-			actions, err := newActionRegistry(actionsConfig, logger, reg)
+			actions, err := newActionReloader(actionsConfig, logger, reg)
 			if err != nil {
 				return err
 			}
 			defer actions.Close()
+			hangups := onHangup(logger, actions.Reload)
 			// The configuration and test-event API runs on the leader.
 			apiCfg := api.Default()
 			if host, err := os.Hostname(); err == nil && host != "" {
@@ -111,23 +113,35 @@ given on the command line wins; empty variables are ignored.`,
 			if _, err := mountConsole(srv, logger); err != nil {
 				return err
 			}
-			if intakeCfg.Webhooks.Dir == "" {
-				return srv.Run(cmd.Context())
-			}
 			// The webhook intake of a master node: every node serves it and
 			// forwards to Kafka like a satellite.
-			intakeCfg.HTTPAddr = ""
-			intakeCfg.Kafka.Brokers = splitList(intakeBrokers)
-			sat, err := satellite.New(intakeCfg, logger.With("role", "intake"), reg)
-			if err != nil {
-				return fmt.Errorf("webhook intake: %w", err)
+			var sat *satellite.Satellite
+			if intakeCfg.Webhooks.Dir != "" {
+				intakeCfg.HTTPAddr = ""
+				intakeCfg.Kafka.Brokers = splitList(intakeBrokers)
+				if sat, err = satellite.New(intakeCfg, logger.With("role", "intake"), reg); err != nil {
+					return fmt.Errorf("webhook intake: %w", err)
+				}
+				if err := srv.Mount(intake.Pattern, sat.WebhookHandler(), master.OnAnyNode); err != nil {
+					return err
+				}
 			}
-			if err := srv.Mount(intake.Pattern, sat.WebhookHandler(), master.OnAnyNode); err != nil {
-				return err
+			// The master's end ends the actions file's watch and the
+			// SIGHUP loop.
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			g, ctx := errgroup.WithContext(ctx)
+			if sat != nil {
+				g.Go(func() error { return sat.Run(ctx) })
 			}
-			g, ctx := errgroup.WithContext(cmd.Context())
-			g.Go(func() error { return sat.Run(ctx) })
-			g.Go(func() error { return srv.Run(ctx) })
+			g.Go(func() error { defer stop(); return srv.Run(ctx) })
+			g.Go(func() error {
+				if err := actions.Watch(ctx); err != nil {
+					logger.Error("the actions settings file is not watched: reload it with SIGHUP", "error", err)
+				}
+				return nil
+			})
+			g.Go(func() error { return hangups(ctx) })
 			return g.Wait()
 		},
 	}
@@ -157,7 +171,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")
 	intakeFlags(f, &intakeCfg, &saslPasswordFile)
-	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger and foreach run")
+	f.StringVar(&actionsConfig, "actions-config", "", "action executors' settings (JSON) for test events sent with process_type Full; without it only logger and foreach run; reloaded when the file changes and on SIGHUP (a bad file is logged and the current settings stay)")
 	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)
 	return cmd

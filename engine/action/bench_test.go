@@ -1,7 +1,9 @@
 package action
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -60,5 +62,71 @@ func BenchmarkArchive(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkReloader_Run measures what the Reloader adds to a run (the
+// count of actions in flight on the current registry), with a no-op
+// executor, serially and from all cores; the registry alone for reference.
+func BenchmarkReloader_Run(b *testing.B) {
+	nop := ExecutorFunc(func(context.Context, tree.Action) error { return nil })
+	deps := Deps{Executors: map[string]Executor{"nop": nop}}
+	a := tree.Action{ID: "nop"}
+	reg, err := NewRegistry(testConfig(), deps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	rel, err := NewReloader(ReloaderConfig{Settings: new(testConfig())}, deps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rel.Close() })
+	for _, bc := range []struct {
+		name string
+		run  func(context.Context, tree.Action) error
+	}{{"registry", reg.Run}, {"reloader", rel.Run}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.run(b.Context(), a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bc.name+" parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := bc.run(b.Context(), a); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkReloader_Reload measures one reload of a settings file that
+// enables http and archive: read, parse, validate, build, swap, and the
+// close of the replaced registry.
+func BenchmarkReloader_Reload(b *testing.B) {
+	dir := b.TempDir()
+	file := filepath.Join(dir, "actions.json")
+	content := fmt.Sprintf(`{"http": {"allowed_hosts": ["127.0.0.1"]}, "archive": {"base_path": %q, "default_path": "all.log"}}`, filepath.Join(dir, "archive"))
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	r, err := NewReloader(ReloaderConfig{File: file}, Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Reload(b.Context()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

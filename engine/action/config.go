@@ -266,7 +266,12 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("load action config: %w", err)
 	}
-	cfg, err := Parse(bytes.NewReader(b))
+	return parseFile(path, b)
+}
+
+// parseFile parses and validates data, the content of the file at path.
+func parseFile(path string, data []byte) (Config, error) {
+	cfg, err := Parse(bytes.NewReader(data))
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -11,6 +11,15 @@
 // for Full test events) decides what to do with a final failure: log it or
 // dead-letter the event.
 //
+// A [Reloader] keeps a Registry built from the settings file and rebuilds
+// it when the file changes ([Reloader.Watch]: the file's directory is
+// watched with fsnotify, debounced, and read again periodically) or on
+// demand ([Reloader.Reload], which cmd/squall calls on SIGHUP). The new
+// registry is built in full before it is swapped in; a file that fails
+// leaves the current one. Each registry counts the actions running on it
+// and is closed only once the last of them has finished after it was
+// replaced. The Reloader's registries share one set of metrics.
+//
 // # Errors
 //
 // Executors classify their failures with [NewRetriable] and [NewPermanent];

@@ -78,7 +78,10 @@ type Registry struct {
 	disabled map[string]string
 	closers  []io.Closer
 	metrics  *metrics
-	closed   atomic.Bool
+	// ownMetrics tells whether Close unregisters the metrics: not when a
+	// [Reloader] shares them between its registries.
+	ownMetrics bool
+	closed     atomic.Bool
 }
 
 // entry is one registered executor with its metric series.
@@ -97,6 +100,14 @@ type entry struct {
 // elasticsearch password, API key and CA file): the archive directory is
 // created, and the elasticsearch bulk indexers started, on first use.
 func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
+	return newRegistry(cfg, deps, nil)
+}
+
+// newRegistry builds the registry; with m nil it registers its own metrics
+// (unregistered by Close), else it counts into m, which it leaves
+// registered, and it does not close the executors of deps.Executors, which
+// the registries of a [Reloader] share.
+func newRegistry(cfg Config, deps Deps, m *metrics) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("action config: %w", err)
 	}
@@ -166,14 +177,20 @@ func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 		r.disabled[IDKafka] = "this process has no Kafka writer: kafka actions run on engines only"
 	}
 
-	m, err := newMetrics(deps.Registerer)
-	if err != nil {
-		return nil, err
+	if m == nil {
+		var err error
+		if m, err = newMetrics(deps.Registerer); err != nil {
+			return nil, err
+		}
+		r.ownMetrics = true
 	}
 	r.metrics = m
 	r.entries = make(map[string]*entry, len(executors))
 	for id, ex := range executors {
 		r.entries[id] = &entry{ex: ex, m: m.forAction(id)}
+		if _, shared := deps.Executors[id]; shared && !r.ownMetrics {
+			continue
+		}
 		if c, ok := ex.(io.Closer); ok {
 			r.closers = append(r.closers, c)
 		}
@@ -291,7 +308,9 @@ func (r *Registry) Close() error {
 	for _, c := range r.closers {
 		errs = append(errs, c.Close())
 	}
-	r.metrics.unregister()
+	if r.ownMetrics {
+		r.metrics.unregister()
+	}
 	return errors.Join(errs...)
 }
 
