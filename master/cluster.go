@@ -88,18 +88,28 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) error {
 
 // handleReady answers 200 when the store is ready (it knows a leader and
 // has applied the log, Store.Ready) and every added ready check passes.
-func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) error {
-	if !s.store.Ready() {
-		e := errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: no leader known, or the log is not applied yet", s.cfg.NodeID)
+// A not-ready answer is not logged at info: probes ask every few seconds
+// while a node starts, and the node logs its own changes of state.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
+	notReady := func(e *apiError) error {
+		if e.Params == nil {
+			e.Params = map[string]string{}
+		}
 		e.RetryAfter = 1
-		return e
+		w.Header().Set("Retry-After", "1")
+		s.metrics.unavailable.WithLabelValues(e.Code).Inc()
+		s.logger.Debug("not ready", keyPath, r.URL.Path, keyError, e.Message)
+		writeJSON(w, http.StatusServiceUnavailable, e)
+		return nil
+	}
+	if !s.store.Ready() {
+		return notReady(errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: no leader known, or the log is not applied yet", s.cfg.NodeID))
 	}
 	for _, c := range s.readyChecks {
 		if err := c.check(); err != nil {
 			e := errorf(http.StatusServiceUnavailable, codeNotReady, "node %s is not ready: %s: %s", s.cfg.NodeID, c.name, err)
 			e.Params = map[string]string{"CHECK": c.name}
-			e.RetryAfter = 1
-			return e
+			return notReady(e)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -131,6 +131,16 @@ func TestServer_AddReadyCheck(t *testing.T) {
 	if e := decode[apiErr](t, body); e.Params["CHECK"] != "engine" || !strings.Contains(e.Message, "engine: no tree installed") {
 		t.Errorf("readyz body %s", body)
 	}
+	if resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("readyz 503 without Retry-After: %v", resp.Header)
+	}
+	// Probes ask every few seconds while a node starts: a not-ready
+	// answer is logged at debug, not as a failed request.
+	for _, line := range strings.Split(c.Log(0), "\n") {
+		if strings.Contains(line, "/readyz") && !strings.Contains(line, "level=DEBUG") {
+			t.Errorf("a /readyz answer logged above debug: %s", line)
+		}
+	}
 	engineUp.Store(true)
 	if resp, body = c.Get(0, "/readyz", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("readyz with every check passing: %d %s", resp.StatusCode, body)

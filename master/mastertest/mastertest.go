@@ -268,6 +268,10 @@ func (c *Cluster) Registry(i int) *prometheus.Registry {
 // URL returns the base URL of node i's HTTP API (it survives restarts).
 func (c *Cluster) URL(i int) string { return "http://" + c.node(i).cfg.HTTPAddr }
 
+// Log returns what node i logged (every level, text lines; the oldest
+// half dropped past 4 MiB).
+func (c *Cluster) Log(i int) string { return c.node(i).log.String() }
+
 // JoinToken returns the cluster's join secret.
 func (c *Cluster) JoinToken() string { return c.joinToken }
 
