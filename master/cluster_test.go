@@ -59,7 +59,7 @@ func TestCluster_ForwardedLikeOnLeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer some-token")
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 		req.Header.Set("X-Custom", "custom value")
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -83,7 +83,7 @@ func TestCluster_ForwardedLikeOnLeader(t *testing.T) {
 	}
 	e := decode[echo](t, lb)
 	want := echo{Node: c.Server(leader).ID(), Method: "PUT", Path: "/api/v2_beta/test/echo/a/b/c", Query: "x=1&y=two%20words",
-		Auth: "Bearer some-token", Custom: "custom value", Body: `{"payload":[1,2,3]}`}
+		Auth: "Bearer " + c.AdminToken, Custom: "custom value", Body: `{"payload":[1,2,3]}`}
 	if e != want {
 		t.Fatalf("the leader saw %+v, want %+v", e, want)
 	}
@@ -456,4 +456,26 @@ func TestCluster_RemoveLeader(t *testing.T) {
 		t.Fatalf("members %v", ids)
 	}
 	appendVia(t, c, via, "after")
+}
+
+// TestCluster_FollowerVerifiesBeforeForwarding: a follower never streams
+// the body of a request whose bearer token does not verify to the leader;
+// it answers 401 itself. Without a body (nothing to stream) the leader
+// decides, as for every other request.
+func TestCluster_FollowerVerifiesBeforeForwarding(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 3, mountTestAPI())
+	leader := c.Leader()
+	follower := c.Followers()[0]
+	for _, tok := range []string{"", "garbage", c.AdminToken + "x"} {
+		resp, body := c.Do(follower, http.MethodPut, "/api/v2_beta/test/echo/a", tok, bytes.Repeat([]byte("x"), 4<<10))
+		wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
+	}
+	if n := counter(t, c, follower, "squall_master_forwarded_requests_total", "ok"); n != 0 {
+		t.Errorf("%v requests with a body and a bad token were forwarded to the leader %d", n, leader)
+	}
+	resp, _ := c.Do(follower, http.MethodPut, "/api/v2_beta/test/echo/a", c.AdminToken, []byte(`{}`))
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("a good token through the follower: %d", resp.StatusCode)
+	}
 }

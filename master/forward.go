@@ -42,7 +42,12 @@ const leaderPoll = 20 * time.Millisecond
 // (see readMethod) skips the consistent read on the leader: h serves it
 // as soon as this node believes it leads. See OnLeaderWrite for what h
 // must guarantee and why that is safe.
-func (s *Server) onLeader(h http.Handler, writes bool) http.Handler {
+//
+// With bearer set, a follower forwards a request with a body only when
+// its bearer token verifies (signature and expiry; the leader checks the
+// roles): it never streams an unauthenticated body to the leader. Routes
+// authenticated otherwise (joins carry the join secret) leave it unset.
+func (s *Server) onLeader(h http.Handler, writes, bearer bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
 		if direct && s.store.IsLeader() {
@@ -85,6 +90,12 @@ func (s *Server) onLeader(h http.Handler, writes bool) http.Handler {
 			}
 			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
 				if addr := s.store.HTTPAddr(id); addr != "" {
+					if bearer && hasBody(r) {
+						if _, err := s.tokens.Verify(r.Header.Get("Authorization")); err != nil {
+							s.writeError(w, r, err)
+							return
+						}
+					}
 					s.forward(w, r, id, addr)
 					return
 				}
@@ -106,6 +117,11 @@ func (s *Server) onLeader(h http.Handler, writes bool) http.Handler {
 			}
 		}
 	})
+}
+
+// hasBody reports whether r may carry a body.
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
 // readMethod reports whether requests of method only read: under

@@ -149,11 +149,11 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
 	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
 	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
-	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false))
-	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false)))
-	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false))
-	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false))
-	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false))
+	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true))
+	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false)))
+	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true))
+	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true))
+	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true))
 }
 
 // Placement says which node serves the requests of a mounted handler.
@@ -227,9 +227,9 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) 
 	switch p {
 	case OnAnyNode:
 	case OnLeader:
-		h = s.onLeader(h, false)
+		h = s.onLeader(h, false, true)
 	case OnLeaderWrite:
-		h = s.onLeader(h, true)
+		h = s.onLeader(h, true, true)
 	default:
 		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
 	}
