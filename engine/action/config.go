@@ -92,20 +92,20 @@ type ElasticsearchConfig struct {
 	// Timeout bounds one _bulk request, reading its response included.
 	// Default 10s.
 	Timeout Duration `json:"timeout"`
-	// FlushInterval is the longest a document waits in the bulk indexer
-	// for others to share its _bulk request. Default 100ms.
+	// FlushInterval is the longest a document waits in its endpoint's
+	// batch for others to share its _bulk request. Default 100ms.
 	FlushInterval Duration `json:"flush_interval"`
 	// WaitForBatch makes documents wait for FlushInterval or FlushBytes
 	// even when no _bulk request is under way. By default a document is
 	// sent at once when the indexer is idle, and the documents that arrive
 	// during a request go together in the next one.
 	WaitForBatch bool `json:"wait_for_batch"`
-	// FlushBytes sends a _bulk request as soon as this many bytes are
-	// buffered. Default 1 MiB; at most 100 MiB (Elasticsearch's default
+	// FlushBytes sends a batch as a _bulk request once it holds this many
+	// bytes (a larger document goes alone). Default 1 MiB; at most 100 MiB (Elasticsearch's default
 	// http.max_content_length).
 	FlushBytes int `json:"flush_bytes"`
-	// Workers is the number of _bulk requests in flight per endpoint, each
-	// worker buffering its own batch. Default 2.
+	// Workers bounds the _bulk requests in flight per endpoint; documents
+	// arriving meanwhile wait in one batch for the next. Default 2.
 	Workers int `json:"workers"`
 }
 

@@ -98,7 +98,7 @@ type entry struct {
 // elasticsearch when an endpoint is configured, then deps.Executors. It
 // starts no goroutine and reads only the secret files (finding token,
 // elasticsearch password, API key and CA file): the archive directory is
-// created, and the elasticsearch bulk indexers started, on first use.
+// created, and the elasticsearch batchers started, on first use.
 func NewRegistry(cfg Config, deps Deps) (*Registry, error) {
 	return newRegistry(cfg, deps, nil)
 }

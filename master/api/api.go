@@ -44,7 +44,7 @@ type Verifier interface {
 var _ Verifier = (*auth.Verifier)(nil)
 
 // ActionRunner executes the actions of test events sent with process_type
-// Full. *action.Registry implements it.
+// Full. *action.Registry and *action.Reloader implement it.
 type ActionRunner interface {
 	Run(ctx context.Context, a tree.Action) error
 }
