@@ -71,9 +71,11 @@ func TestLoad_status(t *testing.T) {
 		r.Status["500"] != uint64(byStatus[500]) || r.Status["429"] != uint64(byStatus[429]) || len(r.Status) != 2 || byStatus[500] != 21 {
 		t.Errorf("result %+v, server answered %v", r, byStatus)
 	}
-	// Keep-alive: one connection per connection of the load.
-	if r.Connects != 4 || conns.Load() != 4 {
-		t.Errorf("%d connects, the server saw %d connections; want 4", r.Connects, conns.Load())
+	// Keep-alive: at most one TCP connection per connection of the load,
+	// never a reconnect. (A busy machine may let three connections take
+	// all 41 requests before the fourth one dials.)
+	if n := conns.Load(); r.Connects != uint64(n) || n < 1 || n > 4 {
+		t.Errorf("%d connects, the server saw %d connections; want the same, 1 to 4", r.Connects, n)
 	}
 	if strings.Contains(r.URL, "secret") || !strings.Contains(r.URL, "token=REDACTED") || r.LatencyFrom != "sent" {
 		t.Errorf("URL %q, latency from %q", r.URL, r.LatencyFrom)
