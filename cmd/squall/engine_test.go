@@ -179,7 +179,9 @@ func TestEngineBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// Wait closes the stderr pipe: only once the log was read to its end,
+	// or its last lines (the clean stop) may be lost.
+	go func() { <-done; exited <- cmd.Wait() }()
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -188,7 +190,6 @@ func TestEngineBinary(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("squall engine did not exit within 30s of SIGTERM")
 	}
-	<-done
 	if !strings.Contains(logText.String(), `"msg":"consumer stopped"`) {
 		t.Errorf("no clean stop in the log:\n%s", logText.String())
 	}
