@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,6 +51,53 @@ type node struct {
 	log     *testLog
 	running bool
 	cut     bool
+	// hold keeps the ports of a stopped node bound until it restarts.
+	hold *portHold
+}
+
+// portHold keeps a stopped node's ports bound so that nothing else takes
+// them before the node restarts on them: a node's raft address is its
+// identity in the cluster, and tests of other packages, running in other
+// processes at the same time, bind free ports too (one took a killed
+// node's raft port, so the node could not restart and the other test's
+// node received this cluster's raft traffic). Connections are accepted
+// and closed at once, as a refused one would be.
+type portHold struct {
+	lns []net.Listener
+	wg  sync.WaitGroup
+}
+
+// holdPorts binds addrs; an address it cannot bind is left out.
+func holdPorts(addrs ...string) *portHold {
+	h := &portHold{}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			continue
+		}
+		h.lns = append(h.lns, ln)
+		h.wg.Go(func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		})
+	}
+	return h
+}
+
+// release frees the ports.
+func (h *portHold) release() {
+	if h == nil {
+		return
+	}
+	for _, ln := range h.lns {
+		ln.Close()
+	}
+	h.wg.Wait()
 }
 
 // Option adjusts a test cluster.
@@ -163,7 +211,11 @@ func (c *Cluster) newNode(i int, bootstrap bool) *node {
 // start builds and starts the node's server with a fresh registry.
 func (c *Cluster) start(nd *node) {
 	c.t.Helper()
+	c.mu.Lock()
+	nd.hold.release()
+	nd.hold = nil
 	cfg := nd.cfg
+	c.mu.Unlock()
 	i := c.index(nd)
 	sw := nd.sw
 	cfg.StoreOptions = func(sc *store.Config) {
@@ -417,6 +469,9 @@ func (c *Cluster) stop(i int, grace time.Duration) {
 	if err := srv.Shutdown(ctx); err != nil {
 		c.t.Errorf("mastertest: stop node %d: %v", i, err)
 	}
+	c.mu.Lock()
+	nd.hold = holdPorts(nd.cfg.RaftAddr, nd.cfg.HTTPAddr)
+	c.mu.Unlock()
 }
 
 // Restart starts node i again from its data dir, on the same ports.
@@ -465,6 +520,13 @@ func (c *Cluster) stopAll() {
 		wg.Go(func() { c.stop(i, 5*time.Second) })
 	}
 	wg.Wait()
+	// The end of the test frees every port.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nd := range c.nodes {
+		nd.hold.release()
+		nd.hold = nil
+	}
 }
 
 // Do sends a request with a bearer token (none if empty) to node i and
