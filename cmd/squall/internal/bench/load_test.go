@@ -110,8 +110,11 @@ func TestLoad_connectionClose(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	r := run(t, t.Context(), Config{URL: srv.URL, Connections: 2, Duration: time.Minute, Requests: 10, Timeout: 10 * time.Second})
-	if r.Answered != 10 || r.Status["200"] != 10 || r.Errors != 0 || r.Connects != 10 {
-		t.Errorf("result %+v, want 10 answers on 10 connections", r)
+	// One connection per request, and possibly the first (the probe, given
+	// to the first connection of the load) unused when the other
+	// connection took every request first, as a busy machine may have it.
+	if r.Answered != 10 || r.Status["200"] != 10 || r.Errors != 0 || r.Connects < 10 || r.Connects > 11 {
+		t.Errorf("result %+v, want 10 answers on 10 (or 11) connections", r)
 	}
 }
 
