@@ -128,12 +128,8 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 	srv, calls := countingServer(t)
 	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, _ := os.ReadFile(tokenFile)
-	deployTree(t, base, strings.TrimSpace(string(token)), ssrfTree(srv.URL))
+	tokenFile, token := adminTokenFile(t, t.TempDir())
+	deployTree(t, base, token, ssrfTree(srv.URL))
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))

@@ -70,6 +70,19 @@ func startMaster(t *testing.T, args ...string) string {
 	}
 }
 
+// adminTokenFile writes an unsigned admin token (authorization all at the
+// root, as squall token --unsigned mints it) into a file of dir, for the
+// --token-file of a binary, and returns the file and the token.
+func adminTokenFile(t *testing.T, dir string) (file, token string) {
+	t.Helper()
+	token = strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
+	file = filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, token
+}
+
 // docCommands returns the curl commands of docs/api.md's sh blocks, in
 // order, each with the status its "# NNN" comment expects (0: any 2xx).
 func docCommands(t *testing.T) []docCommand {
@@ -203,15 +216,11 @@ func TestImportTornadoIntoMaster(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
 	bin := squallBinary(t)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile, token := adminTokenFile(t, t.TempDir())
 	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
 	if draft == "" {
 		t.Fatal("no draft id printed")
 	}
-	token, _ := os.ReadFile(tokenFile)
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/api/v2_beta/config/draft/tree/children/all/"+draft+"/root", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := http.DefaultClient.Do(req)

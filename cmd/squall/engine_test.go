@@ -65,12 +65,8 @@ func TestEngineBinary(t *testing.T) {
 	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile, token := adminTokenFile(t, dir)
 	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
-	token, _ := os.ReadFile(tokenFile)
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := http.DefaultClient.Do(req)

@@ -19,11 +19,7 @@ func TestExport(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	bin := squallBinary(t)
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned"))
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) string {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))

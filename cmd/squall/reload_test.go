@@ -55,16 +55,7 @@ func TestMasterActionsReload(t *testing.T) {
 	admin := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
 	dir := t.TempDir()
 	actions := filepath.Join(dir, "actions.json")
-	replace := func(content string) {
-		t.Helper()
-		tmp := filepath.Join(dir, ".actions.json.new")
-		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, actions); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
 	cmd := exec.Command(squallBinary(t), "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
@@ -145,23 +136,10 @@ func TestEngineActionsReload(t *testing.T) {
 	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(mustRun(t, bin, "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, _ := os.ReadFile(tokenFile)
-	deployTree(t, base, strings.TrimSpace(string(token)), ssrfTree(srv.URL))
+	tokenFile, token := adminTokenFile(t, dir)
+	deployTree(t, base, token, ssrfTree(srv.URL))
 	actions := filepath.Join(dir, "actions.json")
-	replace := func(content string) {
-		t.Helper()
-		tmp := filepath.Join(dir, ".actions.json.new")
-		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, actions); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
@@ -202,5 +180,18 @@ func TestEngineActionsReload(t *testing.T) {
 	}
 	if !waitUntil(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
 		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
+	}
+}
+
+// replaceFile replaces path's content at once, by a rename, as editors and
+// configuration tools do.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }
