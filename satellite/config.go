@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/satellite/spool"
 	"github.com/squallhq/squall/satellite/watcher"
@@ -80,6 +82,10 @@ type Config struct {
 	Kafka kafkasink.Config
 	// Spool is the local queue of events Kafka has not taken yet.
 	Spool spool.Config
+
+	// TracerProvider records the spans of the webhook calls, the spool
+	// appends and the Kafka writes; nil records none (tracing off).
+	TracerProvider trace.TracerProvider
 }
 
 // Default returns the default configuration.

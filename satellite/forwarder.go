@@ -9,9 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/satellite/spool"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // producer is what the forwarder needs of Kafka.
@@ -47,6 +52,8 @@ type forwarderConfig struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	healthInterval time.Duration
+	// topic names the Kafka topic in the spans.
+	topic string
 }
 
 // forwarder takes accepted events to Kafka, or to the spool when Kafka does
@@ -64,6 +71,7 @@ type forwarder struct {
 	m      *metrics
 	kafka  producer
 	spool  queue
+	tracer trace.Tracer // nil: tracing off
 
 	// mu orders the switch back to direct mode after appends: Publish
 	// holds it for reading while it spools, the drain loop for writing
@@ -88,13 +96,35 @@ type Health struct {
 	Error string `json:"error,omitempty"`
 }
 
-func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Logger, m *metrics) *forwarder {
-	return &forwarder{cfg: cfg, logger: logger.With("component", "forwarder"), m: m, kafka: kafka, spool: q}
+func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Logger, m *metrics, tp trace.TracerProvider) *forwarder {
+	return &forwarder{cfg: cfg, logger: logger.With("component", "forwarder"), m: m, kafka: kafka, spool: q,
+		tracer: tracing.Tracer(tp, "satellite")}
 }
 
-// Publish implements intake.Sink.
+// Publish implements intake.Sink. With tracing on, it records a producer
+// span that ends once the event is acknowledged by Kafka or spooled, and
+// the event's traceparent header names that span: the engine's processing
+// of the event is its child.
 func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 	msg := toMessage(rec)
+	if f.tracer == nil {
+		return f.publish(ctx, msg)
+	}
+	ctx, span := f.tracer.Start(ctx, "send "+f.cfg.topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String(attrMessagingSystem, "kafka"), attribute.String(attrDestination, f.cfg.topic),
+			attribute.String(attrOperationType, "send"), attribute.String(attrEventID, rec.EventID)))
+	defer span.End()
+	setTraceparent(&msg, span.SpanContext())
+	err := f.publish(ctx, msg)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "event not taken")
+	}
+	return err
+}
+
+// publish takes msg to Kafka or to the spool.
+func (f *forwarder) publish(ctx context.Context, msg kafkasink.Message) error {
 	if size := msg.Size(); size > f.kafka.MaxMessageBytes() {
 		return fmt.Errorf("%w: %d bytes, limit %d", intake.ErrTooLarge, size, f.kafka.MaxMessageBytes())
 	}
@@ -107,6 +137,9 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 			if err == nil {
 				f.up()
 				f.m.toKafka.Inc()
+				if f.tracer != nil {
+					trace.SpanFromContext(ctx).SetAttributes(attribute.String(attrPath, pathKafka))
+				}
 				return nil
 			}
 			if errors.Is(err, kafkasink.ErrRejected) {
@@ -137,7 +170,17 @@ func (f *forwarder) enqueue(ctx context.Context, msg kafkasink.Message, failed b
 	} else if !f.spooling.Load() {
 		return false, nil
 	}
+	var span trace.Span
+	if f.tracer != nil {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String(attrPath, pathSpool))
+		ctx, span = f.tracer.Start(ctx, "spool append")
+		defer span.End()
+	}
 	err := f.spool.Append(ctx, payload)
+	if err != nil && span != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "not spooled")
+	}
 	switch {
 	case err == nil:
 		f.m.forwarded.WithLabelValues(pathSpool).Inc()
@@ -295,6 +338,11 @@ func (f *forwarder) deliver(ctx context.Context, batch []spool.Entry, timeout ti
 			return 0, err
 		}
 		return 1, nil
+	}
+	if f.tracer != nil {
+		var span trace.Span
+		ctx, span = f.startDrainSpan(ctx, msgs)
+		defer span.End()
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	err := f.kafka.Write(wctx, msgs...)

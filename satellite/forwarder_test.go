@@ -101,7 +101,7 @@ func newTestForwarder(t *testing.T, k *kafkaState) (*forwarder, *spool.Spool) {
 		backoffMin:     100 * time.Millisecond,
 		backoffMax:     time.Second,
 		healthInterval: 10 * time.Second,
-	}, k.producer(), sp, slog.New(slog.DiscardHandler), m)
+	}, k.producer(), sp, slog.New(slog.DiscardHandler), m, nil)
 	return f, sp
 }
 

@@ -89,8 +89,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 		backoffMin:     cfg.RetryBackoffMin,
 		backoffMax:     cfg.RetryBackoffMax,
 		healthInterval: cfg.HealthInterval,
-	}, s.sink, s.spool, logger, m)
-	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter},
+		topic:          cfg.Kafka.Topic,
+	}, s.sink, s.spool, logger, m, cfg.TracerProvider)
+	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter, TracerProvider: cfg.TracerProvider},
 		s.watcher, s.fwd, logger, reg)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func firstDifference(a, b []byte) string {
 }
 
 // envSuffix is what documentEnv appends to a flag's usage.
-var envSuffix = regexp.MustCompile(` \[(SQUALL_[A-Z0-9_]+)\]$`)
+var envSuffix = regexp.MustCompile(` \[((?:SQUALL|OTEL)_[A-Z0-9_]+)\]$`)
 
 // machineDefaults describes the flag defaults that depend on the machine
 // the reference is generated on; check returns the default the command
@@ -92,7 +92,9 @@ func renderConfigurationReference(root *cobra.Command) ([]byte, error) {
 
 Squall is configured with command-line flags. The long-running commands also read every flag
 from an environment variable: ` + "`SQUALL_`" + ` and the flag name in upper case with dashes as
-underscores (` + "`--kafka-brokers`" + ` is ` + "`SQUALL_KAFKA_BROKERS`" + `). A flag given on the command line wins
+underscores (` + "`--kafka-brokers`" + ` is ` + "`SQUALL_KAFKA_BROKERS`" + `); the ` + "`--otel-*`" + ` flags read the standard
+OpenTelemetry variables instead (` + "`OTEL_EXPORTER_OTLP_ENDPOINT`" + ` and others; see the Tracing section of
+docs/operations.md). A flag given on the command line wins
 over its variable, and an empty variable counts as unset. List flags (` + "`strings`" + `) take
 comma-separated values, in a flag or a variable, and can be repeated on the command line.
 Durations are written like ` + "`500ms`, `30s`, `5m`" + `. Boolean variables take ` + "`true`" + ` or ` + "`false`" + `.
@@ -119,8 +121,8 @@ use these flags and variables; ` + "`TestDeploy`" + ` checks them against the bi
 			typ, usage := pflag.UnquoteUsage(f)
 			env := "—"
 			if m := envSuffix.FindStringSubmatch(usage); m != nil {
-				if m[1] != envName(f.Name) {
-					err = fmt.Errorf("%s --%s documents %s, want %s", c.CommandPath(), f.Name, m[1], envName(f.Name))
+				if m[1] != flagEnv(f) {
+					err = fmt.Errorf("%s --%s documents %s, want %s", c.CommandPath(), f.Name, m[1], flagEnv(f))
 				}
 				env, usage = "`"+m[1]+"`", strings.TrimSuffix(usage, m[0])
 				withEnv++

@@ -20,7 +20,7 @@ func envName(flag string) string {
 }
 
 // bindEnv sets every flag of cmd that was not given on the command line
-// from its environment variable (see envName), read with lookup
+// from its environment variable (see flagEnv), read with lookup
 // (os.LookupEnv). Empty variables count as unset. A value the flag
 // refuses is an error naming the variable.
 func bindEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
@@ -30,7 +30,7 @@ func bindEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 		if f.Changed || f.Name == "help" {
 			return
 		}
-		name := envName(f.Name)
+		name := flagEnv(f)
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			return
@@ -45,6 +45,6 @@ func bindEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 // documentEnv appends each flag's environment variable to its usage.
 func documentEnv(fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
-		f.Usage += " [" + envName(f.Name) + "]"
+		f.Usage += " [" + flagEnv(f) + "]"
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,12 +13,14 @@ import (
 
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/tlscert"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
 	var brokers []string
 	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile string
+	var traceOpts tracingOptions
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
 		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
@@ -41,7 +44,10 @@ name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+			if err := bindEnv(cmd, os.LookupEnv); err != nil {
+				return err
+			}
+			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
@@ -64,11 +70,17 @@ on the command line wins; empty variables are ignored.`,
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			s, err := satellite.New(cfg, logger, reg)
+			tr, err := traceOpts.start(cmd.Context(), "", logger)
 			if err != nil {
 				return err
 			}
-			return s.Run(cmd.Context())
+			cfg.TracerProvider = tr.TracerProvider()
+			s, err := satellite.New(cfg, logger, reg)
+			if err != nil {
+				return errors.Join(err, stopTracing(cmd.Context(), tr))
+			}
+			err = s.Run(cmd.Context())
+			return errors.Join(err, stopTracing(cmd.Context(), tr))
 		},
 	}
 	f := cmd.Flags()
@@ -83,6 +95,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.Spool.Dir, "spool-dir", "", "folder of the durable local spool (required)")
 	intakeFlags(f, &cfg, &saslPasswordFile)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	tracingFlags(f, &traceOpts, tracing.ServiceSatellite)
 	documentEnv(f)
 	return cmd
 }

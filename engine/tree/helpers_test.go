@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/squallhq/squall/config"
@@ -110,4 +111,36 @@ func checkLive(t testing.TB, tr *Tree, ev *Event, want []Action) {
 	if toJSON(t, got) != toJSON(t, want) {
 		t.Fatalf("live actions differ from test actions:\nlive: %s\ntest: %s", toJSON(t, got), toJSON(t, want))
 	}
+	got, rules := tr.MatchedActions(ev, nil, nil)
+	if toJSON(t, got) != toJSON(t, want) {
+		t.Fatalf("MatchedActions differ from test actions:\nlive: %s\ntest: %s", toJSON(t, got), toJSON(t, want))
+	}
+	res, _ := tr.Process(ev)
+	if w := matchedRules(res, nil); strings.Join(rules, " ") != strings.Join(w, " ") {
+		t.Fatalf("MatchedActions rules %q, the result tree's matched rules %q", rules, w)
+	}
+}
+
+// matchedRules appends the matched rules of a result tree, as
+// "ruleset/rule", in tree order.
+func matchedRules(n *ProcessedNode, dst []string) []string {
+	if n == nil {
+		return dst
+	}
+	if n.Rules != nil {
+		for _, r := range n.Rules.Rules {
+			if r.Status == RuleMatched {
+				dst = append(dst, n.Name+"/"+r.Name)
+			}
+		}
+	}
+	for _, c := range n.Nodes {
+		dst = matchedRules(c, dst)
+	}
+	for _, it := range n.Events {
+		for _, c := range it.Nodes {
+			dst = matchedRules(c, dst)
+		}
+	}
+	return dst
 }

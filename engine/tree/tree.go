@@ -304,6 +304,20 @@ func (t *Tree) Actions(ev *Event, dst []Action) []Action {
 	return out
 }
 
+// MatchedActions is [Tree.Actions] that also appends to rules the matched
+// rules, in tree order, each as "ruleset/rule"; for traces and logs.
+func (t *Tree) MatchedActions(ev *Event, dst []Action, rules []string) ([]Action, []string) {
+	e := t.pool.Get().(*evaluator)
+	e.actions, e.rules, e.wantRules = dst, rules, true
+	e.node(t.root, ev)
+	out, matched := e.actions, e.rules
+	e.actions, e.rules, e.wantRules = nil, nil, false
+	e.sc = scope{}
+	clear(e.vals)
+	t.pool.Put(e)
+	return out, matched
+}
+
 // Process evaluates an event as a test event: it returns the processed
 // result tree, with every node's status and every rule's outcome, and the
 // actions of every matched rule.
@@ -317,6 +331,9 @@ func (t *Tree) Process(ev *Event) (*ProcessedNode, []Action) {
 type evaluator struct {
 	record  bool
 	actions []Action
+	// rules receives the matched rules when wantRules is set.
+	rules     []string
+	wantRules bool
 	// stack holds the candidate children of the indexed nodes being visited.
 	stack []int
 	// sets and vals are reused by every ruleset of the evaluation.
@@ -455,8 +472,11 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 		s.rule = r.name
 		pr := e.rule(r, s, e.vals[used:used+len(r.extractors):used+len(r.extractors)])
 		used += len(r.extractors)
-		if pr.Status == RuleMatched && !r.cont {
-			stopped = true
+		if pr.Status == RuleMatched {
+			stopped = !r.cont
+			if e.wantRules {
+				e.rules = append(e.rules, n.name+"/"+r.name)
+			}
 		}
 		if res != nil {
 			res.Rules.Rules = append(res.Rules.Rules, pr)

@@ -17,9 +17,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/webhooks"
 	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
@@ -51,6 +55,11 @@ type Config struct {
 	// webhook's limit is read and dropped before the 413 is sent
 	// (default 5 s); at most twice the limit is read.
 	DiscardTimeout time.Duration
+	// TracerProvider records a server span per call, the child of the
+	// caller's traceparent; the event's traceparent header then names
+	// it (or the sink's span). Nil records none: the event keeps the
+	// caller's traceparent, or a new random one.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultDiscardTimeout is the default Config.DiscardTimeout.
@@ -108,6 +117,7 @@ type Intake struct {
 	// clientErrs logs refused calls (4xx) at debug, with a summary.
 	clientErrs *httpguard.ClientErrors
 	m          *metrics
+	tracer     trace.Tracer // nil: tracing off
 	bufs       sync.Pool
 	ids        eventIDs
 
@@ -149,6 +159,7 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 		logger:     logger,
 		clientErrs: httpguard.NewClientErrors(logger, 0),
 		m:          m,
+		tracer:     tracing.Tracer(cfg.TracerProvider, "satellite/intake"),
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		idle:       make(chan struct{}),
 	}, nil
@@ -165,6 +176,10 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
 	}
+	var span trace.Span
+	if in.tracer != nil {
+		r, span = in.startSpan(r)
+	}
 	known, eventID, err := in.serve(w, r, id, start)
 	status := http.StatusOK
 	if err != nil {
@@ -173,6 +188,12 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
 		}
 		status = ae.status
+		if span != nil {
+			span.SetAttributes(attribute.String(attrErrorType, ae.code))
+			if status >= 500 {
+				span.SetStatus(codes.Error, ae.message)
+			}
+		}
 		in.logAnswer(r, id, ae)
 		writeError(w, ae)
 	} else {
@@ -195,6 +216,16 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	in.m.duration.Observe(time.Since(start).Seconds())
+	if span != nil {
+		span.SetAttributes(attribute.Int(attrHTTPStatus, status))
+		if known {
+			span.SetAttributes(attribute.String(attrWebhook, id))
+		}
+		if eventID != "" {
+			span.SetAttributes(attribute.String(attrEventID, eventID))
+		}
+		span.End()
+	}
 }
 
 // serve runs the checks in order and hands the event to the sink. known
@@ -306,7 +337,14 @@ func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, te
 	start := len(b)
 	b = in.ids.appendNew(b, now, random[:8])
 	eventID := len(b)
-	b, tracestate := appendTraceparent(b, r.Header, random[8:])
+	var tracestate string
+	if sc := trace.SpanContextFromContext(r.Context()); in.tracer != nil && sc.IsValid() {
+		// The call's span is the parent of what follows.
+		b = tracing.AppendTraceparent(b, sc)
+		tracestate = sc.TraceState().String()
+	} else {
+		b, tracestate = appendTraceparent(b, r.Header, random[8:])
+	}
 	traceparent := len(b)
 	b = append(b, tracestate...)
 	b = append(b, wh.ID...)

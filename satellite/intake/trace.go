@@ -6,7 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // randomLen is the random bytes one event needs: 8 for its id, 16 for a
@@ -58,9 +61,9 @@ func (g *eventIDs) appendNew(b []byte, now time.Time, random []byte) []byte {
 // appendTraceparent appends the W3C traceparent of an event: the request's
 // when it is valid, else a new trace with the random ids in random (24
 // bytes), sampled. It also returns the request's tracestate when its
-// traceparent is kept and the tracestate is valid. The intake records no
-// span of its own, so the caller's span stays the parent of whatever
-// processes the event.
+// traceparent is kept and the tracestate is valid. It serves when tracing
+// is off: the intake records no span of its own, so the caller's span stays
+// the parent of whatever processes the event.
 func appendTraceparent(b []byte, h http.Header, random []byte) ([]byte, string) {
 	if v := h["Traceparent"]; len(v) > 0 {
 		if tid, sid, flags, ok := parseTraceparent(v[0]); ok {
@@ -136,4 +139,27 @@ func hexValue(c byte) byte {
 		return c - 'a' + 10
 	}
 	return c - '0'
+}
+
+// Span attribute keys (OpenTelemetry semantic conventions, and squall.*).
+const (
+	attrHTTPMethod = "http.request.method"
+	attrHTTPRoute  = "http.route"
+	attrHTTPStatus = "http.response.status_code"
+	attrErrorType  = "error.type"
+	attrWebhook    = "squall.webhook.id"
+	attrEventID    = "squall.event.id"
+)
+
+// spanName is the name of a webhook call's span: its method and route.
+const spanName = "POST " + Pattern
+
+// startSpan starts the server span of a webhook call, the child of the
+// caller's traceparent if it sent a valid one, and returns the request
+// carrying it.
+func (in *Intake) startSpan(r *http.Request) (*http.Request, trace.Span) {
+	ctx := tracing.Extract(r.Context(), r.Header)
+	ctx, span := in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String(attrHTTPMethod, r.Method), attribute.String(attrHTTPRoute, Pattern)))
+	return r.WithContext(ctx), span
 }
