@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -128,6 +129,11 @@ type Config struct {
 
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
+	// TracerProvider records a consumer span per event, the child of its
+	// traceparent header, with spans for the tree's evaluation and each
+	// action (http, elasticsearch and finding pass the trace on to their
+	// targets); nil records none (tracing off).
+	TracerProvider trace.TracerProvider
 	// Registerer receives the metrics (the engine's and the actions') and
 	// Gatherer serves them on /metrics. When both are nil the service makes
 	// its own registry with the Go and process collectors; a Registerer

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
@@ -218,10 +221,18 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		return false
 	}
 	id, _ := m.Header(HeaderEventID)
+	var span trace.Span
+	if s.tracer != nil {
+		ctx, span = s.startSpan(ctx, m, id)
+		defer span.End()
+	}
 	if s.dedupe.seen(id) {
 		s.m.deduplicated.Inc()
+		if span != nil {
+			span.SetAttributes(attribute.Bool(attrDuplicate, true))
+		}
 		if s.log.Enabled(ctx, slog.LevelDebug) {
-			s.log.Debug("duplicate event skipped", s.eventAttrs(m, id)...)
+			s.log.DebugContext(ctx, "duplicate event skipped", s.eventAttrs(m, id)...)
 		}
 		return true
 	}
@@ -231,6 +242,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	t1 := time.Now()
 	s.m.decode.Observe(t1.Sub(t0).Seconds())
 	if err != nil {
+		if span != nil {
+			span.SetStatus(codes.Error, "the event does not decode")
+		}
 		if !s.deadLetter(ctx, m, id, tv.index, failDecode, err.Error(), "") {
 			return false
 		}
@@ -248,7 +262,12 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			}
 		}
 	}
-	actions := tv.tree.Actions(ev, (*buf)[:0])
+	var actions []tree.Action
+	if s.tracer != nil {
+		actions = s.evaluate(ctx, tv, ev, (*buf)[:0])
+	} else {
+		actions = tv.tree.Actions(ev, (*buf)[:0])
+	}
 	t2 := time.Now()
 	s.m.evaluate.Observe(t2.Sub(t1).Seconds())
 	var failed []string
@@ -268,6 +287,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	clear(actions)
 	*buf = actions
 	if len(failed) > 0 {
+		if span != nil {
+			span.SetStatus(codes.Error, "actions failed: "+strings.Join(failed, ","))
+		}
 		if !s.deadLetter(ctx, m, id, tv.index, failAction, strings.Join(reasons, "; "), strings.Join(failed, ",")) {
 			return false
 		}
@@ -277,7 +299,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	}
 	s.dedupe.add(id)
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("event processed", append(s.eventAttrs(m, id),
+		s.log.DebugContext(ctx, "event processed", append(s.eventAttrs(m, id),
 			slog.Uint64(logKeyTreeIndex, tv.index), slog.Int(logKeyActions, n))...)
 	}
 	return true
@@ -320,7 +342,7 @@ func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []b
 		err := s.dlq.Write(ctx, rec)
 		if err == nil {
 			s.m.dlq.Inc()
-			s.log.Warn("event dead-lettered", append(s.eventAttrs(m, id),
+			s.log.WarnContext(ctx, "event dead-lettered", append(s.eventAttrs(m, id),
 				slog.Uint64(logKeyTreeIndex, index), slog.String(logKeyStage, stage),
 				slog.String(logKeyReason, reason))...)
 			return true
@@ -329,7 +351,7 @@ func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []b
 		if ctx.Err() != nil {
 			return false
 		}
-		s.log.Error("dead-letter write failed, retrying", append(s.eventAttrs(m, id),
+		s.log.ErrorContext(ctx, "dead-letter write failed, retrying", append(s.eventAttrs(m, id),
 			slog.String(logKeyError, err.Error()), slog.Duration("delay", backoff))...)
 		if !sleep(ctx, backoff) {
 			return false

@@ -29,6 +29,7 @@ import (
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 const (
@@ -295,6 +296,8 @@ type call struct {
 	ID     string `json:"id"`
 	Seq    int    `json:"seq"`
 	Tenant string `json:"tenant"`
+	// Traceparent is the request's traceparent header.
+	Traceparent string `json:"-"`
 }
 
 func newReceiver(t testing.TB) *receiver {
@@ -307,6 +310,7 @@ func newReceiver(t testing.TB) *receiver {
 			return
 		}
 		c.Path = req.URL.Path
+		c.Traceparent = req.Header.Get("Traceparent")
 		r.mu.Lock()
 		r.calls = append(r.calls, c)
 		gate := r.gate
@@ -351,7 +355,7 @@ func start(t testing.TB, cfg Config) *runner {
 	if os.Getenv("SQUALL_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = slog.New(tracing.NewLogHandler(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: level})))
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

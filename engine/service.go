@@ -15,10 +15,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Log attribute keys.
@@ -45,6 +47,7 @@ type Service struct {
 	cfg      Config
 	base     *slog.Logger // Config.Logger, for the components
 	log      *slog.Logger
+	tracer   trace.Tracer // nil: tracing off
 	m        *metrics
 	gatherer prometheus.Gatherer
 	actions  *action.Reloader
@@ -144,6 +147,8 @@ func New(cfg Config) (*Service, error) {
 		HTTPClient: httpClient,
 		Producer:   kafkaProducer{dlq},
 		Executors:  cfg.Executors,
+		// Spans of the actions.
+		TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		m.unregister()
@@ -155,6 +160,7 @@ func New(cfg Config) (*Service, error) {
 		cfg:       cfg,
 		base:      log,
 		log:       log.With(logKeyComponent, "engine"),
+		tracer:    tracing.Tracer(cfg.TracerProvider, "engine"),
 		m:         m,
 		gatherer:  gath,
 		actions:   actions,

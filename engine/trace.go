@@ -1,8 +1,68 @@
 package engine
 
-// HeaderTraceparent is the Kafka header carrying the event's W3C trace
-// context, set by the intake that accepted it.
-const HeaderTraceparent = "traceparent"
+import (
+	"context"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/webhooks/tracing"
+)
+
+// HeaderTraceparent and HeaderTracestate are the Kafka headers carrying
+// the event's W3C trace context, set by the intake that accepted it.
+const (
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+)
+
+// Span attribute keys (OpenTelemetry semantic conventions, and squall.*).
+const (
+	attrMessagingSystem = "messaging.system"
+	attrDestination     = "messaging.destination.name"
+	attrOperationType   = "messaging.operation.type"
+	attrConsumerGroup   = "messaging.consumer.group.name"
+	attrPartition       = "messaging.destination.partition.id"
+	attrOffset          = "messaging.kafka.offset"
+	attrEventID         = "squall.event.id"
+	attrDuplicate       = "squall.duplicate"
+	attrTreeIndex       = "squall.tree.index"
+	attrRulesMatched    = "squall.rules.matched"
+	attrActions         = "squall.actions"
+)
+
+// startSpan starts the consumer span of an event: the child of the span
+// its traceparent header names (the satellite's send span).
+func (s *Service) startSpan(ctx context.Context, m *kafkasource.Message, id []byte) (context.Context, trace.Span) {
+	tp, _ := m.Header(HeaderTraceparent)
+	ts, _ := m.Header(HeaderTracestate)
+	ctx = tracing.ContextFromHeaders(ctx, tp, ts)
+	return s.tracer.Start(ctx, "process "+m.Topic(), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String(attrMessagingSystem, "kafka"), attribute.String(attrDestination, m.Topic()),
+			attribute.String(attrOperationType, "process"), attribute.String(attrConsumerGroup, s.cfg.Group),
+			attribute.String(attrPartition, strconv.Itoa(m.Partition())), attribute.Int64(attrOffset, m.Offset()),
+			attribute.String(attrEventID, string(id))))
+}
+
+// evaluate evaluates the event against the tree under a span that names
+// the matched rules; it appends the actions to dst.
+func (s *Service) evaluate(ctx context.Context, tv *treeVersion, ev *tree.Event, dst []tree.Action) []tree.Action {
+	_, span := s.tracer.Start(ctx, "evaluate tree", trace.WithAttributes(attribute.Int64(attrTreeIndex, int64(tv.index))))
+	defer span.End()
+	if !span.IsRecording() {
+		return tv.tree.Actions(ev, dst)
+	}
+	actions, rules := tv.tree.MatchedActions(ev, dst, nil)
+	span.SetAttributes(attribute.StringSlice(attrRulesMatched, rules), attribute.Int(attrActions, len(actions)))
+	for _, r := range rules {
+		span.AddEvent("rule matched", trace.WithAttributes(attribute.String("squall.rule", r)))
+	}
+	return actions
+}
 
 // traceIDOf returns the trace id of a W3C traceparent value
 // ("00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"), and false

@@ -18,12 +18,14 @@ import (
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 func newEngineCommand() *cobra.Command {
 	cfg := engine.Default()
 	var masters, brokers []string
 	var tokenFile, masterCAFile, saslPasswordFile, logLevel string
+	var traceOpts tracingOptions
 	cmd := &cobra.Command{
 		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
 		Short: "Run an engine: consume events from Kafka, evaluate the active tree, run the actions",
@@ -54,7 +56,7 @@ on the command line wins; empty variables are ignored.`,
 					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
 				}
 			}
-			return nil
+			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
@@ -86,9 +88,14 @@ on the command line wins; empty variables are ignored.`,
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			cfg.Registerer = reg
-			s, err := engine.New(cfg)
+			tr, err := traceOpts.start(cmd.Context(), "", logger)
 			if err != nil {
 				return err
+			}
+			cfg.TracerProvider = tr.TracerProvider()
+			s, err := engine.New(cfg)
+			if err != nil {
+				return errors.Join(err, stopTracing(cmd.Context(), tr))
 			}
 			// Run watches --actions-config; SIGHUP reloads it too.
 			hangups := onHangup(logger, s.ReloadActions)
@@ -97,7 +104,8 @@ on the command line wins; empty variables are ignored.`,
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { defer stop(); return s.Run(ctx) })
 			g.Go(func() error { return hangups(ctx) })
-			return g.Wait()
+			err = g.Wait()
+			return errors.Join(err, stopTracing(cmd.Context(), tr))
 		},
 	}
 	f := cmd.Flags()
@@ -130,6 +138,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.SASL.Username, "kafka-sasl-username", "", "SASL user")
 	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	tracingFlags(f, &traceOpts, tracing.ServiceEngine)
 	documentEnv(f)
 	return cmd
 }

@@ -22,8 +22,11 @@ import (
 
 	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // elasticsearchExecutor indexes one document per action (Tornado's
@@ -68,6 +71,9 @@ type elasticsearchExecutor struct {
 	// own is the transport built here (nil when it came from Deps); its
 	// idle connections are closed by Close.
 	own *http.Transport
+
+	// tracer records the _bulk requests; nil: tracing off.
+	tracer trace.Tracer
 
 	mu       sync.RWMutex // held for reading while a document is added
 	closed   bool
@@ -257,6 +263,9 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 	}
 
 	doc := newESDoc(index, body)
+	if e.tracer != nil {
+		doc.span = trace.SpanContextFromContext(ctx)
+	}
 	if err := e.add(esTarget{endpoint: endpoint, auth: withAuth}, doc); err != nil {
 		return err
 	}
@@ -346,6 +355,7 @@ func (e *elasticsearchExecutor) create(t esTarget) error {
 		return NewPermanent(fmt.Errorf("elasticsearch %s: client: %w", t.endpoint, err))
 	}
 	e.batchers[t] = newESBatcher(client, t.endpoint, e.cfg)
+	e.batchers[t].tracer = e.tracer
 	return nil
 }
 
@@ -390,6 +400,8 @@ type esDoc struct {
 	ndjson []byte
 	// result receives the document's outcome, exactly once.
 	result chan error
+	// span is the span of the action that added it, if any.
+	span trace.SpanContext
 }
 
 func newESDoc(index string, source []byte) *esDoc {
@@ -417,6 +429,7 @@ type esBatcher struct {
 	flushBytes   int
 	waitForBatch bool
 	slots        chan struct{} // one per request in flight
+	tracer       trace.Tracer  // nil: tracing off
 
 	mu       sync.Mutex
 	pending  []*esDoc
@@ -649,7 +662,16 @@ func (b *esBatcher) bulk(batch []*esDoc) ([]error, error) {
 		Body:   bytes.NewReader(body),
 		Header: http.Header{"Content-Type": {"application/x-ndjson"}},
 	}
+	var span trace.Span
+	if b.tracer != nil {
+		ctx, span = b.startBulkSpan(ctx, batch)
+		defer span.End()
+		tracing.Inject(ctx, req.Header)
+	}
 	resp, err := req.Do(ctx, b.client)
+	if span != nil && err == nil {
+		span.SetAttributes(attribute.Int(attrHTTPStatus, resp.StatusCode))
+	}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && b.ctx.Err() == nil {
 			return nil, fmt.Errorf("no response within %s: %w", b.timeout, context.DeadlineExceeded)

@@ -58,8 +58,9 @@ type fakeElasticsearch struct {
 
 // fakeBulkRequest is one _bulk request received.
 type fakeBulkRequest struct {
-	auth string // Authorization header
-	docs int
+	auth        string // Authorization header
+	docs        int
+	traceparent string // traceparent header
 }
 
 func newFakeElasticsearch(t testing.TB) *fakeElasticsearch {
@@ -147,7 +148,7 @@ func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 	}
 	defer f.mu.Unlock()
-	f.requests = append(f.requests, fakeBulkRequest{auth: r.Header.Get("Authorization"), docs: len(lines) / 2})
+	f.requests = append(f.requests, fakeBulkRequest{auth: r.Header.Get("Authorization"), docs: len(lines) / 2, traceparent: r.Header.Get("Traceparent")})
 	if f.requestFail != nil {
 		if status := f.requestFail(len(f.requests)); status != 0 {
 			fail(status, "fake_exception", fmt.Sprintf("request %d refused", len(f.requests)))

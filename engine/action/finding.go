@@ -47,6 +47,8 @@ type findingExecutor struct {
 	urls    []string
 	token   string
 	timeout time.Duration
+	// tracing passes the trace on to the masters (traceparent).
+	tracing bool
 }
 
 var (
@@ -133,6 +135,9 @@ func (f *findingExecutor) put(ctx context.Context, u string, body []byte) error 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+f.token)
+	if f.tracing {
+		traceRequest(ctx, req, redactedURL(u))
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
@@ -144,6 +149,9 @@ func (f *findingExecutor) put(ctx context.Context, u string, body []byte) error 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain))
+	if f.tracing {
+		traceStatus(ctx, resp.StatusCode)
+	}
 	if err != nil {
 		return NewRetriable(fmt.Errorf("finding PUT %s: read response: %w", u, err))
 	}

@@ -38,6 +38,8 @@ type httpExecutor struct {
 	schemes []string
 	hosts   []string
 	anyHost bool
+	// tracing passes the trace on to the targets (traceparent).
+	tracing bool
 }
 
 var (
@@ -153,6 +155,9 @@ func (h *httpExecutor) Execute(ctx context.Context, a tree.Action) error {
 	if body != nil && header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if h.tracing {
+		traceRequest(ctx, req, target)
+	}
 
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -164,6 +169,9 @@ func (h *httpExecutor) Execute(ctx context.Context, a tree.Action) error {
 		return NewRetriable(fmt.Errorf("http %s %s: %w", method, target, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	if h.tracing {
+		traceStatus(ctx, resp.StatusCode)
+	}
 	if err := resp.Body.Close(); err != nil {
 		return NewRetriable(fmt.Errorf("http %s %s: read response: %w", method, target, err))
 	}

@@ -13,8 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Executor runs one kind of action. Execute must not modify the action's
@@ -65,12 +69,17 @@ type Deps struct {
 	// of other kinds). An id of a built-in executor replaces it; a nil
 	// Executor removes it.
 	Executors map[string]Executor
+	// TracerProvider records a span per action run (a client span for
+	// http, elasticsearch and finding, which send its traceparent to
+	// their targets). Nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 // Registry maps action ids to executors and runs actions with retries. It
 // is built once from a [Config]; it is safe for concurrent use.
 type Registry struct {
 	log     *slog.Logger
+	tracer  trace.Tracer // nil: tracing off
 	retry   RetryConfig
 	entries map[string]*entry
 	// disabled maps the ids of built-in executors left disabled by the
@@ -116,14 +125,16 @@ func newRegistry(cfg Config, deps Deps, m *metrics) (*Registry, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With(logKeyComponent, "action")
-	r := &Registry{log: log, retry: cfg.Retry}
+	r := &Registry{log: log, retry: cfg.Retry, tracer: tracing.Tracer(deps.TracerProvider, "engine/action")}
 
 	executors := map[string]Executor{
 		IDLogger:  &loggerExecutor{log: log},
 		IDForeach: &foreachExecutor{run: r.Run, log: log, maxDepth: cfg.Foreach.MaxDepth},
 	}
 	if cfg.HTTP.Enabled() {
-		executors[IDHTTP] = newHTTPExecutor(cfg.HTTP, deps.HTTPClient)
+		h := newHTTPExecutor(cfg.HTTP, deps.HTTPClient)
+		h.tracing = r.tracer != nil
+		executors[IDHTTP] = h
 		if cfg.HTTP.AllowAnyHost {
 			log.Warn("http.allow_any_host is set: http actions may reach any host, internal services included; list the hosts in http.allowed_hosts instead")
 		}
@@ -146,6 +157,7 @@ func newRegistry(cfg Config, deps Deps, m *metrics) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		f.tracing = r.tracer != nil
 		executors[IDFinding] = f
 	}
 	if cfg.Elasticsearch.DefaultEndpoint != "" || len(cfg.Elasticsearch.AllowedEndpoints) > 0 {
@@ -153,6 +165,7 @@ func newRegistry(cfg Config, deps Deps, m *metrics) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		e.tracer = r.tracer
 		executors[IDElasticsearch] = e
 	}
 	for id, ex := range deps.Executors {
@@ -237,6 +250,23 @@ func (r *Registry) IDs() []string {
 // says how to enable it, for a built-in executor left disabled), or the context's error
 // when ctx ended while waiting to retry.
 func (r *Registry) Run(ctx context.Context, a tree.Action) error {
+	if r.tracer == nil {
+		return r.run(ctx, a)
+	}
+	ctx, span := r.tracer.Start(ctx, "action "+a.ID, trace.WithSpanKind(spanKind(a.ID)),
+		trace.WithAttributes(attribute.String(attrAction, a.ID)))
+	defer span.End()
+	err := r.run(ctx, a)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "action failed")
+		span.SetAttributes(attribute.Bool(attrRetriable, Retriable(err)))
+	}
+	return err
+}
+
+// run is Run without its span.
+func (r *Registry) run(ctx context.Context, a tree.Action) error {
 	if r.closed.Load() {
 		return NewPermanent(fmt.Errorf("action %s: %w", a.ID, ErrClosed))
 	}
@@ -267,6 +297,10 @@ func (r *Registry) Run(ctx context.Context, a tree.Action) error {
 			return fmt.Errorf("action %s: %w after attempt %d: %w", a.ID, context.Cause(ctx), attempt, err)
 		}
 		delay := r.backoff(attempt)
+		if r.tracer != nil {
+			trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
+				attribute.Int(attrAttempt, attempt), attribute.String(attrError, err.Error())))
+		}
 		r.log.LogAttrs(ctx, slog.LevelWarn, "action failed, retrying",
 			slog.String(logKeyAction, a.ID), slog.Int(logKeyAttempt, attempt),
 			slog.Duration(logKeyDelay, delay), slog.String(logKeyError, err.Error()))
