@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/master/store"
 
@@ -90,6 +91,9 @@ type Config struct {
 	// *prometheus.Registry is also used as the Gatherer.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// TracerProvider records a server span per API request (the child of
+	// its traceparent) and a span per raft apply; nil records none.
+	TracerProvider trace.TracerProvider
 
 	// StoreOptions, when set, adjusts the store's configuration after the
 	// master filled it in: raft timeouts, snapshot thresholds, test hooks
@@ -237,6 +241,8 @@ func (c Config) storeConfig() store.Config {
 		Bootstrap:     c.Bootstrap,
 		TLS:           c.RaftTLS,
 		Logger:        c.Logger,
+		// Raft applies, as children of the API requests' spans.
+		TracerProvider: c.TracerProvider,
 	}
 	if c.StoreOptions != nil {
 		c.StoreOptions(&sc)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // HeaderForwardedBy marks a request forwarded to the leader: its value is
@@ -179,6 +180,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leaderID, addr 
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HeaderForwardedBy, s.cfg.NodeID)
+			if s.tracer != nil {
+				// The leader's span is the child of this node's.
+				tracing.Inject(pr.Out.Context(), pr.Out.Header)
+			}
 		},
 		Transport: s.transport,
 		ErrorLog:  s.errLog,

@@ -10,12 +10,18 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 	"github.com/squallhq/squall/webhooks/httpguard"
 	"github.com/squallhq/squall/webhooks/jsonlimit"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Error codes of the master's own endpoints (docs/decisions.md decision 16).
@@ -233,6 +239,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)
+	if s.tracer != nil {
+		var span trace.Span
+		r, span = s.startSpan(r, pattern)
+		defer func() {
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			span.SetAttributes(attribute.Int(attrHTTPStatus, status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			span.End()
+		}()
+	}
 	if pattern == "" {
 		probe := &statusProbe{header: http.Header{}}
 		h.ServeHTTP(probe, r)
@@ -253,4 +274,30 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status)).Inc()
 	s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+}
+
+// Span attribute keys of an API request (OpenTelemetry semantic
+// conventions).
+const (
+	attrHTTPMethod = "http.request.method"
+	attrHTTPRoute  = "http.route"
+	attrHTTPStatus = "http.response.status_code"
+)
+
+// startSpan starts the server span of an API request, the child of the
+// caller's traceparent, named for its route, and returns the request
+// carrying it.
+func (s *Server) startSpan(r *http.Request, pattern string) (*http.Request, trace.Span) {
+	route := pattern
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		route = path
+	}
+	name := r.Method + " " + route
+	if route == "" {
+		name = r.Method
+	}
+	ctx := tracing.Extract(r.Context(), r.Header)
+	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String(attrHTTPMethod, r.Method), attribute.String(attrHTTPRoute, route)))
+	return r.WithContext(ctx), span
 }

@@ -16,11 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 
 	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Server is one master node: the replicated store, the HTTP API that
@@ -32,6 +34,7 @@ type Server struct {
 	tokens     *auth.Verifier
 	joinSecret atomic.Pointer[joinSecret] // set by New or Start; nil refuses every join
 	metrics    *metrics
+	tracer     trace.Tracer // nil: tracing off
 	gatherer   prometheus.Gatherer
 	mux        *http.ServeMux
 	transport  *http.Transport // to the leader
@@ -63,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "master", keyNode, cfg.NodeID),
+		tracer: tracing.Tracer(cfg.TracerProvider, "master"),
 		mux:    http.NewServeMux(),
 		errCh:  make(chan error, 1),
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // devOptions are the settings of squall dev.
@@ -31,6 +32,9 @@ type devOptions struct {
 	dataDir   string
 	logLevel  string
 	kafkaAddr string
+	// trace configures tracing; each part exports under its own service
+	// name (squall-master, squall-satellite, squall-engine).
+	trace tracingOptions
 }
 
 // Defaults of squall dev.
@@ -81,7 +85,10 @@ name in upper case with underscores, e.g. SQUALL_DATA_DIR. A flag given on the
 command line wins; empty variables are ignored.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+			if err := bindEnv(cmd, os.LookupEnv); err != nil {
+				return err
+			}
+			return o.trace.complete(cmd.Flags(), os.LookupEnv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -92,6 +99,7 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
+	tracingFlags(f, &o.trace, "")
 	documentEnv(f)
 	return cmd
 }
@@ -155,10 +163,20 @@ func lateHandler(what string, get func() http.Handler) http.Handler {
 }
 
 // runDev runs squall dev until ctx ends.
-func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
+func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err error) {
 	logger, err := newLogger(stderr, o.logLevel)
 	if err != nil {
 		return err
+	}
+	// One tracer provider per part, each with its service name.
+	var tracers []*tracing.Tracing
+	defer func() { err = errors.Join(err, stopTracing(ctx, tracers...)) }()
+	for _, service := range []string{tracing.ServiceMaster, tracing.ServiceSatellite, tracing.ServiceEngine} {
+		tr, err := o.trace.start(ctx, service, logger)
+		if err != nil {
+			return err
+		}
+		tracers = append(tracers, tr)
 	}
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
@@ -191,6 +209,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	mcfg.AllowUnsignedTokens = true
 	mcfg.Logger = logger
 	mcfg.Registerer = reg
+	mcfg.TracerProvider = tracers[0].TracerProvider()
 	mcfg.WrapHandler = func(h http.Handler) http.Handler { return devHostCheck(o.httpAddr, h) }
 	srv, err := master.New(mcfg)
 	if err != nil {
@@ -263,6 +282,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	scfg.Webhooks.Dir = d.path(devWebhooksDir)
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
+	scfg.TracerProvider = tracers[1].TracerProvider()
 	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())
@@ -279,6 +299,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	ecfg.HTTPAddr = ""
 	ecfg.Logger = logger
 	ecfg.Registerer = reg
+	ecfg.TracerProvider = tracers[2].TracerProvider()
 	e, err := engine.New(ecfg)
 	if err != nil {
 		return errors.Join(err, stopMaster())

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
+	"github.com/squallhq/squall/webhooks/tracing"
 	"golang.org/x/sync/errgroup"
 	"os"
 
@@ -22,6 +24,7 @@ func newMasterCommand() *cobra.Command {
 	var logLevel, actionsConfig, findingsKey, saslPasswordFile string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
+	var traceOpts tracingOptions
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
@@ -58,9 +61,9 @@ given on the command line wins; empty variables are ignored.`,
 					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
 				}
 			}
-			return nil
+			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
 			if err != nil {
 				return err
@@ -68,6 +71,13 @@ given on the command line wins; empty variables are ignored.`,
 			if err := readSASLPassword(&intakeCfg, saslPasswordFile); err != nil {
 				return err
 			}
+			tr, err := traceOpts.start(cmd.Context(), "", logger)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopTracing(cmd.Context(), tr)) }()
+			cfg.TracerProvider = tr.TracerProvider()
+			intakeCfg.TracerProvider = tr.TracerProvider()
 			cfg.Logger = logger
 			if cfg.AllowUnsignedTokens {
 				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
@@ -165,6 +175,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.LeaderWait, "leader-wait", cfg.LeaderWait, "how long a request waits for a leader during an election before it is answered 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a graceful shutdown waits for running requests")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	tracingFlags(f, &traceOpts, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
 	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake, host:port (repeatable or comma-separated)")
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")

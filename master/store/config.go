@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Store. Zero durations and counts take the defaults
@@ -35,6 +36,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the store's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// TracerProvider records a span per raft apply; nil records none.
+	TracerProvider trace.TracerProvider
 
 	// HeartbeatTimeout and ElectionTimeout (default 1s) bound how long a
 	// follower waits for the leader before it starts an election.

@@ -15,8 +15,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // File names in Config.DataDir.
@@ -36,6 +40,7 @@ type Store struct {
 	cfg     Config
 	logger  *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer // nil: tracing off
 	rconf   *raft.Config
 	notify  chan bool
 
@@ -82,6 +87,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:      cfg,
 		logger:   cfg.Logger.With("component", "store", "node", cfg.NodeID),
+		tracer:   tracing.Tracer(cfg.TracerProvider, "master/store"),
 		notify:   make(chan bool, 16),
 		now:      time.Now,
 		newID:    NewDraftID,
@@ -550,6 +556,13 @@ func timeout(ctx context.Context, def time.Duration) (time.Duration, error) {
 	return def, nil
 }
 
+// Span attribute keys of a raft apply.
+const (
+	attrCommand    = "squall.raft.command"
+	attrEntryBytes = "squall.raft.entry_bytes"
+	attrRaftIndex  = "squall.raft.index"
+)
+
 // leaderNode returns the raft node if this node is the leader.
 func (s *Store) leaderNode() (*raft.Raft, error) {
 	r, err := s.node()
@@ -573,12 +586,26 @@ func (s *Store) submit(ctx context.Context, label string, data []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
+	var span trace.Span
+	if s.tracer != nil {
+		_, span = s.tracer.Start(ctx, "raft apply "+label, trace.WithAttributes(attribute.String(attrCommand, label),
+			attribute.Int(attrEntryBytes, len(data))))
+		defer span.End()
+	}
 	start := time.Now()
 	f := r.Apply(data, d)
 	if err := await(ctx, f); err != nil {
-		return nil, raftError(r, err)
+		err = raftError(r, err)
+		if span != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "not applied")
+		}
+		return nil, err
 	}
 	s.metrics.applyDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+	if span != nil {
+		span.SetAttributes(attribute.Int64(attrRaftIndex, int64(f.Index())))
+	}
 	return f.Response(), nil
 }
 
