@@ -14,6 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -56,11 +59,41 @@ func BenchmarkService(b *testing.B) {
 		{"workers=4", 4},
 		{"workers=2", 2},
 	} {
-		b.Run(bc.name, func(b *testing.B) { benchService(b, bc.workers) })
+		b.Run(bc.name, func(b *testing.B) { benchService(b, bc.workers, nil) })
 	}
 }
 
-func benchService(b *testing.B, workers int) {
+// BenchmarkServiceTracing is BenchmarkService with 4 workers and tracing
+// off (no tracer provider: what runs without an OTLP endpoint), configured
+// but sampling nothing, and sampling every event (the events carry a
+// sampled traceparent) into a batch processor whose exporter drops the
+// spans: the SDK's cost without the export's network. Each event then
+// records a consumer span, an evaluation span (with the matched rule) and
+// an action span.
+//
+//	go test -run '^$' -bench BenchmarkServiceTracing -benchtime 100000x -count 5 ./engine
+func BenchmarkServiceTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		sampler sdktrace.Sampler // nil: tracing off
+	}{
+		{"off", nil},
+		{"unsampled", sdktrace.NeverSample()},
+		{"sampled", sdktrace.ParentBased(sdktrace.AlwaysSample())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var tp trace.TracerProvider
+			if bc.sampler != nil {
+				p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(bc.sampler))
+				b.Cleanup(func() { p.Shutdown(context.Background()) })
+				tp = p
+			}
+			benchService(b, 4, tp)
+		})
+	}
+}
+
+func benchService(b *testing.B, workers int, tp trace.TracerProvider) {
 	broker := kafkatest.Start(b, kafkatest.Config{Topics: []string{testTopic, testDLQ}, Partitions: 6})
 	stub := newStubMaster()
 	stub.set(1, benchTree)
@@ -92,6 +125,7 @@ func benchService(b *testing.B, workers int) {
 	cfg.HTTPAddr = ""
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
+	cfg.TracerProvider = tp
 	s, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
