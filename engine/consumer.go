@@ -18,6 +18,7 @@ import (
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Record headers the engine reads (the satellite writes them) and adds to
@@ -305,9 +306,20 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	return true
 }
 
+// eventAttrs are the log attributes of an event. With tracing off they
+// include the trace id of its traceparent header (with tracing on, the log
+// handler adds the span's).
 func (s *Service) eventAttrs(m *kafkasource.Message, id []byte) []any {
-	return []any{slog.String(logKeyEventID, string(id)), slog.Int(logKeyPartition, m.Partition()),
+	attrs := []any{slog.String(logKeyEventID, string(id)), slog.Int(logKeyPartition, m.Partition()),
 		slog.Int64(logKeyOffset, m.Offset())}
+	if s.tracer == nil {
+		if tp, ok := m.Header(HeaderTraceparent); ok {
+			if tid, ok := traceIDOf(tp); ok {
+				attrs = append(attrs, slog.String(tracing.LogKeyTraceID, tid))
+			}
+		}
+	}
+	return attrs
 }
 
 // deadLetter writes the message to the dead-letter topic with the reason

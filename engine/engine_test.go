@@ -206,6 +206,12 @@ func TestService_ProcessesEvents(t *testing.T) {
 	checkDLQ(poison, "decode", "", "invalid event")
 	checkDLQ(nagios, "action", "0:nagios", "no executor")
 	checkDLQ(flaky, "action", "0:http", "500")
+	// Tracing is off: the logs of an event carry its traceparent's trace id.
+	for _, line := range strings.Split(r.log.String(), "\n") {
+		if strings.Contains(line, `msg="event dead-lettered"`) && !strings.Contains(line, "trace_id="+testTraceID) {
+			t.Errorf("dead letter log line without the event's trace id: %s", line)
+		}
+	}
 	if v := byID[poison.id]["value"]; v != "not json {" {
 		t.Errorf("poison value %q", v)
 	}
