@@ -44,18 +44,20 @@ const (
 // events from Kafka, evaluates each against the tree and runs the actions of
 // the rules that match. Build it with [New], run it with [Service.Run].
 type Service struct {
-	cfg      Config
-	base     *slog.Logger // Config.Logger, for the components
-	log      *slog.Logger
-	tracer   trace.Tracer // nil: tracing off
-	m        *metrics
-	gatherer prometheus.Gatherer
-	actions  *action.Reloader
-	dlq      *kafkasource.Writer
-	watcher  *watcher
-	tracker  *offsetTracker
-	dedupe   *dedupeWindow
-	mux      *http.ServeMux
+	cfg    Config
+	base   *slog.Logger // Config.Logger, for the components
+	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
+	// processSpan names the events' spans: "process <topic>".
+	processSpan string
+	m           *metrics
+	gatherer    prometheus.Gatherer
+	actions     *action.Reloader
+	dlq         *kafkasource.Writer
+	watcher     *watcher
+	tracker     *offsetTracker
+	dedupe      *dedupeWindow
+	mux         *http.ServeMux
 	// masterClient is closed (idle connections) when Run ends, if ours.
 	masterClient *http.Client
 
@@ -157,18 +159,19 @@ func New(cfg Config) (*Service, error) {
 	}
 
 	s := &Service{
-		cfg:       cfg,
-		base:      log,
-		log:       log.With(logKeyComponent, "engine"),
-		tracer:    tracing.Tracer(cfg.TracerProvider, "engine"),
-		m:         m,
-		gatherer:  gath,
-		actions:   actions,
-		dlq:       dlq,
-		tracker:   newOffsetTracker(),
-		dedupe:    newDedupeWindow(cfg.DedupeSize, cfg.DedupeMaxAge),
-		treeReady: make(chan struct{}),
-		started:   make(chan struct{}),
+		cfg:         cfg,
+		base:        log,
+		log:         log.With(logKeyComponent, "engine"),
+		tracer:      tracing.Tracer(cfg.TracerProvider, "engine"),
+		processSpan: "process " + cfg.Topic,
+		m:           m,
+		gatherer:    gath,
+		actions:     actions,
+		dlq:         dlq,
+		tracker:     newOffsetTracker(),
+		dedupe:      newDedupeWindow(cfg.DedupeSize, cfg.DedupeMaxAge),
+		treeReady:   make(chan struct{}),
+		started:     make(chan struct{}),
 	}
 	client := cfg.MasterClient
 	if client == nil {

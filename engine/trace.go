@@ -40,24 +40,30 @@ func (s *Service) startSpan(ctx context.Context, m *kafkasource.Message, id []by
 	tp, _ := m.Header(HeaderTraceparent)
 	ts, _ := m.Header(HeaderTracestate)
 	ctx = tracing.ContextFromHeaders(ctx, tp, ts)
-	return s.tracer.Start(ctx, "process "+m.Topic(), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
+	ctx, span := s.tracer.Start(ctx, s.processSpan, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		// Only a sampled span costs its attributes.
+		span.SetAttributes(
 			attribute.String(attrMessagingSystem, "kafka"), attribute.String(attrDestination, m.Topic()),
 			attribute.String(attrOperationType, "process"), attribute.String(attrConsumerGroup, s.cfg.Group),
 			attribute.String(attrPartition, strconv.Itoa(m.Partition())), attribute.Int64(attrOffset, m.Offset()),
-			attribute.String(attrEventID, string(id))))
+			attribute.String(attrEventID, string(id)))
+	}
+	return ctx, span
 }
 
 // evaluate evaluates the event against the tree under a span that names
 // the matched rules; it appends the actions to dst.
 func (s *Service) evaluate(ctx context.Context, tv *treeVersion, ev *tree.Event, dst []tree.Action) []tree.Action {
-	_, span := s.tracer.Start(ctx, "evaluate tree", trace.WithAttributes(attribute.Int64(attrTreeIndex, int64(tv.index))))
-	defer span.End()
-	if !span.IsRecording() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		// The event's span is not sampled: neither is this one.
 		return tv.tree.Actions(ev, dst)
 	}
+	_, span := s.tracer.Start(ctx, "evaluate tree")
+	defer span.End()
 	actions, rules := tv.tree.MatchedActions(ev, dst, nil)
-	span.SetAttributes(attribute.StringSlice(attrRulesMatched, rules), attribute.Int(attrActions, len(actions)))
+	span.SetAttributes(attribute.Int64(attrTreeIndex, int64(tv.index)), attribute.StringSlice(attrRulesMatched, rules),
+		attribute.Int(attrActions, len(actions)))
 	for _, r := range rules {
 		span.AddEvent("rule matched", trace.WithAttributes(attribute.String("squall.rule", r)))
 	}

@@ -72,6 +72,8 @@ type forwarder struct {
 	kafka  producer
 	spool  queue
 	tracer trace.Tracer // nil: tracing off
+	// sendSpan is the name of the send spans: "send <topic>".
+	sendSpan string
 
 	// mu orders the switch back to direct mode after appends: Publish
 	// holds it for reading while it spools, the drain loop for writing
@@ -98,7 +100,7 @@ type Health struct {
 
 func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Logger, m *metrics, tp trace.TracerProvider) *forwarder {
 	return &forwarder{cfg: cfg, logger: logger.With("component", "forwarder"), m: m, kafka: kafka, spool: q,
-		tracer: tracing.Tracer(tp, "satellite")}
+		tracer: tracing.Tracer(tp, "satellite"), sendSpan: "send " + cfg.topic}
 }
 
 // Publish implements intake.Sink. With tracing on, it records a producer
@@ -110,10 +112,12 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 	if f.tracer == nil {
 		return f.publish(ctx, msg)
 	}
-	ctx, span := f.tracer.Start(ctx, "send "+f.cfg.topic, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String(attrMessagingSystem, "kafka"), attribute.String(attrDestination, f.cfg.topic),
-			attribute.String(attrOperationType, "send"), attribute.String(attrEventID, rec.EventID)))
+	ctx, span := f.tracer.Start(ctx, f.sendSpan, trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(attrMessagingSystem, "kafka"), attribute.String(attrDestination, f.cfg.topic),
+			attribute.String(attrOperationType, "send"), attribute.String(attrEventID, rec.EventID))
+	}
 	setTraceparent(&msg, span.SpanContext())
 	err := f.publish(ctx, msg)
 	if err != nil {
@@ -138,7 +142,7 @@ func (f *forwarder) publish(ctx context.Context, msg kafkasink.Message) error {
 				f.up()
 				f.m.toKafka.Inc()
 				if f.tracer != nil {
-					trace.SpanFromContext(ctx).SetAttributes(attribute.String(attrPath, pathKafka))
+					setPath(ctx, pathKafka)
 				}
 				return nil
 			}
@@ -172,7 +176,7 @@ func (f *forwarder) enqueue(ctx context.Context, msg kafkasink.Message, failed b
 	}
 	var span trace.Span
 	if f.tracer != nil {
-		trace.SpanFromContext(ctx).SetAttributes(attribute.String(attrPath, pathSpool))
+		setPath(ctx, pathSpool)
 		ctx, span = f.tracer.Start(ctx, "spool append")
 		defer span.End()
 	}

@@ -26,6 +26,13 @@ const (
 // events.
 const maxDrainLinks = 128
 
+// setPath records on the send span of ctx where the event went.
+func setPath(ctx context.Context, path string) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String(attrPath, path))
+	}
+}
+
 // setTraceparent makes the traceparent header of msg name sc.
 func setTraceparent(msg *kafkasink.Message, sc trace.SpanContext) {
 	for i := range msg.Headers {

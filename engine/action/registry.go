@@ -253,9 +253,12 @@ func (r *Registry) Run(ctx context.Context, a tree.Action) error {
 	if r.tracer == nil {
 		return r.run(ctx, a)
 	}
-	ctx, span := r.tracer.Start(ctx, "action "+a.ID, trace.WithSpanKind(spanKind(a.ID)),
-		trace.WithAttributes(attribute.String(attrAction, a.ID)))
+	ctx, span := r.tracer.Start(ctx, "action "+a.ID, trace.WithSpanKind(spanKind(a.ID)))
 	defer span.End()
+	if !span.IsRecording() {
+		return r.run(ctx, a)
+	}
+	span.SetAttributes(attribute.String(attrAction, a.ID))
 	err := r.run(ctx, a)
 	if err != nil {
 		span.RecordError(err)

@@ -188,7 +188,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
 		}
 		status = ae.status
-		if span != nil {
+		if span != nil && span.IsRecording() {
 			span.SetAttributes(attribute.String(attrErrorType, ae.code))
 			if status >= 500 {
 				span.SetStatus(codes.Error, ae.message)
@@ -217,12 +217,15 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	in.m.duration.Observe(time.Since(start).Seconds())
 	if span != nil {
-		span.SetAttributes(attribute.Int(attrHTTPStatus, status))
-		if known {
-			span.SetAttributes(attribute.String(attrWebhook, id))
-		}
-		if eventID != "" {
-			span.SetAttributes(attribute.String(attrEventID, eventID))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(attrHTTPMethod, r.Method), attribute.String(attrHTTPRoute, Pattern),
+				attribute.Int(attrHTTPStatus, status))
+			if known {
+				span.SetAttributes(attribute.String(attrWebhook, id))
+			}
+			if eventID != "" {
+				span.SetAttributes(attribute.String(attrEventID, eventID))
+			}
 		}
 		span.End()
 	}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/webhooks/tracing"
@@ -159,7 +158,8 @@ const spanName = "POST " + Pattern
 // carrying it.
 func (in *Intake) startSpan(r *http.Request) (*http.Request, trace.Span) {
 	ctx := tracing.Extract(r.Context(), r.Header)
-	ctx, span := in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String(attrHTTPMethod, r.Method), attribute.String(attrHTTPRoute, Pattern)))
+	// Attributes are set at the end, only on a recording span: a span
+	// not sampled costs no attribute.
+	ctx, span := in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
 	return r.WithContext(ctx), span
 }
