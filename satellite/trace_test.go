@@ -30,7 +30,7 @@ func spanByName(t *testing.T, exp *tracetest.InMemoryExporter, name string) trac
 func attrOf(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
