@@ -341,7 +341,7 @@ func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, te
 	b = in.ids.appendNew(b, now, random[:8])
 	eventID := len(b)
 	var tracestate string
-	if sc := trace.SpanContextFromContext(r.Context()); in.tracer != nil && sc.IsValid() {
+	if sc := in.spanContext(r); sc.IsValid() {
 		// The call's span is the parent of what follows.
 		b = tracing.AppendTraceparent(b, sc)
 		tracestate = sc.TraceState().String()

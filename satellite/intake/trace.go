@@ -163,3 +163,12 @@ func (in *Intake) startSpan(r *http.Request) (*http.Request, trace.Span) {
 	ctx, span := in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
 	return r.WithContext(ctx), span
 }
+
+// spanContext returns the span context of the call's span, or an invalid
+// one when tracing is off (without looking at the request's context).
+func (in *Intake) spanContext(r *http.Request) trace.SpanContext {
+	if in.tracer == nil {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(r.Context())
+}
