@@ -177,8 +177,18 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	}
 	return &Tracing{
 		provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler), sdktrace.WithResource(res)),
-		exporter: protocol + " " + target,
+		exporter: protocol + " " + redact(target),
 	}, nil
+}
+
+// redact drops the user info and the query of a URL, for logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
 }
 
 // TracerProvider returns the provider the components start their spans

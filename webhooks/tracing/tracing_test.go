@@ -39,6 +39,18 @@ func TestNew_off(t *testing.T) {
 	}
 }
 
+func TestTracing_Exporter(t *testing.T) {
+	t.Parallel()
+	tr, err := tracing.New(t.Context(), tracing.Config{TracesEndpoint: "https://user:secret@collector:4318/v1/traces?key=k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(t.Context())
+	if got := tr.Exporter(); got != "http/protobuf https://collector:4318/v1/traces" {
+		t.Errorf("Exporter() = %q, want it without user info and query", got)
+	}
+}
+
 func TestConfig_Validate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
