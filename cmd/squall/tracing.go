@@ -75,7 +75,10 @@ func (o *tracingOptions) complete(f *pflag.FlagSet, lookup func(string) (string,
 	default:
 		return fmt.Errorf("environment variable OTEL_TRACES_EXPORTER=%q: squall exports traces with otlp (or none)", v)
 	}
-	return o.cfg.Validate()
+	if err := o.cfg.Validate(); err != nil {
+		return fmt.Errorf("tracing (--otel-* flags, OTEL_* variables): %w", err)
+	}
+	return nil
 }
 
 // start builds the tracing of a service (its name replacing the flag's when
