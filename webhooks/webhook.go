@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -39,6 +40,14 @@ type Webhook struct {
 	// Signature, when not nil, is the HMAC check the intake applies to the
 	// raw body in addition to the token.
 	Signature *Signature
+	// Dedupe, when not nil, makes repeated deliveries produce one event
+	// (delivery.go).
+	Dedupe *Dedupe
+	// RateLimit, when not nil, bounds the rate of calls.
+	RateLimit *RateLimit
+	// AllowIPs, when not empty, lists the client addresses allowed to
+	// call; see [Webhook.Allows].
+	AllowIPs []netip.Prefix
 
 	tokenSet  bool
 	tokenHash [sha256.Size]byte
@@ -62,7 +71,8 @@ func Parse(r io.Reader) (*Webhook, error) {
 	if err := decodeJSON(data, &root); err != nil {
 		return nil, &ValidationError{Field: "(file)", Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
-	o, err := decodeObject(root, "", "id", "token", "tenant_id", "max_payload_size", "signature", "collector_config")
+	o, err := decodeObject(root, "", "id", "token", "tenant_id", "max_payload_size", "signature", "collector_config",
+		"dedupe", "rate_limit", "allow_ips")
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +106,19 @@ func Parse(r io.Reader) (*Webhook, error) {
 
 	if o.present("signature") {
 		w.Signature, err = decodeSignature(o.fields["signature"])
+		check(err)
+	}
+
+	if o.present("dedupe") {
+		w.Dedupe, err = decodeDedupe(o.fields["dedupe"])
+		check(err)
+	}
+	if o.present("rate_limit") {
+		w.RateLimit, err = decodeRateLimit(o.fields["rate_limit"])
+		check(err)
+	}
+	if o.present("allow_ips") {
+		w.AllowIPs, err = decodeAllowIPs(o.fields["allow_ips"])
 		check(err)
 	}
 
@@ -155,6 +178,15 @@ func (w Webhook) String() string {
 	}
 	if w.Signature != nil {
 		s += " signature=" + w.Signature.String()
+	}
+	if w.Dedupe != nil {
+		s += " dedupe=" + w.Dedupe.String()
+	}
+	if w.RateLimit != nil {
+		s += " rate_limit=" + w.RateLimit.String()
+	}
+	if len(w.AllowIPs) > 0 {
+		s += fmt.Sprintf(" allow_ips=%v", w.AllowIPs)
 	}
 	return s + " token=[redacted])"
 }
