@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // Defaults of [Config].
 const (
 	// DefaultMaxEntries bounds the remembered delivery ids: 250,000
-	// entries take about 100 MB of disk (about 400 bytes each).
+	// entries take about 55 MB of pages, a file of at most about 128 MiB
+	// with bbolt's free pages.
 	DefaultMaxEntries = 250_000
 	// FileName is the name of the store's file in a satellite's spool
 	// directory.
@@ -87,6 +89,7 @@ type commit struct {
 	eventID string
 	expires time.Time
 	p       *pending
+	flushed chan struct{} // a marker of flush, not a commit
 }
 
 // New builds a Store whose metrics are registered with reg (nil registers
@@ -316,6 +319,13 @@ func (s *Store) write() {
 				break more
 			}
 		}
+		var markers []chan struct{}
+		batch = slices.DeleteFunc(batch, func(c commit) bool {
+			if c.flushed != nil {
+				markers = append(markers, c.flushed)
+			}
+			return c.flushed != nil
+		})
 		if err := s.put(batch); err != nil {
 			s.m.writeErrors.Inc()
 			s.logger.Error("write delivery ids: they are not remembered", "ids", len(batch), "error", err)
@@ -327,12 +337,33 @@ func (s *Store) write() {
 			}
 		}
 		s.mu.Unlock()
+		for _, m := range markers {
+			close(m)
+		}
 	}
+}
+
+// flush waits until the commits queued so far are written.
+func (s *Store) flush() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.senders.Add(1)
+	s.mu.Unlock()
+	done := make(chan struct{})
+	s.queue <- commit{flushed: done}
+	s.senders.Done()
+	<-done
 }
 
 // put writes a group of commits in one transaction, then drops expired
 // entries and, past MaxEntries, those that expire first.
 func (s *Store) put(batch []commit) error {
+	if len(batch) == 0 {
+		return nil
+	}
 	added, evicted, expired := 0, 0, 0
 	now := s.now().UnixMilli()
 	err := s.db.Update(func(tx *bolt.Tx) error {

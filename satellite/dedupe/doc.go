@@ -16,9 +16,10 @@
 // so that the window survives a restart. Keys are the SHA-256 of the
 // webhook id and the delivery id, so every entry has the same size on disk
 // whatever the ids: about 150 bytes of data (the key, the expiry and the
-// event id, in two B+trees), about 400 bytes of file once B+tree pages and
-// free pages are counted (measured by TestStore_Size: 360 bytes per entry at
-// 100,000 entries). The number of entries is bounded by Config.MaxEntries: past it,
+// event id, in two B+trees), about 220 bytes of B+tree pages (measured by
+// TestStore_Size), and up to about twice that in file size with the free
+// pages bbolt keeps for reuse (the file grows by doubling and never
+// shrinks). The number of entries is bounded by Config.MaxEntries: past it,
 // the entries that expire first are dropped (counted in
 // squall_dedupe_evicted_total), and expired entries are dropped as new
 // ones are written. Memory holds only the claims in progress and the
