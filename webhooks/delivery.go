@@ -162,7 +162,7 @@ func decodeDedupe(raw json.RawMessage) (*Dedupe, error) {
 	case !o.present("header") && !o.present("jmespath"):
 		errs = append(errs, &ValidationError{Field: "dedupe", Err: errors.New(`set "header" or "jmespath"`)})
 	case o.present("header"):
-		if !validHeaderName(header) {
+		if !isFieldName(header) {
 			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: header, Err: errors.New("must be an HTTP header name")})
 		}
 		d.Header = http.CanonicalHeaderKey(header)
@@ -277,4 +277,22 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("host bits set (did you mean %s?)", p.Masked())
 	}
 	return p, nil
+}
+
+// isFieldName reports whether s is a non-empty HTTP field name (an RFC 9110
+// token).
+func isFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,246 @@
+package signing
+
+import (
+	"crypto/hmac"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxTimestampLen bounds a timestamp's digits: Unix seconds up to the year
+// 33658.
+const maxTimestampLen = 12
+
+// message is what a request's headers carry, parsed.
+type message struct {
+	id        string
+	timestamp string // as sent: the signed content uses the text
+	unix      int64
+	n         int
+	sigs      [MaxSignatures][]byte
+}
+
+// add appends a decoded signature, or reports that there are too many.
+func (m *message) add(sig []byte) bool {
+	if m.n == len(m.sigs) {
+		return false
+	}
+	m.sigs[m.n] = sig
+	m.n++
+	return true
+}
+
+// Verify checks the signature of a request with headers h and raw body at
+// time now. It returns the index of the key that verified, or an [*Error]
+// wrapping ErrMissing, ErrMalformed, ErrMismatch or ErrTimestamp. Keys past
+// their NotAfter verify nothing. The timestamp is checked after the
+// signature, so that ErrTimestamp means a genuine but stale (or
+// future) request, a replay.
+func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error) {
+	var m message
+	if err := v.parse(h, &m); err != nil {
+		return -1, err
+	}
+	index := -1
+	for i := range v.keys {
+		k := &v.keys[i]
+		if !k.valid(now) {
+			continue
+		}
+		sum := v.mac(k.Secret, &m, body)
+		for _, sig := range m.sigs[:m.n] {
+			if hmac.Equal(sig, sum) {
+				index = i
+				break
+			}
+		}
+		if index >= 0 {
+			break
+		}
+	}
+	if index < 0 {
+		return -1, &Error{Header: v.header, Err: ErrMismatch}
+	}
+	if v.tsHeader != "" {
+		t := time.Unix(m.unix, 0)
+		if d := now.Sub(t); d > v.tolerance || d < -v.tolerance {
+			return -1, &Error{Header: v.tsHeader, Err: ErrTimestamp}
+		}
+	}
+	return index, nil
+}
+
+// parse reads the headers of the scheme into m.
+func (v *Verifier) parse(h http.Header, m *message) error {
+	value, err := headerValue(h, v.header)
+	if err != nil {
+		return err
+	}
+	switch v.scheme {
+	case SchemeStandardWebhooks:
+		if m.id, err = headerValue(h, HeaderWebhookID); err != nil {
+			return err
+		}
+		if err := v.parseTimestamp(h, m); err != nil {
+			return err
+		}
+		return parseStandard(value, m)
+	case SchemeStripe:
+		return parseStripe(value, m)
+	}
+	if v.tsHeader != "" {
+		if err := v.parseTimestamp(h, m); err != nil {
+			return err
+		}
+	}
+	if len(value) < len(v.prefix) || !strings.EqualFold(value[:len(v.prefix)], v.prefix) {
+		return &Error{Header: v.header, Err: ErrMalformed}
+	}
+	sig, ok := decode(value[len(v.prefix):], v.encoding)
+	if !ok {
+		return &Error{Header: v.header, Err: ErrMalformed}
+	}
+	m.add(sig)
+	return nil
+}
+
+// parseTimestamp reads the timestamp header into m.
+func (v *Verifier) parseTimestamp(h http.Header, m *message) error {
+	value, err := headerValue(h, v.tsHeader)
+	if err != nil {
+		return err
+	}
+	if m.unix, err = parseUnix(value); err != nil {
+		return &Error{Header: v.tsHeader, Err: ErrMalformed}
+	}
+	m.timestamp = value
+	return nil
+}
+
+// parseStandard reads a webhook-signature value: space-separated
+// "<version>,<base64>" entries, of which only v1 ones count.
+func parseStandard(value string, m *message) error {
+	for entry := range strings.FieldsSeq(value) {
+		version, sig, ok := strings.Cut(entry, ",")
+		if !ok || version == "" {
+			return &Error{Header: HeaderWebhookSignature, Err: ErrMalformed}
+		}
+		if version != "v1" {
+			continue // v1a (asymmetric) and future versions
+		}
+		b, ok := decode(sig, EncodingBase64)
+		if !ok || !m.add(b) {
+			return &Error{Header: HeaderWebhookSignature, Err: ErrMalformed}
+		}
+	}
+	return nil
+}
+
+// parseStripe reads a Stripe-Signature value: comma-separated key=value
+// pairs with exactly one t (the timestamp) and v1 signatures; other keys
+// (v0, test-mode schemes) are ignored.
+func parseStripe(value string, m *message) error {
+	malformed := &Error{Header: HeaderStripe, Err: ErrMalformed}
+	seenT := false
+	for pair := range strings.SplitSeq(value, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || key == "" {
+			return malformed
+		}
+		switch key {
+		case "t":
+			unix, err := parseUnix(val)
+			if err != nil || seenT {
+				return malformed
+			}
+			seenT, m.unix, m.timestamp = true, unix, val
+		case "v1":
+			b, ok := decode(val, EncodingHex)
+			if !ok || !m.add(b) {
+				return malformed
+			}
+		}
+	}
+	if !seenT {
+		return malformed
+	}
+	return nil
+}
+
+// headerValue returns the first value of the header name, trimmed, or an
+// error when it is missing, empty or longer than MaxHeaderLen.
+func headerValue(h http.Header, name string) (string, error) {
+	value := h.Get(name)
+	if len(value) > MaxHeaderLen {
+		return "", &Error{Header: name, Err: ErrMalformed}
+	}
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return "", &Error{Header: name, Err: ErrMissing}
+	}
+	return value, nil
+}
+
+// parseUnix parses Unix seconds written in decimal digits only.
+func parseUnix(s string) (int64, error) {
+	if s == "" || len(s) > maxTimestampLen {
+		return 0, strconv.ErrRange
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// decode decodes a digest; hex accepts both letter cases, base64 is the
+// standard alphabet with padding.
+func decode(s, encoding string) ([]byte, bool) {
+	var b []byte
+	var err error
+	if encoding == EncodingBase64 {
+		b, err = base64.StdEncoding.DecodeString(s)
+	} else {
+		b, err = hex.DecodeString(s)
+	}
+	return b, err == nil && len(b) > 0
+}
+
+// Sign returns the headers that make a request with body verify at now,
+// signed with the first key valid at now (none when no key is). id is the
+// message id of standard-webhooks and ignored by the other schemes. It is
+// meant for tests and clients.
+func (v *Verifier) Sign(body []byte, now time.Time, id string) http.Header {
+	h := make(http.Header)
+	for i := range v.keys {
+		k := &v.keys[i]
+		if !k.valid(now) {
+			continue
+		}
+		m := message{id: id, timestamp: strconv.FormatInt(now.Unix(), 10)}
+		sum := v.mac(k.Secret, &m, body)
+		switch v.scheme {
+		case SchemeStandardWebhooks:
+			h.Set(HeaderWebhookID, id)
+			h.Set(HeaderWebhookTimestamp, m.timestamp)
+			h.Set(HeaderWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(sum))
+		case SchemeStripe:
+			h.Set(HeaderStripe, "t="+m.timestamp+",v1="+hex.EncodeToString(sum))
+		default:
+			enc := hex.EncodeToString(sum)
+			if v.encoding == EncodingBase64 {
+				enc = base64.StdEncoding.EncodeToString(sum)
+			}
+			h.Set(v.header, v.prefix+enc)
+			if v.tsHeader != "" {
+				h.Set(v.tsHeader, m.timestamp)
+			}
+		}
+		break
+	}
+	return h
+}
