@@ -31,6 +31,9 @@ type devOptions struct {
 	dataDir   string
 	logLevel  string
 	kafkaAddr string
+	// proxies holds the intake's trusted proxies (TrustedProxies and
+	// TrustedProxyHeader only).
+	proxies satellite.Config
 }
 
 // Defaults of squall dev.
@@ -49,7 +52,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -92,6 +95,7 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
+	trustedProxyFlags(f, &o.proxies)
 	documentEnv(f)
 	return cmd
 }
@@ -263,6 +267,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	scfg.Webhooks.Dir = d.path(devWebhooksDir)
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
+	scfg.TrustedProxies, scfg.TrustedProxyHeader = o.proxies.TrustedProxies, o.proxies.TrustedProxyHeader
 	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())
