@@ -24,12 +24,12 @@ import (
 func deliveryHooks(t testing.TB) directory {
 	const collector = `"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}`
 	return directory{
-		"dedupe": mustParse(t, `{"id": "dedupe", "token": "tok", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
+		"dedupe":      mustParse(t, `{"id": "dedupe", "token": "tok", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
 		"dedupe-body": mustParse(t, `{"id": "dedupe-body", "token": "tok", "dedupe": {"jmespath": "data.id"}, `+collector+`}`),
-		"limited": mustParse(t, `{"id": "limited", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
-		"per-client": mustParse(t, `{"id": "per-client", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
-		"allowed": mustParse(t, `{"id": "allowed", "token": "tok", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
-		"small": mustParse(t, `{"id": "small", "token": "tok", "max_payload_size": 16, `+collector+`}`),
+		"limited":     mustParse(t, `{"id": "limited", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
+		"per-client":  mustParse(t, `{"id": "per-client", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
+		"allowed":     mustParse(t, `{"id": "allowed", "token": "tok", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
+		"small":       mustParse(t, `{"id": "small", "token": "tok", "max_payload_size": 16, `+collector+`}`),
 	}
 }
 
