@@ -157,10 +157,10 @@ func TestSatellite_RateLimitAndAddresses(t *testing.T) {
 		}
 	}
 	for metric, want := range map[string]float64{
-		`squall_intake_refused_total{reason="rate",webhook="limited"}`:   1,
+		`squall_intake_refused_total{reason="rate",webhook="limited"}`:    1,
 		`squall_intake_refused_total{reason="address",webhook="allowed"}`: 3,
-		`squall_intake_accepted_total{webhook="limited"}`:                2,
-		`squall_intake_accepted_total{webhook="allowed"}`:                1,
+		`squall_intake_accepted_total{webhook="limited"}`:                 2,
+		`squall_intake_accepted_total{webhook="allowed"}`:                 1,
 	} {
 		if got := metricValue(t, s, metric); got != want {
 			t.Errorf("%s = %g, want %g", metric, got, want)
