@@ -27,6 +27,15 @@ import (
 // entries from the process environment. A secret file that group or others
 // may read skips its webhook file, with [ErrSecretFileMode].
 func LoadDir(dir string) (map[string]*Webhook, []FileError, error) {
+	return LoadDirWith(dir, osSource(dir))
+}
+
+// LoadDirWith is [LoadDir] with the "file" and "env" entries of tokens and
+// secrets resolved by src; an empty src.Dir is dir.
+func LoadDirWith(dir string, src Source) (map[string]*Webhook, []FileError, error) {
+	if src.Dir == "" {
+		src.Dir = dir
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open webhook directory: %w", err)
@@ -45,7 +54,7 @@ func LoadDir(dir string) (map[string]*Webhook, []FileError, error) {
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		w, err := loadFile(root, name, osSource(dir))
+		w, err := loadFile(root, name, src)
 		if errors.Is(err, errNotRegular) {
 			continue
 		}
