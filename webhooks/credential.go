@@ -33,6 +33,10 @@ type Source struct {
 	// LookupEnv reads an environment variable; nil reads none (an "env"
 	// entry is then an error).
 	LookupEnv func(string) (string, bool)
+	// Opened, when not nil, is called with the path of every token or
+	// secret file before it is read, so that a watcher can reload when one
+	// changes.
+	Opened func(path string)
 }
 
 // osSource resolves files from dir and variables from the process
@@ -128,7 +132,7 @@ func decodeCredential(raw json.RawMessage, field string, src Source) (credential
 	case "value":
 		c.value = []byte(v)
 	case "file":
-		if c.value, err = readSecretFile(src.Dir, v); err != nil {
+		if c.value, err = readSecretFile(src, v); err != nil {
 			return c, &ValidationError{Field: o.field("file"), Value: v, Err: err}
 		}
 	case "env":
@@ -147,9 +151,12 @@ func decodeCredential(raw json.RawMessage, field string, src Source) (credential
 // readSecretFile reads a token or secret file: at most MaxSecretFileSize
 // bytes, surrounding white space (a final newline) trimmed, readable by
 // its owner only.
-func readSecretFile(dir, name string) ([]byte, error) {
-	if !filepath.IsAbs(name) && dir != "" {
-		name = filepath.Join(dir, name)
+func readSecretFile(src Source, name string) ([]byte, error) {
+	if !filepath.IsAbs(name) && src.Dir != "" {
+		name = filepath.Join(src.Dir, name)
+	}
+	if src.Opened != nil {
+		src.Opened(name)
 	}
 	f, err := os.Open(name)
 	if err != nil {
