@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,8 +20,7 @@ import (
 // Defaults of [Config].
 const (
 	// DefaultMaxEntries bounds the remembered delivery ids: 250,000
-	// entries take about 55 MB of pages, a file of at most about 128 MiB
-	// with bbolt's free pages.
+	// entries take about 15 MB of memory and 16 MB of file.
 	DefaultMaxEntries = 250_000
 	// FileName is the name of the store's file in a satellite's spool
 	// directory.
@@ -51,13 +51,31 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-var (
-	bucketKeys   = []byte("keys")   // key (32) → expiry ms (8) + event id
-	bucketExpiry = []byte("expiry") // expiry ms (8) + key (32) → empty
+// The file has one bucket whose keys are the expiry (Unix milliseconds,
+// big-endian) then the key of the delivery, and whose values are the event
+// ids (16 bytes): the order of the keys is the order of expiry, so new
+// entries are appended at the end (in practice: windows differ per
+// webhook) and the oldest are pruned from the start.
+var bucketEntries = []byte("entries")
+
+const (
+	keyLen   = 16           // truncated SHA-256 of the webhook and delivery ids
+	fileKey  = 8 + keyLen   // expiry + key
+	eventLen = 16           // a UUID
+	batchMax = 1024         // commits written in one transaction at most
+	openTx   = batchMax * 8 // entries pruned in one transaction at Open
 )
 
-// writeBatch bounds the commits written in one transaction.
-const writeBatch = 1024
+// key identifies a delivery: the first 16 bytes of the SHA-256 of the
+// webhook id and the delivery id (a collision among 250,000 entries has a
+// probability of about 2^-92).
+type key [keyLen]byte
+
+// entry is a remembered delivery.
+type entry struct {
+	expires int64 // Unix milliseconds
+	event   [eventLen]byte
+}
 
 // Store remembers delivery ids. Build it with [New], then [Store.Open] it;
 // [Store.Close] writes what is queued and closes the file.
@@ -65,16 +83,17 @@ type Store struct {
 	cfg    Config
 	logger *slog.Logger
 	m      *metrics
-	now    func() time.Time // the clock of expiry when writing
+	now    func() time.Time // the clock of pruning when writing
 
 	mu       sync.Mutex
 	db       *bolt.DB
-	inflight map[[32]byte]*pending // claims in progress, commits not yet written
+	entries  map[key]entry    // committed deliveries, in the file or queued
+	inflight map[key]*pending // claims in progress
+	onDisk   int              // entries in the file
 	closed   bool
 	senders  sync.WaitGroup // Commits sending to queue
 	queue    chan commit
 	written  chan struct{} // closed when the writer has stopped
-	count    int           // entries in the file
 }
 
 // pending is the outcome of a claim, shared with the calls waiting for it.
@@ -85,10 +104,8 @@ type pending struct {
 }
 
 type commit struct {
-	key     [32]byte
-	eventID string
-	expires time.Time
-	p       *pending
+	key     key
+	entry   entry
 	flushed chan struct{} // a marker of flush, not a commit
 }
 
@@ -113,10 +130,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Store, er
 	return s, nil
 }
 
-// Open opens (or creates) the file, drops the entries expired at now, and
-// starts the writer. A file that bbolt cannot read is set aside (renamed
-// with a .corrupt suffix, logged) and a new one started: losing the window
-// must not keep the satellite down.
+// Open opens (or creates) the file, drops the entries expired at now (and
+// the oldest past MaxEntries), loads the others into memory, and starts
+// the writer. A file that bbolt cannot read is set aside (renamed with a
+// .corrupt suffix, logged) and a new one started: losing the window must
+// not keep the satellite down.
 func (s *Store) Open(ctx context.Context, now time.Time) error {
 	db, err := openFile(s.cfg.Path)
 	if err != nil && !errors.Is(err, bolt.ErrTimeout) && ctx.Err() == nil {
@@ -129,44 +147,76 @@ func (s *Store) Open(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("open dedupe file: %w", err)
 	}
-	count := 0
-	err = db.Update(func(tx *bolt.Tx) error {
-		keys, err := tx.CreateBucketIfNotExists(bucketKeys)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketExpiry); err != nil {
-			return err
-		}
-		count = keys.Stats().KeyN
-		return nil
-	})
+	entries, err := load(db, now.UnixMilli(), s.cfg.MaxEntries)
 	if err != nil {
 		return errors.Join(fmt.Errorf("open dedupe file: %w", err), db.Close())
 	}
 	s.mu.Lock()
-	s.db, s.count, s.closed = db, count, false
-	s.inflight = make(map[[32]byte]*pending)
-	s.queue = make(chan commit, writeBatch)
+	s.db, s.entries, s.onDisk, s.closed = db, entries, len(entries), false
+	s.inflight = make(map[key]*pending)
+	s.queue = make(chan commit, batchMax)
 	s.written = make(chan struct{})
 	s.mu.Unlock()
-	// Expired entries go in bounded transactions before the first write.
-	for {
-		n, err := s.prune(now, writeBatch*8)
-		if err != nil {
-			return errors.Join(err, s.closeFile())
-		}
-		if n < writeBatch*8 {
-			break
-		}
-	}
 	go s.write()
-	s.logger.Info("dedupe store opened", "path", s.cfg.Path, "entries", s.entries(), "max_entries", s.cfg.MaxEntries)
+	s.logger.Info("dedupe store opened", "path", s.cfg.Path, "entries", len(entries), "max_entries", s.cfg.MaxEntries)
 	return nil
 }
 
 func openFile(path string) (*bolt.DB, error) {
 	return bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+}
+
+// load prunes the file of the entries expired at now and of the oldest
+// past max, in bounded transactions, then reads the rest.
+func load(db *bolt.DB, now int64, max int) (map[key]entry, error) {
+	count := 0
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketEntries)
+		if err != nil {
+			return err
+		}
+		count = b.Stats().KeyN
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for {
+		n := 0
+		err := db.Update(func(tx *bolt.Tx) error {
+			cur := tx.Bucket(bucketEntries).Cursor()
+			for k, _ := cur.First(); k != nil && n < openTx; k, _ = cur.First() {
+				if len(k) == fileKey && int64(binary.BigEndian.Uint64(k)) > now && count <= max {
+					break
+				}
+				if err := cur.Delete(); err != nil {
+					return err
+				}
+				n++
+				count--
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if n < openTx {
+			break
+		}
+	}
+	entries := make(map[key]entry, count)
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEntries).ForEach(func(k, v []byte) error {
+			if len(k) != fileKey || len(v) != eventLen {
+				return nil // not ours; pruned when it comes first
+			}
+			var e entry
+			e.expires = int64(binary.BigEndian.Uint64(k))
+			copy(e.event[:], v)
+			entries[key(k[8:])] = e // a later expiry of the same key wins
+			return nil
+		})
+	})
+	return entries, err
 }
 
 // Claim is the outcome of [Store.Begin].
@@ -179,20 +229,19 @@ type Claim struct {
 	EventID string
 
 	s   *Store
-	key [32]byte
+	key key
 	p   *pending
 }
 
-// Key returns the store's key of a delivery: the SHA-256 of the webhook id
-// and the delivery id.
-func Key(webhookID, deliveryID string) [32]byte {
+// keyOf returns the key of a delivery.
+func keyOf(webhookID, deliveryID string) key {
 	h := sha256.New()
 	h.Write([]byte(webhookID))
 	h.Write([]byte{0})
 	h.Write([]byte(deliveryID))
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return key(sum[:keyLen])
 }
 
 // Begin looks up the delivery deliveryID of webhook webhookID at time now.
@@ -200,90 +249,68 @@ func Key(webhookID, deliveryID string) [32]byte {
 // the id and must end it with [Claim.Commit] or [Claim.Abort]; meanwhile,
 // other Begins of the same id wait (until ctx ends).
 func (s *Store) Begin(ctx context.Context, webhookID, deliveryID string, now time.Time) (*Claim, error) {
-	key := Key(webhookID, deliveryID)
+	k := keyOf(webhookID, deliveryID)
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if p := s.inflight[key]; p != nil {
+		if e, ok := s.entries[k]; ok && e.expires > now.UnixMilli() {
 			s.mu.Unlock()
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("wait for a concurrent delivery with the same id: %w", ctx.Err())
-			}
-			if p.ok {
-				return &Claim{Duplicate: true, EventID: p.eventID}, nil
-			}
-			continue // that call failed: try to claim it ourselves
+			return &Claim{Duplicate: true, EventID: formatUUID(e.event)}, nil
 		}
-		p := &pending{done: make(chan struct{})}
-		s.inflight[key] = p
-		db := s.db
+		p := s.inflight[k]
+		if p == nil {
+			p = &pending{done: make(chan struct{})}
+			s.inflight[k] = p
+			s.mu.Unlock()
+			return &Claim{s: s, key: k, p: p}, nil
+		}
 		s.mu.Unlock()
-
-		eventID, found, err := lookup(db, key, now)
-		if err != nil || found {
-			// Settle the claim for the calls that waited on it.
-			p.ok, p.eventID = found, eventID
-			s.mu.Lock()
-			delete(s.inflight, key)
-			s.mu.Unlock()
-			close(p.done)
-			if err != nil {
-				return nil, err
-			}
-			return &Claim{Duplicate: true, EventID: eventID}, nil
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for a concurrent delivery with the same id: %w", ctx.Err())
 		}
-		return &Claim{s: s, key: key, p: p}, nil
+		if p.ok {
+			return &Claim{Duplicate: true, EventID: p.eventID}, nil
+		}
+		// That call failed: try to claim the id ourselves.
 	}
 }
 
-// lookup reads the entry of key, if it is still within its window at now.
-func lookup(db *bolt.DB, key [32]byte, now time.Time) (eventID string, found bool, err error) {
-	err = db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketKeys).Get(key[:])
-		if len(v) < 8 {
-			return nil
-		}
-		if int64(binary.BigEndian.Uint64(v)) <= now.UnixMilli() {
-			return nil // expired, not yet pruned
-		}
-		eventID, found = string(v[8:]), true
-		return nil
-	})
-	if err != nil {
-		return "", false, fmt.Errorf("read dedupe file: %w", err)
-	}
-	return eventID, found, nil
-}
-
-// Commit records that the delivery was accepted as event eventID, to be
-// remembered until expires. The calls waiting on the claim get eventID at
-// once; the entry is written to the file shortly after. Commit on a
-// duplicate is a no-op.
+// Commit records that the delivery was accepted as event eventID (a UUID),
+// to be remembered until expires. The calls waiting on the claim get
+// eventID at once; the entry is written to the file shortly after. Commit
+// on a duplicate, or after Abort, is a no-op.
 func (c *Claim) Commit(eventID string, expires time.Time) {
 	if c.p == nil {
 		return
 	}
-	p := c.p
+	p, s := c.p, c.s
 	c.p = nil
 	p.ok, p.eventID = true, eventID
-	close(p.done)
-	s := c.s
+	event, ok := parseUUID(eventID)
 	s.mu.Lock()
-	if s.closed {
-		delete(s.inflight, c.key)
-		s.mu.Unlock()
-		s.logger.Warn("delivery id committed after the dedupe store closed: not remembered")
-		return
+	delete(s.inflight, c.key)
+	e := entry{expires: expires.UnixMilli(), event: event}
+	if ok && !s.closed {
+		s.entries[c.key] = e
+		s.senders.Add(1)
 	}
-	s.senders.Add(1)
+	closed := s.closed
 	s.mu.Unlock()
-	s.queue <- commit{key: c.key, eventID: eventID, expires: expires, p: p}
-	s.senders.Done()
+	close(p.done)
+	switch {
+	case !ok:
+		s.logger.Warn("event id is not a UUID: its delivery id is not remembered")
+	case closed:
+		s.logger.Warn("delivery id committed after the dedupe store closed: not remembered")
+	default:
+		s.queue <- commit{key: c.key, entry: e}
+		s.senders.Done()
+	}
 }
 
 // Abort ends the claim of a call whose event was not accepted: the id is
@@ -304,11 +331,12 @@ func (c *Claim) Abort() {
 // write writes the queued commits, in groups, until the queue is closed.
 func (s *Store) write() {
 	defer close(s.written)
-	batch := make([]commit, 0, writeBatch)
+	batch := make([]commit, 0, batchMax)
+	var markers []chan struct{}
 	for c := range s.queue {
-		batch = append(batch[:0], c)
+		batch, markers = append(batch[:0], c), markers[:0]
 	more:
-		for len(batch) < writeBatch {
+		for len(batch) < batchMax {
 			select {
 			case c, ok := <-s.queue:
 				if !ok {
@@ -319,7 +347,6 @@ func (s *Store) write() {
 				break more
 			}
 		}
-		var markers []chan struct{}
 		batch = slices.DeleteFunc(batch, func(c commit) bool {
 			if c.flushed != nil {
 				markers = append(markers, c.flushed)
@@ -328,19 +355,81 @@ func (s *Store) write() {
 		})
 		if err := s.put(batch); err != nil {
 			s.m.writeErrors.Inc()
-			s.logger.Error("write delivery ids: they are not remembered", "ids", len(batch), "error", err)
+			s.logger.Error("write delivery ids: they are not remembered after a restart", "ids", len(batch), "error", err)
 		}
-		s.mu.Lock()
-		for _, c := range batch {
-			if s.inflight[c.key] == c.p {
-				delete(s.inflight, c.key)
-			}
-		}
-		s.mu.Unlock()
 		for _, m := range markers {
 			close(m)
 		}
 	}
+}
+
+// put writes a group of commits in one transaction, then drops the expired
+// entries and, past MaxEntries, those that expire first, from the file and
+// from memory.
+func (s *Store) put(batch []commit) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	now := s.now().UnixMilli()
+	s.mu.Lock()
+	onDisk := s.onDisk
+	s.mu.Unlock()
+	type dropped struct {
+		k       key
+		expires int64
+	}
+	var drops []dropped
+	evicted := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEntries)
+		b.FillPercent = 0.9 // appended in order: fill the pages
+		var fk [fileKey]byte
+		for _, c := range batch {
+			binary.BigEndian.PutUint64(fk[:8], uint64(c.entry.expires))
+			copy(fk[8:], c.key[:])
+			if b.Get(fk[:]) == nil {
+				onDisk++
+			}
+			if err := b.Put(fk[:], c.entry.event[:]); err != nil {
+				return err
+			}
+		}
+		cur := b.Cursor()
+		for k, _ := cur.First(); k != nil; k, _ = cur.First() {
+			var expires int64
+			if len(k) == fileKey {
+				expires = int64(binary.BigEndian.Uint64(k))
+			}
+			over := onDisk > s.cfg.MaxEntries
+			if !over && expires > now {
+				break
+			}
+			if len(k) == fileKey {
+				drops = append(drops, dropped{key(k[8:]), expires})
+			}
+			if err := cur.Delete(); err != nil {
+				return err
+			}
+			onDisk--
+			if expires > now {
+				evicted++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.onDisk = onDisk
+	for _, d := range drops {
+		if e, ok := s.entries[d.k]; ok && e.expires == d.expires {
+			delete(s.entries, d.k)
+		}
+	}
+	s.mu.Unlock()
+	s.m.evicted.Add(float64(evicted))
+	return nil
 }
 
 // flush waits until the commits queued so far are written.
@@ -358,115 +447,11 @@ func (s *Store) flush() {
 	<-done
 }
 
-// put writes a group of commits in one transaction, then drops expired
-// entries and, past MaxEntries, those that expire first.
-func (s *Store) put(batch []commit) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	added, evicted, expired := 0, 0, 0
-	now := s.now().UnixMilli()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		keys, exp := tx.Bucket(bucketKeys), tx.Bucket(bucketExpiry)
-		var ik [40]byte
-		for _, c := range batch {
-			if old := keys.Get(c.key[:]); len(old) >= 8 {
-				copy(ik[:8], old[:8])
-				copy(ik[8:], c.key[:])
-				if err := exp.Delete(ik[:]); err != nil {
-					return err
-				}
-			} else {
-				added++
-			}
-			v := make([]byte, 8, 8+len(c.eventID))
-			binary.BigEndian.PutUint64(v, uint64(c.expires.UnixMilli()))
-			v = append(v, c.eventID...)
-			if err := keys.Put(c.key[:], v); err != nil {
-				return err
-			}
-			binary.BigEndian.PutUint64(ik[:8], uint64(c.expires.UnixMilli()))
-			copy(ik[8:], c.key[:])
-			if err := exp.Put(ik[:], nil); err != nil {
-				return err
-			}
-		}
-		count := s.entries() + added
-		cur := exp.Cursor()
-		for k, _ := cur.First(); k != nil && len(k) == 40; k, _ = cur.First() {
-			over := count > s.cfg.MaxEntries
-			if !over && int64(binary.BigEndian.Uint64(k)) > now {
-				break
-			}
-			if err := keys.Delete(k[8:]); err != nil {
-				return err
-			}
-			if err := cur.Delete(); err != nil {
-				return err
-			}
-			count--
-			if over && int64(binary.BigEndian.Uint64(k)) > now {
-				evicted++
-			} else {
-				expired++
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.count += added - evicted - expired
-	s.mu.Unlock()
-	s.m.evicted.Add(float64(evicted))
-	return nil
-}
-
-// prune drops at most limit entries expired at now and returns how many.
-func (s *Store) prune(now time.Time, limit int) (int, error) {
-	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		keys, exp := tx.Bucket(bucketKeys), tx.Bucket(bucketExpiry)
-		cur := exp.Cursor()
-		for k, _ := cur.First(); k != nil && n < limit; k, _ = cur.First() {
-			if len(k) == 40 && int64(binary.BigEndian.Uint64(k)) > now.UnixMilli() {
-				break
-			}
-			if len(k) == 40 {
-				if err := keys.Delete(k[8:]); err != nil {
-					return err
-				}
-			}
-			if err := cur.Delete(); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("prune dedupe file: %w", err)
-	}
-	s.mu.Lock()
-	s.count -= n
-	s.mu.Unlock()
-	return n, nil
-}
-
-// entries returns the number of entries in the file.
-func (s *Store) entries() int {
+// Len returns the number of remembered delivery ids.
+func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.count
-}
-
-// closeFile closes the file of a store whose writer has not started.
-func (s *Store) closeFile() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	return s.db.Close()
+	return len(s.entries)
 }
 
 // Close writes the queued commits and closes the file. Claims still in
@@ -485,10 +470,43 @@ func (s *Store) Close() error {
 	<-s.written
 	s.mu.Lock()
 	db := s.db
-	s.inflight = nil
+	s.entries, s.inflight = nil, nil
 	s.mu.Unlock()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("close dedupe file: %w", err)
 	}
 	return nil
+}
+
+// parseUUID parses the text form of a UUID.
+func parseUUID(s string) ([eventLen]byte, bool) {
+	var u [eventLen]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	var h [32]byte
+	copy(h[0:8], s[0:8])
+	copy(h[8:12], s[9:13])
+	copy(h[12:16], s[14:18])
+	copy(h[16:20], s[19:23])
+	copy(h[20:32], s[24:36])
+	if _, err := hex.Decode(u[:], h[:]); err != nil {
+		return u, false
+	}
+	return u, true
+}
+
+// formatUUID returns the text form of a UUID, lower case.
+func formatUUID(u [eventLen]byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], u[10:16])
+	return string(b[:])
 }

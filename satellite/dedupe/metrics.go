@@ -31,8 +31,8 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 	collectors := []prometheus.Collector{m.evicted, m.writeErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "squall_dedupe_entries",
-			Help: "Delivery ids remembered in the dedupe file.",
-		}, func() float64 { return float64(s.entries()) }),
+			Help: "Delivery ids remembered for the webhooks' dedupe.",
+		}, func() float64 { return float64(s.Len()) }),
 	}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
