@@ -66,6 +66,10 @@ const (
 	openTx   = batchMax * 8 // entries pruned in one transaction at Open
 )
 
+// gatherTime is how long the writer waits for more commits after the first
+// of a group.
+const gatherTime = 2 * time.Millisecond
+
 // key identifies a delivery: the first 16 bytes of the SHA-256 of the
 // webhook id and the delivery id (a collision among 250,000 entries has a
 // probability of about 2^-92).
@@ -333,20 +337,26 @@ func (s *Store) write() {
 	defer close(s.written)
 	batch := make([]commit, 0, batchMax)
 	var markers []chan struct{}
+	// Go 1.23 timers: Reset and Stop leave no stale tick to drain.
+	gather := time.NewTimer(gatherTime)
+	gather.Stop()
 	for c := range s.queue {
 		batch, markers = append(batch[:0], c), markers[:0]
-	more:
-		for len(batch) < batchMax {
+		// Gather what comes within gatherTime (or a full batch): one
+		// transaction for many commits costs less than one each. A
+		// flush marker ends the group at once.
+		gather.Reset(gatherTime)
+		for open := true; open && len(batch) < batchMax && c.flushed == nil; {
 			select {
-			case c, ok := <-s.queue:
-				if !ok {
-					break more
+			case c, open = <-s.queue:
+				if open {
+					batch = append(batch, c)
 				}
-				batch = append(batch, c)
-			default:
-				break more
+			case <-gather.C:
+				open = false
 			}
 		}
+		gather.Stop()
 		batch = slices.DeleteFunc(batch, func(c commit) bool {
 			if c.flushed != nil {
 				markers = append(markers, c.flushed)
