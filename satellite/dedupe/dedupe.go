@@ -68,7 +68,7 @@ const (
 
 // gatherTime is how long the writer waits for more commits after the first
 // of a group.
-const gatherTime = 2 * time.Millisecond
+const gatherTime = 10 * time.Millisecond
 
 // key identifies a delivery: the first 16 bytes of the SHA-256 of the
 // webhook id and the delivery id (a collision among 250,000 entries has a
