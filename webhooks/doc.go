@@ -5,7 +5,7 @@
 // satellite (and the master's intake) read a directory of webhook files with
 // [LoadDir], serve one endpoint per webhook, check the token with
 // [Webhook.MatchToken] (and the optional signature with
-// [signing.Verifier.Verify]), and
+// [github.com/squallhq/squall/webhooks/signing.Verifier.Verify]), and
 // call [Collector.AppendEvent] on the body for the event's JSON.
 //
 // # Webhook files

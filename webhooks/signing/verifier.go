@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -161,6 +162,9 @@ type Verifier struct {
 	content   []string // literal text and placeholders, in order
 	newHash   func() hash.Hash
 	keys      []Key
+	// macs[i] holds HMACs keyed with keys[i], reused across calls: a
+	// keyed HMAC costs two hash states and the key schedule to build.
+	macs []sync.Pool
 }
 
 // New builds the verifier of cfg with keys (at least one, at most
@@ -223,6 +227,11 @@ func New(cfg Config, keys []Key) (*Verifier, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	v.macs = make([]sync.Pool, len(v.keys))
+	for i := range v.keys {
+		key, newHash := v.keys[i].Secret, v.newHash
+		v.macs[i].New = func() any { return &keyedMAC{h: hmac.New(newHash, key)} }
 	}
 	return v, nil
 }
@@ -412,35 +421,51 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// mac returns the HMAC of the signed content under key.
-func (v *Verifier) mac(key []byte, m *message, body []byte) []byte {
-	h := hmac.New(v.newHash, key)
+// keyedMAC is an HMAC keyed with one key, and room for its sum.
+type keyedMAC struct {
+	h    hash.Hash
+	sum  [maxDigest]byte // the last sum, Size() bytes
+	text []byte          // scratch for the signed text around the body
+}
+
+// mac computes the HMAC of the signed content under key i into a keyedMAC
+// from the key's pool, which the caller puts back when done with the sum.
+func (v *Verifier) mac(i int, m *message, body []byte) *keyedMAC {
+	km := v.macs[i].Get().(*keyedMAC)
+	h := km.h
+	h.Reset()
+	// The text around the body goes through km.text: writing strings to
+	// the hash directly would copy each to the heap.
+	t := km.text[:0]
 	switch v.scheme {
 	case SchemeStandardWebhooks:
-		h.Write([]byte(m.id))
-		h.Write([]byte{'.'})
-		h.Write([]byte(m.timestamp))
-		h.Write([]byte{'.'})
+		t = append(append(append(append(t, m.id...), '.'), m.timestamp...), '.')
+		h.Write(t)
+		h.Write(body)
 	case SchemeStripe:
-		h.Write([]byte(m.timestamp))
-		h.Write([]byte{'.'})
+		t = append(append(t, m.timestamp...), '.')
+		h.Write(t)
+		h.Write(body)
 	case SchemeSlack:
-		h.Write([]byte("v0:"))
-		h.Write([]byte(m.timestamp))
-		h.Write([]byte{':'})
+		t = append(append(append(t, "v0:"...), m.timestamp...), ':')
+		h.Write(t)
+		h.Write(body)
 	default:
 		for _, p := range v.content {
 			switch p {
 			case PlaceholderBody:
+				h.Write(t)
+				t = t[:0]
 				h.Write(body)
 			case PlaceholderTimestamp:
-				h.Write([]byte(m.timestamp))
+				t = append(t, m.timestamp...)
 			default:
-				h.Write([]byte(p))
+				t = append(t, p...)
 			}
 		}
-		return h.Sum(nil)
+		h.Write(t)
 	}
-	h.Write(body)
-	return h.Sum(nil)
+	km.text = t
+	h.Sum(km.sum[:0])
+	return km
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,17 +21,70 @@ type message struct {
 	timestamp string // as sent: the signed content uses the text
 	unix      int64
 	n         int
-	sigs      [MaxSignatures][]byte
+	lens      [MaxSignatures]uint8 // of the decoded signatures, in buf
+	buf       [MaxSignatures * sigSlot]byte
 }
 
-// add appends a decoded signature, or reports that there are too many.
-func (m *message) add(sig []byte) bool {
-	if m.n == len(m.sigs) {
+// sig returns the decoded signature i.
+func (m *message) sig(i int) []byte { return m.buf[i*sigSlot : i*sigSlot+int(m.lens[i])] }
+
+// maxDigest is the size of the largest digest, SHA-512's; sigSlot is the
+// room for one decoded signature (base64 decodes padding into up to two
+// more bytes).
+const (
+	maxDigest = 64
+	sigSlot   = maxDigest + 2
+)
+
+// add decodes a signature into m, or reports that it is malformed or one
+// too many. A digest longer than any algorithm's is malformed.
+func (m *message) add(s, encoding string) bool {
+	if m.n == MaxSignatures {
 		return false
 	}
-	m.sigs[m.n] = sig
+	dst := m.buf[m.n*sigSlot : (m.n+1)*sigSlot]
+	var n int
+	if encoding == EncodingBase64 {
+		if base64.StdEncoding.DecodedLen(len(s)) > sigSlot {
+			return false
+		}
+		var err error
+		if n, err = base64.StdEncoding.Decode(dst, []byte(s)); err != nil {
+			return false
+		}
+	} else {
+		if len(s)%2 != 0 || len(s)/2 > maxDigest {
+			return false
+		}
+		for i := 0; i < len(s); i += 2 {
+			hi, ok1 := fromHex(s[i])
+			lo, ok2 := fromHex(s[i+1])
+			if !ok1 || !ok2 {
+				return false
+			}
+			dst[i/2] = hi<<4 | lo
+		}
+		n = len(s) / 2
+	}
+	if n == 0 || n > maxDigest {
+		return false
+	}
+	m.lens[m.n] = uint8(n)
 	m.n++
 	return true
+}
+
+// fromHex decodes one hexadecimal digit, of either case.
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // Verify checks the signature of a request with headers h and raw body at
@@ -50,13 +104,15 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error
 		if !k.valid(now) {
 			continue
 		}
-		sum := v.mac(k.Secret, &m, body)
-		for _, sig := range m.sigs[:m.n] {
-			if hmac.Equal(sig, sum) {
+		km := v.mac(i, &m, body)
+		sum := km.sum[:km.h.Size()]
+		for j := range m.n {
+			if hmac.Equal(m.sig(j), sum) {
 				index = i
 				break
 			}
 		}
+		v.macs[i].Put(km)
 		if index >= 0 {
 			break
 		}
@@ -99,11 +155,9 @@ func (v *Verifier) parse(h http.Header, m *message) error {
 	if len(value) < len(v.prefix) || !strings.EqualFold(value[:len(v.prefix)], v.prefix) {
 		return &Error{Header: v.header, Err: ErrMalformed}
 	}
-	sig, ok := decode(value[len(v.prefix):], v.encoding)
-	if !ok {
+	if !m.add(value[len(v.prefix):], v.encoding) {
 		return &Error{Header: v.header, Err: ErrMalformed}
 	}
-	m.add(sig)
 	return nil
 }
 
@@ -131,8 +185,7 @@ func parseStandard(value string, m *message) error {
 		if version != "v1" {
 			continue // v1a (asymmetric) and future versions
 		}
-		b, ok := decode(sig, EncodingBase64)
-		if !ok || !m.add(b) {
+		if !m.add(sig, EncodingBase64) {
 			return &Error{Header: HeaderWebhookSignature, Err: ErrMalformed}
 		}
 	}
@@ -158,8 +211,7 @@ func parseStripe(value string, m *message) error {
 			}
 			seenT, m.unix, m.timestamp = true, unix, val
 		case "v1":
-			b, ok := decode(val, EncodingHex)
-			if !ok || !m.add(b) {
+			if !m.add(val, EncodingHex) {
 				return malformed
 			}
 		}
@@ -197,19 +249,6 @@ func parseUnix(s string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
-// decode decodes a digest; hex accepts both letter cases, base64 is the
-// standard alphabet with padding.
-func decode(s, encoding string) ([]byte, bool) {
-	var b []byte
-	var err error
-	if encoding == EncodingBase64 {
-		b, err = base64.StdEncoding.DecodeString(s)
-	} else {
-		b, err = hex.DecodeString(s)
-	}
-	return b, err == nil && len(b) > 0
-}
-
 // Sign returns the headers that make a request with body verify at now,
 // signed with the first key valid at now (none when no key is). id is the
 // message id of standard-webhooks and ignored by the other schemes. It is
@@ -222,7 +261,9 @@ func (v *Verifier) Sign(body []byte, now time.Time, id string) http.Header {
 			continue
 		}
 		m := message{id: id, timestamp: strconv.FormatInt(now.Unix(), 10)}
-		sum := v.mac(k.Secret, &m, body)
+		km := v.mac(i, &m, body)
+		sum := slices.Clone(km.sum[:km.h.Size()])
+		v.macs[i].Put(km)
 		switch v.scheme {
 		case SchemeStandardWebhooks:
 			h.Set(HeaderWebhookID, id)
