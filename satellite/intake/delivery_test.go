@@ -1,8 +1,6 @@
 package intake
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -344,79 +342,3 @@ func TestIntake_DedupeWithoutStore(t *testing.T) {
 		t.Errorf("got %d %s", a.status, a.raw)
 	}
 }
-
-// nullSink takes every record and keeps none.
-type nullSink struct{}
-
-func (nullSink) Publish(context.Context, Record) error { return nil }
-
-// BenchmarkIntake_Guards measures the handler alone (no network, no
-// Kafka: a sink that drops the records) for a webhook with a token only,
-// then with each guard of issue 16, then with all of them. Every call of
-// the dedupe cases is a new delivery id, written to a real dedupe file.
-func BenchmarkIntake_Guards(b *testing.B) {
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	const collector = `"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}"}}`
-	sig := `"signature": {"scheme": "standard-webhooks", "secret": "` + secret + `"}`
-	dd := `"dedupe": {"header": "webhook-id", "window": "24h"}`
-	rl := `"rate_limit": {"rate": 1000000, "burst": 1000000, "per_client": true}`
-	ips := `"allow_ips": ["127.0.0.0/8"]`
-	body := []byte(`{"id":12345,"source":"github","kind":"push","repo":"acme/widgets","ref":"refs/heads/main","ts":1700000000}`)
-	for _, bc := range []struct{ name, extra string }{
-		{"plain", ``},
-		{"signature", sig + `,`},
-		{"dedupe", dd + `,`},
-		{"rate_limit", rl + `,`},
-		{"allow_ips", ips + `,`},
-		{"all", sig + `,` + dd + `,` + rl + `,` + ips + `,`},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			hook := mustParse(b, `{"id": "h", "token": "tok", `+bc.extra+collector+`}`)
-			signer := mustParse(b, `{"id": "h", "token": "tok", `+sig+`,`+collector+`}`).Signature
-			store, err := dedupe.New(dedupe.Config{Path: filepath.Join(b.TempDir(), dedupe.FileName)}, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := store.Open(context.Background(), time.Now()); err != nil {
-				b.Fatal(err)
-			}
-			defer store.Close()
-			in, err := New(Config{Source: "bench", Dedupe: store}, directory{"h": hook}, nullSink{}, nil, prometheus.NewRegistry())
-			if err != nil {
-				b.Fatal(err)
-			}
-			// Requests signed beforehand, each with its own delivery id.
-			reqs := make([]*http.Request, b.N)
-			now := time.Now()
-			for i := range reqs {
-				r := httptest.NewRequest("POST", "/engine/webhook/event/h?token=tok", nil)
-				r.Header = signer.Sign(body, now, fmt.Sprint("msg_", i))
-				r.RemoteAddr = "127.0.0.1:5000"
-				reqs[i] = r
-			}
-			w := &discardWriter{h: make(http.Header)}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				r := reqs[i]
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				r.ContentLength = int64(len(body))
-				clear(w.h)
-				in.ServeHTTP(w, r)
-				if w.status != http.StatusOK {
-					b.Fatalf("status %d", w.status)
-				}
-			}
-		})
-	}
-}
-
-// discardWriter is a ResponseWriter that keeps only the status.
-type discardWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(status int)      { w.status = status }
