@@ -158,6 +158,10 @@ func readSecretFile(src Source, name string) ([]byte, error) {
 	if src.Opened != nil {
 		src.Opened(name)
 	}
+	// Check the type before opening, so that a FIFO cannot block.
+	if info, err := os.Stat(name); err == nil && !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		var pe *fs.PathError

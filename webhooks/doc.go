@@ -1,11 +1,12 @@
 // Package webhooks holds webhook definitions and the collector that turns a
 // webhook request body into an event.
 //
-// The package is pure: it does no networking and serves no HTTP. The
-// satellite (and the master's intake) read a directory of webhook files with
-// [LoadDir], serve one endpoint per webhook, check the token with
-// [Webhook.MatchToken] (and the optional signature with
-// [github.com/squallhq/squall/webhooks/signing.Verifier.Verify]), and
+// The package does no networking and serves no HTTP; besides the webhook
+// files, it reads only the token and secret files and the environment
+// variables that they name. The satellite (and the master's intake) read a
+// directory of webhook files with [LoadDir], serve one endpoint per webhook,
+// check the token with [Webhook.MatchToken] (and the optional signature
+// with [github.com/squallhq/squall/webhooks/signing.Verifier.Verify]), and
 // call [Collector.AppendEvent] on the body for the event's JSON.
 //
 // # Webhook files

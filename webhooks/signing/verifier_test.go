@@ -380,3 +380,27 @@ func TestVerifier_Redaction(t *testing.T) {
 		t.Errorf("output = %s", out)
 	}
 }
+
+// A Standard Webhooks verifier with two secrets during a rotation: the
+// specification's example message verifies with the second; the same
+// message an hour later is a replay.
+func ExampleVerifier_Verify() {
+	v, err := New(Config{Scheme: SchemeStandardWebhooks}, []Key{
+		{Secret: []byte("whsec_bmV3LXNlY3JldC1rZXk=")},
+		{Secret: []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), NotAfter: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+	body := []byte(`{"test": 2432232314}`)
+	fmt.Println(v.Verify(h, body, time.Unix(1614265330, 0)))
+	fmt.Println(v.Verify(h, body, time.Unix(1614265330, 0).Add(time.Hour)))
+	// Output:
+	// 1 <nil>
+	// -1 signature header Webhook-Timestamp: timestamp outside the tolerance
+}
