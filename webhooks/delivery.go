@@ -144,6 +144,37 @@ func (w *Webhook) Allows(addr netip.Addr) bool {
 	return false
 }
 
+// validateDelivery checks the delivery settings of a webhook changed after
+// [Parse], for [Webhook.Validate].
+func (w *Webhook) validateDelivery() error {
+	var errs []error
+	if d := w.Dedupe; d != nil {
+		if (d.Header == "") == (d.expr == nil) {
+			errs = append(errs, &ValidationError{Field: "dedupe", Err: errors.New(`set "header" or "jmespath", not both`)})
+		}
+		if d.Header != "" && !isFieldName(d.Header) {
+			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: d.Header, Err: errors.New("must be an HTTP header name")})
+		}
+		if d.Window < time.Second || d.Window > MaxDedupeWindow {
+			errs = append(errs, &ValidationError{Field: "dedupe.window", Value: d.Window.String(), Err: fmt.Errorf("must be from 1s to %s", MaxDedupeWindow)})
+		}
+	}
+	if l := w.RateLimit; l != nil {
+		if !(l.Rate > 0 && l.Rate <= MaxRate) {
+			errs = append(errs, &ValidationError{Field: "rate_limit.rate", Value: strconv.FormatFloat(l.Rate, 'g', -1, 64), Err: fmt.Errorf("must be above 0 and at most %g", float64(MaxRate))})
+		}
+		if l.Burst < 1 || l.Burst > MaxBurst {
+			errs = append(errs, &ValidationError{Field: "rate_limit.burst", Value: strconv.Itoa(l.Burst), Err: fmt.Errorf("must be from 1 to %d", MaxBurst)})
+		}
+	}
+	for i, p := range w.AllowIPs {
+		if !p.IsValid() || p.Masked() != p {
+			errs = append(errs, &ValidationError{Field: fmt.Sprintf("allow_ips[%d]", i), Value: p.String(), Err: errors.New("not a CIDR prefix without host bits")})
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // decodeDedupe decodes the "dedupe" member.
 func decodeDedupe(raw json.RawMessage) (*Dedupe, error) {
 	o, err := decodeObject(raw, "dedupe", "header", "jmespath", "window")

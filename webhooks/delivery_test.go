@@ -101,6 +101,20 @@ func TestParse_DeliveryBad(t *testing.T) {
 	}
 }
 
+func TestWebhook_ValidateDelivery(t *testing.T) {
+	t.Parallel()
+	w := mustParse(t, hookWith(`"dedupe": {"header": "webhook-id"}, "rate_limit": {"rate": 1}, "allow_ips": ["10.0.0.0/8"]`))
+	w.Dedupe.Window = time.Millisecond
+	w.RateLimit.Burst = 0
+	w.AllowIPs = append(w.AllowIPs, netip.MustParsePrefix("10.1.2.3/8"))
+	err := w.Validate()
+	for _, want := range []string{`dedupe.window "1ms"`, `rate_limit.burst "0"`, `allow_ips[1] "10.1.2.3/8"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want %q", err, want)
+		}
+	}
+}
+
 func TestDedupe_Key(t *testing.T) {
 	t.Parallel()
 	header := mustParse(t, hookWith(`"dedupe": {"header": "Webhook-Id"}`)).Dedupe

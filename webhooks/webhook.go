@@ -167,6 +167,7 @@ func (w *Webhook) Validate() error {
 	if w.collector == nil {
 		errs = append(errs, &ValidationError{Field: "collector_config", Err: ErrRequired})
 	}
+	errs = append(errs, w.validateDelivery())
 	return errors.Join(errs...)
 }
 
