@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Defaults of [Config].
@@ -141,7 +142,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Store, er
 // not keep the satellite down.
 func (s *Store) Open(ctx context.Context, now time.Time) error {
 	db, err := openFile(s.cfg.Path)
-	if err != nil && !errors.Is(err, bolt.ErrTimeout) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, berrors.ErrTimeout) && ctx.Err() == nil {
 		aside := fmt.Sprintf("%s.corrupt-%d", s.cfg.Path, now.UnixMilli())
 		if rerr := os.Rename(s.cfg.Path, aside); rerr == nil {
 			s.logger.Error("dedupe file unreadable: set aside, the remembered delivery ids are lost", "path", s.cfg.Path, "moved_to", aside, "error", err)
