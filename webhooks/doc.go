@@ -47,8 +47,8 @@
 //     "tolerance" (the replay window of timestamped schemes, default "5m"),
 //     and for the generic hmac scheme "header", "prefix", "encoding",
 //     "algorithm", "timestamp_header" and "content". Without "scheme" the
-//     object is read as older files wrote it: hmac when it names a header,
-//     else github.
+//     object is read as older files wrote it: hmac when it has "header",
+//     "prefix" or "encoding", else github.
 //   - collector_config.event_type (required) and collector_config.payload
 //     (required object, may be {}) form the template described below.
 //

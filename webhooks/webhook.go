@@ -282,7 +282,8 @@ func decodeSize(raw json.RawMessage) (int64, error) {
 
 // decodeSignature reads the "signature" object. A "scheme" chooses the
 // verifier; without one the object is read as older files wrote it: the
-// generic hmac form when it names a header, else github.
+// generic hmac form when it has "header", "prefix" or "encoding", else
+// github.
 func decodeSignature(raw json.RawMessage, src Source) (*signing.Verifier, error) {
 	o, err := decodeObject(raw, "signature", "scheme", "secret", "secrets", "tolerance",
 		"header", "prefix", "encoding", "algorithm", "timestamp_header", "content")

@@ -6,7 +6,8 @@
 //	github             X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>
 //	standard-webhooks  webhook-id, webhook-timestamp, and webhook-signature:
 //	                   "v1,<base64>" (space-separated, one or more) of
-//	                   "{id}.{timestamp}.{body}"; secrets are "whsec_<base64>"
+//	                   "{id}.{timestamp}.{body}"; secrets are "whsec_<base64>";
+//	                   Svix's svix-id, svix-timestamp and svix-signature too
 //	stripe             Stripe-Signature: t=<ts>,v1=<hex>[,v1=<hex>…] of "{t}.{body}"
 //	slack              X-Slack-Signature: v0=<hex> of
 //	                   "v0:{X-Slack-Request-Timestamp}:{body}"

@@ -404,3 +404,43 @@ func ExampleVerifier_Verify() {
 	// 1 <nil>
 	// -1 signature header Webhook-Timestamp: timestamp outside the tolerance
 }
+
+// TestVerifier_SvixHeaders: Standard Webhooks under Svix's header names
+// (svix-id, svix-timestamp, svix-signature) verify the same, and errors
+// name the header the request used.
+func TestVerifier_SvixHeaders(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1614265330, 0)
+	body := []byte(`{"test": 2432232314}`)
+	v := mustNew(t, Config{Scheme: SchemeStandardWebhooks}, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	svix := func(sig string) http.Header {
+		return http.Header{"Svix-Id": {"msg_p5jXN8AQM9LWM0D4loKWxJek"}, "Svix-Timestamp": {"1614265330"}, "Svix-Signature": {sig}}
+	}
+	const good = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	for _, tc := range []struct {
+		name   string
+		h      http.Header
+		now    time.Time
+		want   string
+		header string
+	}{
+		{"svix names", svix(good), now, "ok 0", ""},
+		{"svix replay", svix(good), now.Add(time.Hour), "timestamp", HeaderSvixTimestamp},
+		{"svix wrong", svix("v1,AAAA"), now, "mismatch", HeaderSvixSignature},
+		{"svix malformed", svix("v1"), now, "malformed", HeaderSvixSignature},
+		{"svix without id", func() http.Header { h := svix(good); h.Del("Svix-Id"); return h }(), now, "missing", HeaderSvixID},
+		{"neither", http.Header{}, now, "missing", HeaderWebhookSignature},
+		{"webhook- names win", func() http.Header { h := svix(good); h.Set("Webhook-Signature", good); return h }(), now, "missing", HeaderWebhookID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			index, err := v.Verify(tc.h, body, tc.now)
+			if got := outcome(index, err); got != tc.want {
+				t.Fatalf("Verify = %s (%v), want %s", got, err, tc.want)
+			}
+			var e *Error
+			if err != nil && (!errors.As(err, &e) || e.Header != tc.header) {
+				t.Errorf("error %v, want it to name %s", err, tc.header)
+			}
+		})
+	}
+}

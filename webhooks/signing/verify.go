@@ -19,6 +19,7 @@ const maxTimestampLen = 12
 type message struct {
 	id        string
 	timestamp string // as sent: the signed content uses the text
+	tsHeader  string // the header it came from
 	unix      int64
 	n         int
 	lens      [MaxSignatures]uint8 // of the decoded signatures, in buf
@@ -118,12 +119,16 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error
 		}
 	}
 	if index < 0 {
-		return -1, &Error{Header: v.header, Err: ErrMismatch}
+		header := v.header
+		if m.tsHeader == HeaderSvixTimestamp {
+			header = HeaderSvixSignature
+		}
+		return -1, &Error{Header: header, Err: ErrMismatch}
 	}
 	if v.tsHeader != "" {
 		t := time.Unix(m.unix, 0)
 		if d := now.Sub(t); d > v.tolerance || d < -v.tolerance {
-			return -1, &Error{Header: v.tsHeader, Err: ErrTimestamp}
+			return -1, &Error{Header: m.tsHeader, Err: ErrTimestamp}
 		}
 	}
 	return index, nil
@@ -131,24 +136,18 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error
 
 // parse reads the headers of the scheme into m.
 func (v *Verifier) parse(h http.Header, m *message) error {
+	if v.scheme == SchemeStandardWebhooks {
+		return parseStandard(h, m)
+	}
 	value, err := headerValue(h, v.header)
 	if err != nil {
 		return err
 	}
-	switch v.scheme {
-	case SchemeStandardWebhooks:
-		if m.id, err = headerValue(h, HeaderWebhookID); err != nil {
-			return err
-		}
-		if err := v.parseTimestamp(h, m); err != nil {
-			return err
-		}
-		return parseStandard(value, m)
-	case SchemeStripe:
+	if v.scheme == SchemeStripe {
 		return parseStripe(value, m)
 	}
 	if v.tsHeader != "" {
-		if err := v.parseTimestamp(h, m); err != nil {
+		if err := parseTimestamp(h, v.tsHeader, m); err != nil {
 			return err
 		}
 	}
@@ -161,32 +160,55 @@ func (v *Verifier) parse(h http.Header, m *message) error {
 	return nil
 }
 
-// parseTimestamp reads the timestamp header into m.
-func (v *Verifier) parseTimestamp(h http.Header, m *message) error {
-	value, err := headerValue(h, v.tsHeader)
+// parseTimestamp reads the timestamp header name into m.
+func parseTimestamp(h http.Header, name string, m *message) error {
+	value, err := headerValue(h, name)
 	if err != nil {
 		return err
 	}
 	if m.unix, err = parseUnix(value); err != nil {
-		return &Error{Header: v.tsHeader, Err: ErrMalformed}
+		return &Error{Header: name, Err: ErrMalformed}
 	}
-	m.timestamp = value
+	m.timestamp, m.tsHeader = value, name
 	return nil
 }
 
-// parseStandard reads a webhook-signature value: space-separated
-// "<version>,<base64>" entries, of which only v1 ones count.
-func parseStandard(value string, m *message) error {
+// standardHeaders and svixHeaders name the id, timestamp and signature
+// headers of Standard Webhooks, and the same under Svix's older names,
+// read when a request has no webhook-signature but a svix-signature.
+var (
+	standardHeaders = [3]string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
+	svixHeaders     = [3]string{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
+)
+
+// parseStandard reads the Standard Webhooks headers into m. The signature
+// header holds space-separated "<version>,<base64>" entries, of which only
+// v1 ones count.
+func parseStandard(h http.Header, m *message) error {
+	names := standardHeaders
+	if len(h[HeaderWebhookSignature]) == 0 && len(h[HeaderSvixSignature]) != 0 {
+		names = svixHeaders
+	}
+	value, err := headerValue(h, names[2])
+	if err != nil {
+		return err
+	}
+	if m.id, err = headerValue(h, names[0]); err != nil {
+		return err
+	}
+	if err := parseTimestamp(h, names[1], m); err != nil {
+		return err
+	}
 	for entry := range strings.FieldsSeq(value) {
 		version, sig, ok := strings.Cut(entry, ",")
 		if !ok || version == "" {
-			return &Error{Header: HeaderWebhookSignature, Err: ErrMalformed}
+			return &Error{Header: names[2], Err: ErrMalformed}
 		}
 		if version != "v1" {
 			continue // v1a (asymmetric) and future versions
 		}
 		if !m.add(sig, EncodingBase64) {
-			return &Error{Header: HeaderWebhookSignature, Err: ErrMalformed}
+			return &Error{Header: names[2], Err: ErrMalformed}
 		}
 	}
 	return nil
@@ -209,7 +231,7 @@ func parseStripe(value string, m *message) error {
 			if err != nil || seenT {
 				return malformed
 			}
-			seenT, m.unix, m.timestamp = true, unix, val
+			seenT, m.unix, m.timestamp, m.tsHeader = true, unix, val, HeaderStripe
 		case "v1":
 			if !m.add(val, EncodingHex) {
 				return malformed
