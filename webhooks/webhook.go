@@ -334,19 +334,24 @@ func decodeSignature(raw json.RawMessage, src Source) (*signing.Verifier, error)
 	}
 	v, err := signing.New(cfg, keys)
 	if err != nil {
-		return nil, signatureError(err)
+		return nil, signatureError(err, o.present("secret"))
 	}
 	return v, nil
 }
 
 // signatureError turns the option errors of signing.New into validation
-// errors naming the field of the webhook file.
-func signatureError(err error) error {
+// errors naming the field of the webhook file: "secret" rather than
+// "secrets[0]" when the file gives one secret.
+func signatureError(err error, single bool) error {
 	var errs []error
 	var oe *signing.OptionError
 	for _, e := range unjoin(err) {
 		if errors.As(e, &oe) {
-			errs = append(errs, &ValidationError{Field: "signature." + oe.Option, Value: oe.Value, Err: oe.Err})
+			option := oe.Option
+			if single && option == "secrets[0]" {
+				option = "secret"
+			}
+			errs = append(errs, &ValidationError{Field: "signature." + option, Value: oe.Value, Err: oe.Err})
 		} else {
 			errs = append(errs, &ValidationError{Field: "signature", Err: e})
 		}

@@ -139,7 +139,7 @@ func TestParse_Bad(t *testing.T) {
 		"signature_secret_bad_not_after":         {`signature.secrets[0].not_after "2030-01-01": must be an RFC 3339 time`},
 		"signature_secret_file_missing":          {`signature.secrets[0].file "does-not-exist.secret": open: no such file or directory`},
 		"signature_secret_env_unset":             {`signature.secrets[0].env "SQUALL_TEST_UNSET_VARIABLE": environment variable unset or empty`},
-		"signature_standard_webhooks_bad_secret": {`signature.secrets[0]: must be "whsec_" followed by base64`},
+		"signature_standard_webhooks_bad_secret": {`signature.secret: must be "whsec_" followed by base64`},
 		"token_and_tokens":                       {"tokens: give token or tokens, not both"},
 		"tokens_empty":                           {"tokens: must not be empty"},
 		"tokens_empty_entry":                     {"tokens[1]: must not be empty"},
