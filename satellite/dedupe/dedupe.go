@@ -396,14 +396,14 @@ func (s *Store) put(batch []commit) error {
 		b.FillPercent = 0.9 // appended in order: fill the pages
 		var fk [fileKey]byte
 		for _, c := range batch {
+			// Always a new key: a delivery is committed again only once
+			// its previous entry has expired, so with a later expiry.
 			binary.BigEndian.PutUint64(fk[:8], uint64(c.entry.expires))
 			copy(fk[8:], c.key[:])
-			if b.Get(fk[:]) == nil {
-				onDisk++
-			}
 			if err := b.Put(fk[:], c.entry.event[:]); err != nil {
 				return err
 			}
+			onDisk++
 		}
 		cur := b.Cursor()
 		for k, _ := cur.First(); k != nil; k, _ = cur.First() {
