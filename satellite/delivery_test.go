@@ -209,3 +209,25 @@ func metricValue(t testing.TB, s *runner, sample string) float64 {
 	}
 	return 0
 }
+
+// TestSatellite_BadDeliverySettings: a webhook file with an invalid
+// delivery setting is skipped with a message naming the field, and the
+// other webhooks are served.
+func TestSatellite_BadDeliverySettings(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
+	bad := strings.Replace(limitedHook, `"rate": 0.01`, `"rate": -1`, 1)
+	bad = strings.Replace(bad, `"id": "limited"`, `"id": "bad"`, 1)
+	hooks := writeHooks(t, map[string]string{"bad.json": bad, "allowed.json": allowedHook})
+	s := start(t, testConfig(t, b.Addr, hooks, ""))
+	snap := s.watcher.Snapshot()
+	if len(snap.Problems) != 1 || snap.Problems[0].Name != "bad.json" || !strings.Contains(snap.Problems[0].Error(), `rate_limit.rate "-1"`) {
+		t.Fatalf("problems: %v", snap.Problems)
+	}
+	if status, _ := s.post(t, "bad", "tok", `{}`, nil); status != http.StatusNotFound {
+		t.Errorf("the bad webhook: %d, want 404", status)
+	}
+	if s.watcher.Lookup("allowed") == nil {
+		t.Error("the good webhook is not served")
+	}
+}

@@ -31,6 +31,11 @@ to Kafka in order when the brokers are back: no accepted event is lost.
 
 The folder is watched: adding, changing or removing a file changes the
 endpoints within a second, and a broken file never takes the others down.
+A webhook file may also deduplicate repeated deliveries ("dedupe": the ids
+are kept in dedupe.db in --spool-dir, across restarts), limit the rate of
+calls ("rate_limit": 429 with Retry-After) and the addresses that may call
+("allow_ips"). Behind a reverse proxy, --trusted-proxies names the proxies
+whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
 
 With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
