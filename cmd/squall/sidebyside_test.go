@@ -32,9 +32,9 @@ func TestSideBySide(t *testing.T) {
 	}
 	text := string(b)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^1 +satellite +[1-9]\d* +[\d.]+ +[\d.]+ +0$`),
-		regexp.MustCompile(`(?m)^1 +plain +[1-9]\d* +[\d.]+ +[\d.]+ +0$`),
-		regexp.MustCompile(`(?m)^1 +naive +[1-9]\d* +[\d.]+ +[\d.]+ +0$`),
+		regexp.MustCompile(`(?m)^1 +satellite +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +plain +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +naive +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
 		regexp.MustCompile(`satellite/plain req/s [\d.]+, p99 [\d.]+; satellite/naive req/s [\d.]+, p99 [\d.]+`),
 		regexp.MustCompile(`(?m)^preloaded 500 events`),
 		regexp.MustCompile(`(?m)^1 +engine +[1-9]\d* `),

@@ -19,7 +19,10 @@
 # EVENTS (200000), ENGINE_ROUNDS (3), WORKERS (the engine's --workers,
 # default its own), PARTS (intake, engine or both: "intake engine"), OUT (a
 # folder for the binaries, logs and JSON summaries; default a new temporary
-# one). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
+# one). BASELINE_SQUALL names another squall binary (an older version): its
+# satellite (and engine) then run as a fourth target ("before"), in the same
+# rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
+# satellite under test only. PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
 # during its first round (OUT/satellite.perf.data).
 # Every process it starts is stopped when it ends.
 set -euo pipefail
@@ -87,6 +90,9 @@ log_addr() {
 # field FILE NAME: the first number of "NAME": in a JSON summary.
 field() { sed -n "s/^ *\"$2\": \\(-\\{0,1\\}[0-9.e+-]*\\),\\{0,1\\}$/\\1/p" "$1" | head -n1; }
 
+# cpu PID: the CPU time (user + system) of process PID so far, in seconds.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); print ($12 + $13) / t}' "/proc/$1/stat"; }
+
 # median: the median of the numbers on standard input.
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
@@ -110,14 +116,25 @@ if [[ " $PARTS " == *" intake "* ]]; then
 {"id": "bench", "token": "bench-token", "tenant_id": "bench",
  "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}
 JSON
-	"$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
+	GOGC=${SATELLITE_GOGC:-${GOGC:-100}} "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
 		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
 	"$B/plain" --addr-file "$OUT/plain.addr" 2>"$OUT/plain.log" &
-	pids+=($!)
+	plain_pid=$!
+	pids+=("$plain_pid")
 	"$B/naive" --addr-file "$OUT/naive.addr" --kafka-brokers "$BROKER" --topic bench.naive 2>"$OUT/naive.log" &
-	pids+=($!)
+	naive_pid=$!
+	pids+=("$naive_pid")
+	declare -A pid_of=([satellite]=$sat_pid [plain]=$plain_pid [naive]=$naive_pid)
+	targets=(satellite plain naive)
+	if [[ -n ${BASELINE_SQUALL:-} ]]; then
+		"$BASELINE_SQUALL" satellite --http 127.0.0.1:0 --name bench-before --webhooks-dir "$OUT/webhooks" \
+			--kafka-brokers "$BROKER" --spool-dir "$OUT/spool-before" 2>"$OUT/before.log" &
+		pid_of[before]=$!
+		pids+=("${pid_of[before]}")
+		targets+=(before)
+	fi
 	SAT=$(log_addr "$OUT/satellite.log" "satellite started" http)
 	wait_file "$OUT/plain.addr"
 	wait_file "$OUT/naive.addr"
@@ -126,26 +143,35 @@ JSON
 		[plain]="http://$(cat "$OUT/plain.addr")/"
 		[naive]="http://$(cat "$OUT/naive.addr")/"
 	)
+	if [[ -n ${BASELINE_SQUALL:-} ]]; then
+		url[before]="http://$(log_addr "$OUT/before.log" "satellite started" http)/engine/webhook/event/bench?token=bench-token"
+	fi
 	body=$OUT/body.json
 	printf '%s' '{"id":12345,"source":"github","kind":"push","repo":"acme/widgets","ref":"refs/heads/main","ts":1700000000}' >"$body"
 	echo
 	echo "intake: $ROUNDS rounds of $DURATION per target, $CONNECTIONS connections, 106-byte body"
-	printf '%-6s %-10s %10s %9s %9s %7s\n' round target req/s p50-ms p99-ms non2xx
+	echo "(cpu-us/req: the target's process CPU per answer; broker-us/req: the broker's, in the same round)"
+	printf '%-6s %-10s %10s %9s %9s %7s %11s %13s\n' round target req/s p50-ms p99-ms non2xx cpu-us/req broker-us/req
 	for r in $(seq "$ROUNDS"); do
-		for t in satellite plain naive; do
+		for t in "${targets[@]}"; do
 			f=$OUT/intake-$r-$t.json
 			if [[ $t == satellite && $r == 1 && ${PROFILE_SATELLITE:-} == 1 ]]; then
 				perf record -F 499 -g -p "$sat_pid" -o "$OUT/satellite.perf.data" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
 				perf_pid=$!
 			fi
+			c0=$(cpu "${pid_of[$t]}") b0=$(cpu "${pids[0]}")
 			"$B/squall" bench webhook --url "${url[$t]}" --connections "$CONNECTIONS" --duration "$DURATION" \
 				--body-file "$body" --json >"$f" 2>"$OUT/intake-$r-$t.progress"
+			c1=$(cpu "${pid_of[$t]}") b1=$(cpu "${pids[0]}")
+			answered=$(field "$f" answered)
+			awk -v a="$c0" -v b="$c1" -v n="$answered" 'BEGIN {print (b-a)*1e6/n}' >"$OUT/intake-$r-$t.cpu"
+			awk -v a="$b0" -v b="$b1" -v n="$answered" 'BEGIN {print (b-a)*1e6/n}' >"$OUT/intake-$r-$t.brokercpu"
 			if [[ -n ${perf_pid:-} ]]; then
 				wait "$perf_pid" || true
 				perf_pid=
 			fi
-			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
-				"$(field "$f" p99)" "$(field "$f" non_2xx)"
+			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s %11.1f %13.1f\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
+				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")"
 		done
 	done
 	for r in $(seq "$ROUNDS"); do
@@ -154,9 +180,23 @@ JSON
 		awk -v s="$(field "$s" throughput)" -v n="$(field "$n" throughput)" 'BEGIN {print s/n}' >>"$OUT/ratio-naive"
 		awk -v s="$(field "$s" p99)" -v p="$(field "$p" p99)" 'BEGIN {print s/p}' >>"$OUT/ratio-p99-plain"
 		awk -v s="$(field "$s" p99)" -v n="$(field "$n" p99)" 'BEGIN {print s/n}' >>"$OUT/ratio-p99-naive"
+		if [[ -n ${BASELINE_SQUALL:-} ]]; then
+			awk -v s="$(field "$s" throughput)" -v b="$(field "$OUT/intake-$r-before.json" throughput)" 'BEGIN {print s/b}' >>"$OUT/ratio-before"
+			awk -v s="$(field "$s" p99)" -v b="$(field "$OUT/intake-$r-before.json" p99)" 'BEGIN {print s/b}' >>"$OUT/ratio-p99-before"
+		fi
+		for t in "${targets[@]}"; do
+			awk -v c="$(cat "$OUT/intake-$r-$t.cpu")" -v b="$(cat "$OUT/intake-$r-$t.brokercpu")" 'BEGIN {print c+b}' >>"$OUT/cpu-$t"
+		done
 	done
 	echo "median of the rounds' ratios: satellite/plain req/s $(median <"$OUT/ratio-plain")," \
 		"p99 $(median <"$OUT/ratio-p99-plain"); satellite/naive req/s $(median <"$OUT/ratio-naive"), p99 $(median <"$OUT/ratio-p99-naive")"
+	echo "median CPU per request, the target and the broker together (us): satellite $(median <"$OUT/cpu-satellite")," \
+		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
+	if [[ -n ${BASELINE_SQUALL:-} ]]; then
+		echo "before: satellite/before req/s $(median <"$OUT/ratio-before"), p99 $(median <"$OUT/ratio-p99-before");" \
+			"CPU per request before $(median <"$OUT/cpu-before") us"
+		stop "${pid_of[before]}"
+	fi
 	stop "$sat_pid"
 fi
 
