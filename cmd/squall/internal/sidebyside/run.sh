@@ -23,7 +23,9 @@
 # satellite (and engine) then run as a fourth target ("before"), in the same
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
 # satellite under test only. PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
-# during its first round (OUT/satellite.perf.data).
+# during its first round (OUT/satellite.perf.data), PROFILE_ENGINE=1 the
+# engine and the bare consumer during theirs (OUT/engine.perf.data,
+# OUT/bareconsumer.perf.data).
 # Every process it starts is stopped when it ends.
 set -euo pipefail
 
@@ -244,8 +246,17 @@ if [[ " $PARTS " == *" engine "* ]]; then
 				addr=$(cat "$OUT/$c.addr")
 			fi
 			f=$OUT/engine-$r-$c.json
+			if [[ $r == 1 && ${PROFILE_ENGINE:-} == 1 ]]; then
+				perf record -F 999 -g -p "$pid" -o "$OUT/$c.perf.data" >/dev/null 2>&1 &
+				perf_pid=$!
+			fi
 			"$B/squall" bench engine --events 0 --expect "$EVENTS" --from-start --metrics "http://$addr/metrics" \
 				--json >"$f" 2>"$OUT/engine-$r-$c.progress" || { cat "$f" >&2; exit 1; }
+			if [[ -n ${perf_pid:-} ]]; then
+				kill -INT "$perf_pid" 2>/dev/null || true
+				wait "$perf_pid" || true
+				perf_pid=
+			fi
 			stop "$pid"
 			printf '%-6s %-14s %12.0f %14.2f %12.1f\n' "$r" "$c" "$(field "$f" drain_rate)" "$(field "$f" cpu_us_per_event)" \
 				"$(awk -v b="$(field "$f" max_rss_bytes)" 'BEGIN {print b/1048576}')"
