@@ -227,16 +227,20 @@ if [[ " $PARTS " == *" engine "* ]]; then
 	echo "preloaded $(field "$OUT/preload.json" produced) events at $(field "$OUT/preload.json" produce_rate | cut -d. -f1)/s"
 	printf '%-6s %-14s %12s %14s %12s\n' round consumer events/s cpu-us/event max-rss-MiB
 	for r in $(seq "$ENGINE_ROUNDS"); do
-		for c in engine bareconsumer; do
+		consumers=(engine bareconsumer)
+		[[ -z ${BASELINE_SQUALL:-} ]] || consumers+=(before)
+		for c in "${consumers[@]}"; do
 			rm -f "$OUT/$c.addr"
-			if [[ $c == engine ]]; then
+			if [[ $c == engine || $c == before ]]; then
+				bin=$B/squall
+				[[ $c == engine ]] || bin=$BASELINE_SQUALL
 				rm -rf "$OUT/archive"
-				SQUALL_HTTP=127.0.0.1:0 "$B/squall" engine --master "$MASTER" --token-file "$OUT/token" \
-					--kafka-brokers "$BROKER" --topic bench.engine --dlq-topic bench.engine.dlq --group "engine-$r" \
-					--actions-config "$OUT/actions.json" ${WORKERS:+--workers "$WORKERS"} 2>"$OUT/engine-$r.log" &
+				SQUALL_HTTP=127.0.0.1:0 "$bin" engine --master "$MASTER" --token-file "$OUT/token" \
+					--kafka-brokers "$BROKER" --topic bench.engine --dlq-topic bench.engine.dlq --group "$c-$r" \
+					--actions-config "$OUT/actions.json" ${WORKERS:+--workers "$WORKERS"} 2>"$OUT/$c-$r.log" &
 				pid=$!
 				pids+=("$pid")
-				addr=$(log_addr "$OUT/engine-$r.log" "ops endpoints listening" addr)
+				addr=$(log_addr "$OUT/$c-$r.log" "ops endpoints listening" addr)
 			else
 				"$B/bareconsumer" --addr-file "$OUT/$c.addr" --kafka-brokers "$BROKER" --topic bench.engine \
 					--group "bare-$r" 2>"$OUT/bare-$r.log" &
@@ -263,6 +267,17 @@ if [[ " $PARTS " == *" engine "* ]]; then
 		done
 		awk -v e="$(field "$OUT/engine-$r-engine.json" drain_rate)" -v b="$(field "$OUT/engine-$r-bareconsumer.json" drain_rate)" \
 			'BEGIN {print e/b}' >>"$OUT/ratio-engine"
+		if [[ -n ${BASELINE_SQUALL:-} ]]; then
+			awk -v e="$(field "$OUT/engine-$r-engine.json" drain_rate)" -v b="$(field "$OUT/engine-$r-before.json" drain_rate)" \
+				'BEGIN {print e/b}' >>"$OUT/ratio-engine-before"
+		fi
+		for c in "${consumers[@]}"; do
+			field "$OUT/engine-$r-$c.json" cpu_us_per_event >>"$OUT/engine-cpu-$c"
+		done
 	done
 	echo "median of the rounds' ratios: engine/bare consumer events/s $(median <"$OUT/ratio-engine")"
+	echo "median CPU per event (us): engine $(median <"$OUT/engine-cpu-engine"), bare consumer $(median <"$OUT/engine-cpu-bareconsumer")"
+	if [[ -n ${BASELINE_SQUALL:-} ]]; then
+		echo "before: engine/before events/s $(median <"$OUT/ratio-engine-before"), CPU per event before $(median <"$OUT/engine-cpu-before") us"
+	fi
 fi
