@@ -55,10 +55,11 @@ func interleave(b *testing.B, x, y *side) {
 //   - raw/decode: the full-match event from its raw bytes to its actions
 //     (BenchmarkFullMatchRaw) against encoding/json decoding the same bytes
 //     into map[string]any (BenchmarkDecode); target ≤ 0.3.
+//
 //   - 100000/1: BenchmarkTreeSize's 100,000-rule tree against its 1-rule
 //     tree, each event selecting one ruleset; target ≤ 3.
 //
-//	go test ./engine/tree -run '^$' -bench Ratio -benchtime 200000x -count 5
+//     go test ./engine/tree -run '^$' -bench Ratio -benchtime 200000x -count 5
 func BenchmarkRatio(b *testing.B) {
 	b.Run("raw/decode", func(b *testing.B) {
 		tr := benchTree(b, fullMatchRule)
