@@ -25,9 +25,10 @@ import (
 // their raft traffic through a [Network]. Build it with [StartCluster];
 // the test's end kills the processes.
 type Cluster struct {
-	t     *testing.T
-	dir   string
-	Net   *Network
+	// Net is the raft network between the nodes: partitions.
+	Net *Network
+	// Nodes are the masters, in the order they were started; Nodes[0]
+	// bootstrapped the cluster.
 	Nodes []*Node
 	// Token is an admin token on the root, of tenant "robust" for the
 	// findings API, accepted by every node.
@@ -50,6 +51,8 @@ const (
 // Node is one master process of a Cluster. Its addresses stay the same
 // across restarts.
 type Node struct {
+	// Index is the node's place in Cluster.Nodes (and its Network
+	// index); ID its --node-id, m1, m2, ….
 	Index int
 	ID    string
 	// IP is the node's own loopback IP: it listens and dials from it.
@@ -85,7 +88,7 @@ func (n *Node) State() NodeState {
 // files) go to dir.
 func StartCluster(t *testing.T, dir string, size int, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, dir: dir, Net: NewNetwork(t), control: &http.Client{Timeout: 5 * time.Second}}
+	c := &Cluster{Net: NewNetwork(t), control: &http.Client{Timeout: 5 * time.Second}}
 	keyFile := filepath.Join(dir, "token.key")
 	joinFile := filepath.Join(dir, "join.token")
 	for _, f := range []string{keyFile, joinFile} {
