@@ -118,12 +118,18 @@ func (n *Nemesis) Run(ctx context.Context, t *testing.T) {
 	}
 }
 
+// Failover is the failover time of a fault that hit the leader.
+type Failover struct {
+	Kind string
+	Time time.Duration
+}
+
 // FailoverTimes returns, for each fault that hit the leader, the time
 // from the fault to the return of the first write acknowledged that was
 // called after it (writes succeed again: a new leader, or the old one
 // back).
-func FailoverTimes(faults []Fault, ops []Op) []time.Duration {
-	var out []time.Duration
+func FailoverTimes(faults []Fault, ops []Op) []Failover {
+	var out []Failover
 	for _, f := range faults {
 		if !f.Leader {
 			continue
@@ -135,7 +141,7 @@ func FailoverTimes(faults []Fault, ops []Op) []time.Duration {
 			}
 		}
 		if best >= 0 {
-			out = append(out, time.Duration(best-f.Start))
+			out = append(out, Failover{Kind: f.Kind, Time: time.Duration(best - f.Start)})
 		}
 	}
 	return out

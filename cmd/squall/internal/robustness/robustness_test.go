@@ -43,7 +43,9 @@ type Summary struct {
 	Faults         map[string]int `json:"faults"`
 	FailoverMedian string         `json:"failover_median"`
 	FailoverMax    string         `json:"failover_max"`
-	Failovers      []string       `json:"failovers"`
+	// FailoverByKind gives, per kind of leader fault, the count, the
+	// median and the maximum.
+	FailoverByKind map[string]string `json:"failover_by_kind"`
 }
 
 // TestRobustness runs the workload and the nemesis against a cluster of
@@ -80,7 +82,7 @@ func TestRobustness(t *testing.T) {
 	sum := Summary{
 		Nodes: len(c.Nodes), Clients: *flagClients, Seed: seed, Duration: flagDuration.String(),
 		Ops: map[string]map[string]int{}, Lost: map[string]int{}, Linearizable: map[string]string{},
-		Errors: map[string]int{}, Faults: map[string]int{},
+		Errors: map[string]int{}, Faults: map[string]int{}, FailoverByKind: map[string]string{},
 	}
 	acked := w.Acked()
 	sum.Acked = len(acked)
@@ -110,14 +112,23 @@ func TestRobustness(t *testing.T) {
 		}
 		sum.Faults[k]++
 	}
-	fo := FailoverTimes(nem.Faults, ops)
-	slices.Sort(fo)
-	for _, d := range fo {
-		sum.Failovers = append(sum.Failovers, d.Round(time.Millisecond).String())
+	var all []time.Duration
+	byKind := make(map[string][]time.Duration)
+	for _, f := range FailoverTimes(nem.Faults, ops) {
+		all = append(all, f.Time)
+		byKind[f.Kind] = append(byKind[f.Kind], f.Time)
 	}
-	if len(fo) > 0 {
-		sum.FailoverMedian = fo[len(fo)/2].Round(time.Millisecond).String()
-		sum.FailoverMax = fo[len(fo)-1].Round(time.Millisecond).String()
+	if len(all) > 0 {
+		sum.FailoverMedian, sum.FailoverMax = medianMax(all)
+	}
+	for k, ds := range byKind {
+		med, mx := medianMax(ds)
+		sum.FailoverByKind[k] = fmt.Sprintf("n=%d median %s max %s", len(ds), med, mx)
+	}
+	if b, err := json.MarshalIndent(nem.Faults, "", "  "); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "faults.json"), b, 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 
 	if err := h.WriteFile(filepath.Join(dir, "history.jsonl")); err != nil {
@@ -167,6 +178,14 @@ func TestRobustness(t *testing.T) {
 	}
 }
 
+// medianMax returns the median and the maximum of ds (not empty),
+// rounded to the millisecond.
+func medianMax(ds []time.Duration) (median, maximum string) {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2].Round(time.Millisecond).String(), ds[len(ds)-1].Round(time.Millisecond).String()
+}
+
 // countOps fills the operation and error counts of sum.
 func countOps(sum *Summary, ops []Op) {
 	for _, op := range ops {
@@ -189,11 +208,29 @@ func countOps(sum *Summary, ops []Op) {
 		}
 		kind := op.Err
 		if op.Status != 0 {
-			kind = strings.TrimSpace(fmt.Sprintf("%d %s", op.Status, op.Code))
+			kind = strings.TrimSpace(fmt.Sprintf("%d %s %s", op.Status, op.Code, gist(op.Msg)))
 		}
 		sum.Errors[kind]++
 		sum.ErrorsTotal++
 	}
+}
+
+// gist returns the words of an error message before the first one that
+// names something particular (a node, an address, a duration: any word
+// with a digit), so that messages of one kind count together: "cannot
+// reach leader m2 at …" → "(cannot reach leader)".
+func gist(msg string) string {
+	var words []string
+	for w := range strings.FieldsSeq(msg) {
+		if strings.ContainsAny(w, "0123456789") {
+			break
+		}
+		words = append(words, w)
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(words, " ") + ")"
 }
 
 // TestPartition_LeaderLosesLeadership isolates the leader with the
