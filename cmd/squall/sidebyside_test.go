@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -17,6 +18,9 @@ import (
 // preloaded topic, and the ratios are printed.
 func TestSideBySide(t *testing.T) {
 	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("run.sh reads CPU times from /proc")
+	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("run.sh needs curl")
 	}
