@@ -36,6 +36,9 @@ const (
 	ReasonRate       = "rate"
 	ReasonSize       = "size"
 	ReasonDeliveryID = "delivery_id"
+	// ReasonDuplicate counts repeats within a dedupe window: answered
+	// 200 with the first event id, they make no event.
+	ReasonDuplicate = "duplicate"
 )
 
 // HeaderDeduplicated is set to "true" on the answer to a repeated delivery.

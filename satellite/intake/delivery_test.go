@@ -142,6 +142,7 @@ func TestIntake_Dedupe(t *testing.T) {
 		{in.m.accepted.WithLabelValues("dedupe"), 2},
 		{in.m.deduplicated.WithLabelValues("dedupe"), 1},
 		{in.m.deduplicated.WithLabelValues("dedupe-body"), 1},
+		{in.m.refused.WithLabelValues("dedupe", ReasonDuplicate), 1},
 		{in.m.refused.WithLabelValues("dedupe", ReasonDeliveryID), 2},
 	} {
 		if got := testutil.ToFloat64(c.metric); got != c.want {

@@ -310,6 +310,9 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	if claim != nil {
 		if claim.Duplicate {
 			in.m.deduplicated.WithLabelValues(wh.ID).Inc()
+			// Also among the refusals by reason: the repeat made no
+			// event, though it is answered 200 with the first event id.
+			in.m.refused.WithLabelValues(wh.ID, ReasonDuplicate).Inc()
 			w.Header().Set(HeaderDeduplicated, "true")
 			return true, claim.EventID, nil
 		}
