@@ -21,18 +21,6 @@ import (
 	"github.com/squallhq/squall/webhooks"
 )
 
-// hookSet is a fixed set of webhooks.
-type hookSet map[string]*webhooks.Webhook
-
-func (h hookSet) Lookup(id string) *webhooks.Webhook { return h[id] }
-
-// discardWriter is a ResponseWriter that keeps nothing.
-type discardWriter struct{ h http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(int)             {}
-
 // BenchmarkIntakeTracing measures the intake's handler and the forwarder,
 // in process, with a Kafka that acknowledges at once (no network, no
 // broker: only the code on the request path), with tracing off (no tracer
@@ -73,7 +61,7 @@ func benchIntakeHandler(b *testing.B, tp trace.TracerProvider) {
 	}
 	acks := &stubProducer{write: func(context.Context, ...kafkasink.Message) error { return nil }}
 	f := newForwarder(forwarderConfig{ackTimeout: time.Second, topic: topic}, acks, nil, slog.New(slog.DiscardHandler), m, tp)
-	in, err := intake.New(intake.Config{Source: "bench", TracerProvider: tp}, hookSet{"plain": hook}, f, nil, nil)
+	in, err := intake.New(intake.Config{Source: "bench", TracerProvider: tp}, hookDirectory{"plain": hook}, f, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

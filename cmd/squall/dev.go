@@ -35,6 +35,9 @@ type devOptions struct {
 	// trace configures tracing; each part exports under its own service
 	// name (squall-master, squall-satellite, squall-engine).
 	trace tracingOptions
+	// proxies holds the intake's trusted proxies (TrustedProxies and
+	// TrustedProxyHeader only).
+	proxies satellite.Config
 }
 
 // Defaults of squall dev.
@@ -53,7 +56,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -100,6 +103,7 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
 	tracingFlags(f, &o.trace, "")
+	trustedProxyFlags(f, &o.proxies)
 	documentEnv(f)
 	return cmd
 }
@@ -283,6 +287,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
 	scfg.TracerProvider = tracers[1].TracerProvider()
+	scfg.TrustedProxies, scfg.TrustedProxyHeader = o.proxies.TrustedProxies, o.proxies.TrustedProxyHeader
 	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())

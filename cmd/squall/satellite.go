@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/tlscert"
 	"github.com/squallhq/squall/webhooks/tracing"
 )
@@ -32,6 +34,11 @@ to Kafka in order when the brokers are back: no accepted event is lost.
 
 The folder is watched: adding, changing or removing a file changes the
 endpoints within a second, and a broken file never takes the others down.
+A webhook file may also deduplicate repeated deliveries ("dedupe": the ids
+are kept in dedupe.db in --spool-dir, across restarts), limit the rate of
+calls ("rate_limit": 429 with Retry-After) and the addresses that may call
+("allow_ips"). Behind a reverse proxy, --trusted-proxies names the proxies
+whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
 
 With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
@@ -54,6 +61,7 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
 			}
@@ -113,7 +121,43 @@ func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *stri
 	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
 	f.StringVar(saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	trustedProxyFlags(f, cfg)
+	f.IntVar(&cfg.DedupeMaxEntries, "dedupe-max-entries", cfg.DedupeMaxEntries, "delivery ids remembered for the webhooks' dedupe (dedupe.db in the spool folder, about 60 bytes of memory and 65 of file each); past it the oldest are forgotten")
+	f.IntVar(&cfg.RateLimitMaxClients, "rate-limit-max-clients", cfg.RateLimitMaxClients, "client addresses tracked for the webhooks' per-client rate limits (about 250 bytes each); past it the least recently seen are forgotten")
 }
+
+// trustedProxyFlags defines the flags of the proxies whose forwarding
+// headers give the webhook calls' client addresses (squall satellite,
+// master and dev).
+func trustedProxyFlags(f *pflag.FlagSet, cfg *satellite.Config) {
+	f.Var((*prefixesValue)(&cfg.TrustedProxies), "trusted-proxies", "CIDR prefixes or addresses of the reverse proxies whose forwarding header (--trusted-proxy-header) gives the client address of webhook calls, for allow_ips and per-client rate limits (repeatable or comma-separated; default: trust nobody, the peer is the client)")
+	f.StringVar(&cfg.TrustedProxyHeader, "trusted-proxy-header", cfg.TrustedProxyHeader, "the header the trusted proxies set: X-Forwarded-For or Forwarded (the rightmost address that is not a trusted proxy is the client)")
+}
+
+// prefixesValue is a flag of CIDR prefixes, repeatable or comma-separated.
+type prefixesValue []netip.Prefix
+
+// Set implements pflag.Value; each use adds to the list.
+func (v *prefixesValue) Set(s string) error {
+	p, err := clientaddr.ParsePrefixes(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	*v = append(*v, p...)
+	return nil
+}
+
+// String implements pflag.Value.
+func (v *prefixesValue) String() string {
+	parts := make([]string, len(*v))
+	for i, p := range *v {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Type implements pflag.Value.
+func (v *prefixesValue) Type() string { return "cidrs" }
 
 // readSASLPassword reads --kafka-sasl-password-file into cfg.
 func readSASLPassword(cfg *satellite.Config, path string) error {
