@@ -34,10 +34,12 @@ func mountConsole(srv *master.Server, logger *slog.Logger) (*fleet.Fleet, error)
 		}
 		return ms, nil
 	}, logger)
+	// Every method: the handler answers the ones it does not serve 405
+	// with Allow and a JSON error.
 	if err := srv.Mount(fleet.Pattern+"/", f.Handler(), master.OnLeader); err != nil {
 		return nil, err
 	}
-	return f, srv.Mount("GET "+fleet.Pattern, f.Handler(), master.OnLeader)
+	return f, srv.Mount(fleet.Pattern, f.Handler(), master.OnLeader)
 }
 
 // consoleLink is the console's address that signs in with token: the

@@ -450,7 +450,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 		}
 	}
 	f := c.Followers()
-	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view"}}}})
+	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}})
 	if code, body := apiCall(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
 		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("heartbeat through follower %d: %d %s", f[0], code, body)

@@ -190,6 +190,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	mcfg.TokenHMACKeyFile = d.path(devKeyFile)
 	mcfg.AllowUnsignedTokens = true
 	mcfg.Logger = logger
+	mcfg.Version = versionString()
 	mcfg.Registerer = reg
 	mcfg.WrapHandler = func(h http.Handler) http.Handler { return devHostCheck(o.httpAddr, h) }
 	srv, err := master.New(mcfg)

@@ -69,6 +69,7 @@ given on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			cfg.Logger = logger
+			cfg.Version = versionString()
 			if cfg.AllowUnsignedTokens {
 				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
 			}
