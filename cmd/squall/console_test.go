@@ -23,6 +23,7 @@ import (
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
 )
 
@@ -430,7 +431,7 @@ func TestConsole_Browser(t *testing.T) {
 func TestMountConsole_Cluster(t *testing.T) {
 	t.Parallel()
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
-		if _, err := mountConsole(s, nil); err != nil {
+		if _, err := mountConsole(s, fleet.Default(), nil); err != nil {
 			t.Error(err)
 		}
 	}))

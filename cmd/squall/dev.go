@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
 )
@@ -31,6 +32,7 @@ type devOptions struct {
 	dataDir   string
 	logLevel  string
 	kafkaAddr string
+	fleet     fleet.Config
 }
 
 // Defaults of squall dev.
@@ -49,7 +51,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, fleet: fleet.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -91,6 +93,7 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.httpAddr, "http", o.httpAddr, "listen address of every endpoint (port 0 picks a free port, logged at start)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
+	fleetListFlags(f, &o.fleet)
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd
@@ -163,6 +166,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
 	}
+	if err := checkFleetList(o.fleet); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
 		return fmt.Errorf("--kafka-addr %q: want host:port", o.kafkaAddr)
 	}
@@ -214,7 +220,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	fl, err := mountConsole(srv, logger)
+	fl, err := mountConsole(srv, o.fleet, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
