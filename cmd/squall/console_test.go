@@ -398,7 +398,7 @@ func TestConsole_Browser(t *testing.T) {
 		untilReloaded(member("satellite/sat-par")+`.querySelector('td[data-ready="true"]') !== null && `+
 			member("engine/eng-par")+`.querySelector('td[data-ready="true"]') !== null && `+
 			member("satellite/dev")+`.querySelector('td[data-ready="true"]') !== null`),
-		until(member("master/dev")+`.querySelector('td[data-health="ready"]') !== null && /applied \d+ \/ commit \d+/.test(`+member("master/dev")+`.querySelector('td[data-raft]').textContent)`),
+		untilReloaded(member("master/dev")+`.querySelector('td[data-health="ready"]') !== null && /applied \d+ \/ commit \d+/.test(`+member("master/dev")+`.querySelector('td[data-raft]').textContent)`),
 		until(member("satellite/sat-par")+`.textContent.includes('par') && `+member("satellite/sat-par")+`.textContent.includes('squall ')`),
 	)
 	// The satellite stops: the list marks it stale.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -16,7 +17,11 @@ import (
 // mountFleet mounts the fleet API on s as squall master does: masters
 // from the store's configuration, served on the leader.
 func mountFleet(t *testing.T, s *master.Server) {
-	f := fleet.New(fleet.Default(), s.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
+	cfg := fleet.Default()
+	// A loaded machine running the race detector may take seconds to
+	// answer; the test is about what the masters say, not how fast.
+	cfg.ProbeTimeout = 15 * time.Second
+	f := fleet.New(cfg, s.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
 		st, err := s.Store().Stats(ctx)
 		if err != nil {
 			return nil, err
