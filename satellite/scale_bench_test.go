@@ -37,15 +37,19 @@ func scaleHeap() uint64 {
 	return m.HeapAlloc
 }
 
-// BenchmarkScaleWebhooks is the webhook-files curve of docs/BENCHMARKS.md:
-// for 1 to 10,000 webhook files in the folder,
+// BenchmarkScaleWebhooks is the webhook-files curve of docs/BENCHMARKS.md,
+// for 1 to 10,000 webhook files in the folder:
+//
 //   - reload: loading the folder, which a satellite does on any change
 //     (ns/op), and set-KiB, the heap the loaded set keeps;
 //   - intake: a satellite serving them, with an in-process broker, under
 //     64 connections posting to webhooks picked round robin among the
 //     first 1,000 (req/s, p99-ms).
 //
-//	go test ./satellite -run '^$' -bench BenchmarkScaleWebhooks -benchtime 20000x
+// Run the two apart (a fixed count of reloads of 10,000 files is long):
+//
+//	go test ./satellite -run '^$' -bench 'BenchmarkScaleWebhooks/.*/reload'
+//	go test ./satellite -run '^$' -bench 'BenchmarkScaleWebhooks/.*/intake' -benchtime 5000x
 func BenchmarkScaleWebhooks(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1_000, 10_000} {
 		files := scaleHooks(n)
