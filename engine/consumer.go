@@ -249,6 +249,13 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		}
 	}
 	actions := tv.tree.Actions(ev, (*buf)[:0])
+	if len(id) > 0 && len(actions) > 0 {
+		// The executors derive their idempotency keys from it.
+		eventID := string(id)
+		for i := range actions {
+			actions[i].EventID = eventID
+		}
+	}
 	t2 := time.Now()
 	s.m.evaluate.Observe(t2.Sub(t1).Seconds())
 	var failed []string
