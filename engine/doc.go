@@ -66,7 +66,11 @@
 //
 // Offsets are committed only for finished messages: per partition, up to
 // the longest run of finished messages in fetch order (an offset tracker),
-// every Config.CommitInterval or after Config.CommitBatch events. So
+// Config.CommitDelay after an event finished (5ms: the events finished
+// meanwhile go in the same commit), after Config.CommitBatch events, and
+// every Config.CommitInterval. A prompt commit keeps short the list of
+// events an engine that dies has run but not committed, which another
+// engine runs again. So
 // delivery is at least once, without gaps: an event whose processing was
 // cut off holds back the commits of its partition and comes again after a
 // restart or a rebalance. After a rebalance kafka-go restarts every
