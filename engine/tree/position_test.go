@@ -50,8 +50,9 @@ func TestTree_actionPositions(t *testing.T) {
 func TestAction_IdempotencyKey(t *testing.T) {
 	t.Parallel()
 	a := Action{ID: "http", Position: "root/alerts/notify/0", EventID: "ev-1"}
-	if a.IdempotencyKey() != a.IdempotencyKey() || len(a.IdempotencyKey()) != 43 {
-		t.Fatalf("key %q: want 43 characters, the same every time", a.IdempotencyKey())
+	again := Action{ID: "http", Position: "root/alerts/notify/0", EventID: "ev-1"}
+	if k := a.IdempotencyKey(); k != again.IdempotencyKey() || len(k) != 43 {
+		t.Fatalf("keys %q and %q: want 43 characters, the same for the same event and position", k, again.IdempotencyKey())
 	}
 	other := []Action{
 		{Position: "root/alerts/notify/1", EventID: "ev-1"},
