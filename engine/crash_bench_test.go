@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkCrashDuplicates measures the events an engine crash makes run
+// twice: the events it finished but had not committed yet, which the next
+// engine runs again. Each iteration preloads crashEvents order events
+// (archive and http actions, 4 partitions, 16 tenants), runs an engine
+// until half of them are processed, kills it (no drain, no last commit),
+// and lets a second engine finish; duplicates are the events processed by
+// both (archived twice). Sub-benchmarks compare the commit right after completion
+// (Config.CommitDelay) with commits only every CommitInterval (100ms) or
+// CommitBatch (1000) events, with 4 workers and with 1: with several, an
+// event finished behind a slower one of its partition waits for it to be
+// committed, so a crash repeats it too.
+//
+//	go test -run '^$' -bench BenchmarkCrashDuplicates -benchtime 3x ./engine
+func BenchmarkCrashDuplicates(b *testing.B) {
+	for _, workers := range []int{4, 1} {
+		for _, delay := range []time.Duration{0, DefaultCommitDelay} {
+			b.Run(fmt.Sprintf("workers=%d/commit-delay=%s", workers, delay), func(b *testing.B) { benchCrash(b, workers, delay) })
+		}
+	}
+}
+
+const crashEvents = 20_000
+
+func benchCrash(b *testing.B, workers int, delay time.Duration) {
+	b.ReportAllocs()
+	dups := 0
+	for b.Loop() {
+		e := newEnv(b, 4)
+		e.deploy("v1")
+		e.produce(orders(crashEvents, 16)...)
+		cfg := e.config()
+		cfg.CommitInterval = DefaultCommitInterval
+		cfg.CommitDelay = delay
+		cfg.Workers = workers
+		first := start(b, cfg)
+		waitFor(b, "half the events processed", processTimeout, func() bool {
+			return first.counter("squall_engine_events_processed_total") >= crashEvents/2
+		})
+		first.kill()
+		second := start(b, cfg)
+		e.waitCommitted()
+		second.stop()
+		ids := countIDs(e.archivedEvents())
+		if len(ids) != crashEvents {
+			b.Fatalf("%d events archived, want %d", len(ids), crashEvents)
+		}
+		for _, n := range ids {
+			dups += n - 1
+		}
+	}
+	b.ReportMetric(float64(dups)/float64(b.N), "duplicates/kill")
+}
