@@ -214,7 +214,12 @@ func (a *actionTemplate) position(iters []string) string {
 	if len(a.pos) == 1 || len(iters) != len(a.pos)-1 {
 		return a.pos[0]
 	}
+	n := len(a.pos[len(a.pos)-1])
+	for i, it := range iters {
+		n += len(a.pos[i]) + len(it) + 2
+	}
 	var b strings.Builder
+	b.Grow(n)
 	for i, it := range iters {
 		b.WriteString(a.pos[i])
 		b.WriteByte('[')
