@@ -3,6 +3,7 @@ module github.com/squallhq/squall
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/elastic/elastic-transport-go/v8 v8.9.0

@@ -37,6 +37,10 @@ type Config struct {
 	// RaftAdvertise is the host:port other masters dial for raft. Empty
 	// means the listener's address, which must then be a specific IP.
 	RaftAdvertise string
+	// RaftSourceIP is the local IP that outbound raft connections are
+	// made from (store.Config.SourceIP). Empty lets the operating system
+	// choose.
+	RaftSourceIP string
 	// RaftTLS enables mutual TLS between masters on the raft port.
 	RaftTLS store.TLSConfig
 
@@ -234,6 +238,7 @@ func (c Config) storeConfig() store.Config {
 		DataDir:       c.DataDir,
 		BindAddr:      c.RaftAddr,
 		AdvertiseAddr: c.RaftAdvertise,
+		SourceIP:      c.RaftSourceIP,
 		Bootstrap:     c.Bootstrap,
 		TLS:           c.RaftTLS,
 		Logger:        c.Logger,

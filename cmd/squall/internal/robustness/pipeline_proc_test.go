@@ -22,33 +22,9 @@ import (
 	"time"
 )
 
-// The helpers of the pipeline tests: the squall binary, its processes, and
-// polling with deadlines (the processes give no signal to wait on).
-
-var (
-	pipelineBuildOnce sync.Once
-	pipelineBin       string
-	pipelineBuildErr  error
-	pipelineBuildOut  []byte
-)
-
-// pipelineSquall builds the squall binary once per test binary.
-func pipelineSquall(t *testing.T) string {
-	t.Helper()
-	pipelineBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "squall-pipeline-bin-")
-		if err != nil {
-			pipelineBuildErr = err
-			return
-		}
-		pipelineBin = filepath.Join(dir, "squall")
-		pipelineBuildOut, pipelineBuildErr = exec.Command("go", "build", "-o", pipelineBin, "github.com/squallhq/squall/cmd/squall").CombinedOutput()
-	})
-	if pipelineBuildErr != nil {
-		t.Fatalf("build squall: %v\n%s", pipelineBuildErr, pipelineBuildOut)
-	}
-	return pipelineBin
-}
+// The helpers of TestPipeline: its processes (squall, built by TestMain,
+// and this test binary as the broker), and polling with deadlines (the
+// processes give no signal to wait on).
 
 // pipeLog is a log that goroutines append to.
 type pipeLog struct {

@@ -3,7 +3,6 @@ package robustness
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,12 +24,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// pipelineDuration makes TestPipeline repeat its failure rounds for that
-// long: go test ./cmd/squall/internal/robustness -run TestPipeline
-// -pipeline.duration 10m -timeout 30m -v.
-var pipelineDuration = flag.Duration("pipeline.duration", 0,
-	"how long TestPipeline repeats its failure rounds (0: one round)")
 
 // The shape and load of TestPipeline.
 const (
@@ -219,14 +212,14 @@ func (l *pipeLoad) failureSummary() map[string]int {
 // have reached the counting server through the tree's http action: 0 lost.
 // Duplicates are reported: records per webhook, actions per webhook raw and
 // after the Idempotency-Key (which must be 0: a redelivered event carries
-// the keys of its first delivery). One round by default;
-// -pipeline.duration repeats rounds for that long.
+// the keys of its first delivery). Rounds repeat for -robustness.duration
+// (at least one: about 25 s).
 func TestPipeline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("robustness suite: skipped in -short mode")
 	}
 	began := time.Now()
-	bin := pipelineSquall(t)
+	bin := squallBin
 	dir := t.TempDir()
 	tally := NewPipelineTally()
 
@@ -348,12 +341,13 @@ func TestPipeline(t *testing.T) {
 		pipeMust(t, 2*time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.sent.Load() >= target })
 	}
 
+	loadBegan := time.Now()
 	type roundStats struct {
 		outage, rejoin, engineBack time.Duration
 		spooled                    int64
 	}
 	var rounds []roundStats
-	for round := 0; round == 0 || time.Since(began) < *pipelineDuration; round++ {
+	for round := 0; round == 0 || time.Since(loadBegan) < *flagDuration; round++ {
 		var rs roundStats
 		// 1. A broker outage: the satellites spool; one of them is
 		// SIGKILLed with events in its spool and started again on its
