@@ -100,7 +100,9 @@ type Config struct {
 	// (default 5ms), with the events that finished meanwhile; 0 leaves
 	// the commits to CommitInterval and CommitBatch. The shorter it is,
 	// the fewer finished events an engine that dies leaves uncommitted,
-	// to run again elsewhere.
+	// to run again elsewhere, and the more commits the group coordinator
+	// takes: one at a time, so at most one per CommitDelay and commit
+	// round trip (under 200/s) while events keep finishing.
 	CommitDelay time.Duration
 	// CommitBatch commits sooner, once this many events were processed
 	// since the last commit (default 1000).
