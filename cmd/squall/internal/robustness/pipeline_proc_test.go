@@ -257,8 +257,9 @@ func pipeDeploy(t *testing.T, base, token string, tree []byte) {
 }
 
 // pipeFixedPort returns a loopback address whose port is free now and lies
-// below the ephemeral range: the broker keeps it across restarts, and no
-// connection gets it as its local port while the broker is down.
+// below the ephemeral range: the broker and the satellites keep theirs
+// across restarts, and no connection gets one as its local port while its
+// process is down.
 func pipeFixedPort(t *testing.T) string {
 	t.Helper()
 	low := 32768

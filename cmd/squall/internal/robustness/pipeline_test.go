@@ -300,7 +300,9 @@ func TestPipeline(t *testing.T) {
 				`{"id": %q, "token": %q, "tenant_id": "tenant-%s", "collector_config": {"event_type": "pipeline", "payload": {"id": "${id}"}}}`,
 				id, "token-"+id, id))
 		}
-		sats[s] = startSatellite(s, "127.0.0.1:0")
+		// A port below the ephemeral range: no connection takes it while
+		// the satellite restarts.
+		sats[s] = startSatellite(s, pipeFixedPort(t))
 	}
 	satBase := func(s int) func() string {
 		return func() string {
