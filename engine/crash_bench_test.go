@@ -16,20 +16,30 @@ import (
 // (Config.CommitDelay) with commits only every CommitInterval (100ms) or
 // CommitBatch (1000) events, with 4 workers and with 1: with several, an
 // event finished behind a slower one of its partition waits for it to be
-// committed, so a crash repeats it too.
+// committed, so a crash repeats it too; shorter queues (--queue-size) keep
+// the workers closer together.
 //
 //	go test -run '^$' -bench BenchmarkCrashDuplicates -benchtime 3x ./engine
 func BenchmarkCrashDuplicates(b *testing.B) {
-	for _, workers := range []int{4, 1} {
-		for _, delay := range []time.Duration{0, DefaultCommitDelay} {
-			b.Run(fmt.Sprintf("workers=%d/commit-delay=%s", workers, delay), func(b *testing.B) { benchCrash(b, workers, delay) })
-		}
+	for _, bc := range []struct {
+		workers, queue int
+		delay          time.Duration
+	}{
+		{4, DefaultQueueSize, 0},
+		{4, DefaultQueueSize, DefaultCommitDelay},
+		{1, DefaultQueueSize, 0},
+		{1, DefaultQueueSize, DefaultCommitDelay},
+		{4, 32, DefaultCommitDelay},
+	} {
+		b.Run(fmt.Sprintf("workers=%d/queue=%d/commit-delay=%s", bc.workers, bc.queue, bc.delay), func(b *testing.B) {
+			benchCrash(b, bc.workers, bc.queue, bc.delay)
+		})
 	}
 }
 
 const crashEvents = 20_000
 
-func benchCrash(b *testing.B, workers int, delay time.Duration) {
+func benchCrash(b *testing.B, workers, queue int, delay time.Duration) {
 	b.ReportAllocs()
 	dups := 0
 	for b.Loop() {
@@ -40,6 +50,7 @@ func benchCrash(b *testing.B, workers int, delay time.Duration) {
 		cfg.CommitInterval = DefaultCommitInterval
 		cfg.CommitDelay = delay
 		cfg.Workers = workers
+		cfg.QueueSize = queue
 		first := start(b, cfg)
 		waitFor(b, "half the events processed", processTimeout, func() bool {
 			return first.counter("squall_engine_events_processed_total") >= crashEvents/2
