@@ -62,6 +62,7 @@ on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			cfg.Logger = logger
+			tuneGC(logger)
 			cfg.MasterURLs = splitList(masters)
 			cfg.Brokers = splitList(brokers)
 			tok, err := os.ReadFile(tokenFile)

@@ -48,6 +48,7 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
 			}

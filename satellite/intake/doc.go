@@ -4,7 +4,8 @@
 //
 // For each call the [Intake] finds the webhook (from the watcher's current
 // set), checks the token in constant time, reads the body up to the
-// webhook's max_payload_size, checks the optional HMAC signature, turns the
+// webhook's max_payload_size, checks the optional signature (its scheme,
+// secrets and replay window are in the webhook file), turns the
 // body into an event with the webhook's collector, and gives the event to
 // its [Sink] as a Kafka [Record]: key = tenant id, value = the event JSON,
 // headers squall-event-id (a UUIDv7), traceparent (the caller's, or a new
@@ -20,6 +21,11 @@
 //	413 PAYLOAD_TOO_LARGE   body over max_payload_size; reading stops at the
 //	                        limit and the connection is closed
 //	401 INVALID_SIGNATURE   signature header missing or wrong
+//	400 INVALID_SIGNATURE_HEADER  a signature, timestamp or id header
+//	                        unparsable (not hex or base64, a non-numeric
+//	                        timestamp) or longer than 4096 bytes
+//	401 SIGNATURE_TIMESTAMP_OUT_OF_TOLERANCE  the signature matches but its
+//	                        timestamp is outside the tolerance (a replay)
 //	400 BODY_NOT_JSON       the body is not one JSON value
 //	422 TEMPLATE_ERROR      the template cannot make an event of this body
 //	                        (params.field names the template entry)
@@ -29,7 +35,9 @@
 //	503 UNAVAILABLE         the event could not be stored
 //
 // The checks run in this order, so an unauthenticated caller never gets its
-// body read. 503 answers carry Retry-After. Connections are kept alive; after
+// body read. Refused calls of a known webhook are counted by reason in
+// squall_intake_refused_total; the index of the token and secret entry that
+// verified a call, in squall_intake_credential_verified_total. 503 answers carry Retry-After. Connections are kept alive; after
 // a 413 whose body was cut short the server closes the connection rather
 // than read the rest.
 package intake

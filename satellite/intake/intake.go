@@ -20,6 +20,7 @@ import (
 
 	"github.com/squallhq/squall/webhooks"
 	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/signing"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
@@ -166,13 +167,13 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
 	}
 	known, eventID, err := in.serve(w, r, id, start)
-	status := http.StatusOK
+	status, reason := http.StatusOK, ""
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
 		}
-		status = ae.status
+		status, reason = ae.status, ae.reason
 		in.logAnswer(r, id, ae)
 		writeError(w, ae)
 	} else {
@@ -192,6 +193,9 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	label := ""
 	if known {
 		label = id // only ids of the current set: unknown ids cannot grow the series
+		if reason != "" {
+			in.m.refused.WithLabelValues(id, reason).Inc()
+		}
 	}
 	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	in.m.duration.Observe(time.Since(start).Seconds())
@@ -221,13 +225,18 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 			params: map[string]any{"id": id}, message: "no webhook with this id"}
 	}
 	token, tokens := queryToken(r.URL)
-	if tokens != 1 || !wh.CheckToken(token) {
+	tokenIndex, ok := -1, false
+	if tokens == 1 {
+		tokenIndex, ok = wh.MatchToken(token, now)
+	}
+	if !ok {
 		msg := "wrong token"
 		if tokens == 0 {
 			msg = "missing token"
 		}
-		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
 	}
+	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
 
 	limit := wh.MaxPayloadSize
 	rawBody := r.Body
@@ -265,9 +274,12 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	}
 	body := buf.Bytes()
 
-	if sig := wh.Signature; sig != nil && !sig.Verify(body, r.Header.Get(sig.Header)) {
-		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeBadSignature,
-			params: map[string]any{"header": sig.Header}, message: "missing or wrong signature"}
+	if sig := wh.Signature; sig != nil {
+		index, err := sig.Verify(r.Header, body, now)
+		if err != nil {
+			return true, "", signatureError(sig, err)
+		}
+		in.m.credentialVerified(wh.ID, credentialSecret, index)
 	}
 
 	// One allocation holds the event and its header values; both stay
@@ -293,6 +305,31 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		return true, "", in.sinkError(err)
 	}
 	return true, rec.EventID, nil
+}
+
+// signatureError maps a refused signature to the answer.
+func signatureError(sig *signing.Verifier, err error) *apiError {
+	header := sig.Header()
+	var se *signing.Error
+	if errors.As(err, &se) {
+		header = se.Header
+	}
+	params := map[string]any{"header": header}
+	switch {
+	case errors.Is(err, signing.ErrTimestamp):
+		params["tolerance"] = sig.Tolerance().String()
+		return &apiError{status: http.StatusUnauthorized, code: CodeSignatureTimestamp, params: params, reason: ReasonTimestamp,
+			message: fmt.Sprintf("the signature's timestamp is more than %s from the satellite's clock", sig.Tolerance())}
+	case errors.Is(err, signing.ErrMalformed):
+		params["max_length"] = signing.MaxHeaderLen
+		return &apiError{status: http.StatusBadRequest, code: CodeBadSignatureHeader, params: params, reason: ReasonSignature,
+			message: "the header " + header + " cannot be parsed or is too long"}
+	case errors.Is(err, signing.ErrMissing):
+		return &apiError{status: http.StatusUnauthorized, code: CodeBadSignature, params: params, reason: ReasonSignature,
+			message: "missing signature: no header " + header}
+	}
+	return &apiError{status: http.StatusUnauthorized, code: CodeBadSignature, params: params, reason: ReasonSignature,
+		message: "wrong signature"}
 }
 
 // record builds the Kafka record of an event whose JSON is value. The header

@@ -179,6 +179,7 @@ func (c *Cluster) Start(n *Node) error {
 	defer logf.Close() // the child holds its own descriptor
 	cmd := exec.Command(squallBin, n.args...)
 	cmd.Stderr = logf
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", n.ID, err)
 	}

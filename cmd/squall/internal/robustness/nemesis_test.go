@@ -120,6 +120,8 @@ func (n *Nemesis) Run(ctx context.Context, t *testing.T) {
 
 // Failover is the failover time of a fault that hit the leader.
 type Failover struct {
+	// Kind is the fault's kind; Time the time from the fault to the
+	// first acknowledged write called after it.
 	Kind string
 	Time time.Duration
 }

@@ -42,32 +42,35 @@ type Workload struct {
 	acked map[string]bool
 }
 
-// NewWorkload prepares the config register (a draft holding a Filter
-// node named configNode with description ConfigInit, deployed) and
-// returns a workload recording into h; the setup goes through node via.
-// Each request has the deadline timeout.
-func NewWorkload(ctx context.Context, c *Cluster, h *History, timeout time.Duration, via *Node) (*Workload, error) {
-	w := &Workload{c: c, h: h, timeout: timeout, acked: make(map[string]bool),
+// NewWorkload returns a workload against c recording into h; each
+// request has the deadline timeout. Call SetupConfig before Run.
+func NewWorkload(c *Cluster, h *History, timeout time.Duration) *Workload {
+	return &Workload{c: c, h: h, timeout: timeout, acked: make(map[string]bool),
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
-	n := via
-	status, body, err := w.do(ctx, n, http.MethodPost, configPrefix+"/drafts/all", "")
+}
+
+// SetupConfig prepares the config register through node via: a draft
+// holding a Filter node named configNode with description ConfigInit,
+// deployed.
+func (w *Workload) SetupConfig(ctx context.Context, via *Node) error {
+	status, body, err := w.do(ctx, via, http.MethodPost, configPrefix+"/drafts/all", "")
 	if err != nil || status != http.StatusOK {
-		return nil, fmt.Errorf("create draft: %d %s %v", status, body, err)
+		return fmt.Errorf("create draft: %d %s %v", status, body, err)
 	}
 	var d struct{ ID string }
 	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, fmt.Errorf("create draft: %w", err)
+		return fmt.Errorf("create draft: %w", err)
 	}
 	w.draftID = d.ID
-	status, body, err = w.do(ctx, n, http.MethodPost, configPrefix+"/draft/tree/details/all/"+d.ID+"/root", nodeBody(ConfigInit))
+	status, body, err = w.do(ctx, via, http.MethodPost, configPrefix+"/draft/tree/details/all/"+d.ID+"/root", nodeBody(ConfigInit))
 	if err != nil || status != http.StatusOK {
-		return nil, fmt.Errorf("create node: %d %s %v", status, body, err)
+		return fmt.Errorf("create node: %d %s %v", status, body, err)
 	}
-	status, body, err = w.do(ctx, n, http.MethodPost, configPrefix+"/drafts/all/"+d.ID+"/deploy", "")
+	status, body, err = w.do(ctx, via, http.MethodPost, configPrefix+"/drafts/all/"+d.ID+"/deploy", "")
 	if err != nil || status != http.StatusOK {
-		return nil, fmt.Errorf("deploy: %d %s %v", status, body, err)
+		return fmt.Errorf("deploy: %d %s %v", status, body, err)
 	}
-	return w, nil
+	return nil
 }
 
 // nodeBody is the configuration of the register node with description v.
@@ -295,8 +298,19 @@ func decodeResult(op *Op, b []byte) error {
 }
 
 // ReadBack lists every finding on node n (the findings API's list, all
-// pages) and returns their uids.
+// pages) and returns their uids. An error answer (an election) restarts
+// the walk, until ctx ends.
 func (w *Workload) ReadBack(ctx context.Context, n *Node) (map[string]bool, error) {
+	var seen map[string]bool
+	err := poll(ctx, func() error {
+		var err error
+		seen, err = w.readBack(ctx, n)
+		return err
+	})
+	return seen, err
+}
+
+func (w *Workload) readBack(ctx context.Context, n *Node) (map[string]bool, error) {
 	seen := make(map[string]bool)
 	for page := 1; ; page++ {
 		var r struct {
