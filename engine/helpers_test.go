@@ -153,7 +153,7 @@ func (e *env) config() Config {
 	cfg.WatchBackoffMax = 200 * time.Millisecond
 	cfg.Brokers = []string{e.broker.Addr}
 	cfg.Kafka = KafkaTuning{
-		DialTimeout:       2 * time.Second,
+		DialTimeout: 2 * time.Second,
 		// kafka-go reads the answer to a fetch within MaxWait: 100ms
 		// timed out over and over on a loaded machine with -race.
 		MaxWait:           500 * time.Millisecond,
