@@ -134,6 +134,8 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar((*string)(&cfg.Kafka.StartOffset), "kafka-start-offset", string(kafkasource.StartEarliest),
 		"where a consumer group that has committed nothing yet starts reading: earliest (every event the topic still holds runs through the actions) or latest (only events written after the engine joined); a group that has committed goes on from there")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
+	f.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "events waiting for each worker; shorter queues repeat fewer events after a crash, at some cost in throughput")
+	f.DurationVar(&cfg.CommitDelay, "commit-delay", cfg.CommitDelay, "commit the offsets this long after an event's actions complete (0: only every 100ms or 1000 events); shorter repeats fewer events after a crash")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
 	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run; reloaded when the file changes and on SIGHUP (a bad file is logged and the current settings stay)")
