@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/webhooks/tracing"
@@ -38,6 +39,7 @@ type devOptions struct {
 	// proxies holds the intake's trusted proxies (TrustedProxies and
 	// TrustedProxyHeader only).
 	proxies satellite.Config
+	fleet   fleet.Config
 }
 
 // Defaults of squall dev.
@@ -56,7 +58,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default()}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default(), fleet: fleet.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -101,6 +103,7 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.httpAddr, "http", o.httpAddr, "listen address of every endpoint (port 0 picks a free port, logged at start)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
+	fleetListFlags(f, &o.fleet)
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
 	tracingFlags(f, &o.trace, "")
 	trustedProxyFlags(f, &o.proxies)
@@ -185,6 +188,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
 	}
+	if err := checkFleetList(o.fleet); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
 		return fmt.Errorf("--kafka-addr %q: want host:port", o.kafkaAddr)
 	}
@@ -212,6 +218,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	mcfg.TokenHMACKeyFile = d.path(devKeyFile)
 	mcfg.AllowUnsignedTokens = true
 	mcfg.Logger = logger
+	mcfg.Version = versionString()
 	mcfg.Registerer = reg
 	mcfg.TracerProvider = tracers[0].TracerProvider()
 	mcfg.WrapHandler = func(h http.Handler) http.Handler { return devHostCheck(o.httpAddr, h) }
@@ -236,7 +243,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	fl, err := mountConsole(srv, logger)
+	fl, err := mountConsole(srv, o.fleet, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -11,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/tlscert"
@@ -20,8 +25,9 @@ import (
 
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
-	var brokers []string
-	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile string
+	var brokers, masters []string
+	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile string
+	var fl fleetFlags
 	var traceOpts tracingOptions
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
@@ -41,6 +47,14 @@ calls ("rate_limit": 429 with Retry-After) and the addresses that may call
 whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
 
+With --master (one or more) and --master-token-file (a token with
+fleet_report on the root, e.g. squall token --auth fleet=root:fleet_report),
+the satellite tells the masters every --fleet-interval its id (--name), --site,
+version, readiness, spool depth and webhooks loaded, shown in their fleet
+list (GET /squall/v1/fleet, the console's Fleet tab). The heartbeat runs on
+its own: a master that fails is skipped, and failures only delay the next
+heartbeat (logged once, then once a minute); webhook calls never wait for it.
+
 With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
 or later, HTTP/2) instead of plain HTTP. The files are checked every ten
 seconds: a rotated pair is served from the next handshake on, and a pair
@@ -56,11 +70,17 @@ on the command line wins; empty variables are ignored.`,
 			}
 			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
 			if err != nil {
 				return err
 			}
+			tr, err := traceOpts.start(cmd.Context(), "", logger)
+			if err != nil {
+				return err
+			}
+			// The spans left are exported once the role stopped.
+			defer func() { err = errors.Join(err, stopTracing(cmd.Context(), tr)) }()
 			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
@@ -78,17 +98,22 @@ on the command line wins; empty variables are ignored.`,
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			tr, err := traceOpts.start(cmd.Context(), "", logger)
+			var s *satellite.Satellite
+			reporter, err := satelliteReporter(&fl, cfg.Name, splitList(masters), masterTokenFile, masterCAFile, logger, reg,
+				func() satellite.Status { return s.Status() })
 			if err != nil {
 				return err
 			}
 			cfg.TracerProvider = tr.TracerProvider()
-			s, err := satellite.New(cfg, logger, reg)
-			if err != nil {
-				return errors.Join(err, stopTracing(cmd.Context(), tr))
+			if s, err = satellite.New(cfg, logger, reg); err != nil {
+				return err
 			}
-			err = s.Run(cmd.Context())
-			return errors.Join(err, stopTracing(cmd.Context(), tr))
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { defer stop(); return s.Run(ctx) })
+			g.Go(func() error { return runReporter(ctx, reporter) })
+			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
@@ -102,10 +127,46 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.Name, "name", "", "this satellite's name in the squall-source header (default: the host name)")
 	f.StringVar(&cfg.Spool.Dir, "spool-dir", "", "folder of the durable local spool (required)")
 	intakeFlags(f, &cfg, &saslPasswordFile)
+	f.StringSliceVar(&masters, "master", nil, "base URL of a master to send the fleet heartbeat to, http://host:port (repeatable or comma-separated; none: no heartbeat)")
+	f.StringVar(&masterTokenFile, "master-token-file", "", "file holding the token of the fleet heartbeat, with fleet_report on the root (required with --master)")
+	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
+	fl.define(f, false)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tracingFlags(f, &traceOpts, tracing.ServiceSatellite)
 	documentEnv(f)
 	return cmd
+}
+
+// satelliteReporter returns the fleet heartbeat reporter of a satellite,
+// or nil without --master. Its id is the satellite's --name (the host
+// name by default).
+func satelliteReporter(fl *fleetFlags, name string, masters []string, tokenFile, caFile string, logger *slog.Logger, reg prometheus.Registerer, status func() satellite.Status) (*fleet.Reporter, error) {
+	if len(masters) == 0 {
+		if tokenFile != "" {
+			return nil, errors.New("--master-token-file without --master: give the masters to report to")
+		}
+		logger.Info("no --master: the masters' fleet list will not show this satellite")
+		return nil, nil
+	}
+	if tokenFile == "" {
+		return nil, errors.New("--master needs --master-token-file (a token with fleet_report on the root)")
+	}
+	token, err := trimmedFile("master-token-file", tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	var client *http.Client
+	if caFile != "" {
+		if client, err = clientWithCA(caFile); err != nil {
+			return nil, fmt.Errorf("--master-ca-file: %w", err)
+		}
+	}
+	fl.name = name
+	id, err := fl.id()
+	if err != nil {
+		return nil, err
+	}
+	return fl.reporter(masters, token, client, logger, reg, func() fleet.Report { return satelliteReport(id, fl.site, status()) })
 }
 
 // intakeFlags defines the flags of the webhook intake's spool and Kafka
