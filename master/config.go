@@ -86,6 +86,10 @@ type Config struct {
 	// included: squall dev puts its Host check there.
 	WrapHandler func(http.Handler) http.Handler
 
+	// Version describes the binary; GET /squall/v1/cluster reports it, so
+	// that the fleet list shows each master's own.
+	Version string
+
 	// Logger receives the master's logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the metrics and Gatherer serves them on

@@ -32,6 +32,9 @@ func FuzzParse(f *testing.F) {
 		"collector_config": {"event_type": "e", "payload": {}}}`))
 	f.Add([]byte(`{"id": "h", "token": "t", "signature": {"scheme": "standard-webhooks", "secret": "whsec_YWJj"},
 		"collector_config": {"event_type": "e", "payload": {}}}`))
+	f.Add([]byte(`{"id": "h", "token": "t", "dedupe": {"jmespath": "data.id", "window": "90m"},
+		"rate_limit": {"rate": 0.5, "burst": 3, "per_client": true}, "allow_ips": ["10.0.0.0/8", "2001:db8::1"],
+		"collector_config": {"event_type": "e", "payload": {}}}`))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w, err := Parse(bytes.NewReader(data))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -41,6 +42,14 @@ type Webhook struct {
 	// Signature, when not nil, is the signature check the intake applies
 	// to the request (headers and raw body) in addition to the token.
 	Signature *signing.Verifier
+	// Dedupe, when not nil, makes repeated deliveries produce one event
+	// (delivery.go).
+	Dedupe *Dedupe
+	// RateLimit, when not nil, bounds the rate of calls.
+	RateLimit *RateLimit
+	// AllowIPs, when not empty, lists the client addresses allowed to
+	// call; see [Webhook.Allows].
+	AllowIPs []netip.Prefix
 
 	tokens    []tokenEntry
 	collector *Collector
@@ -76,7 +85,8 @@ func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 	if err := decodeJSON(data, &root); err != nil {
 		return nil, &ValidationError{Field: "(file)", Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
-	o, err := decodeObject(root, "", "id", "token", "tokens", "tenant_id", "max_payload_size", "signature", "collector_config")
+	o, err := decodeObject(root, "", "id", "token", "tokens", "tenant_id", "max_payload_size", "signature", "collector_config",
+		"dedupe", "rate_limit", "allow_ips")
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +123,19 @@ func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 		check(err)
 	}
 
+	if o.present("dedupe") {
+		w.Dedupe, err = decodeDedupe(o.fields["dedupe"])
+		check(err)
+	}
+	if o.present("rate_limit") {
+		w.RateLimit, err = decodeRateLimit(o.fields["rate_limit"])
+		check(err)
+	}
+	if o.present("allow_ips") {
+		w.AllowIPs, err = decodeAllowIPs(o.fields["allow_ips"])
+		check(err)
+	}
+
 	if !o.present("collector_config") {
 		check(&ValidationError{Field: "collector_config", Err: ErrRequired})
 	} else {
@@ -144,6 +167,7 @@ func (w *Webhook) Validate() error {
 	if w.collector == nil {
 		errs = append(errs, &ValidationError{Field: "collector_config", Err: ErrRequired})
 	}
+	errs = append(errs, w.validateDelivery())
 	return errors.Join(errs...)
 }
 
@@ -185,6 +209,15 @@ func (w Webhook) String() string {
 	}
 	if w.Signature != nil {
 		s += " signature=" + w.Signature.String()
+	}
+	if w.Dedupe != nil {
+		s += " dedupe=" + w.Dedupe.String()
+	}
+	if w.RateLimit != nil {
+		s += " rate_limit=" + w.RateLimit.String()
+	}
+	if len(w.AllowIPs) > 0 {
+		s += fmt.Sprintf(" allow_ips=%v", w.AllowIPs)
 	}
 	return s + " token=[redacted])"
 }

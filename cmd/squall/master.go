@@ -15,10 +15,12 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/fleet"
 )
 
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
+	fleetCfg := fleet.Default()
 	var logLevel, actionsConfig, findingsKey, saslPasswordFile string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
@@ -69,6 +71,7 @@ given on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			cfg.Logger = logger
+			cfg.Version = versionString()
 			if cfg.AllowUnsignedTokens {
 				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
 			}
@@ -110,7 +113,10 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
 				return err
 			}
-			if _, err := mountConsole(srv, logger); err != nil {
+			if err := checkFleetList(fleetCfg); err != nil {
+				return err
+			}
+			if _, err := mountConsole(srv, fleetCfg, logger); err != nil {
 				return err
 			}
 			// The webhook intake of a master node: every node serves it and
@@ -146,6 +152,7 @@ given on the command line wins; empty variables are ignored.`,
 		},
 	}
 	f := cmd.Flags()
+	fleetListFlags(f, &fleetCfg)
 	f.StringVar(&cfg.NodeID, "node-id", "", "this node's id, unique in the cluster for all time (required)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the replicated state and the raft log (required)")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address (port 0 picks a free port, logged at start)")

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/satellite/clientaddr"
+	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/webhooks"
 	"github.com/squallhq/squall/webhooks/httpguard"
 	"github.com/squallhq/squall/webhooks/signing"
@@ -52,6 +54,15 @@ type Config struct {
 	// webhook's limit is read and dropped before the 413 is sent
 	// (default 5 s); at most twice the limit is read.
 	DiscardTimeout time.Duration
+	// Clients finds the client address of a call, for allow_ips and
+	// per-client rate limits; nil takes the connection's peer.
+	Clients *clientaddr.Resolver
+	// Limits keeps the buckets of the webhooks' rate_limit (default: new
+	// ones with ratelimit.DefaultMaxClients).
+	Limits *ratelimit.Limiters
+	// Dedupe remembers the delivery ids of webhooks with dedupe; without
+	// it, their calls are answered 500.
+	Dedupe Deduper
 }
 
 // DefaultDiscardTimeout is the default Config.DiscardTimeout.
@@ -134,6 +145,9 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	}
 	if cfg.DiscardTimeout <= 0 {
 		cfg.DiscardTimeout = DefaultDiscardTimeout
+	}
+	if cfg.Limits == nil {
+		cfg.Limits = ratelimit.New(0)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -224,6 +238,10 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		return false, "", &apiError{status: http.StatusNotFound, code: CodeNotFound,
 			params: map[string]any{"id": id}, message: "no webhook with this id"}
 	}
+	client, err := in.checkAddress(r, wh)
+	if err != nil {
+		return true, "", err
+	}
 	token, tokens := queryToken(r.URL)
 	tokenIndex, ok := -1, false
 	if tokens == 1 {
@@ -237,6 +255,9 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
 	}
 	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	if err := in.checkRate(wh, client, now); err != nil {
+		return true, "", err
+	}
 
 	limit := wh.MaxPayloadSize
 	rawBody := r.Body
@@ -246,7 +267,7 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		// read and drop up to twice the limit, for a bounded time,
 		// then answer and close.
 		httpguard.Discard(w, rawBody, in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
-		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, reason: ReasonSize,
 			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
 	}
 	if r.ContentLength > limit {
@@ -282,6 +303,22 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		in.m.credentialVerified(wh.ID, credentialSecret, index)
 	}
 
+	claim, err := in.claim(r, wh, body, now)
+	if err != nil {
+		return true, "", err
+	}
+	if claim != nil {
+		if claim.Duplicate {
+			in.m.deduplicated.WithLabelValues(wh.ID).Inc()
+			// Also among the refusals by reason: the repeat made no
+			// event, though it is answered 200 with the first event id.
+			in.m.refused.WithLabelValues(wh.ID, ReasonDuplicate).Inc()
+			w.Header().Set(HeaderDeduplicated, "true")
+			return true, claim.EventID, nil
+		}
+		defer claim.Abort() // unless committed below
+	}
+
 	// One allocation holds the event and its header values; both stay
 	// with the record until Kafka or the spool has them.
 	b := make([]byte, 0, len(body)+256+len(wh.ID)+len(in.cfg.Source))
@@ -304,6 +341,10 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	if err := in.sink.Publish(context.WithoutCancel(r.Context()), rec); err != nil {
 		return true, "", in.sinkError(err)
 	}
+	if claim != nil {
+		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
+	}
+	in.m.accepted.WithLabelValues(wh.ID).Inc()
 	return true, rec.EventID, nil
 }
 
