@@ -24,6 +24,12 @@ import (
 const (
 	readyTimeout   = 20 * time.Second
 	processTimeout = 40 * time.Second
+	// stallTimeout is how long a stream of events may make no progress
+	// (archived, committed) before a test gives up: longer than the
+	// pauses of a working engine (a group join, kafka-go's reconnection
+	// after a fetch timeout, a commit retried at the next interval), however
+	// long the whole stream takes on a busy machine.
+	stallTimeout = readyTimeout
 )
 
 func waitReady(t testing.TB, rs ...*runner) {
@@ -39,35 +45,40 @@ func waitReady(t testing.TB, rs ...*runner) {
 }
 
 // waitArchived waits until every event is archived at least once, and
-// returns the archive lines.
+// returns the archive lines. It fails when no more events get archived
+// for stallTimeout.
 func (e *env) waitArchived(evs []event) []archived {
 	e.t.Helper()
 	var lines []archived
-	waitFor(e.t, fmt.Sprintf("%d events to be archived", len(evs)), processTimeout, func() bool {
+	waitProgress(e.t, fmt.Sprintf("%d events to be archived", len(evs)), stallTimeout, func() (bool, int) {
 		lines = e.archivedEvents()
 		n := countIDs(lines)
+		got := 0
 		for _, ev := range evs {
-			if n[ev.id] == 0 {
-				return false
+			if n[ev.id] > 0 {
+				got++
 			}
 		}
-		return true
+		return got == len(evs), got
 	})
 	return lines
 }
 
-// waitCommitted waits until the group committed every partition's end.
+// waitCommitted waits until the group committed every partition's end. It
+// fails when the committed offsets stay the same for stallTimeout.
 func (e *env) waitCommitted() {
 	e.t.Helper()
-	waitFor(e.t, "the offsets to be committed up to the end", processTimeout, func() bool {
+	waitProgress(e.t, "the offsets to be committed up to the end", stallTimeout, func() (bool, int) {
 		ends := e.broker.EndOffsets(e.t, testTopic)
 		committed := e.broker.Committed(e.t, DefaultGroup, testTopic)
+		done, sum := true, 0
 		for p, end := range ends {
 			if end > 0 && committed[p] != end {
-				return false
+				done = false
 			}
+			sum += int(committed[p])
 		}
-		return true
+		return done, sum
 	})
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -73,6 +72,20 @@ type env struct {
 	archive  string
 	actions  string // actions config file
 	writer   *kafkasource.Writer
+
+	// tails are the archive files read so far, by path: archivedEvents
+	// parses only what was appended since its last call, so that polling
+	// a growing archive costs the engine under test no CPU per line
+	// already seen.
+	tailsMu sync.Mutex
+	tails   map[string]*archiveTail
+}
+
+// archiveTail is what was read of one archive file: its complete lines,
+// and the offset after the last one.
+type archiveTail struct {
+	off   int64
+	lines []archived
 }
 
 func newEnv(t testing.TB, partitions int32) *env {
@@ -155,9 +168,17 @@ func (e *env) config() Config {
 	cfg.Brokers = []string{e.broker.Addr}
 	cfg.Kafka = KafkaTuning{
 		DialTimeout: 2 * time.Second,
-		// kafka-go reads the answer to a fetch within MaxWait: 100ms
-		// timed out over and over on a loaded machine with -race.
-		MaxWait:           500 * time.Millisecond,
+		// kafka-go's reader gives a fetch a read deadline of MaxWait and
+		// asks the broker to wait at most 3/4 of it (reader.read,
+		// adjustDeadlineForRTT in v0.4.51): an answer later than MaxWait/4
+		// after the broker's wait is an i/o timeout, which closes the
+		// connection and stops the partition's reader for a backoff of
+		// 100ms to 1s before it reconnects. With 100ms (25ms of slack) a
+		// busy 2-core machine under -race timed out dozens of fetches a
+		// test (93 in one failed run) and starved the engine. 1s leaves
+		// 250ms of slack and costs no latency: kfake answers a waiting
+		// fetch as soon as a record is produced.
+		MaxWait:           time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
 		SessionTimeout:    3 * time.Second,
 		RebalanceTimeout:  3 * time.Second,
@@ -232,37 +253,63 @@ type archived struct {
 	traceID             any // the event's trace_id
 }
 
-// archivedEvents reads every archive file.
+// archivedEvents returns the lines of every archive file: those read
+// before, and the complete lines appended since.
 func (e *env) archivedEvents() []archived {
 	e.t.Helper()
+	e.tailsMu.Lock()
+	defer e.tailsMu.Unlock()
+	if e.tails == nil {
+		e.tails = make(map[string]*archiveTail)
+	}
 	var out []archived
 	for _, version := range []string{"v1", "v2", "v3"} {
 		files, _ := filepath.Glob(filepath.Join(e.archive, version, "*.log"))
 		for _, f := range files {
-			tenant := strings.TrimSuffix(filepath.Base(f), ".log")
-			b, err := os.ReadFile(f)
-			if err != nil {
-				e.t.Fatal(err)
+			tail := e.tails[f]
+			if tail == nil {
+				tail = &archiveTail{}
+				e.tails[f] = tail
 			}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				var ev struct {
-					TraceID any `json:"trace_id"`
-					Payload struct {
-						ID  string `json:"id"`
-						Seq int    `json:"seq"`
-					} `json:"payload"`
-				}
-				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-					// A line being written: read again later.
-					continue
-				}
-				out = append(out, archived{version: version, tenant: tenant, id: ev.Payload.ID, seq: ev.Payload.Seq, traceID: ev.TraceID})
-			}
+			e.readTail(f, version, tail)
+			out = append(out, tail.lines...)
 		}
 	}
 	return out
+}
+
+// readTail parses the complete lines appended to the archive file since
+// tail.off. A line not complete yet (no newline) is read next time.
+func (e *env) readTail(path, version string, tail *archiveTail) {
+	e.t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, tail.off, 1<<40))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	end := bytes.LastIndexByte(b, '\n')
+	if end < 0 {
+		return
+	}
+	tail.off += int64(end + 1)
+	tenant := strings.TrimSuffix(filepath.Base(path), ".log")
+	for line := range bytes.Lines(b[:end+1]) {
+		var ev struct {
+			TraceID any `json:"trace_id"`
+			Payload struct {
+				ID  string `json:"id"`
+				Seq int    `json:"seq"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			e.t.Fatalf("archive %s: line %q: %v", path, line, err)
+		}
+		tail.lines = append(tail.lines, archived{version: version, tenant: tenant, id: ev.Payload.ID, seq: ev.Payload.Seq, traceID: ev.TraceID})
+	}
 }
 
 // countIDs counts the archive lines of each event id.
@@ -463,22 +510,52 @@ func (r *runner) readyz() (int, Status) {
 	return code, st
 }
 
-// waitFor polls cond every few milliseconds, at most timeout: only for
-// conditions that depend on real sockets, a real broker and a real master.
+// waitFor polls cond, at most timeout: only for conditions that depend on
+// real sockets, a real broker and a real master. It polls every 5ms at
+// first, then less and less often, up to every 100ms, so that a long wait
+// does not take the CPU from what it waits for.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	every := 5 * time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatalf("test ended while waiting for %s", what)
+		pause(t, what, every)
+		every = min(2*every, 100*time.Millisecond)
+	}
+}
+
+// waitProgress polls progress until it reports done. Its deadline moves:
+// it fails only when the count progress reports (of events archived, of
+// offsets committed) stayed the same for stall. A busy machine makes the
+// engine slow, not stuck; a lost event or a stuck consumer stops the count.
+func waitProgress(t testing.TB, what string, stall time.Duration, progress func() (done bool, n int)) {
+	t.Helper()
+	done, last := progress()
+	moved := time.Now()
+	every := 5 * time.Millisecond
+	for !done {
+		pause(t, what, every)
+		every = min(2*every, 100*time.Millisecond)
+		var n int
+		done, n = progress()
+		switch {
+		case n != last:
+			last, moved = n, time.Now()
+		case time.Since(moved) > stall:
+			t.Fatalf("waiting for %s: no progress for %s (at %d)", what, stall, n)
 		}
+	}
+}
+
+func pause(t testing.TB, what string, d time.Duration) {
+	t.Helper()
+	select {
+	case <-time.After(d):
+	case <-t.Context().Done():
+		t.Fatalf("test ended while waiting for %s", what)
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -340,12 +341,17 @@ func TestCluster_JoinFromSnapshot(t *testing.T) {
 func TestCluster_Partition(t *testing.T) {
 	t.Parallel()
 	nodes := newCluster(t, 3, nil)
-	old := leaderOf(t, nodes)
-	majority := others(nodes, old)
-	ctx := ctxTimeout(t, 30*time.Second)
-	if _, err := old.ReplaceActive(ctx, treeWith("before")); err != nil {
+	var old *Store // the leader that wrote "before", cut off next
+	err := onLeader(t, nodes, func(ctx context.Context, l *Store) error {
+		old = l
+		_, err := l.ReplaceActive(ctx, treeWith("before"))
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	majority := others(nodes, old)
+	ctx := ctxTimeout(t, 30*time.Second)
 
 	old.streamLayer().setCut(true)
 	// The minority side cannot commit: the write fails (the leader steps
@@ -353,8 +359,14 @@ func TestCluster_Partition(t *testing.T) {
 	if _, err := old.ReplaceActive(ctxTimeout(t, 10*time.Second), treeWith("minority")); !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) {
 		t.Fatalf("write on the cut-off leader: %v", err)
 	}
-	leader := leaderOf(t, majority)
-	idx, err := leader.ReplaceActive(ctx, treeWith("majority"))
+	// The two nodes left elect a leader; on a busy machine they may elect
+	// again before the write commits.
+	var idx uint64
+	err = onLeader(t, majority, func(ctx context.Context, l *Store) error {
+		var err error
+		idx, err = l.ReplaceActive(ctx, treeWith("majority"))
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

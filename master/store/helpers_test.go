@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -149,7 +150,10 @@ func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
 			waitReady(t, nodes[0])
 			continue
 		}
-		if err := nodes[0].Join(ctxTimeout(t, 10*time.Second), cfg.NodeID, nodes[i].Addr(), ""); err != nil {
+		err := onLeader(t, nodes[:i+1], func(ctx context.Context, l *Store) error {
+			return l.Join(ctx, cfg.NodeID, nodes[i].Addr(), "")
+		})
+		if err != nil {
 			t.Fatalf("join %s: %v", cfg.NodeID, err)
 		}
 	}
@@ -221,6 +225,26 @@ func leaderOf(t testing.TB, nodes []*Store) *Store {
 		return false
 	}, "a ready leader")
 	return leader
+}
+
+// onLeader runs op on the ready leader of nodes, and again on the leader
+// of the moment while op fails with ErrNotLeader, for up to 10s. The tests'
+// raft timeouts (a 150ms leader lease, 300ms heartbeats) are shorter than
+// the pauses of a busy machine under -race: a leader that misses its lease
+// steps down and an election follows, at any moment (seen: "join node2:
+// add non-voter: not the leader (no leader)" in 1 run of 20 at load 14).
+// A client of the cluster retries on the new leader the same way (the
+// master forwards to the leader it finds); op must be safe to repeat.
+func onLeader(t testing.TB, nodes []*Store, op func(ctx context.Context, leader *Store) error) error {
+	t.Helper()
+	ctx := ctxTimeout(t, 10*time.Second)
+	for {
+		err := op(ctx, leaderOf(t, nodes))
+		if !errors.Is(err, ErrNotLeader) || ctx.Err() != nil {
+			return err
+		}
+		t.Logf("leadership moved (%v): again on the new leader", err)
+	}
 }
 
 // mustTree decodes an export file.

@@ -65,6 +65,15 @@ type Store struct {
 	stop     chan struct{} // closed by Close: stops the goroutines Open started
 	wg       sync.WaitGroup
 
+	// verifyMu guards verifyClosed; verifying counts the VerifyLeader
+	// futures raft has not answered yet. Raft queues those futures in a
+	// buffered channel and answers none left there when it shuts down, so
+	// Close refuses new ones and waits for these before it shuts raft
+	// down (see verifyLeader).
+	verifyMu     sync.Mutex
+	verifyClosed bool
+	verifying    sync.WaitGroup
+
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed and replaced when the known leader changes
 	lead     *leadership   // non-nil while this node leads
@@ -353,6 +362,7 @@ func (s *Store) Close() error {
 	}
 	r := s.raft.Load()
 	var errs []error
+	s.stopVerifies()
 	if err := r.Shutdown().Error(); err != nil {
 		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 	}
@@ -547,6 +557,60 @@ func await(ctx context.Context, f raft.Future) error {
 		return ctx.Err()
 	}
 }
+
+// verifyLeader asks raft whether a quorum still acknowledges this node as
+// the leader, and waits for the answer or for ctx. Raft (v1.7.3) queues
+// the request in a buffered channel and, when it shuts down, answers none
+// of those still queued: a request made just before or after the shutdown
+// would wait forever. So Close refuses new requests and lets raft answer
+// the pending ones before it shuts raft down; a refused one is ErrClosed.
+func (s *Store) verifyLeader(ctx context.Context, r *raft.Raft) error {
+	s.verifyMu.Lock()
+	if s.verifyClosed {
+		s.verifyMu.Unlock()
+		return ErrClosed
+	}
+	s.verifying.Add(1)
+	f := r.VerifyLeader()
+	s.verifyMu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer s.verifying.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopVerifies refuses new VerifyLeader requests and waits for raft, still
+// running, to answer those pending: a leader answers once a quorum
+// acknowledges it or when it steps down (its lease runs out), a follower
+// at once. After verifyWait it gives up: their goroutines then stay.
+func (s *Store) stopVerifies() {
+	s.verifyMu.Lock()
+	s.verifyClosed = true
+	s.verifyMu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.verifying.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(verifyWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.logger.Warn("leadership checks still unanswered; shutting raft down anyway", "waited", verifyWait)
+	}
+}
+
+// verifyWait bounds how long Close waits for raft to answer the pending
+// leadership checks: many times a leader lease.
+const verifyWait = 5 * time.Second
 
 // timeout returns how long raft may take to accept an operation: until
 // ctx's deadline, else def.
@@ -794,7 +858,7 @@ func (s *Store) ConsistentRead(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("consistent read: %w", ctx.Err())
 		}
-		if err := await(ctx, r.VerifyLeader()); err != nil {
+		if err := s.verifyLeader(ctx, r); err != nil {
 			return fmt.Errorf("consistent read: %w", raftError(r, err))
 		}
 		if r.CurrentTerm() == l.term {
