@@ -1,8 +1,12 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -18,10 +22,32 @@ import (
 // leader.
 const HeaderForwardedBy = "X-Squall-Forwarded-By"
 
+// HeaderNotApplied is set to "true" on a 503 answer to a request that
+// was certainly not applied: no handler ran it (the node that received it
+// was not the leader, or was handing its leadership over). The node that
+// forwarded such a request sends it again to the new leader; a client
+// may resend it too.
+const HeaderNotApplied = "X-Squall-Not-Applied"
+
 // leaderPoll is how often a request waiting for a leader looks again,
 // besides being woken by leader changes: the leader's HTTP address may
 // arrive in the replicated state after the leader is known.
 const leaderPoll = 20 * time.Millisecond
+
+// retryBackoff is how long a request whose forwarding to a leader failed
+// waits before it tries that same leader again, unless the leader
+// changes first: a dead leader stays the known leader until the
+// followers' heartbeat timeout.
+const retryBackoff = 100 * time.Millisecond
+
+// maxForwardAttempts bounds how many times one request is forwarded.
+const maxForwardAttempts = 10
+
+// maxReplayBody is the largest request body a follower keeps in memory
+// to send it again to a new leader; a larger body is streamed to the
+// leader once, and its request is retried only when the leader could not
+// be connected to before any of the body was read.
+const maxReplayBody = 1 << 20
 
 // onLeader makes h run on the leader: this is the one place where
 // requests move to the leader (see OnLeader).
@@ -32,11 +58,16 @@ const leaderPoll = 20 * time.Millisecond
 //     to validate a change before they submit it.
 //   - On a follower that knows the leader and its HTTP address, the
 //     request is proxied there; the leader's answer is relayed as is.
+//     When the leader cannot be reached or fails while it has the
+//     request, the follower looks for the leader again and resends the
+//     request where that cannot apply it twice (see forwardOnce).
 //   - Otherwise (an election, leadership lost mid-request, the leader's
-//     address not replicated yet) it waits for a change, up to
-//     Config.LeaderWait, then answers 503 NO_LEADER with Retry-After.
+//     address not replicated yet, this node handing its leadership over)
+//     it waits for a change, up to Config.LeaderWait, then answers 503
+//     NO_LEADER with Retry-After.
 //   - A request already forwarded by another node is never forwarded
-//     again: if this node is not the leader it answers 503 at once.
+//     again: if this node is not the leader it answers 503 at once, with
+//     HeaderNotApplied, so that the forwarding node retries.
 //
 // With writes set (placement OnLeaderWrite), a request that is not a read
 // (see readMethod) skips the consistent read on the leader: h serves it
@@ -47,57 +78,72 @@ const leaderPoll = 20 * time.Millisecond
 // its bearer token verifies (signature and expiry; the leader checks the
 // roles): it never streams an unauthenticated body to the leader. Routes
 // authenticated otherwise (joins carry the join secret) leave it unset.
-func (s *Server) onLeader(h http.Handler, writes, bearer bool) http.Handler {
+//
+// idempotent lists the methods, besides GET, HEAD, OPTIONS and PUT, whose
+// requests h applies at most once in effect however often they arrive.
+func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
-		if direct && s.store.IsLeader() {
+		if direct && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
 			// routing loop's timer and context.
-			h.ServeHTTP(w, r)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
-		defer cancel()
+		f := &forwarding{r: r, retrySafe: retrySafe(r.Method, idempotent)}
 		from := r.Header.Get(HeaderForwardedBy)
+		// The wait for a leader ends at deadline; a forwarding attempt
+		// that may be retried starts a new wait.
+		deadline := time.Now().Add(s.cfg.LeaderWait)
 		var poll *time.Timer
 		defer func() {
 			if poll != nil {
 				poll.Stop()
 			}
 		}()
-		for {
+		// step routes the request once: it reports whether the request
+		// was answered.
+		step := func() bool {
+			ctx, cancel := context.WithDeadline(r.Context(), deadline)
+			defer cancel()
 			changed := s.store.LeaderChanged()
-			if s.store.IsLeader() {
-				if direct {
-					h.ServeHTTP(w, r)
-					return
+			if s.leads() {
+				if !direct {
+					err := s.store.ConsistentRead(ctx)
+					if errors.Is(err, store.ErrNotLeader) {
+						// Leadership moved on: route again.
+						return false
+					}
+					if err != nil {
+						s.writeError(w, r, s.leaderError(ctx, r, err))
+						return true
+					}
 				}
-				err := s.store.ConsistentRead(ctx)
-				if err == nil {
-					h.ServeHTTP(w, r)
-					return
-				}
-				if !errors.Is(err, store.ErrNotLeader) {
-					s.writeError(w, r, s.leaderError(ctx, r, err))
-					return
-				}
-				// Leadership moved on: route again.
-				continue
+				return s.serveAsLeader(h, w, r)
 			}
 			if from != "" {
+				w.Header().Set(HeaderNotApplied, "true")
 				s.writeError(w, r, noLeader("request forwarded by %s, but %s is not the leader", from, s.cfg.NodeID))
-				return
+				return true
 			}
-			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
+			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID && !f.avoid(id) {
 				if addr := s.store.HTTPAddr(id); addr != "" {
-					if bearer && hasBody(r) {
+					if f.attempts == 0 && bearer && hasBody(r) {
 						if _, err := s.tokens.Verify(r.Header.Get("Authorization")); err != nil {
 							s.writeError(w, r, err)
-							return
+							return true
 						}
 					}
-					s.forward(w, r, id, addr)
-					return
+					if err := f.prepare(); err != nil {
+						s.writeError(w, r, err)
+						return true
+					}
+					if s.forwardOnce(w, f, id, addr) == attemptDone {
+						return true
+					}
+					// The request may be sent again: look for the leader
+					// anew, with a fresh wait for it.
+					deadline = time.Now().Add(s.cfg.LeaderWait)
+					return false
 				}
 			}
 			if poll == nil {
@@ -110,13 +156,295 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool) http.Handler {
 			case <-poll.C:
 			case <-ctx.Done():
 				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
+				return true
+			}
+			return false
+		}
+		for !step() {
+		}
+	})
+}
+
+// leads reports whether this node serves leader requests itself: it is
+// the leader and is not handing its leadership over.
+func (s *Server) leads() bool {
+	return s.store.IsLeader() && !s.handingOver()
+}
+
+// serveAsLeader serves r with h if this node leads and is not handing
+// its leadership over, counting it among the requests a handover waits
+// for. It reports whether it served r.
+func (s *Server) serveAsLeader(h http.Handler, w http.ResponseWriter, r *http.Request) bool {
+	if !s.store.IsLeader() || !s.enterLeader() {
+		return false
+	}
+	defer s.exitLeader()
+	h.ServeHTTP(w, r)
+	return true
+}
+
+// enterLeader counts a request served as leader, unless a handover began.
+func (s *Server) enterLeader() bool {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	if s.handover {
+		return false
+	}
+	s.serving++
+	return true
+}
+
+// exitLeader ends a request counted by enterLeader.
+func (s *Server) exitLeader() {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	s.serving--
+	if s.serving == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// handingOver reports whether the node stopped serving as leader.
+func (s *Server) handingOver() bool {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	return s.handover
+}
+
+// beginHandover stops serving requests as leader: new ones wait for the
+// next leader and are forwarded to it. The channel is closed once the
+// requests served as leader so far have ended.
+func (s *Server) beginHandover() <-chan struct{} {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	s.handover = true
+	ch := make(chan struct{})
+	if s.serving == 0 {
+		close(ch)
+	} else {
+		s.idle = ch
+	}
+	return ch
+}
+
+// retrySafe reports whether a request of method may be sent to a new
+// leader after the previous one failed while it had it: the request
+// cannot take effect twice.
+func retrySafe(method string, idempotent []string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut:
+		return true
+	}
+	for _, m := range idempotent {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// forwarding is the state of one request that a follower forwards.
+type forwarding struct {
+	r         *http.Request
+	retrySafe bool
+
+	prepared bool
+	body     []byte // the whole body, when it is kept to be replayed
+	stream   *countingReader
+	attempts int
+	// last and lastAt are the leader of the last failed attempt and when
+	// it failed.
+	last   string
+	lastAt time.Time
+}
+
+// prepare reads a small body into memory so that it can be sent again.
+func (f *forwarding) prepare() error {
+	if f.prepared {
+		return nil
+	}
+	f.prepared = true
+	if !hasBody(f.r) {
+		return nil
+	}
+	if f.r.ContentLength > maxReplayBody {
+		f.stream = &countingReader{r: f.r.Body}
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f.r.Body, maxReplayBody+1))
+	if err != nil {
+		return fmt.Errorf("read the request body: %w", err)
+	}
+	if len(b) > maxReplayBody {
+		f.stream = &countingReader{r: io.MultiReader(bytes.NewReader(b), f.r.Body)}
+		return nil
+	}
+	f.body = b
+	return nil
+}
+
+// replayable reports whether the body can be sent (again).
+func (f *forwarding) replayable() bool { return f.stream == nil || f.stream.n == 0 }
+
+// avoid reports whether leader id failed this request a moment ago: the
+// request then waits for a leader change, or for retryBackoff.
+func (f *forwarding) avoid(id string) bool {
+	return id == f.last && time.Since(f.lastAt) < retryBackoff
+}
+
+// outRequest is the request to send to the leader this attempt.
+func (f *forwarding) outRequest(ctx context.Context) *http.Request {
+	out := f.r.WithContext(ctx)
+	switch {
+	case f.stream != nil:
+		out.Body = io.NopCloser(f.stream)
+	case f.body != nil:
+		out.Body = io.NopCloser(bytes.NewReader(f.body))
+		out.ContentLength = int64(len(f.body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(f.body)), nil }
+	}
+	return out
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// forwardResult says what a forwarding attempt did.
+type forwardResult int
+
+const (
+	// attemptDone: the answer (the leader's or an error) was written.
+	attemptDone forwardResult = iota
+	// attemptRetry: nothing was written; the request may be sent again.
+	attemptRetry
+)
+
+// Errors that end a forwarding attempt.
+var (
+	// errNotApplied: the node forwarded to answered 503 with
+	// HeaderNotApplied.
+	errNotApplied = errors.New("the node is not the leader (the request was not applied)")
+	// errLeaderGone: this node stopped following the leader while the
+	// leader had the request (it stopped heartbeating, or another node
+	// was elected).
+	errLeaderGone = errors.New("the leader stopped leading while it had the request")
+)
+
+// forwardOnce proxies the request to the leader at addr and relays its
+// answer. When the leader cannot answer, it decides from what may have
+// happened to the request:
+//
+//   - the leader was not reached (the connection was refused or timed out
+//     at Config.ForwardDialTimeout), or answered that it did not apply
+//     the request (HeaderNotApplied): the request is sent again, to the
+//     leader found next, whatever its method;
+//   - the leader had the request and failed (the connection broke, or
+//     this node stopped following it: raft's heartbeat timeout passed
+//     or another node was elected): a request of a retry-safe method is
+//     sent again; any other is answered 503 LEADER_LOST, since it may
+//     have been applied.
+func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, addr string) forwardResult {
+	r := f.r
+	f.attempts++
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := s.watchLeader(ctx, leaderID, cancel)
+	defer stop()
+
+	target := &url.URL{Scheme: "http", Host: addr}
+	canRetry := f.attempts < maxForwardAttempts
+	var failure error
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderForwardedBy, s.cfg.NodeID)
+		},
+		Transport: s.transport,
+		ErrorLog:  s.errLog,
+		ModifyResponse: func(resp *http.Response) error {
+			if canRetry && f.replayable() && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderNotApplied) == "true" {
+				return errNotApplied
+			}
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			failure = err
+		},
+	}
+	p.ServeHTTP(w, f.outRequest(ctx))
+	if failure == nil {
+		s.metrics.forwarded.WithLabelValues(forwardOK).Inc()
+		return attemptDone
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaderGone) {
+		failure = cause
+	}
+	if r.Context().Err() != nil {
+		// The client went away: whatever is answered, nobody reads it.
+		s.metrics.forwarded.WithLabelValues(forwardError).Inc()
+		return attemptDone
+	}
+	notSent := errors.Is(failure, errNotApplied) || dialError(failure)
+	if canRetry && f.replayable() && (notSent || f.retrySafe) {
+		s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+		s.logger.Debug("forwarding to the leader failed; sending the request again to the next leader",
+			keyMethod, r.Method, keyPath, r.URL.Path, "leader", leaderID, keyError, failure)
+		f.last, f.lastAt = leaderID, time.Now()
+		return attemptRetry
+	}
+	s.metrics.forwarded.WithLabelValues(forwardError).Inc()
+	if notSent {
+		s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, failure))
+		return attemptDone
+	}
+	e := errorf(http.StatusServiceUnavailable, codeLeaderLost,
+		"leader %s failed while it had the request (%s): it may or may not have been applied", leaderID, failure)
+	e.RetryAfter = 1
+	s.writeError(w, r, e)
+	return attemptDone
+}
+
+// watchLeader cancels ctx with errLeaderGone as soon as this node no
+// longer follows leaderID: raft's heartbeat timeout passed without a
+// word from it (this node then starts an election and knows no leader),
+// or another node was elected. The returned func stops the watch.
+func (s *Server) watchLeader(ctx context.Context, leaderID string, cancel context.CancelCauseFunc) func() {
+	done := make(chan struct{})
+	go func() {
+		for {
+			changed := s.store.LeaderChanged()
+			if id, _ := s.store.Leader(); id != leaderID {
+				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
 				return
-			case <-s.done():
-				s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "the node is shutting down"))
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			case <-done:
 				return
 			}
 		}
-	})
+	}()
+	return func() { close(done) }
+}
+
+// dialError reports whether err is a failure to connect: the request was
+// not sent.
+func dialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // hasBody reports whether r may carry a body.
@@ -168,35 +496,4 @@ func (s *Server) stopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
-}
-
-// forward proxies the request to the leader at addr and relays its answer.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, leaderID, addr string) {
-	target := &url.URL{Scheme: "http", Host: addr}
-	failed := false
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.SetXForwarded()
-			pr.Out.Header.Set(HeaderForwardedBy, s.cfg.NodeID)
-		},
-		Transport: s.transport,
-		ErrorLog:  s.errLog,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			failed = true
-			if r.Context().Err() != nil {
-				return
-			}
-			// The leader is unreachable (it probably just died) or too
-			// slow: an election is likely. A write may or may not have
-			// been applied; the client retries, as with any 503.
-			s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, err))
-		},
-	}
-	p.ServeHTTP(w, r)
-	result := forwardOK
-	if failed {
-		result = forwardError
-	}
-	s.metrics.forwarded.WithLabelValues(result).Inc()
 }

@@ -42,6 +42,11 @@ type Server struct {
 
 	readyChecks []readyCheck // added before Start, read-only after
 
+	leadMu   sync.Mutex    // guards the handover fields below
+	handover bool          // the node no longer serves requests as leader
+	serving  int           // requests being served as leader
+	idle     chan struct{} // closed when serving drops to 0 during a handover
+
 	mu       sync.Mutex // guards the lifecycle fields below
 	started  bool
 	stopped  bool
@@ -121,8 +126,12 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.unregister()
 		return nil, fmt.Errorf("master: %w", err)
 	}
+	dial := (&net.Dialer{Timeout: cfg.ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.ForwardDial != nil {
+		dial = cfg.ForwardDial
+	}
 	s.transport = &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		ResponseHeaderTimeout: cfg.ForwardTimeout,
 		MaxIdleConnsPerHost:   32,
 		IdleConnTimeout:       90 * time.Second,
@@ -211,25 +220,46 @@ func (p Placement) String() string {
 	return "Placement(" + strconv.Itoa(int(p)) + ")"
 }
 
+// MountOption adjusts how Mount serves a handler.
+type MountOption func(*mountOptions)
+
+type mountOptions struct {
+	idempotent []string
+}
+
+// IdempotentMethods declares that the handler's requests of these methods
+// (besides GET, HEAD, OPTIONS and PUT, which always are) have the same
+// effect however many times they are applied, e.g. a PATCH that sets
+// fields to the values it carries. When a leader fails while it has such
+// a request, the follower that forwarded it sends it again to the next
+// leader instead of answering 503 LEADER_LOST.
+func IdempotentMethods(methods ...string) MountOption {
+	return func(o *mountOptions) { o.idempotent = append(o.idempotent, methods...) }
+}
+
 // Mount registers h for pattern (an http.ServeMux pattern, e.g.
 // "/api/v2_beta/" for every method and path below it), served where p
 // says, behind the same request metrics as the master's own routes. It
 // must be called before Start. It returns an error for a pattern the mux
 // refuses (invalid, or conflicting with a registered one) and for a
 // server already started.
-func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) {
+func (s *Server) Mount(pattern string, h http.Handler, p Placement, opts ...MountOption) (err error) {
 	s.mu.Lock()
 	started := s.started
 	s.mu.Unlock()
 	if started {
 		return fmt.Errorf("mount %s: the server is already started", pattern)
 	}
+	var o mountOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch p {
 	case OnAnyNode:
 	case OnLeader:
-		h = s.onLeader(h, false, true)
+		h = s.onLeader(h, false, true, o.idempotent...)
 	case OnLeaderWrite:
-		h = s.onLeader(h, true, true)
+		h = s.onLeader(h, true, true, o.idempotent...)
 	default:
 		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
 	}
@@ -408,10 +438,14 @@ func advertiseHTTP(bound net.Addr, adv, raftAdv string) (string, error) {
 	return "", fmt.Errorf("http address %s cannot be advertised: set an HTTP advertise address", bound)
 }
 
-// Shutdown stops the server: it stops accepting requests and waits for
-// the running ones until ctx ends (then cuts them off), stops the
-// background work, and closes the store. Tree watches in progress are
-// answered at once. A Server cannot be started again.
+// Shutdown stops the server. A leader first hands its leadership over:
+// it stops serving requests as leader (new ones wait for the next leader
+// and are forwarded to it), waits for the ones it serves, and transfers
+// the leadership to another voter, within Config.TransferTimeout and ctx.
+// Then the server stops accepting requests and waits for the running ones
+// until ctx ends (then cuts them off), stops the background work, and
+// closes the store. Tree watches in progress are answered at once. A
+// Server cannot be started again.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.started || s.stopped {
@@ -423,6 +457,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var errs []error
+	if httpSrv != nil {
+		// Started: the store is open.
+		s.handOver(ctx)
+	}
 	if cancel != nil {
 		cancel()
 	}
@@ -446,6 +484,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("master shutdown: %w", err)
 	}
 	return nil
+}
+
+// handOver stops serving requests as leader and, if this node leads,
+// transfers the leadership to another voter, within
+// Config.TransferTimeout and ctx. A failed transfer is logged: the
+// followers then elect a leader after their heartbeat timeout.
+func (s *Server) handOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TransferTimeout)
+	defer cancel()
+	idle := s.beginHandover()
+	if !s.store.IsLeader() || ctx.Err() != nil {
+		// Not leading, or a shutdown with no time left (a kill).
+		return
+	}
+	start := time.Now()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		s.logger.Warn("transferring the leadership while requests are still served as leader", "waited", time.Since(start))
+	}
+	err := s.store.TransferLeadership(ctx)
+	switch {
+	case err == nil:
+		id, _ := s.store.Leader()
+		s.logger.Info("leadership handed over", "leader", id, "took", time.Since(start))
+	case errors.Is(err, store.ErrNoTransferTarget):
+		s.logger.Info("no other voter to hand the leadership to")
+	default:
+		s.logger.Warn("leadership not handed over; the other nodes elect a leader after their heartbeat timeout", keyError, err)
+	}
 }
 
 // Run starts the server, serves until ctx ends or the server fails, and

@@ -110,22 +110,7 @@ func (s *Store) raftConfig() *raft.Config {
 	// The state file survives restarts; Open restores a snapshot only when
 	// the state file is behind it.
 	rc.NoSnapshotRestoreOnStart = true
-	if c.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = c.HeartbeatTimeout
-	}
-	if c.ElectionTimeout > 0 {
-		rc.ElectionTimeout = c.ElectionTimeout
-	} else if rc.ElectionTimeout < rc.HeartbeatTimeout {
-		rc.ElectionTimeout = rc.HeartbeatTimeout
-	}
-	if c.LeaderLeaseTimeout > 0 {
-		rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
-	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
-	}
-	if c.CommitTimeout > 0 {
-		rc.CommitTimeout = c.CommitTimeout
-	}
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = c.RaftTimeouts()
 	if c.SnapshotInterval > 0 {
 		rc.SnapshotInterval = c.SnapshotInterval
 	}
@@ -1025,4 +1010,42 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		})
 	}
 	return st, nil
+}
+
+// TransferLeadership hands this node's leadership to the most up-to-date
+// voter: it returns once this node stepped down (raft gives up after its
+// election timeout, an error), or when ctx ends. It returns nil
+// at once when this node does not lead, and ErrNoTransferTarget when it
+// is the only voter. While the transfer runs, raft refuses new commands
+// (*NotLeaderError), so callers stop submitting first.
+func (s *Store) TransferLeadership(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("transfer leadership: %w", err)
+	}
+	r, err := s.node()
+	if err != nil {
+		return err
+	}
+	if r.State() != raft.Leader {
+		return nil
+	}
+	servers, err := s.servers(ctx, r)
+	if err != nil {
+		return fmt.Errorf("transfer leadership: %w", err)
+	}
+	others := 0
+	for _, srv := range servers {
+		if srv.Suffrage == raft.Voter && srv.ID != raft.ServerID(s.cfg.NodeID) {
+			others++
+		}
+	}
+	if others == 0 {
+		return fmt.Errorf("transfer leadership: %w", ErrNoTransferTarget)
+	}
+	start := time.Now()
+	if err := await(ctx, r.LeadershipTransfer()); err != nil {
+		return fmt.Errorf("transfer leadership: %w", raftError(r, err))
+	}
+	s.logger.Info("transferred leadership", "took", time.Since(start))
+	return nil
 }
