@@ -40,8 +40,10 @@ const leaderPoll = 20 * time.Millisecond
 // followers' heartbeat timeout.
 const retryBackoff = 100 * time.Millisecond
 
-// maxForwardAttempts bounds how many times one request is forwarded.
-const maxForwardAttempts = 10
+// maxLeaderFailures bounds how many leaders may fail while they have one
+// request before it is answered 503 LEADER_LOST. Attempts that did not
+// reach a leader are bounded by Config.LeaderWait instead.
+const maxLeaderFailures = 5
 
 // maxReplayBody is the largest request body a follower keeps in memory
 // to send it again to a new leader; a larger body is streamed to the
@@ -118,31 +120,46 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 						return true
 					}
 				}
-				return s.serveAsLeader(h, w, r)
+				lr, ok := f.localRequest()
+				if !ok {
+					// Part of a large body went to a leader that failed,
+					// and this node has since been elected.
+					s.writeError(w, r, noLeader("the leader failed while it was receiving the request body; send the request again"))
+					return true
+				}
+				return s.serveAsLeader(h, w, lr)
 			}
 			if from != "" {
 				w.Header().Set(HeaderNotApplied, "true")
 				s.writeError(w, r, noLeader("request forwarded by %s, but %s is not the leader", from, s.cfg.NodeID))
 				return true
 			}
+			if ctx.Err() != nil {
+				// Attempts that did not reach a leader used the wait up.
+				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
+				return true
+			}
 			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID && !f.avoid(id) {
 				if addr := s.store.HTTPAddr(id); addr != "" {
-					if f.attempts == 0 && bearer && hasBody(r) {
+					if !f.verified && bearer && hasBody(r) {
 						if _, err := s.tokens.Verify(r.Header.Get("Authorization")); err != nil {
 							s.writeError(w, r, err)
 							return true
 						}
+						f.verified = true
 					}
 					if err := f.prepare(); err != nil {
 						s.writeError(w, r, err)
 						return true
 					}
-					if s.forwardOnce(w, f, id, addr) == attemptDone {
+					switch s.forwardOnce(w, f, id, addr) {
+					case attemptDone:
 						return true
+					case attemptFailed:
+						// The leader failed while it had the request: a
+						// new wait for the next leader begins.
+						deadline = time.Now().Add(s.cfg.LeaderWait)
 					}
-					// The request may be sent again: look for the leader
-					// anew, with a fresh wait for it.
-					deadline = time.Now().Add(s.cfg.LeaderWait)
 					return false
 				}
 			}
@@ -250,9 +267,11 @@ type forwarding struct {
 	retrySafe bool
 
 	prepared bool
+	verified bool   // the bearer token was checked
 	body     []byte // the whole body, when it is kept to be replayed
 	stream   *countingReader
-	attempts int
+	// failures counts the leaders that failed while they had the request.
+	failures int
 	// last and lastAt are the leader of the last failed attempt and when
 	// it failed.
 	last   string
@@ -282,6 +301,26 @@ func (f *forwarding) prepare() error {
 	}
 	f.body = b
 	return nil
+}
+
+// localRequest is the request to serve on this node, which was elected
+// after an attempt to forward the request read its body: the body as it
+// was received. It is false when part of the body is gone.
+func (f *forwarding) localRequest() (*http.Request, bool) {
+	if !f.prepared {
+		return f.r, true
+	}
+	r := *f.r
+	switch {
+	case f.stream != nil && f.stream.n > 0:
+		return nil, false
+	case f.stream != nil:
+		r.Body = io.NopCloser(f.stream)
+	case f.body != nil:
+		r.Body = io.NopCloser(bytes.NewReader(f.body))
+		r.ContentLength = int64(len(f.body))
+	}
+	return &r, true
 }
 
 // replayable reports whether the body can be sent (again).
@@ -325,8 +364,13 @@ type forwardResult int
 const (
 	// attemptDone: the answer (the leader's or an error) was written.
 	attemptDone forwardResult = iota
-	// attemptRetry: nothing was written; the request may be sent again.
-	attemptRetry
+	// attemptNotSent: the leader did not get the request; nothing was
+	// written, and the request may be sent again.
+	attemptNotSent
+	// attemptFailed: the leader failed while it had the request, which
+	// cannot apply twice; nothing was written, and the request may be
+	// sent again.
+	attemptFailed
 )
 
 // Errors that end a forwarding attempt.
@@ -355,14 +399,12 @@ var (
 //     have been applied.
 func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, addr string) forwardResult {
 	r := f.r
-	f.attempts++
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	stop := s.watchLeader(ctx, leaderID, cancel)
 	defer stop()
 
 	target := &url.URL{Scheme: "http", Host: addr}
-	canRetry := f.attempts < maxForwardAttempts
 	var failure error
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -373,7 +415,7 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 		Transport: s.transport,
 		ErrorLog:  s.errLog,
 		ModifyResponse: func(resp *http.Response) error {
-			if canRetry && f.replayable() && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderNotApplied) == "true" {
+			if f.replayable() && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderNotApplied) == "true" {
 				return errNotApplied
 			}
 			return nil
@@ -396,12 +438,14 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 		return attemptDone
 	}
 	notSent := errors.Is(failure, errNotApplied) || dialError(failure)
-	if canRetry && f.replayable() && (notSent || f.retrySafe) {
-		s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
-		s.logger.Debug("forwarding to the leader failed; sending the request again to the next leader",
-			keyMethod, r.Method, keyPath, r.URL.Path, "leader", leaderID, keyError, failure)
-		f.last, f.lastAt = leaderID, time.Now()
-		return attemptRetry
+	switch {
+	case notSent && f.replayable():
+		s.retried(f, leaderID, failure)
+		return attemptNotSent
+	case !notSent && f.retrySafe && f.replayable() && f.failures < maxLeaderFailures-1:
+		f.failures++
+		s.retried(f, leaderID, failure)
+		return attemptFailed
 	}
 	s.metrics.forwarded.WithLabelValues(forwardError).Inc()
 	if notSent {
@@ -413,6 +457,14 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 	e.RetryAfter = 1
 	s.writeError(w, r, e)
 	return attemptDone
+}
+
+// retried counts and logs an attempt that is to be made again.
+func (s *Server) retried(f *forwarding, leaderID string, err error) {
+	s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+	s.logger.Debug("forwarding to the leader failed; sending the request again to the next leader",
+		keyMethod, f.r.Method, keyPath, f.r.URL.Path, "leader", leaderID, keyError, err)
+	f.last, f.lastAt = leaderID, time.Now()
 }
 
 // watchLeader cancels ctx with errLeaderGone as soon as this node no
