@@ -141,6 +141,9 @@ func TestCluster_LoopProtection(t *testing.T) {
 	start := time.Now()
 	resp, body := do(follower)
 	wantError(t, resp, body, http.StatusServiceUnavailable, "NO_LEADER")
+	if resp.Header.Get(master.HeaderNotApplied) != "true" {
+		t.Errorf("the refusal lacks %s: true", master.HeaderNotApplied)
+	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the refusal took %s: it waited instead of answering", took)
 	}

@@ -143,9 +143,10 @@ func TestForward_LeaderFrozen(t *testing.T) {
 	f := c.Followers()[0]
 
 	type answer struct {
-		status int
-		body   string
-		err    error
+		status     int
+		body       string
+		notApplied string
+		err        error
 	}
 	send := func(method string) <-chan answer {
 		ch := make(chan answer, 1)
@@ -159,7 +160,7 @@ func TestForward_LeaderFrozen(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			ch <- answer{status: resp.StatusCode, body: string(b)}
+			ch <- answer{status: resp.StatusCode, body: string(b), notApplied: resp.Header.Get(master.HeaderNotApplied)}
 		}()
 		return ch
 	}
@@ -187,6 +188,9 @@ func TestForward_LeaderFrozen(t *testing.T) {
 	a := <-answers[http.MethodPost]
 	if a.err != nil || a.status != http.StatusServiceUnavailable {
 		t.Fatalf("POST: %d %s %v, want 503 LEADER_LOST", a.status, a.body, a.err)
+	}
+	if a.notApplied != "" {
+		t.Errorf("LEADER_LOST with %s: %s", master.HeaderNotApplied, a.notApplied)
 	}
 	var e apiErr
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil || e.Code != "LEADER_LOST" || !strings.Contains(e.Message, "may or may not have been applied") {

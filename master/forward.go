@@ -116,6 +116,7 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 						return false
 					}
 					if err != nil {
+						f.markNotApplied(w)
 						s.writeError(w, r, s.leaderError(ctx, r, err))
 						return true
 					}
@@ -136,6 +137,7 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 			}
 			if ctx.Err() != nil {
 				// Attempts that did not reach a leader used the wait up.
+				f.markNotApplied(w)
 				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
 				return true
 			}
@@ -172,6 +174,7 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 			case <-changed:
 			case <-poll.C:
 			case <-ctx.Done():
+				f.markNotApplied(w)
 				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
 				return true
 			}
@@ -272,6 +275,8 @@ type forwarding struct {
 	stream   *countingReader
 	// failures counts the leaders that failed while they had the request.
 	failures int
+	// reached is set once a leader may have had the request.
+	reached bool
 	// last and lastAt are the leader of the last failed attempt and when
 	// it failed.
 	last   string
@@ -321,6 +326,14 @@ func (f *forwarding) localRequest() (*http.Request, bool) {
 		r.ContentLength = int64(len(f.body))
 	}
 	return &r, true
+}
+
+// markNotApplied sets HeaderNotApplied on an error answer, unless a
+// leader may have had the request.
+func (f *forwarding) markNotApplied(w http.ResponseWriter) {
+	if !f.reached {
+		w.Header().Set(HeaderNotApplied, "true")
+	}
 }
 
 // replayable reports whether the body can be sent (again).
@@ -390,13 +403,17 @@ var (
 //
 //   - the leader was not reached (the connection was refused or timed out
 //     at Config.ForwardDialTimeout), or answered that it did not apply
-//     the request (HeaderNotApplied): the request is sent again, to the
-//     leader found next, whatever its method;
+//     the request (HeaderNotApplied): the request may be sent again, to
+//     the leader found next, whatever its method (attemptNotSent);
 //   - the leader had the request and failed (the connection broke, or
 //     this node stopped following it: raft's heartbeat timeout passed
-//     or another node was elected): a request of a retry-safe method is
-//     sent again; any other is answered 503 LEADER_LOST, since it may
-//     have been applied.
+//     or another node was elected): a request of a retry-safe method may
+//     be sent again (attemptFailed), until maxLeaderFailures leaders
+//     failed with it; any other is answered 503 LEADER_LOST, since it
+//     may have been applied.
+//
+// A request whose body was partly streamed to a leader that failed is
+// never sent again.
 func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, addr string) forwardResult {
 	r := f.r
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -438,17 +455,21 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 		return attemptDone
 	}
 	notSent := errors.Is(failure, errNotApplied) || dialError(failure)
-	switch {
-	case notSent && f.replayable():
+	if notSent && f.replayable() {
 		s.retried(f, leaderID, failure)
 		return attemptNotSent
-	case !notSent && f.retrySafe && f.replayable() && f.failures < maxLeaderFailures-1:
-		f.failures++
-		s.retried(f, leaderID, failure)
-		return attemptFailed
+	}
+	if !notSent {
+		f.reached = true
+		if f.retrySafe && f.replayable() && f.failures < maxLeaderFailures-1 {
+			f.failures++
+			s.retried(f, leaderID, failure)
+			return attemptFailed
+		}
 	}
 	s.metrics.forwarded.WithLabelValues(forwardError).Inc()
 	if notSent {
+		f.markNotApplied(w)
 		s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, failure))
 		return attemptDone
 	}

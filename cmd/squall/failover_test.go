@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -29,7 +30,8 @@ type failoverCluster struct {
 	bin, dir string
 	key      string // HS256 key file
 	joinFile string
-	token    string // admin on root, tenant acme
+	token    string   // admin on root, tenant acme
+	extra    []string // more flags of every node
 	nodes    []*failoverNode
 }
 
@@ -51,9 +53,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func newFailoverCluster(t *testing.T) *failoverCluster {
+func newFailoverCluster(t *testing.T, extra ...string) *failoverCluster {
 	t.Helper()
-	c := &failoverCluster{t: t, bin: squallBinary(t), dir: t.TempDir()}
+	c := &failoverCluster{t: t, bin: squallBinary(t), dir: t.TempDir(), extra: extra}
 	c.key = filepath.Join(c.dir, "hmac.key")
 	c.joinFile = filepath.Join(c.dir, "join.token")
 	if err := os.WriteFile(c.key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
@@ -84,6 +86,7 @@ func (c *failoverCluster) start(i int) {
 	} else {
 		args = append(args, "--join", "http://"+c.nodes[0].http)
 	}
+	args = append(args, c.extra...)
 	n.cmd = exec.Command(c.bin, args...)
 	n.proc = startLogged(c.t, n.cmd, "master started", "http_addr")
 }
@@ -458,4 +461,96 @@ func TestMasterBinary_LeaderKilled(t *testing.T) {
 	}
 	l.stop()
 	l.check(t)
+}
+
+// Measurements, not run by default (timed figures do not belong in
+// assertions): docs/operations.md ("Failover") records their results.
+var (
+	failoverRounds = flag.Int("failover.rounds", 0, "TestMasterBinary_FailoverTimes: leader kills per configuration")
+	failoverQuiet  = flag.Duration("failover.quiet", 0, "TestMasterBinary_FailoverTimes: also count leader changes over this long without kills, idle and then under load")
+)
+
+// failoverConfigs are the raft timeouts compared: the defaults, and the
+// defaults before they were flags (raft's own).
+var failoverConfigs = []struct {
+	name string
+	args []string
+}{
+	{"default", nil},
+	{"heartbeat-1s", []string{"--raft-heartbeat-timeout", "1s", "--raft-election-timeout", "1s", "--raft-leader-lease-timeout", "500ms"}},
+}
+
+// TestMasterBinary_FailoverTimes measures, side by side, how long writes
+// stop after the leader is SIGKILLed (from the kill to the first
+// acknowledged write sent after it, through any node) with each of
+// failoverConfigs, alternating kills between one cluster of each, and
+// counts the leader changes (term increments) of those clusters while
+// nothing is killed. Run with -failover.rounds N (and -failover.quiet D).
+func TestMasterBinary_FailoverTimes(t *testing.T) {
+	if *failoverRounds == 0 && *failoverQuiet == 0 {
+		t.Skip("a measurement: run with -failover.rounds N and/or -failover.quiet D")
+	}
+	clusters := make([]*failoverCluster, len(failoverConfigs))
+	for i, fc := range failoverConfigs {
+		clusters[i] = newFailoverCluster(t, fc.args...)
+	}
+	terms := func() []uint64 {
+		var out []uint64
+		for _, c := range clusters {
+			c.waitHealthy()
+			info, _ := c.info(0)
+			out = append(out, info.Term)
+		}
+		return out
+	}
+	quiet := func(what string) {
+		if *failoverQuiet == 0 {
+			return
+		}
+		before := terms()
+		timer := time.NewTimer(*failoverQuiet)
+		select {
+		case <-timer.C:
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+		after := terms()
+		for i, fc := range failoverConfigs {
+			t.Logf("%s, %s, %s: %d leader changes", fc.name, what, *failoverQuiet, after[i]-before[i])
+		}
+	}
+	quiet("idle")
+	loads := make([]*failoverLoad, len(clusters))
+	for i, c := range clusters {
+		loads[i] = c.startLoad()
+	}
+	defer func() {
+		for _, l := range loads {
+			l.stop()
+		}
+	}()
+	quiet("under load")
+	times := make([][]time.Duration, len(clusters))
+	for range *failoverRounds {
+		for i, c := range clusters {
+			l := loads[i]
+			l.waitWrites(t, 20, "before a kill")
+			leader := c.leader()
+			killed := time.Now()
+			c.stop(leader, syscall.SIGKILL)
+			l.waitWrites(t, 5, "after a kill")
+			times[i] = append(times[i], l.resumed(killed))
+			c.start(leader)
+			c.waitHealthy()
+		}
+	}
+	for i, fc := range failoverConfigs {
+		if len(times[i]) == 0 {
+			continue
+		}
+		sorted := slices.Clone(times[i])
+		slices.Sort(sorted)
+		t.Logf("%s: %d kills: median %s, min %s, max %s: %v", fc.name, len(sorted),
+			sorted[len(sorted)/2].Round(time.Millisecond), sorted[0].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), times[i])
+	}
 }
