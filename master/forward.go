@@ -108,7 +108,10 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 			ctx, cancel := context.WithDeadline(r.Context(), deadline)
 			defer cancel()
 			changed := s.store.LeaderChanged()
-			if s.leads() {
+			if s.store.IsLeader() && s.enterLeader() {
+				// Counted from here: a handover waits for the consistent
+				// read and the handler.
+				defer s.exitLeader()
 				if !direct {
 					err := s.store.ConsistentRead(ctx)
 					if errors.Is(err, store.ErrNotLeader) {
@@ -128,7 +131,8 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 					s.writeError(w, r, noLeader("the leader failed while it was receiving the request body; send the request again"))
 					return true
 				}
-				return s.serveAsLeader(h, w, lr)
+				h.ServeHTTP(w, lr)
+				return true
 			}
 			if from != "" {
 				w.Header().Set(HeaderNotApplied, "true")
@@ -183,12 +187,6 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 		for !step() {
 		}
 	})
-}
-
-// leads reports whether this node serves leader requests itself: it is
-// the leader and is not handing its leadership over.
-func (s *Server) leads() bool {
-	return s.store.IsLeader() && !s.handingOver()
 }
 
 // serveAsLeader serves r with h if this node leads and is not handing
@@ -488,21 +486,40 @@ func (s *Server) retried(f *forwarding, leaderID string, err error) {
 	f.last, f.lastAt = leaderID, time.Now()
 }
 
-// watchLeader cancels ctx with errLeaderGone as soon as this node no
-// longer follows leaderID: raft's heartbeat timeout passed without a
-// word from it (this node then starts an election and knows no leader),
-// or another node was elected. The returned func stops the watch.
+// watchLeader cancels ctx with errLeaderGone once this node has not
+// followed leaderID for forwardGrace: raft's heartbeat timeout passed
+// without a word from it (this node then starts an election and knows no
+// leader), or another node was elected. The grace lets a leader that
+// handed its leadership over answer the requests it still has. The
+// returned func stops the watch.
 func (s *Server) watchLeader(ctx context.Context, leaderID string, cancel context.CancelCauseFunc) func() {
 	done := make(chan struct{})
 	go func() {
+		var grace *time.Timer
+		defer func() {
+			if grace != nil {
+				grace.Stop()
+			}
+		}()
 		for {
 			changed := s.store.LeaderChanged()
-			if id, _ := s.store.Leader(); id != leaderID {
-				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
-				return
+			var expired <-chan time.Time
+			id, _ := s.store.Leader()
+			switch {
+			case id == leaderID && grace != nil:
+				grace.Stop()
+				grace = nil
+			case id != leaderID && grace == nil:
+				grace = time.NewTimer(s.forwardGrace)
+			}
+			if grace != nil {
+				expired = grace.C
 			}
 			select {
 			case <-changed:
+			case <-expired:
+				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
+				return
 			case <-ctx.Done():
 				return
 			case <-done:

@@ -35,8 +35,11 @@ type Server struct {
 	gatherer   prometheus.Gatherer
 	mux        *http.ServeMux
 	transport  *http.Transport // to the leader
-	errLog     *log.Logger     // net/http's and the proxy's error log
-	clientErrs *httpguard.ClientErrors
+	// forwardGrace is how long a forwarded request waits for a leader
+	// that this node no longer follows (raft's heartbeat timeout).
+	forwardGrace time.Duration
+	errLog       *log.Logger // net/http's and the proxy's error log
+	clientErrs   *httpguard.ClientErrors
 
 	errCh chan error // background failures, for Run
 
@@ -122,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 
 	sc := cfg.storeConfig()
 	sc.Registerer = reg
+	s.forwardGrace, _, _, _ = sc.RaftTimeouts()
 	if s.store, err = store.New(sc); err != nil {
 		s.metrics.unregister()
 		return nil, fmt.Errorf("master: %w", err)
