@@ -223,13 +223,6 @@ func (s *Server) exitLeader() {
 	}
 }
 
-// handingOver reports whether the node stopped serving as leader.
-func (s *Server) handingOver() bool {
-	s.leadMu.Lock()
-	defer s.leadMu.Unlock()
-	return s.handover
-}
-
 // beginHandover stops serving requests as leader: new ones wait for the
 // next leader and are forwarded to it. The channel is closed once the
 // requests served as leader so far have ended.
