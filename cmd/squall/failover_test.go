@@ -554,3 +554,29 @@ func TestMasterBinary_FailoverTimes(t *testing.T) {
 			sorted[len(sorted)/2].Round(time.Millisecond), sorted[0].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), times[i])
 	}
 }
+
+// TestMasterRaftTimeoutFlags: raft timeouts that make no sense stop the
+// master before it touches anything, with an error naming them.
+func TestMasterRaftTimeoutFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--raft-leader-lease-timeout", "2s"}, "leader lease timeout 2s is longer than the heartbeat timeout 600ms"},
+		{[]string{"--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, "election timeout 1s is shorter than the heartbeat timeout 2s"},
+		{[]string{"--raft-heartbeat-timeout", "1ms"}, "heartbeat timeout 1ms is shorter than 50ms"},
+		{[]string{"--raft-commit-timeout", "-1s"}, "raft commit timeout is negative"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		args := append([]string{"master", "--node-id", "m1", "--data-dir", dir, "--allow-unsigned-tokens",
+			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, tc.args...)
+		code, _, stderr := runSquall(t, "", args...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %s; want %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: the data dir was created", tc.args)
+		}
+	}
+}
