@@ -45,9 +45,12 @@
 // reached the leader (refused or timed-out connection, an answer with
 // [HeaderNotApplied]), or when its method is retry-safe (GET, HEAD,
 // OPTIONS, PUT, and those a mount declares with [IdempotentMethods]).
-// It gives up on a leader whose connection broke at once, and on one
-// it no longer follows (raft's heartbeat timeout passed, or another node
-// was elected) after that heartbeat timeout again. Any other request is
+// It gives up on a leader whose connection broke at once, on one it no
+// longer follows and has not heard from for raft's heartbeat timeout (it
+// froze or died) at once too, and on one it no longer follows but heard
+// from lately (it handed over) after that heartbeat timeout. A
+// retry-safe request that the leader itself serves, and answers 503 once
+// it lost its leadership, is routed again the same way. Any other request is
 // answered 503 LEADER_LOST: it may have been applied (docs/operations.md,
 // "Failover"). [Server.Shutdown] on the leader first stops serving
 // requests as leader, waits for those it serves, and transfers the

@@ -86,12 +86,14 @@ const maxReplayBody = 1 << 20
 func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
-		if direct && s.serveAsLeader(h, w, r) {
+		safe := retrySafe(r.Method, idempotent)
+		if direct && !safe && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
-			// routing loop's timer and context.
+			// routing loop's context (a retry-safe write takes the loop,
+			// which routes it again if the leadership is lost under it).
 			return
 		}
-		f := &forwarding{r: r, retrySafe: retrySafe(r.Method, idempotent)}
+		f := &forwarding{r: r, retrySafe: safe}
 		from := r.Header.Get(HeaderForwardedBy)
 		// The wait for a leader ends at deadline; a forwarding attempt
 		// that may be retried starts a new wait.
@@ -124,6 +126,15 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 						return true
 					}
 				}
+				if from == "" && f.retrySafe && f.failures < maxLeaderFailures-1 {
+					// A retry-safe request keeps its body, so that it can
+					// go to the next leader if this node loses its
+					// leadership while it serves it.
+					if err := f.prepare(); err != nil {
+						s.writeError(w, r, err)
+						return true
+					}
+				}
 				lr, ok := f.localRequest()
 				if !ok {
 					// Part of a large body went to a leader that failed,
@@ -131,8 +142,23 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 					s.writeError(w, r, noLeader("the leader failed while it was receiving the request body; send the request again"))
 					return true
 				}
-				h.ServeHTTP(w, lr)
-				return true
+				if from != "" || !f.retrySafe || !f.replayable() || f.failures >= maxLeaderFailures-1 {
+					h.ServeHTTP(w, lr)
+					return true
+				}
+				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool { return !s.store.IsLeader() }}
+				h.ServeHTTP(hw, lr)
+				if !hw.held {
+					return true
+				}
+				// This node lost its leadership while it served the
+				// request, and the handler answered 503: route it again,
+				// to the next leader.
+				f.failures++
+				f.reached = true
+				s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+				deadline = time.Now().Add(s.cfg.LeaderWait)
+				return false
 			}
 			if from != "" {
 				w.Header().Set(HeaderNotApplied, "true")
@@ -350,6 +376,56 @@ func (f *forwarding) outRequest(ctx context.Context) *http.Request {
 	return out
 }
 
+// holdWriter passes a handler's answer through, except a 503 answered
+// once lost reports true (the node lost its leadership while it served
+// the request): that answer is dropped, so that the request can be
+// routed again.
+type holdWriter struct {
+	w      http.ResponseWriter
+	header http.Header
+	lost   func() bool
+	held   bool // the answer was dropped
+	wrote  bool // the answer went through
+}
+
+func (hw *holdWriter) Header() http.Header { return hw.header }
+
+func (hw *holdWriter) WriteHeader(code int) {
+	if hw.wrote || hw.held {
+		return
+	}
+	if code == http.StatusServiceUnavailable && hw.lost() {
+		hw.held = true
+		return
+	}
+	hw.wrote = true
+	dst := hw.w.Header()
+	for k, v := range hw.header {
+		dst[k] = v
+	}
+	hw.w.WriteHeader(code)
+}
+
+func (hw *holdWriter) Write(b []byte) (int, error) {
+	if !hw.wrote && !hw.held {
+		hw.WriteHeader(http.StatusOK)
+	}
+	if hw.held {
+		return len(b), nil
+	}
+	return hw.w.Write(b)
+}
+
+// Flush flushes the answer once it goes through.
+func (hw *holdWriter) Flush() {
+	if f, ok := hw.w.(http.Flusher); ok && hw.wrote {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (hw *holdWriter) Unwrap() http.ResponseWriter { return hw.w }
+
 // countingReader counts the bytes read through it.
 type countingReader struct {
 	r io.Reader
@@ -386,6 +462,9 @@ var (
 	// leader had the request (it stopped heartbeating, or another node
 	// was elected).
 	errLeaderGone = errors.New("the leader stopped leading while it had the request")
+	// errLeaderRefused: the leader answered 503 to a retry-safe request
+	// (it lost its leadership while it served it, typically).
+	errLeaderRefused = errors.New("the leader answered 503")
 )
 
 // forwardOnce proxies the request to the leader at addr and relays its
@@ -423,8 +502,14 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 		Transport: s.transport,
 		ErrorLog:  s.errLog,
 		ModifyResponse: func(resp *http.Response) error {
-			if f.replayable() && resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderNotApplied) == "true" {
+			if !f.replayable() || resp.StatusCode != http.StatusServiceUnavailable {
+				return nil
+			}
+			if resp.Header.Get(HeaderNotApplied) == "true" {
 				return errNotApplied
+			}
+			if f.retrySafe && f.failures < maxLeaderFailures-1 {
+				return errLeaderRefused
 			}
 			return nil
 		},
@@ -479,12 +564,11 @@ func (s *Server) retried(f *forwarding, leaderID string, err error) {
 	f.last, f.lastAt = leaderID, time.Now()
 }
 
-// watchLeader cancels ctx with errLeaderGone once this node has not
-// followed leaderID for forwardGrace: raft's heartbeat timeout passed
-// without a word from it (this node then starts an election and knows no
-// leader), or another node was elected. The grace lets a leader that
-// handed its leadership over answer the requests it still has. The
-// returned func stops the watch.
+// watchLeader cancels ctx with errLeaderGone once this node no longer
+// follows leaderID: at once when it has heard nothing from a leader for
+// forwardGrace (raft's heartbeat timeout: the leader froze or died), else
+// after forwardGrace, which lets a leader that handed its leadership over
+// answer the requests it still has. The returned func stops the watch.
 func (s *Server) watchLeader(ctx context.Context, leaderID string, cancel context.CancelCauseFunc) func() {
 	done := make(chan struct{})
 	go func() {
@@ -502,6 +586,11 @@ func (s *Server) watchLeader(ctx context.Context, leaderID string, cancel contex
 			case id == leaderID && grace != nil:
 				grace.Stop()
 				grace = nil
+			case id != leaderID && time.Since(s.store.LastContact()) >= s.forwardGrace:
+				// Not a word from the leader for a heartbeat timeout: it
+				// froze or died, it did not hand over.
+				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
+				return
 			case id != leaderID && grace == nil:
 				grace = time.NewTimer(s.forwardGrace)
 			}

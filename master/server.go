@@ -511,12 +511,44 @@ func (s *Server) handOver(ctx context.Context) {
 	err := s.store.TransferLeadership(ctx)
 	switch {
 	case err == nil:
-		id, _ := s.store.Leader()
+		id := s.awaitNewLeader(ctx)
 		s.logger.Info("leadership handed over", "leader", id, "took", time.Since(start))
 	case errors.Is(err, store.ErrNoTransferTarget):
 		s.logger.Info("no other voter to hand the leadership to")
 	default:
 		s.logger.Warn("leadership not handed over; the other nodes elect a leader after their heartbeat timeout", keyError, err)
+	}
+}
+
+// handoverGrace is how long a node that handed its leadership over keeps
+// its connections open once it knows the new leader: the other nodes
+// learn it at the same moment, and a request one of them decided to
+// forward here just before arrives within it (and is answered "not
+// applied", so that it goes to the new leader). Closing the kept-alive
+// connections sooner could cut such a request in flight, whose fate the
+// forwarding node could not know.
+const handoverGrace = 100 * time.Millisecond
+
+// awaitNewLeader waits, within ctx, until this node knows a leader other
+// than itself, then for handoverGrace; it returns that leader ("" if
+// none is known in time).
+func (s *Server) awaitNewLeader(ctx context.Context) string {
+	for {
+		changed := s.store.LeaderChanged()
+		if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
+			t := time.NewTimer(handoverGrace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			return id
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ""
+		}
 	}
 }
 
