@@ -43,6 +43,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"queue", func(c *Config) { c.QueueSize = 0 }, "queue_size", "less than 1"},
 		{"dedupe", func(c *Config) { c.DedupeSize = -1 }, "dedupe_size", "negative"},
 		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "commit_interval", "positive"},
+		{"negative commit delay", func(c *Config) { c.CommitDelay = -time.Millisecond }, "commit_delay", "negative"},
 		{"backoff", func(c *Config) { c.WatchBackoffMax = time.Millisecond }, "watch_backoff_max", "less than"},
 		{"http addr", func(c *Config) { c.HTTPAddr = "8082" }, "http_addr", "host:port"},
 		{"sasl", func(c *Config) { c.SASL.Mechanism = "PLAIN" }, "kafka", "username"},

@@ -67,16 +67,17 @@ func (s *Service) consume(ctx context.Context) error {
 	actCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 	kick := make(chan struct{}, 1)
+	finished := make(chan struct{}, 1)
 	queues := make([]chan job, s.cfg.Workers)
 	var workers sync.WaitGroup
 	for i := range queues {
 		q := make(chan job, s.cfg.QueueSize)
 		queues[i] = q
-		workers.Go(func() { s.work(actCtx, q, kick) })
+		workers.Go(func() { s.work(actCtx, q, kick, finished) })
 	}
 	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
 	var committer sync.WaitGroup
-	committer.Go(func() { s.commitLoop(commitCtx, src, kick) })
+	committer.Go(func() { s.commitLoop(commitCtx, src, kick, finished) })
 
 	s.fetch(ctx, src, queues)
 
@@ -192,19 +193,23 @@ func workerOf(m *kafkasource.Message, n int) int {
 	return int(h % uint32(n))
 }
 
-// work processes the jobs of one queue, in order.
-func (s *Service) work(ctx context.Context, q <-chan job, kick chan<- struct{}) {
+// work processes the jobs of one queue, in order. It tells the commit loop
+// of every finished event (finished), and kicks it once CommitBatch events
+// finished since the last commit.
+func (s *Service) work(ctx context.Context, q <-chan job, kick, finished chan<- struct{}) {
 	var buf []tree.Action
 	for j := range q {
 		if !s.process(ctx, &j.msg, &buf) {
 			s.m.abandoned.Inc()
 			continue
 		}
+		signal := finished
 		if s.tracker.done(j.tk) >= s.cfg.CommitBatch {
-			select {
-			case kick <- struct{}{}:
-			default:
-			}
+			signal = kick
+		}
+		select {
+		case signal <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -249,6 +254,13 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		}
 	}
 	actions := tv.tree.Actions(ev, (*buf)[:0])
+	if len(id) > 0 && len(actions) > 0 {
+		// The executors derive their idempotency keys from it.
+		eventID := string(id)
+		for i := range actions {
+			actions[i].EventID = eventID
+		}
+	}
 	t2 := time.Now()
 	s.m.evaluate.Observe(t2.Sub(t1).Seconds())
 	var failed []string
@@ -338,15 +350,29 @@ func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []b
 	}
 }
 
-// commitLoop commits the finished offsets every CommitInterval, or sooner
-// when kicked (CommitBatch events finished), until ctx ends.
-func (s *Service) commitLoop(ctx context.Context, src *kafkasource.Source, kick <-chan struct{}) {
+// commitLoop commits the finished offsets CommitDelay after an event
+// finished (the events that finish meanwhile go in the same commit; one
+// commit at a time), at once when kicked (CommitBatch events finished), and
+// every CommitInterval, until ctx ends. With CommitDelay 0 only the
+// interval and the batch commit.
+func (s *Service) commitLoop(ctx context.Context, src *kafkasource.Source, kick, finished <-chan struct{}) {
 	t := time.NewTicker(s.cfg.CommitInterval)
 	defer t.Stop()
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
+	var delayed <-chan time.Time // delay.C while it runs
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-finished:
+			if s.cfg.CommitDelay > 0 && delayed == nil {
+				delay.Reset(s.cfg.CommitDelay)
+				delayed = delay.C
+			}
+			continue
+		case <-delayed:
+			delayed = nil
 		case <-t.C:
 		case <-kick:
 		}

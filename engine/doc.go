@@ -66,12 +66,22 @@
 //
 // Offsets are committed only for finished messages: per partition, up to
 // the longest run of finished messages in fetch order (an offset tracker),
-// every Config.CommitInterval or after Config.CommitBatch events. So
-// delivery is at least once, without gaps: an event whose processing was
-// cut off holds back the commits of its partition and comes again after a
-// restart or a rebalance. After a rebalance kafka-go restarts every
-// partition at its committed offset; the tracker forgets what it tracked
-// for it, and partitions the engine no longer owns are never committed.
+// Config.CommitDelay after an event finished (5ms: the events finished
+// meanwhile go in the same commit), after Config.CommitBatch events, and
+// every Config.CommitInterval. So delivery is at least once, without
+// gaps: an event whose processing was cut off holds back the commits of its
+// partition and comes again after a restart or a rebalance. After a
+// rebalance kafka-go restarts every partition at its committed offset; the
+// tracker forgets what it tracked for it, and partitions the engine no
+// longer owns are never committed.
+//
+// The prompt commit keeps short the list of events an engine that dies
+// has run but not committed, which another engine runs again: those of its
+// last milliseconds, and those finished ahead of a slower event of their
+// partition. The actions of a repeated event carry the same idempotency
+// keys as the first time ([tree.Action.IdempotencyKey]: the engine sets
+// each action's EventID from the record's squall-event-id header), which
+// the http, elasticsearch and kafka executors send along.
 //
 // # Shutdown
 //

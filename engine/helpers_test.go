@@ -153,8 +153,10 @@ func (e *env) config() Config {
 	cfg.WatchBackoffMax = 200 * time.Millisecond
 	cfg.Brokers = []string{e.broker.Addr}
 	cfg.Kafka = KafkaTuning{
-		DialTimeout:       2 * time.Second,
-		MaxWait:           100 * time.Millisecond,
+		DialTimeout: 2 * time.Second,
+		// kafka-go reads the answer to a fetch within MaxWait: 100ms
+		// timed out over and over on a loaded machine with -race.
+		MaxWait:           500 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond,
 		SessionTimeout:    3 * time.Second,
 		RebalanceTimeout:  3 * time.Second,

@@ -368,6 +368,13 @@ func (s *Service) Close() error {
 type kafkaProducer struct{ w *kafkasource.Writer }
 
 // Produce writes one record to topic and waits for its acknowledgement.
-func (p kafkaProducer) Produce(ctx context.Context, topic string, key, value []byte) error {
-	return p.w.Write(ctx, kafkasource.Record{Topic: topic, Key: key, Value: value})
+func (p kafkaProducer) Produce(ctx context.Context, topic string, key, value []byte, headers []action.Header) error {
+	var hs []kafkasource.Header
+	if len(headers) > 0 {
+		hs = make([]kafkasource.Header, len(headers))
+		for i, h := range headers {
+			hs[i] = kafkasource.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return p.w.Write(ctx, kafkasource.Record{Topic: topic, Key: key, Value: value, Headers: hs})
 }

@@ -23,6 +23,8 @@ type ClusterInfo struct {
 	// Follower, Candidate).
 	NodeID string `json:"node_id"`
 	State  string `json:"state"`
+	// Version describes the answering node's binary (Config.Version).
+	Version string `json:"version"`
 	// LeaderID is the leader this node knows, "" during an election.
 	LeaderID string `json:"leader_id"`
 	Term     uint64 `json:"term"`
@@ -126,7 +128,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	info := ClusterInfo{
-		NodeID: st.NodeID, State: st.State, LeaderID: st.LeaderID, Term: st.Term,
+		NodeID: st.NodeID, State: st.State, Version: s.cfg.Version, LeaderID: st.LeaderID, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 		StateIndex: st.StateIndex, ActiveIndex: st.ActiveIndex,
 		Members: []MemberInfo{},

@@ -38,6 +38,10 @@ type Config struct {
 	// RaftAdvertise is the host:port other masters dial for raft. Empty
 	// means the listener's address, which must then be a specific IP.
 	RaftAdvertise string
+	// RaftSourceIP is the local IP that outbound raft connections are
+	// made from (store.Config.SourceIP). Empty lets the operating system
+	// choose.
+	RaftSourceIP string
 	// RaftTLS enables mutual TLS between masters on the raft port.
 	RaftTLS store.TLSConfig
 
@@ -98,6 +102,10 @@ type Config struct {
 	// WrapHandler, when set, wraps the whole HTTP handler, every route
 	// included: squall dev puts its Host check there.
 	WrapHandler func(http.Handler) http.Handler
+
+	// Version describes the binary; GET /squall/v1/cluster reports it, so
+	// that the fleet list shows each master's own.
+	Version string
 
 	// Logger receives the master's logs; nil discards them.
 	Logger *slog.Logger
@@ -288,6 +296,7 @@ func (c Config) storeConfig() store.Config {
 		DataDir:            c.DataDir,
 		BindAddr:           c.RaftAddr,
 		AdvertiseAddr:      c.RaftAdvertise,
+		SourceIP:           c.RaftSourceIP,
 		Bootstrap:          c.Bootstrap,
 		TLS:                c.RaftTLS,
 		Logger:             c.Logger,

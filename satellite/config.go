@@ -4,9 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
+	"github.com/squallhq/squall/satellite/clientaddr"
+	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/kafkasink"
+	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/satellite/spool"
 	"github.com/squallhq/squall/satellite/watcher"
 	"github.com/squallhq/squall/webhooks"
@@ -74,6 +78,22 @@ type Config struct {
 	// answers (default 10 s).
 	HealthInterval time.Duration
 
+	// TrustedProxies lists the peers (CIDR prefixes) whose forwarding
+	// header (TrustedProxyHeader) gives the client address used by the
+	// webhooks' allow_ips and per-client rate limits; every other peer is
+	// the client itself. Empty trusts nobody.
+	TrustedProxies []netip.Prefix
+	// TrustedProxyHeader is the header the trusted proxies set:
+	// X-Forwarded-For (default) or Forwarded.
+	TrustedProxyHeader string
+	// DedupeMaxEntries bounds the delivery ids remembered for the
+	// webhooks' dedupe, in the file dedupe.db of the spool directory
+	// (default dedupe.DefaultMaxEntries).
+	DedupeMaxEntries int
+	// RateLimitMaxClients bounds the per-client buckets of the webhooks'
+	// rate limits (default ratelimit.DefaultMaxClients).
+	RateLimitMaxClients int
+
 	// Webhooks is the folder of webhook files and how it is watched.
 	Webhooks watcher.Config
 	// Kafka is where events go.
@@ -85,20 +105,23 @@ type Config struct {
 // Default returns the default configuration.
 func Default() Config {
 	return Config{
-		TenantID:          webhooks.DefaultTenant,
-		HTTPAddr:          DefaultHTTPAddr,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
-		ReadTimeout:       DefaultReadTimeout,
-		IdleTimeout:       DefaultIdleTimeout,
-		ShutdownTimeout:   DefaultShutdownTimeout,
-		AckTimeout:        DefaultAckTimeout,
-		RetryAfter:        DefaultRetryAfter,
-		RetryBackoffMin:   DefaultRetryBackoffMin,
-		RetryBackoffMax:   DefaultRetryBackoffMax,
-		HealthInterval:    DefaultHealthInterval,
-		Webhooks:          watcher.DefaultConfig(),
-		Kafka:             kafkasink.DefaultConfig(),
-		Spool:             spool.DefaultConfig(),
+		TenantID:            webhooks.DefaultTenant,
+		HTTPAddr:            DefaultHTTPAddr,
+		ReadHeaderTimeout:   DefaultReadHeaderTimeout,
+		ReadTimeout:         DefaultReadTimeout,
+		IdleTimeout:         DefaultIdleTimeout,
+		ShutdownTimeout:     DefaultShutdownTimeout,
+		AckTimeout:          DefaultAckTimeout,
+		RetryAfter:          DefaultRetryAfter,
+		RetryBackoffMin:     DefaultRetryBackoffMin,
+		RetryBackoffMax:     DefaultRetryBackoffMax,
+		HealthInterval:      DefaultHealthInterval,
+		Webhooks:            watcher.DefaultConfig(),
+		Kafka:               kafkasink.DefaultConfig(),
+		Spool:               spool.DefaultConfig(),
+		TrustedProxyHeader:  clientaddr.HeaderXForwardedFor,
+		DedupeMaxEntries:    dedupe.DefaultMaxEntries,
+		RateLimitMaxClients: ratelimit.DefaultMaxClients,
 	}
 }
 
@@ -152,6 +175,15 @@ func (c Config) Validate() error {
 	positive("health_interval", c.HealthInterval)
 	if c.RetryBackoffMax < c.RetryBackoffMin {
 		add("retry_backoff_max", fmt.Errorf("%s is less than retry_backoff_min %s", c.RetryBackoffMax, c.RetryBackoffMin))
+	}
+	if _, err := clientaddr.New(c.TrustedProxies, c.TrustedProxyHeader); err != nil {
+		add("trusted_proxies", err)
+	}
+	if c.DedupeMaxEntries < 1 {
+		add("dedupe_max_entries", fmt.Errorf("%d is less than 1", c.DedupeMaxEntries))
+	}
+	if c.RateLimitMaxClients < 1 {
+		add("rate_limit_max_clients", fmt.Errorf("%d is less than 1", c.RateLimitMaxClients))
 	}
 	if c.Spool.MaxBytes < 4*c.Kafka.MaxMessageBytes {
 		add("spool", fmt.Errorf("max_bytes %d must hold at least 4 records of kafka.max_message_bytes %d", c.Spool.MaxBytes, c.Kafka.MaxMessageBytes))

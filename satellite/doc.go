@@ -14,6 +14,12 @@
 //   - [kafkasink] writes records to Kafka with kafka-go (acks=all), and
 //     [spool] keeps those Kafka has not taken on local disk.
 //
+// The intake applies the delivery guards of the webhook files with three
+// more: [dedupe] remembers delivery ids (dedupe.db in the spool directory,
+// opened and closed with the spool), [ratelimit] keeps the rate-limit
+// buckets, and [clientaddr] finds a call's client address behind
+// [Config.TrustedProxies].
+//
 // # Delivery
 //
 // A call is answered 200 {"event_id": …} only once its event is acknowledged
@@ -30,7 +36,9 @@
 //
 // Delivery is at least once: an event whose write timed out may also have
 // reached Kafka, and an event sent from the spool just before a crash is
-// sent again. Consumers deduplicate on the squall-event-id header.
+// sent again. Consumers deduplicate on the squall-event-id header. A
+// webhook with "dedupe" also stops the producer's own retries: a repeated
+// delivery id within the window is answered with the first event's id.
 //
 // # Lifecycle
 //

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/squallhq/squall/satellite/clientaddr"
+	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
+	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/satellite/spool"
 	"github.com/squallhq/squall/satellite/watcher"
 )
@@ -34,6 +38,7 @@ type Satellite struct {
 	watcher *watcher.Watcher
 	sink    *kafkasink.Sink
 	spool   *spool.Spool
+	dedupe  *dedupe.Store
 	fwd     *forwarder
 	intake  *intake.Intake
 	mux     *http.ServeMux
@@ -90,7 +95,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 		backoffMax:     cfg.RetryBackoffMax,
 		healthInterval: cfg.HealthInterval,
 	}, s.sink, s.spool, logger, m)
-	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter},
+	if s.dedupe, err = dedupe.New(dedupe.Config{Path: filepath.Join(cfg.Spool.Dir, dedupe.FileName), MaxEntries: cfg.DedupeMaxEntries}, logger, reg); err != nil {
+		return nil, err
+	}
+	clients, err := clientaddr.New(cfg.TrustedProxies, cfg.TrustedProxyHeader)
+	if err != nil {
+		return nil, err
+	}
+	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter,
+		Clients: clients, Limits: ratelimit.New(cfg.RateLimitMaxClients), Dedupe: s.dedupe},
 		s.watcher, s.fwd, logger, reg)
 	if err != nil {
 		return nil, err
@@ -144,6 +157,11 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	}
 	if err := s.spool.Open(ctx); err != nil {
 		return fmt.Errorf("open spool: %w", err)
+	}
+	// The delivery ids live beside the spool; the spool's lock keeps a
+	// second satellite away from both.
+	if err := s.dedupe.Open(ctx, time.Now()); err != nil {
+		return errors.Join(err, s.spool.Close())
 	}
 	s.fwd.resume()
 	// The forwarder outlives ctx: it must take the events of the calls
@@ -239,9 +257,13 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	return runErr
 }
 
-// closeSinks flushes and closes Kafka, then the spool.
+// closeSinks writes the delivery ids, flushes and closes Kafka, then the
+// spool.
 func (s *Satellite) closeSinks() error {
 	var errs []error
+	if err := s.dedupe.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.sink.Close(); err != nil {
 		errs = append(errs, err)
 	}

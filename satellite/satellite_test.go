@@ -48,7 +48,7 @@ func TestSatellite_Events(t *testing.T) {
 	}
 	sig, _ := webhooks.Parse(strings.NewReader(tenantHook))
 	body := `{"kind": "push", "ref": "refs/heads/main", "n": 1.50}`
-	status, id := s.post(t, "github", "gh-tok", body, http.Header{"X-Hub-Signature-256": {sig.Signature.Sign([]byte(body))}})
+	status, id := s.post(t, "github", "gh-tok", body, sig.Signature.Sign([]byte(body), time.Now(), ""))
 	if status != 200 {
 		t.Fatalf("github: %d %s", status, id)
 	}

@@ -22,7 +22,20 @@ import (
 // whose id an earlier file already uses, is skipped and reported; it never
 // prevents the others from loading. The returned error is non-nil only when
 // dir itself cannot be read; the map is then nil.
+//
+// Token and secret entries with a relative "file" are read from dir; "env"
+// entries from the process environment. A secret file that group or others
+// may read skips its webhook file, with [ErrSecretFileMode].
 func LoadDir(dir string) (map[string]*Webhook, []FileError, error) {
+	return LoadDirWith(dir, osSource(dir))
+}
+
+// LoadDirWith is [LoadDir] with the "file" and "env" entries of tokens and
+// secrets resolved by src; an empty src.Dir is dir.
+func LoadDirWith(dir string, src Source) (map[string]*Webhook, []FileError, error) {
+	if src.Dir == "" {
+		src.Dir = dir
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open webhook directory: %w", err)
@@ -41,7 +54,7 @@ func LoadDir(dir string) (map[string]*Webhook, []FileError, error) {
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		w, err := loadFile(root, name)
+		w, err := loadFile(root, name, src)
 		if errors.Is(err, errNotRegular) {
 			continue
 		}
@@ -64,7 +77,7 @@ var errNotRegular = errors.New("not a regular file")
 
 // loadFile parses one file of root, following symbolic links inside root.
 // It checks the type before opening, so that a FIFO cannot block it.
-func loadFile(root *os.Root, name string) (*Webhook, error) {
+func loadFile(root *os.Root, name string, src Source) (*Webhook, error) {
 	info, err := root.Stat(name)
 	if err != nil {
 		return nil, err
@@ -77,5 +90,5 @@ func loadFile(root *os.Root, name string) (*Webhook, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return Parse(f)
+	return ParseWith(f, src)
 }

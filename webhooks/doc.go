@@ -1,10 +1,12 @@
 // Package webhooks holds webhook definitions and the collector that turns a
 // webhook request body into an event.
 //
-// The package is pure: it does no networking and serves no HTTP. The
-// satellite (and the master's intake) read a directory of webhook files with
-// [LoadDir], serve one endpoint per webhook, check the token with
-// [Webhook.CheckToken] (and the optional HMAC with [Signature.Verify]), and
+// The package does no networking and serves no HTTP; besides the webhook
+// files, it reads only the token and secret files and the environment
+// variables that they name. The satellite (and the master's intake) read a
+// directory of webhook files with [LoadDir], serve one endpoint per webhook,
+// check the token with [Webhook.MatchToken] (and the optional signature
+// with [github.com/squallhq/squall/webhooks/signing.Verifier.Verify]), and
 // call [Collector.AppendEvent] on the body for the event's JSON.
 //
 // # Webhook files
@@ -29,13 +31,24 @@
 //     allows any text here; Squall restricts it so that ids are safe in
 //     paths, logs and metric labels.
 //   - token (required, non-empty) is the value the caller must send in the
-//     token query parameter.
+//     token query parameter. To rotate it, write "tokens" instead: a list of
+//     up to [MaxCredentials] entries, any of which is accepted. Each entry is
+//     a string or an object with exactly one of "value", "file" (a path,
+//     relative to the webhook directory; the file must be readable by its
+//     owner only) and "env" (an environment variable), and an optional
+//     "not_after" (RFC 3339) after which the entry is refused.
 //   - tenant_id (optional, non-empty when present) fixes metadata.tenant_id
 //     of the webhook's events; without it the intake's tenant is used.
 //   - max_payload_size (optional) is a JSON number of bytes or a string such
 //     as "2m" (see [ParseSize]); the default is [DefaultMaxPayloadSize].
-//   - signature (optional) configures an HMAC-SHA256 check of the raw body;
-//     see [Signature].
+//   - signature (optional) configures the check of the producer's signature:
+//     "scheme" (github, standard-webhooks, stripe, slack or hmac; see
+//     package signing), "secret" or "secrets" (entries as for tokens),
+//     "tolerance" (the replay window of timestamped schemes, default "5m"),
+//     and for the generic hmac scheme "header", "prefix", "encoding",
+//     "algorithm", "timestamp_header" and "content". Without "scheme" the
+//     object is read as older files wrote it: hmac when it has "header",
+//     "prefix" or "encoding", else github.
 //   - collector_config.event_type (required) and collector_config.payload
 //     (required object, may be {}) form the template described below.
 //

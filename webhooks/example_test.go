@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -75,23 +76,31 @@ func ExampleParse_error() {
 	// collector_config.payload.ref "${ref[}": invalid JMESPath expression: SyntaxError: Expected tStar, received: tEOF
 }
 
-func ExampleSignature_Verify() {
+// A Stripe webhook with two secrets during a rotation: the request is
+// signed with the second.
+func ExampleWebhook_signature() {
 	w, err := webhooks.Parse(strings.NewReader(`{
-		"id": "github",
+		"id": "payments",
 		"token": "t",
-		"signature": {"header": "X-Hub-Signature-256", "secret": "It's a Secret to Everybody", "prefix": "sha256="},
-		"collector_config": {"event_type": "push", "payload": {}}
+		"signature": {"scheme": "stripe", "secrets": ["whsec_new", "whsec_old"], "tolerance": "5m"},
+		"collector_config": {"event_type": "${type}", "payload": {}}
 	}`))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	body := []byte("Hello, World!")
-	fmt.Println(w.Signature.Verify(body, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"))
-	fmt.Println(w.Signature.Verify(body, "sha256=0000000000000000000000000000000000000000000000000000000000000000"))
+	body := []byte(`{"type": "charge.succeeded"}`)
+	now := time.Unix(1700000000, 0)
+	h := http.Header{}
+	h.Set("Stripe-Signature", "t=1700000000,v1=e076e363b6f8a8863f08888c7eaf046192c3202e7a746a93077c94b0c532d341")
+	fmt.Println(w.Signature.Verify(h, body, now))
+	fmt.Println(w.Signature.Verify(h, body, now.Add(10*time.Minute)))
+	h.Set("Stripe-Signature", "t=1700000000,v1=00")
+	fmt.Println(w.Signature.Verify(h, body, now))
 	// Output:
-	// true
-	// false
+	// 1 <nil>
+	// -1 signature header Stripe-Signature: timestamp outside the tolerance
+	// -1 signature header Stripe-Signature: no signature matches
 }
 
 func ExampleParseSize() {

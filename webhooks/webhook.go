@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
-	"strings"
+	"time"
+
+	"github.com/squallhq/squall/webhooks/signing"
 )
 
 // Limits of a webhook file.
@@ -36,13 +39,26 @@ type Webhook struct {
 	TenantID string
 	// MaxPayloadSize is the largest accepted request body in bytes.
 	MaxPayloadSize int64
-	// Signature, when not nil, is the HMAC check the intake applies to the
-	// raw body in addition to the token.
-	Signature *Signature
+	// Signature, when not nil, is the signature check the intake applies
+	// to the request (headers and raw body) in addition to the token.
+	Signature *signing.Verifier
+	// Dedupe, when not nil, makes repeated deliveries produce one event
+	// (delivery.go).
+	Dedupe *Dedupe
+	// RateLimit, when not nil, bounds the rate of calls.
+	RateLimit *RateLimit
+	// AllowIPs, when not empty, lists the client addresses allowed to
+	// call; see [Webhook.Allows].
+	AllowIPs []netip.Prefix
 
-	tokenSet  bool
-	tokenHash [sha256.Size]byte
+	tokens    []tokenEntry
 	collector *Collector
+}
+
+// tokenEntry is one accepted token, kept as its SHA-256.
+type tokenEntry struct {
+	hash     [sha256.Size]byte
+	notAfter time.Time
 }
 
 // Parse reads one webhook file (JSON, at most MaxFileSize bytes), validates
@@ -50,7 +66,14 @@ type Webhook struct {
 // fields, and fields of the wrong JSON type, are errors. Every problem found
 // is reported (joined with [errors.Join]); each is a [*ValidationError]
 // naming the field. Errors never contain the token or the secret.
-func Parse(r io.Reader) (*Webhook, error) {
+//
+// The "file" and "env" entries of tokens and secrets are read from the
+// working directory and the process environment; [ParseWith] chooses.
+func Parse(r io.Reader) (*Webhook, error) { return ParseWith(r, osSource("")) }
+
+// ParseWith is [Parse] with the "file" and "env" entries of tokens and
+// secrets resolved by src.
+func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read webhook: %w", err)
@@ -62,7 +85,8 @@ func Parse(r io.Reader) (*Webhook, error) {
 	if err := decodeJSON(data, &root); err != nil {
 		return nil, &ValidationError{Field: "(file)", Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
-	o, err := decodeObject(root, "", "id", "token", "tenant_id", "max_payload_size", "signature", "collector_config")
+	o, err := decodeObject(root, "", "id", "token", "tokens", "tenant_id", "max_payload_size", "signature", "collector_config",
+		"dedupe", "rate_limit", "allow_ips")
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +100,10 @@ func Parse(r io.Reader) (*Webhook, error) {
 	}
 	check(err)
 
-	token, err := o.str("token", true)
+	tokens, err := decodeCredentials(o, "token", "tokens", src)
 	check(err)
-	if err == nil {
-		w.setToken(token)
+	for _, t := range tokens {
+		w.tokens = append(w.tokens, tokenEntry{hash: sha256.Sum256(t.value), notAfter: t.notAfter})
 	}
 
 	if o.present("tenant_id") {
@@ -95,7 +119,20 @@ func Parse(r io.Reader) (*Webhook, error) {
 	}
 
 	if o.present("signature") {
-		w.Signature, err = decodeSignature(o.fields["signature"])
+		w.Signature, err = decodeSignature(o.fields["signature"], src)
+		check(err)
+	}
+
+	if o.present("dedupe") {
+		w.Dedupe, err = decodeDedupe(o.fields["dedupe"])
+		check(err)
+	}
+	if o.present("rate_limit") {
+		w.RateLimit, err = decodeRateLimit(o.fields["rate_limit"])
+		check(err)
+	}
+	if o.present("allow_ips") {
+		w.AllowIPs, err = decodeAllowIPs(o.fields["allow_ips"])
 		check(err)
 	}
 
@@ -121,28 +158,45 @@ func Parse(r io.Reader) (*Webhook, error) {
 func (w *Webhook) Validate() error {
 	var errs []error
 	errs = append(errs, validateID(w.ID))
-	if !w.tokenSet {
+	if len(w.tokens) == 0 {
 		errs = append(errs, &ValidationError{Field: "token", Err: ErrRequired})
 	}
 	if w.MaxPayloadSize <= 0 {
 		errs = append(errs, &ValidationError{Field: "max_payload_size", Value: strconv.FormatInt(w.MaxPayloadSize, 10), Err: errSize})
 	}
-	if w.Signature != nil {
-		errs = append(errs, w.Signature.validate())
-	}
 	if w.collector == nil {
 		errs = append(errs, &ValidationError{Field: "collector_config", Err: ErrRequired})
 	}
+	errs = append(errs, w.validateDelivery())
 	return errors.Join(errs...)
 }
 
-// CheckToken reports whether tok is the webhook's token. The comparison
-// takes the same time whatever tok is (both sides are hashed with SHA-256
-// first, so not even the token's length leaks).
+// CheckToken reports whether tok is one of the webhook's tokens valid now;
+// see [Webhook.MatchToken].
 func (w *Webhook) CheckToken(tok string) bool {
-	h := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(h[:], w.tokenHash[:]) == 1 && w.tokenSet
+	_, ok := w.MatchToken(tok, time.Now())
+	return ok
 }
+
+// MatchToken returns the index of the entry of the webhook's tokens that tok
+// is, among those valid at now (not past their not_after). The comparison
+// takes the same time whatever tok is: both sides are hashed with SHA-256
+// first, so not even the token's length leaks, and every entry is compared.
+func (w *Webhook) MatchToken(tok string, now time.Time) (int, bool) {
+	h := sha256.Sum256([]byte(tok))
+	index := -1
+	for i := range w.tokens {
+		e := &w.tokens[i]
+		eq := subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1
+		if eq && index < 0 && (e.notAfter.IsZero() || !now.After(e.notAfter)) {
+			index = i
+		}
+	}
+	return index, index >= 0
+}
+
+// Tokens returns the number of entries of the webhook's tokens.
+func (w *Webhook) Tokens() int { return len(w.tokens) }
 
 // Collector returns the compiled collector of the webhook.
 func (w *Webhook) Collector() *Collector { return w.collector }
@@ -155,6 +209,15 @@ func (w Webhook) String() string {
 	}
 	if w.Signature != nil {
 		s += " signature=" + w.Signature.String()
+	}
+	if w.Dedupe != nil {
+		s += " dedupe=" + w.Dedupe.String()
+	}
+	if w.RateLimit != nil {
+		s += " rate_limit=" + w.RateLimit.String()
+	}
+	if len(w.AllowIPs) > 0 {
+		s += fmt.Sprintf(" allow_ips=%v", w.AllowIPs)
 	}
 	return s + " token=[redacted])"
 }
@@ -173,14 +236,9 @@ func (w Webhook) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("tenant_id", w.TenantID))
 	}
 	if w.Signature != nil {
-		attrs = append(attrs, slog.Any("signature", *w.Signature))
+		attrs = append(attrs, slog.Any("signature", w.Signature))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func (w *Webhook) setToken(token string) {
-	w.tokenHash = sha256.Sum256([]byte(token))
-	w.tokenSet = true
 }
 
 // validateID checks a webhook id; see [Webhook.ID].
@@ -222,72 +280,91 @@ func decodeSize(raw json.RawMessage) (int64, error) {
 	return 0, errSize
 }
 
-func decodeSignature(raw json.RawMessage) (*Signature, error) {
-	o, err := decodeObject(raw, "signature", "header", "secret", "prefix", "encoding")
+// decodeSignature reads the "signature" object. A "scheme" chooses the
+// verifier; without one the object is read as older files wrote it: the
+// generic hmac form when it has "header", "prefix" or "encoding", else
+// github.
+func decodeSignature(raw json.RawMessage, src Source) (*signing.Verifier, error) {
+	o, err := decodeObject(raw, "signature", "scheme", "secret", "secrets", "tolerance",
+		"header", "prefix", "encoding", "algorithm", "timestamp_header", "content")
 	if err != nil {
 		return nil, err
 	}
-	s := &Signature{}
+	var cfg signing.Config
 	var errs []error
-	var secret string
 	for _, f := range []struct {
-		key      string
-		dst      *string
-		required bool
+		key string
+		dst *string
 	}{
-		{"header", &s.Header, true},
-		{"secret", &secret, true},
-		{"prefix", &s.Prefix, false},
-		{"encoding", &s.Encoding, false},
+		{"scheme", &cfg.Scheme},
+		{"header", &cfg.Header},
+		{"prefix", &cfg.Prefix},
+		{"encoding", &cfg.Encoding},
+		{"algorithm", &cfg.Algorithm},
+		{"timestamp_header", &cfg.TimestampHeader},
+		{"content", &cfg.Content},
 	} {
 		var err error
-		*f.dst, err = o.str(f.key, f.required)
+		*f.dst, err = o.str(f.key, false)
 		errs = append(errs, err)
 	}
+	if cfg.Scheme == "" {
+		cfg.Scheme = signing.SchemeGitHub
+		if o.present("header") || o.present("prefix") || o.present("encoding") {
+			cfg.Scheme = signing.SchemeHMAC
+		}
+	}
+	if o.present("tolerance") {
+		tol, err := o.str("tolerance", true)
+		if err == nil {
+			if cfg.Tolerance, err = time.ParseDuration(tol); err != nil || cfg.Tolerance <= 0 {
+				err = &ValidationError{Field: "signature.tolerance", Value: tol, Err: errors.New(`must be a positive duration such as "5m"`)}
+			}
+		}
+		errs = append(errs, err)
+	}
+	creds, err := decodeCredentials(o, "secret", "secrets", src)
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.secret = []byte(secret)
-	if s.Encoding == "" {
-		s.Encoding = EncodingHex
+	keys := make([]signing.Key, len(creds))
+	for i, c := range creds {
+		keys[i] = signing.Key{Secret: c.value, NotAfter: c.notAfter}
 	}
-	if err := s.validate(); err != nil {
-		return nil, err
+	v, err := signing.New(cfg, keys)
+	if err != nil {
+		return nil, signatureError(err, o.present("secret"))
 	}
-	return s, nil
+	return v, nil
 }
 
-// validate checks the fields of a Signature.
-func (s *Signature) validate() error {
+// signatureError turns the option errors of signing.New into validation
+// errors naming the field of the webhook file: "secret" rather than
+// "secrets[0]" when the file gives one secret.
+func signatureError(err error, single bool) error {
 	var errs []error
-	if !validHeaderName(s.Header) {
-		errs = append(errs, &ValidationError{Field: "signature.header", Value: s.Header, Err: errors.New("must be an HTTP header name")})
-	}
-	if len(s.secret) == 0 {
-		errs = append(errs, &ValidationError{Field: "signature.secret", Err: ErrRequired})
-	}
-	if s.Encoding != EncodingHex && s.Encoding != EncodingBase64 {
-		errs = append(errs, &ValidationError{Field: "signature.encoding", Value: s.Encoding, Err: errors.New(`must be "hex" or "base64"`)})
+	var oe *signing.OptionError
+	for _, e := range unjoin(err) {
+		if errors.As(e, &oe) {
+			option := oe.Option
+			if single && option == "secrets[0]" {
+				option = "secret"
+			}
+			errs = append(errs, &ValidationError{Field: "signature." + option, Value: oe.Value, Err: oe.Err})
+		} else {
+			errs = append(errs, &ValidationError{Field: "signature", Err: e})
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// validHeaderName reports whether s is a non-empty HTTP field name (an RFC
-// 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
+// unjoin returns the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
+	return []error{err}
 }
 
 func decodeCollectorConfig(raw json.RawMessage) (CollectorConfig, error) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/squallhq/squall/webhooks/signing"
 )
 
 // The token and secret used in testdata/bad; no error may contain them.
@@ -44,8 +46,8 @@ func TestParse_Good(t *testing.T) {
 	if w.ID != "github_repository" || w.TenantID != "tenant_a" || w.MaxPayloadSize != 2<<20 {
 		t.Errorf("got %+v", w)
 	}
-	if s := w.Signature; s == nil || s.Header != "X-Hub-Signature-256" || s.Prefix != "sha256=" || s.Encoding != EncodingHex {
-		t.Errorf("signature = %+v", s)
+	if s := w.Signature; s == nil || s.Scheme() != signing.SchemeHMAC || s.Header() != "X-Hub-Signature-256" {
+		t.Errorf("signature = %v", s)
 	}
 	if w.Collector() == nil {
 		t.Error("no collector")
@@ -71,55 +73,78 @@ func TestParse_Bad(t *testing.T) {
 	t.Parallel()
 	// File in testdata/bad → substrings the error must contain.
 	tests := map[string][]string{
-		"not_json":                      {"(file): invalid JSON"},
-		"not_object":                    {"(file): must be a JSON object"},
-		"trailing_data":                 {"(file): invalid JSON: unexpected data after the JSON value"},
-		"missing_id":                    {"id: required"},
-		"empty_id":                      {"id: must not be empty"},
-		"id_not_string":                 {"id: must be a string"},
-		"id_bad_chars":                  {`id "hook with space": must contain only ASCII letters`},
-		"id_slash":                      {`id "a/b": must contain only`},
-		"id_dotdot":                     {`id "..": must not be "." or ".."`},
-		"id_too_long":                   {"longer than 128 bytes"},
-		"missing_token":                 {"token: required"},
-		"empty_token":                   {"token: must not be empty"},
-		"token_not_string":              {"token: must be a string"},
-		"unknown_field":                 {"tokn: unknown field"},
-		"field_case":                    {"ID: unknown field"},
-		"duplicate_field":               {"token: duplicate field"},
-		"unknown_nested_field":          {"collector_config.evnt_type: unknown field (allowed: event_type, payload)"},
-		"missing_collector_config":      {"collector_config: required"},
-		"collector_config_not_object":   {"collector_config: must be a JSON object"},
-		"missing_event_type":            {"collector_config.event_type: required"},
-		"empty_event_type":              {"collector_config.event_type: must not be empty"},
-		"event_type_not_string":         {"collector_config.event_type: must be a string"},
-		"bad_event_type_expression":     {`collector_config.event_type "${a[}": invalid JMESPath expression`},
-		"missing_payload":               {"collector_config.payload: required"},
-		"payload_null":                  {"collector_config.payload: required"},
-		"payload_not_object":            {"collector_config.payload: must be a JSON object"},
-		"bad_expression":                {`collector_config.payload.ref "${foo[}": invalid JMESPath expression: SyntaxError`},
-		"nested_bad_expression":         {`collector_config.payload.inner.list[1] "${a..b}": invalid JMESPath expression`},
-		"quoted_key_bad_expression":     {`collector_config.payload["a.b"] "${}": invalid JMESPath expression`},
-		"two_expressions_in_one_string": {`collector_config.payload.text "${a} and ${b}": invalid JMESPath expression`},
-		"unknown_function":              {"collector_config.payload.n", "unknown function nope()"},
-		"max_payload_size_invalid":      {`max_payload_size "invalid": must be a positive whole number of bytes`},
-		"max_payload_size_zero":         {`max_payload_size "0": must be a positive`},
-		"max_payload_size_negative":     {`max_payload_size "-1": must be a positive`},
-		"max_payload_size_fraction":     {`max_payload_size "1.5": must be a positive`},
-		"max_payload_size_unit_only":    {`max_payload_size "m": must be a positive`},
-		"max_payload_size_bad_unit":     {`max_payload_size "2t": must be a positive`},
-		"max_payload_size_bool":         {`max_payload_size "true": must be a positive`},
-		"max_payload_size_overflow":     {`max_payload_size "9999999999999g": must be a positive`},
-		"tenant_empty":                  {"tenant_id: must not be empty"},
-		"tenant_not_string":             {"tenant_id: must be a string"},
-		"signature_not_object":          {"signature: must be a JSON object"},
-		"signature_missing_secret":      {"signature.secret: required"},
-		"signature_empty_secret":        {"signature.secret: must not be empty"},
-		"signature_missing_header":      {"signature.header: required"},
-		"signature_bad_header":          {`signature.header "X Hub": must be an HTTP header name`},
-		"signature_bad_encoding":        {`signature.encoding "base32": must be "hex" or "base64"`},
-		"signature_unknown_field":       {"signature.algorithm: unknown field"},
-		"several_problems":              {`id "bad id"`, "token: required", `max_payload_size "0"`},
+		"not_json":                               {"(file): invalid JSON"},
+		"not_object":                             {"(file): must be a JSON object"},
+		"trailing_data":                          {"(file): invalid JSON: unexpected data after the JSON value"},
+		"missing_id":                             {"id: required"},
+		"empty_id":                               {"id: must not be empty"},
+		"id_not_string":                          {"id: must be a string"},
+		"id_bad_chars":                           {`id "hook with space": must contain only ASCII letters`},
+		"id_slash":                               {`id "a/b": must contain only`},
+		"id_dotdot":                              {`id "..": must not be "." or ".."`},
+		"id_too_long":                            {"longer than 128 bytes"},
+		"missing_token":                          {"token: required"},
+		"empty_token":                            {"token: must not be empty"},
+		"token_not_string":                       {"token: must be a string"},
+		"unknown_field":                          {"tokn: unknown field"},
+		"field_case":                             {"ID: unknown field"},
+		"duplicate_field":                        {"token: duplicate field"},
+		"unknown_nested_field":                   {"collector_config.evnt_type: unknown field (allowed: event_type, payload)"},
+		"missing_collector_config":               {"collector_config: required"},
+		"collector_config_not_object":            {"collector_config: must be a JSON object"},
+		"missing_event_type":                     {"collector_config.event_type: required"},
+		"empty_event_type":                       {"collector_config.event_type: must not be empty"},
+		"event_type_not_string":                  {"collector_config.event_type: must be a string"},
+		"bad_event_type_expression":              {`collector_config.event_type "${a[}": invalid JMESPath expression`},
+		"missing_payload":                        {"collector_config.payload: required"},
+		"payload_null":                           {"collector_config.payload: required"},
+		"payload_not_object":                     {"collector_config.payload: must be a JSON object"},
+		"bad_expression":                         {`collector_config.payload.ref "${foo[}": invalid JMESPath expression: SyntaxError`},
+		"nested_bad_expression":                  {`collector_config.payload.inner.list[1] "${a..b}": invalid JMESPath expression`},
+		"quoted_key_bad_expression":              {`collector_config.payload["a.b"] "${}": invalid JMESPath expression`},
+		"two_expressions_in_one_string":          {`collector_config.payload.text "${a} and ${b}": invalid JMESPath expression`},
+		"unknown_function":                       {"collector_config.payload.n", "unknown function nope()"},
+		"max_payload_size_invalid":               {`max_payload_size "invalid": must be a positive whole number of bytes`},
+		"max_payload_size_zero":                  {`max_payload_size "0": must be a positive`},
+		"max_payload_size_negative":              {`max_payload_size "-1": must be a positive`},
+		"max_payload_size_fraction":              {`max_payload_size "1.5": must be a positive`},
+		"max_payload_size_unit_only":             {`max_payload_size "m": must be a positive`},
+		"max_payload_size_bad_unit":              {`max_payload_size "2t": must be a positive`},
+		"max_payload_size_bool":                  {`max_payload_size "true": must be a positive`},
+		"max_payload_size_overflow":              {`max_payload_size "9999999999999g": must be a positive`},
+		"tenant_empty":                           {"tenant_id: must not be empty"},
+		"tenant_not_string":                      {"tenant_id: must be a string"},
+		"signature_not_object":                   {"signature: must be a JSON object"},
+		"signature_missing_secret":               {"signature.secret: required"},
+		"signature_empty_secret":                 {"signature.secret: must not be empty"},
+		"signature_missing_header":               {"signature.header: required"},
+		"signature_bad_header":                   {`signature.header "X Hub": must be an HTTP header name`},
+		"signature_bad_encoding":                 {`signature.encoding "base32": must be "hex" or "base64"`},
+		"signature_unknown_field":                {"signature.hash: unknown field"},
+		"signature_unknown_scheme":               {`signature.scheme "svix": unknown scheme (known: github, standard-webhooks, stripe, slack, hmac)`},
+		"signature_bad_tolerance":                {`signature.tolerance "soon": must be a positive duration`},
+		"signature_negative_tolerance":           {`signature.tolerance "-5m": must be a positive duration`},
+		"signature_tolerance_without_timestamp":  {`signature.tolerance "5m0s": only for schemes with a timestamp`},
+		"signature_option_of_other_scheme":       {`signature.header "X-Sig": only for the hmac scheme`},
+		"signature_bad_content":                  {`signature.content "{body}.{body}": must contain {body} exactly once`},
+		"signature_content_unknown_placeholder":  {`signature.content "{id}.{body}": unknown placeholder`},
+		"signature_content_without_timestamp":    {`signature.content "{body}": must contain {timestamp}`},
+		"signature_bad_algorithm":                {`signature.algorithm "sha1": must be "sha256" or "sha512"`},
+		"signature_secret_and_secrets":           {"signature.secrets: give secret or secrets, not both"},
+		"signature_secrets_empty":                {"signature.secrets: must not be empty"},
+		"signature_secrets_not_array":            {"signature.secrets: must be an array of strings or objects"},
+		"signature_secret_two_sources":           {`signature.secrets[0]: needs exactly one of "value", "file" and "env"`},
+		"signature_secret_no_source":             {`signature.secrets[0]: needs exactly one of "value", "file" and "env"`},
+		"signature_secret_unknown_field":         {"signature.secrets[0].expires: unknown field"},
+		"signature_secret_bad_not_after":         {`signature.secrets[0].not_after "2030-01-01": must be an RFC 3339 time`},
+		"signature_secret_file_missing":          {`signature.secrets[0].file "does-not-exist.secret": open: no such file or directory`},
+		"signature_secret_env_unset":             {`signature.secrets[0].env "SQUALL_TEST_UNSET_VARIABLE": environment variable unset or empty`},
+		"signature_standard_webhooks_bad_secret": {`signature.secret: must be "whsec_" followed by base64`},
+		"token_and_tokens":                       {"tokens: give token or tokens, not both"},
+		"tokens_empty":                           {"tokens: must not be empty"},
+		"tokens_empty_entry":                     {"tokens[1]: must not be empty"},
+		"tokens_too_many":                        {"tokens: more than 16 entries"},
+		"several_problems":                       {`id "bad id"`, "token: required", `max_payload_size "0"`},
 	}
 	files, err := filepath.Glob("testdata/bad/*.json")
 	if err != nil {
@@ -298,7 +323,7 @@ func TestWebhook_Redaction(t *testing.T) {
 	if !strings.Contains(w.String(), "webhook h") || !strings.Contains(w.String(), "token=[redacted]") {
 		t.Errorf("String() = %q", w.String())
 	}
-	if !strings.Contains(logs.String(), `"webhook":{"id":"h","max_payload_size":5242880,"tenant_id":"ten","signature":{"header":"X-Sig"`) {
+	if !strings.Contains(logs.String(), `"webhook":{"id":"h","max_payload_size":5242880,"tenant_id":"ten","signature":{"scheme":"hmac","header":"X-Sig","secrets":1}}`) {
 		t.Errorf("log = %s", logs.String())
 	}
 }
@@ -318,8 +343,6 @@ func TestWebhook_Validate(t *testing.T) {
 		{"bad id", func(w *Webhook) { w.ID = "a b" }, `id "a b"`},
 		{"no id", func(w *Webhook) { w.ID = "" }, "id: required"},
 		{"zero size", func(w *Webhook) { w.MaxPayloadSize = 0 }, `max_payload_size "0"`},
-		{"bad signature header", func(w *Webhook) { w.Signature.Header = "" }, "signature.header"},
-		{"bad signature encoding", func(w *Webhook) { w.Signature.Encoding = "" }, "signature.encoding"},
 		{"zero value", func(w *Webhook) { *w = Webhook{} }, "token: required"},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/squallhq/squall/cmd/squall/internal/bench"
+	"github.com/squallhq/squall/satellite/kafkasink"
 )
 
 // benchWarning is said by every bench command's help.
@@ -26,7 +27,7 @@ func newBenchCommand() *cobra.Command {
 Every run is bounded by --duration (and --requests when given).`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchWebhookCommand(), newBenchFindingsCommand())
+	cmd.AddCommand(newBenchWebhookCommand(), newBenchFindingsCommand(), newBenchEngineCommand())
 	return cmd
 }
 
@@ -235,4 +236,107 @@ func writeFindingsText(w io.Writer, r *bench.FindingsResult) error {
 		return err
 	}
 	return r.Pages.WriteText(w)
+}
+
+func newBenchEngineCommand() *cobra.Command {
+	var (
+		cfg              = bench.EngineConfig{Kafka: kafkasink.DefaultConfig()}
+		brokers          []string
+		bodyFile         string
+		saslPasswordFile string
+		asJSON           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "engine --kafka-brokers HOST:PORT --events N --metrics URL [--metrics URL ...] [--json]",
+		Short: "Write events to the engines' topic and measure how fast the engines drain them",
+		Long: `Engine writes --events events to the engines' Kafka topic (acks=all, in
+concurrent batches) and reads the engines' /metrics (--metrics, one URL per
+engine, such as http://engine-1:8082/metrics) until they counted that many
+(processed, failed or deduplicated), then reports the write rate, the drain
+rate, the engines' CPU per event, their largest resident memory and lag.
+
+` + benchWarning + `
+The events are real: the engines evaluate them against the active tree and
+run the actions of the rules they match. Use a deployment (or a tenant's
+rules) made for benchmarks. Each event has a fresh squall-event-id and the
+key bench-K (K < --keys); by default it is a small JSON event of type
+squall_bench whose metadata.tenant_id is its key; --body-file gives the
+value of every event instead.
+
+To measure a backlog: write it first with --events N and no --metrics while
+the engines are stopped, start them, then run --events 0 --expect N
+--from-start --metrics URL (counting from the engines' start).
+
+A progress line goes to standard error every second; the summary goes to
+standard output, as a table or, with --json, as one JSON object whose fields
+docs/BENCHMARKS.md describes. The run ends when the engines counted the
+events or after --timeout (exit code 1 then, after the summary).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Kafka.Brokers = splitList(brokers)
+			if saslPasswordFile != "" {
+				b, err := os.ReadFile(saslPasswordFile)
+				if err != nil {
+					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
+				}
+				cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
+			}
+			if bodyFile != "" {
+				b, err := readBodyFile(bodyFile)
+				if err != nil {
+					return err
+				}
+				cfg.Body = b
+			}
+			cfg.Kafka.ClientID = "squall-bench"
+			cfg.Progress = cmd.ErrOrStderr()
+			e, err := bench.NewEngine(cfg)
+			if err != nil {
+				return err
+			}
+			r, err := e.Run(cmd.Context())
+			if err != nil && r == nil {
+				return err
+			}
+			var werr error
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				werr = enc.Encode(r)
+			} else {
+				werr = r.WriteText(cmd.OutOrStdout())
+			}
+			switch {
+			case err != nil:
+				return err
+			case werr != nil:
+				return werr
+			case len(cfg.Metrics) > 0 && !r.Complete:
+				return fmt.Errorf("the engines counted %d of %d events", r.Counted, r.Expected)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required to write events)")
+	f.StringVar(&cfg.Kafka.Topic, "topic", cfg.Kafka.Topic, "Kafka topic the engines consume")
+	f.Int64Var(&cfg.Events, "events", 100_000, "events to write (0: none, only measure)")
+	f.Int64Var(&cfg.Expect, "expect", 0, "events the engines must count for the run to end (0: --events)")
+	f.BoolVar(&cfg.FromStart, "from-start", false, "count from the engines' start instead of from their counters when the run starts")
+	f.StringArrayVar(&cfg.Metrics, "metrics", nil, "an engine's metrics `URL`, such as http://engine-1:8082/metrics; repeatable (none: only write)")
+	f.IntVar(&cfg.Keys, "keys", 64, "record keys (tenants) the events are spread over")
+	f.StringVar(&bodyFile, "body-file", "", fmt.Sprintf("`file` holding the value of every event, at most %d MiB (default: a small JSON event each)", bench.MaxBodyBytes>>20))
+	f.IntVar(&cfg.Producers, "producers", 4, "concurrent writes")
+	f.IntVar(&cfg.Batch, "batch", 1000, "events per write")
+	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "longest run, writing and draining")
+	f.StringVar(&cfg.Kafka.Compression, "kafka-compression", cfg.Kafka.Compression, "none, gzip, snappy, lz4 or zstd")
+	f.BoolVar(&cfg.Kafka.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
+	f.StringVar(&cfg.Kafka.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
+	f.StringVar(&cfg.Kafka.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
+	f.StringVar(&cfg.Kafka.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
+	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
+	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	return cmd
 }

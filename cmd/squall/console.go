@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/master"
@@ -15,7 +18,7 @@ import (
 // mountConsole serves the console at /ui/ on every node (it is static,
 // and the API calls it makes are forwarded to the leader like any other),
 // and the fleet API on the leader, where heartbeats are kept.
-func mountConsole(srv *master.Server, logger *slog.Logger) (*fleet.Fleet, error) {
+func mountConsole(srv *master.Server, fcfg fleet.Config, logger *slog.Logger) (*fleet.Fleet, error) {
 	c, err := console.New()
 	if err != nil {
 		return nil, err
@@ -23,7 +26,7 @@ func mountConsole(srv *master.Server, logger *slog.Logger) (*fleet.Fleet, error)
 	if err := srv.Mount("GET "+console.Prefix, c, master.OnAnyNode); err != nil {
 		return nil, err
 	}
-	f := fleet.New(fleet.Default(), srv.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
+	f := fleet.New(fcfg, srv.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
 		st, err := srv.Store().Stats(ctx)
 		if err != nil {
 			return nil, err
@@ -34,10 +37,26 @@ func mountConsole(srv *master.Server, logger *slog.Logger) (*fleet.Fleet, error)
 		}
 		return ms, nil
 	}, logger)
+	// Every method: the handler answers the ones it does not serve 405
+	// with Allow and a JSON error.
 	if err := srv.Mount(fleet.Pattern+"/", f.Handler(), master.OnLeader); err != nil {
 		return nil, err
 	}
-	return f, srv.Mount("GET "+fleet.Pattern, f.Handler(), master.OnLeader)
+	return f, srv.Mount(fleet.Pattern, f.Handler(), master.OnLeader)
+}
+
+// fleetListFlags defines the fleet list's settings of a master.
+func fleetListFlags(f *pflag.FlagSet, c *fleet.Config) {
+	f.DurationVar(&c.StaleAfter, "fleet-stale-after", c.StaleAfter, "how long after its last heartbeat an engine or satellite is shown as stale in the fleet list (a few times their --fleet-interval)")
+	f.DurationVar(&c.DropAfter, "fleet-drop-after", c.DropAfter, "how long after its last heartbeat an engine or satellite is dropped from the fleet list")
+}
+
+// checkFleetList checks the fleet list's settings.
+func checkFleetList(c fleet.Config) error {
+	if c.StaleAfter <= 0 || c.DropAfter < c.StaleAfter {
+		return fmt.Errorf("--fleet-stale-after %s and --fleet-drop-after %s: want 0 < stale ≤ drop", c.StaleAfter, c.DropAfter)
+	}
+	return nil
 }
 
 // consoleLink is the console's address that signs in with token: the
@@ -58,26 +77,11 @@ const devHeartbeat = time.Second
 func reportDevFleet(ctx context.Context, f *fleet.Fleet, s *satellite.Satellite, e *engine.Service) error {
 	t := time.NewTicker(devHeartbeat)
 	defer t.Stop()
-	version := versionString()
 	for {
-		st := s.Status()
-		var reasons []string
-		if !st.Ready {
-			reasons = append(reasons, "mode "+st.Mode)
-			if st.Spool.Full {
-				reasons = append(reasons, "spool full")
-			}
-		}
-		depth, loaded := st.Spool.Records, int64(st.Webhooks.Loaded)
 		now := time.Now()
 		// The list of a process has room for its own two parts.
-		_ = f.Report(fleet.Report{ID: "dev", Role: fleet.RoleSatellite, Site: "dev", Version: version, Ready: st.Ready,
-			Reasons: reasons, SpoolDepth: &depth, WebhooksLoaded: &loaded}, now)
-		var eReasons []string
-		if !e.Ready() {
-			eReasons = append(eReasons, "no tree or no partition yet")
-		}
-		_ = f.Report(fleet.Report{ID: "dev", Role: fleet.RoleEngine, Site: "dev", Version: version, Ready: e.Ready(), Reasons: eReasons}, now)
+		_ = f.Report(satelliteReport("dev", "dev", s.Status()), now)
+		_ = f.Report(engineReport("dev", "dev", e), now)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
 )
 
@@ -163,6 +165,29 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingMutation())
 }
 
+// untilReloaded is until for views that change without the page knowing
+// (the fleet): it clicks the fleet's Reload button before every check.
+func untilReloaded(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(document.getElementById('fleet-reload').click(), `+expr+`)`,
+		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(300*time.Millisecond))
+}
+
+// logField returns the value of key in the first JSON log line whose msg
+// is msg.
+func logField(t *testing.T, logs, msg, key string) string {
+	t.Helper()
+	for line := range strings.Lines(logs) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			if v, ok := rec[key].(string); ok {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %q with %s in the log:\n%s", msg, key, logs)
+	return ""
+}
+
 // setValue sets the value of the element the CSS selector names, as
 // typing would: with input and change events.
 func setValue(selector, value string) chromedp.Action[chromedp.Void] {
@@ -186,7 +211,9 @@ func TestConsole_Browser(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t, 90*time.Second)
 	dir := t.TempDir()
-	d := startDev(t, dir)
+	// Members stale 2 s after their last heartbeat, so that the test sees
+	// one go stale.
+	d := startDev(t, dir, "--fleet-stale-after", "2s")
 	base := "http://" + d.addr
 
 	// The banner's link signs in with the admin token.
@@ -346,10 +373,45 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("the finding after the triage: %d %s", code, f)
 	}
 
+	// A separate satellite and engine attached to squall dev's broker
+	// report to its master over HTTP, as in a deployment.
+	kafkaAddr := logField(t, d.p.logs.String(), "squall dev started", "kafka")
+	tokenFile := filepath.Join(dir, "fleet.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hooks := t.TempDir()
+	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat-par", "--site", "par",
+		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"),
+		"--master", base, "--master-token-file", tokenFile, "--fleet-interval", "300ms")
+	satProc := startLogged(t, sat, "satellite started", "http")
+	eng := exec.Command(squallBinary(t), "engine", "--http", "127.0.0.1:0", "--name", "eng-par", "--site", "par",
+		"--kafka-brokers", kafkaAddr, "--group", "console-fleet", "--master", base, "--token-file", tokenFile, "--fleet-interval", "300ms")
+	startLogged(t, eng, "ops endpoints listening", "addr")
+
+	member := func(key string) string {
+		return `document.querySelector('#fleet-members tr[data-member="` + key + `"]')`
+	}
 	b.do("see the fleet",
 		chromedp.Click(chromedp.CSS(`#tab-fleet`)),
-		until(`['master/dev', 'engine/dev', 'satellite/dev'].every(k => document.querySelector('#fleet-members tr[data-member="' + k + '"]') !== null)`),
-		until(`document.querySelector('#fleet-members tr[data-member="satellite/dev"] td[data-ready="true"]') !== null`),
+		untilReloaded(`['master/dev', 'engine/dev', 'satellite/dev', 'engine/eng-par', 'satellite/sat-par'].every(k => document.querySelector('#fleet-members tr[data-member="' + k + '"]') !== null)`),
+		untilReloaded(member("satellite/sat-par")+`.querySelector('td[data-ready="true"]') !== null && `+
+			member("engine/eng-par")+`.querySelector('td[data-ready="true"]') !== null && `+
+			member("satellite/dev")+`.querySelector('td[data-ready="true"]') !== null`),
+		untilReloaded(member("master/dev")+`.querySelector('td[data-health="ready"]') !== null && /applied \d+ \/ commit \d+/.test(`+member("master/dev")+`.querySelector('td[data-raft]').textContent)`),
+		until(member("satellite/sat-par")+`.textContent.includes('par') && `+member("satellite/sat-par")+`.textContent.includes('squall ')`),
+	)
+	// The satellite stops: the list marks it stale.
+	if err := sat.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-satProc.done
+	if err := sat.Wait(); err != nil {
+		t.Errorf("squall satellite: %v\n%s", err, satProc.logs.String())
+	}
+	b.do("a stale member",
+		untilReloaded(member("satellite/sat-par")+`?.dataset.stale === 'true' && document.getElementById('fleet-stale') !== null`),
+		until(member("engine/eng-par")+`.dataset.stale === 'false' && `+member("satellite/sat-par")+`.querySelector('td[data-health="stale"]') !== null`),
 	)
 	b.shot("fleet")
 
@@ -430,7 +492,7 @@ func TestConsole_Browser(t *testing.T) {
 func TestMountConsole_Cluster(t *testing.T) {
 	t.Parallel()
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
-		if _, err := mountConsole(s, nil); err != nil {
+		if _, err := mountConsole(s, fleet.Default(), nil); err != nil {
 			t.Error(err)
 		}
 	}))
@@ -450,7 +512,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 		}
 	}
 	f := c.Followers()
-	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view"}}}})
+	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}})
 	if code, body := apiCall(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
 		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("heartbeat through follower %d: %d %s", f[0], code, body)

@@ -54,6 +54,11 @@ func TestDashboardMetrics(t *testing.T) {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
 	archiveLines(t, d, filepath.Join(dir, "squall-data", "archive", devArchiveFile), 1)
+	// And one refused call, for the refused-by-reason series.
+	if code, body := apiCall(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token=wrong", "",
+		strings.NewReader(`{}`), "application/json"); code != http.StatusUnauthorized {
+		t.Fatalf("webhook with a wrong token: %d %s", code, body)
+	}
 	exposed := scrapeMetrics(t, "http://"+d.addr+"/metrics")
 	d.stop(t, os.Interrupt)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
 )
@@ -31,6 +32,10 @@ type devOptions struct {
 	dataDir   string
 	logLevel  string
 	kafkaAddr string
+	// proxies holds the intake's trusted proxies (TrustedProxies and
+	// TrustedProxyHeader only).
+	proxies satellite.Config
+	fleet   fleet.Config
 }
 
 // Defaults of squall dev.
@@ -49,7 +54,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default(), fleet: fleet.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -91,7 +96,9 @@ command line wins; empty variables are ignored.`,
 	f.StringVar(&o.httpAddr, "http", o.httpAddr, "listen address of every endpoint (port 0 picks a free port, logged at start)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory of all the state; delete it to start over")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", o.kafkaAddr, "listen address of the in-process Kafka broker, for satellites and engines attached to squall dev (port 0 picks a free port)")
+	fleetListFlags(f, &o.fleet)
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
+	trustedProxyFlags(f, &o.proxies)
 	documentEnv(f)
 	return cmd
 }
@@ -163,6 +170,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
 		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
 	}
+	if err := checkFleetList(o.fleet); err != nil {
+		return err
+	}
 	if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
 		return fmt.Errorf("--kafka-addr %q: want host:port", o.kafkaAddr)
 	}
@@ -190,6 +200,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	mcfg.TokenHMACKeyFile = d.path(devKeyFile)
 	mcfg.AllowUnsignedTokens = true
 	mcfg.Logger = logger
+	mcfg.Version = versionString()
 	mcfg.Registerer = reg
 	mcfg.WrapHandler = func(h http.Handler) http.Handler { return devHostCheck(o.httpAddr, h) }
 	srv, err := master.New(mcfg)
@@ -213,7 +224,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPatch)); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	fl, err := mountConsole(srv, logger)
+	fl, err := mountConsole(srv, o.fleet, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
@@ -263,6 +274,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	scfg.Webhooks.Dir = d.path(devWebhooksDir)
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
+	scfg.TrustedProxies, scfg.TrustedProxyHeader = o.proxies.TrustedProxies, o.proxies.TrustedProxyHeader
 	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())

@@ -76,7 +76,7 @@ func TestDistributed(t *testing.T) {
 	writeFile(t, keyFile, "e2e-0123456789abcdef0123456789abcdef\n")
 	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view", "--hmac-key-file", keyFile))
+	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
 
 	// Cleanups run last-registered first: satellites, engines, masters,
 	// the broker, the receiver.

@@ -18,12 +18,14 @@ import (
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/master/fleet"
 )
 
 func newEngineCommand() *cobra.Command {
 	cfg := engine.Default()
 	var masters, brokers []string
 	var tokenFile, masterCAFile, saslPasswordFile, logLevel string
+	var fl fleetFlags
 	cmd := &cobra.Command{
 		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
 		Short: "Run an engine: consume events from Kafka, evaluate the active tree, run the actions",
@@ -37,9 +39,13 @@ retries, go to --dlq-topic with the reason in their headers. Offsets are committ
 at least once, and events seen again (same squall-event-id) are skipped.
 Several engines share the partitions of the topic.
 
-The token (--token-file) needs view on the root of the tree. /healthz, /readyz
-(ready once a tree is installed and the group joined) and /metrics are served
-on --http.
+The token (--token-file) needs view on the root of the tree, and fleet_report
+for the heartbeat: every --fleet-interval the engine tells the masters its id
+(--name), --site, version, readiness and consumer lag, shown in their fleet
+list (GET /squall/v1/fleet, the console's Fleet tab). The heartbeat runs on
+its own: a master that fails is skipped, and failures only delay the next
+heartbeat (logged once, then once a minute). /healthz, /readyz (ready once a
+tree is installed and the group joined) and /metrics are served on --http.
 
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
@@ -62,6 +68,7 @@ on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			cfg.Logger = logger
+			tuneGC(logger)
 			cfg.MasterURLs = splitList(masters)
 			cfg.Brokers = splitList(brokers)
 			tok, err := os.ReadFile(tokenFile)
@@ -90,6 +97,15 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			id, err := fl.id()
+			if err != nil {
+				return err
+			}
+			reporter, err := fl.reporter(cfg.MasterURLs, cfg.Token, cfg.MasterClient, logger, reg,
+				func() fleet.Report { return engineReport(id, fl.site, s) })
+			if err != nil {
+				return err
+			}
 			// Run watches --actions-config; SIGHUP reloads it too.
 			hangups := onHangup(logger, s.ReloadActions)
 			ctx, stop := context.WithCancel(cmd.Context())
@@ -97,12 +113,13 @@ on the command line wins; empty variables are ignored.`,
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { defer stop(); return s.Run(ctx) })
 			g.Go(func() error { return hangups(ctx) })
+			g.Go(func() error { return runReporter(ctx, reporter) })
 			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&masters, "master", nil, "base URL of a master, http://host:port (repeatable or comma-separated; required)")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the API token, with view on the root (required)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the API token, with view and fleet_report on the root (required)")
 	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
 	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
 	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the events")
@@ -117,6 +134,8 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar((*string)(&cfg.Kafka.StartOffset), "kafka-start-offset", string(kafkasource.StartEarliest),
 		"where a consumer group that has committed nothing yet starts reading: earliest (every event the topic still holds runs through the actions) or latest (only events written after the engine joined); a group that has committed goes on from there")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
+	f.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "events waiting for each worker; shorter queues repeat fewer events after a crash, at some cost in throughput")
+	f.DurationVar(&cfg.CommitDelay, "commit-delay", cfg.CommitDelay, "commit the offsets this long after an event's actions complete (0: only every 100ms or 1000 events); shorter repeats fewer events after a crash")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")
 	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run; reloaded when the file changes and on SIGHUP (a bad file is logged and the current settings stay)")
@@ -129,6 +148,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&cfg.SASL.Username, "kafka-sasl-username", "", "SASL user")
 	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	fl.define(f, true)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd

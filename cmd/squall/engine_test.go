@@ -93,7 +93,7 @@ func TestEngineBinary(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile,
-		"--kafka-brokers", addr, "--actions-config", actions)
+		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")
 	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-test")
 	p := startLogged(t, cmd, "ops endpoints listening", "addr")
 	ops, logText, done := p.addr, p.logs, p.done
@@ -143,6 +143,40 @@ func TestEngineBinary(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !st.Ready || st.TreeIndex == 0 {
 		t.Errorf("/readyz %d %+v", resp.StatusCode, st)
+	}
+
+	// The engine reports to the master's fleet list: ready, with the lag
+	// of its partitions (0 once every event is processed).
+	fleetDeadline := time.Now().Add(30 * time.Second)
+	for {
+		var list struct {
+			Members []struct {
+				ID          string `json:"id"`
+				Role        string `json:"role"`
+				Site        string `json:"site"`
+				Version     string `json:"version"`
+				Ready       bool   `json:"ready"`
+				ConsumerLag *int64 `json:"consumer_lag"`
+			} `json:"members"`
+		}
+		code, body := apiCall(t.Context(), http.MethodGet, base+"/squall/v1/fleet", strings.TrimSpace(string(token)), nil, "")
+		if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
+			t.Fatalf("fleet: %d %s", code, body)
+		}
+		found := false
+		for _, m := range list.Members {
+			if m.Role == "engine" && m.ID == "engine-test" && m.Site == "par" && strings.HasPrefix(m.Version, "squall ") &&
+				m.Ready && m.ConsumerLag != nil && *m.ConsumerLag == 0 {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(fleetDeadline) {
+			t.Fatalf("the engine is not in the fleet list, ready with lag 0: %s\n%s", body, logText.String())
+		}
+		pause(t)
 	}
 
 	// The elasticsearch event is in the dead-letter topic.

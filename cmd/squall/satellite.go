@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -9,15 +14,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/tlscert"
 )
 
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
-	var brokers []string
-	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile string
+	var brokers, masters []string
+	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile string
+	var fl fleetFlags
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
 		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
@@ -29,7 +38,20 @@ to Kafka in order when the brokers are back: no accepted event is lost.
 
 The folder is watched: adding, changing or removing a file changes the
 endpoints within a second, and a broken file never takes the others down.
+A webhook file may also deduplicate repeated deliveries ("dedupe": the ids
+are kept in dedupe.db in --spool-dir, across restarts), limit the rate of
+calls ("rate_limit": 429 with Retry-After) and the addresses that may call
+("allow_ips"). Behind a reverse proxy, --trusted-proxies names the proxies
+whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
+
+With --master (one or more) and --master-token-file (a token with
+fleet_report on the root, e.g. squall token --auth fleet=root:fleet_report),
+the satellite tells the masters every --fleet-interval its id (--name), --site,
+version, readiness, spool depth and webhooks loaded, shown in their fleet
+list (GET /squall/v1/fleet, the console's Fleet tab). The heartbeat runs on
+its own: a master that fails is skipped, and failures only delay the next
+heartbeat (logged once, then once a minute); webhook calls never wait for it.
 
 With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
 or later, HTTP/2) instead of plain HTTP. The files are checked every ten
@@ -48,6 +70,7 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
 			}
@@ -64,11 +87,21 @@ on the command line wins; empty variables are ignored.`,
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			s, err := satellite.New(cfg, logger, reg)
+			var s *satellite.Satellite
+			reporter, err := satelliteReporter(&fl, cfg.Name, splitList(masters), masterTokenFile, masterCAFile, logger, reg,
+				func() satellite.Status { return s.Status() })
 			if err != nil {
 				return err
 			}
-			return s.Run(cmd.Context())
+			if s, err = satellite.New(cfg, logger, reg); err != nil {
+				return err
+			}
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { defer stop(); return s.Run(ctx) })
+			g.Go(func() error { return runReporter(ctx, reporter) })
+			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
@@ -82,9 +115,45 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.Name, "name", "", "this satellite's name in the squall-source header (default: the host name)")
 	f.StringVar(&cfg.Spool.Dir, "spool-dir", "", "folder of the durable local spool (required)")
 	intakeFlags(f, &cfg, &saslPasswordFile)
+	f.StringSliceVar(&masters, "master", nil, "base URL of a master to send the fleet heartbeat to, http://host:port (repeatable or comma-separated; none: no heartbeat)")
+	f.StringVar(&masterTokenFile, "master-token-file", "", "file holding the token of the fleet heartbeat, with fleet_report on the root (required with --master)")
+	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
+	fl.define(f, false)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd
+}
+
+// satelliteReporter returns the fleet heartbeat reporter of a satellite,
+// or nil without --master. Its id is the satellite's --name (the host
+// name by default).
+func satelliteReporter(fl *fleetFlags, name string, masters []string, tokenFile, caFile string, logger *slog.Logger, reg prometheus.Registerer, status func() satellite.Status) (*fleet.Reporter, error) {
+	if len(masters) == 0 {
+		if tokenFile != "" {
+			return nil, errors.New("--master-token-file without --master: give the masters to report to")
+		}
+		logger.Info("no --master: the masters' fleet list will not show this satellite")
+		return nil, nil
+	}
+	if tokenFile == "" {
+		return nil, errors.New("--master needs --master-token-file (a token with fleet_report on the root)")
+	}
+	token, err := trimmedFile("master-token-file", tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	var client *http.Client
+	if caFile != "" {
+		if client, err = clientWithCA(caFile); err != nil {
+			return nil, fmt.Errorf("--master-ca-file: %w", err)
+		}
+	}
+	fl.name = name
+	id, err := fl.id()
+	if err != nil {
+		return nil, err
+	}
+	return fl.reporter(masters, token, client, logger, reg, func() fleet.Report { return satelliteReport(id, fl.site, status()) })
 }
 
 // intakeFlags defines the flags of the webhook intake's spool and Kafka
@@ -100,7 +169,43 @@ func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *stri
 	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
 	f.StringVar(saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	trustedProxyFlags(f, cfg)
+	f.IntVar(&cfg.DedupeMaxEntries, "dedupe-max-entries", cfg.DedupeMaxEntries, "delivery ids remembered for the webhooks' dedupe (dedupe.db in the spool folder, about 60 bytes of memory and 65 of file each); past it the oldest are forgotten")
+	f.IntVar(&cfg.RateLimitMaxClients, "rate-limit-max-clients", cfg.RateLimitMaxClients, "client addresses tracked for the webhooks' per-client rate limits (about 250 bytes each); past it the least recently seen are forgotten")
 }
+
+// trustedProxyFlags defines the flags of the proxies whose forwarding
+// headers give the webhook calls' client addresses (squall satellite,
+// master and dev).
+func trustedProxyFlags(f *pflag.FlagSet, cfg *satellite.Config) {
+	f.Var((*prefixesValue)(&cfg.TrustedProxies), "trusted-proxies", "CIDR prefixes or addresses of the reverse proxies whose forwarding header (--trusted-proxy-header) gives the client address of webhook calls, for allow_ips and per-client rate limits (repeatable or comma-separated; default: trust nobody, the peer is the client)")
+	f.StringVar(&cfg.TrustedProxyHeader, "trusted-proxy-header", cfg.TrustedProxyHeader, "the header the trusted proxies set: X-Forwarded-For or Forwarded (the rightmost address that is not a trusted proxy is the client)")
+}
+
+// prefixesValue is a flag of CIDR prefixes, repeatable or comma-separated.
+type prefixesValue []netip.Prefix
+
+// Set implements pflag.Value; each use adds to the list.
+func (v *prefixesValue) Set(s string) error {
+	p, err := clientaddr.ParsePrefixes(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	*v = append(*v, p...)
+	return nil
+}
+
+// String implements pflag.Value.
+func (v *prefixesValue) String() string {
+	parts := make([]string, len(*v))
+	for i, p := range *v {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Type implements pflag.Value.
+func (v *prefixesValue) Type() string { return "cidrs" }
 
 // readSASLPassword reads --kafka-sasl-password-file into cfg.
 func readSASLPassword(cfg *satellite.Config, path string) error {

@@ -157,6 +157,11 @@ func TestSatelliteFlags(t *testing.T) {
 		{append(base, "--tls-cert-file", filepath.Join(dir, "nope.crt"), "--tls-key-file", garbage), "nope.crt: no such file"},
 		{append(base, "--tls-cert-file", garbage, "--tls-key-file", garbage), "failed to find any PEM data"},
 		{append(base, "--log-level", "loud"), "--log-level"},
+		{append(base, "--master", "http://127.0.0.1:1"), "--master needs --master-token-file"},
+		{append(base, "--master-token-file", garbage), "--master-token-file without --master"},
+		{append(base, "--master", "http://127.0.0.1:1", "--master-token-file", filepath.Join(dir, "none")), "--master-token-file: open"},
+		{append(base, "--master", "127.0.0.1:1", "--master-token-file", garbage), "want http(s)://host:port"},
+		{append(base, "--master", "http://127.0.0.1:1", "--master-token-file", garbage, "--fleet-interval", "-1s"), "--fleet-interval must not be negative"},
 	} {
 		code, out, errOut := runSquall(t, "", tc.args...)
 		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {

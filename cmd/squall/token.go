@@ -24,8 +24,11 @@ func newTokenCommand() *cobra.Command {
 
 Each --auth names an authorization: NAME=PATH:ROLES, with PATH the node names
 from root down to the part of the tree the holder may touch and ROLES among
-view, edit, test_event_execute_actions and admin; for example
+view, edit, test_event_execute_actions, fleet_report (fleet heartbeats only)
+and admin; for example
   --auth all=root:admin --auth acme=root,acme:view,edit
+  --auth all=root:view,fleet_report   (an engine)
+  --auth fleet=root:fleet_report      (a satellite's heartbeats)
 --tenant sets the tenant the findings API lets the holder use.
 
 Tokens are JWTs signed with an HS256 key file (at least 32 bytes) or an

@@ -24,7 +24,7 @@ func TestBuiltinIDs(t *testing.T) {
 	cfg.Kafka.DefaultTopic = "out"
 	cfg.Finding.MasterURLs, cfg.Finding.TokenFile = []string{"http://127.0.0.1:1"}, token
 	cfg.Elasticsearch.DefaultEndpoint = "http://127.0.0.1:1"
-	r, _ := newTestRegistry(t, cfg, Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte) error { return nil })})
+	r, _ := newTestRegistry(t, cfg, Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte, []Header) error { return nil })})
 	if got, want := r.IDs(), BuiltinIDs(); !slices.Equal(got, want) {
 		t.Errorf("a registry with every executor enabled has %v; BuiltinIDs says %v", got, want)
 	}

@@ -194,7 +194,7 @@ func conformanceCases(t *testing.T) []conformanceCase {
 		{
 			name: IDKafka,
 			setup: func(t *testing.T) (Executor, map[string]any) {
-				p := ProducerFunc(func(ctx context.Context, _ string, _, _ []byte) error { return ctx.Err() })
+				p := ProducerFunc(func(ctx context.Context, _ string, _, _ []byte, _ []Header) error { return ctx.Err() })
 				return &kafkaExecutor{p: p, def: "out", allowed: []string{"alerts"}},
 					payload(t, `{"topic": "alerts", "key": "k", "value": {"a": [1, null]}}`)
 			},

@@ -45,10 +45,14 @@ import (
 // elasticsearch.flush_bytes would be buffered. So a lone action waits for
 // one request, not for the interval, and batches grow with the load; at
 // most elasticsearch.workers requests per endpoint are in flight. Execute
-// adds its document as a "create" operation without an id (what POST
-// <index>/_doc/ does, also valid for data streams) and waits for that
-// document's own result, so the action succeeds only once Elasticsearch has
-// indexed it. Close flushes what is buffered.
+// adds its document as a "create" operation (valid for data streams too)
+// and waits for that document's own result, so the action succeeds only
+// once Elasticsearch has indexed it. When the action's event id is known,
+// the document's _id is the action's [tree.Action.IdempotencyKey], the same
+// for every attempt and every redelivery of the event: a create that
+// conflicts (409) found the document an earlier one indexed, and succeeds.
+// Without an event id the document has no _id (what POST <index>/_doc/
+// does). Close flushes what is buffered.
 //
 // The endpoint must be the default endpoint or one of
 // elasticsearch.allowed_endpoints: the configured credentials (basic auth
@@ -256,7 +260,7 @@ func (e *elasticsearchExecutor) Execute(ctx context.Context, a tree.Action) erro
 		return NewRetriable(fmt.Errorf("elasticsearch %s: %w", endpoint, context.Cause(ctx)))
 	}
 
-	doc := newESDoc(index, body)
+	doc := newESDoc(index, a.IdempotencyKey(), body)
 	if err := e.add(esTarget{endpoint: endpoint, auth: withAuth}, doc); err != nil {
 		return err
 	}
@@ -385,6 +389,9 @@ func (e *elasticsearchExecutor) Close() error {
 // esDoc is one document on its way to Elasticsearch.
 type esDoc struct {
 	index string
+	// withID tells whether the document has an id: then a conflict means
+	// an earlier attempt indexed it.
+	withID bool
 	// ndjson is the document's two lines of a _bulk body: the "create"
 	// operation naming the index, then the source.
 	ndjson []byte
@@ -392,15 +399,21 @@ type esDoc struct {
 	result chan error
 }
 
-func newESDoc(index string, source []byte) *esDoc {
+func newESDoc(index, id string, source []byte) *esDoc {
 	quoted, _ := json.Marshal(index) // a string always encodes
-	b := make([]byte, 0, len(`{"create":{"_index":}}`)+len(quoted)+len(source)+2)
+	b := make([]byte, 0, len(`{"create":{"_index":,"_id":""}}`)+len(quoted)+len(id)+len(source)+2)
 	b = append(b, `{"create":{"_index":`...)
 	b = append(b, quoted...)
+	if id != "" {
+		// base64url: nothing to escape.
+		b = append(b, `,"_id":"`...)
+		b = append(b, id...)
+		b = append(b, '"')
+	}
 	b = append(b, "}}\n"...)
 	b = append(b, source...)
 	b = append(b, '\n')
-	return &esDoc{index: index, ndjson: b, result: make(chan error, 1)}
+	return &esDoc{index: index, withID: id != "", ndjson: b, result: make(chan error, 1)}
 }
 
 // esBatcher gathers the documents of one target into _bulk requests. A
@@ -695,6 +708,11 @@ func (b *esBatcher) bulk(batch []*esDoc) ([]error, error) {
 		}
 		for _, res := range item {
 			if res.Status >= 200 && res.Status <= 299 {
+				continue
+			}
+			if res.Status == http.StatusConflict && batch[i].withID {
+				// The document with this id exists: an earlier attempt,
+				// or an earlier delivery of the event, created it.
 				continue
 			}
 			ee := &ElasticsearchError{

@@ -34,6 +34,7 @@ type fakeElasticsearch struct {
 	mu       sync.Mutex
 	docs     map[string][]string // index -> documents stored
 	seen     map[string]int      // index + "\x00" + document -> times received
+	ids      map[string]bool     // index + "\x00" + _id of the documents stored with one
 	requests []fakeBulkRequest
 	// itemFail, when set, decides a document's fate: a status other than 0
 	// refuses it with that status, error type and reason. seen counts the
@@ -162,6 +163,7 @@ func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i := 0; i < len(lines); i += 2 {
 		var meta map[string]struct {
 			Index string `json:"_index"`
+			ID    string `json:"_id"`
 		}
 		if err := json.Unmarshal([]byte(lines[i]), &meta); err != nil || len(meta) != 1 {
 			fail(http.StatusBadRequest, "action_request_validation_exception", "bad action line "+lines[i])
@@ -182,6 +184,8 @@ func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				a.Status, status, errType, reason = 400, 400, "illegal_argument_exception", "unsupported action "+op
 			case !json.Valid([]byte(doc)):
 				status, errType, reason = 400, "document_parsing_exception", "not JSON"
+			case status == 0 && op == "create" && m.ID != "" && f.ids[m.Index+"\x00"+m.ID]:
+				status, errType, reason = http.StatusConflict, "version_conflict_engine_exception", "["+m.ID+"]: version conflict, document already exists"
 			}
 			if status != 0 {
 				a.Status = status
@@ -193,6 +197,13 @@ func (f *fakeElasticsearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			} else {
 				f.docs[m.Index] = append(f.docs[m.Index], doc)
 				a.ID, a.Result, a.Status = fmt.Sprint(len(f.docs[m.Index])), "created", http.StatusCreated
+				if m.ID != "" {
+					if f.ids == nil {
+						f.ids = map[string]bool{}
+					}
+					f.ids[m.Index+"\x00"+m.ID] = true
+					a.ID = m.ID
+				}
 			}
 			resp.Items = append(resp.Items, map[string]bulkAnswer{op: a})
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/squallhq/squall/config"
@@ -32,9 +33,13 @@ type depthKey struct{}
 type innerAction struct {
 	id      string
 	payload map[string]any
+	// index is the action's index in the payload's actions.
+	index int
 }
 
-// Execute runs the inner actions for every item of the target. Inner
+// Execute runs the inner actions for every item of the target. Each
+// produced action has the foreach's event id and its position followed by
+// ".<index of the inner action>.<index of the item>". Inner
 // actions without a string id or an object payload are skipped and logged.
 // Inner actions are retried by the registry; when some still fail, the
 // error is permanent (retrying the foreach would repeat those that
@@ -61,6 +66,7 @@ func (f *foreachExecutor) Execute(ctx context.Context, a tree.Action) error {
 				slog.String(logKeyAction, a.ID), slog.Int(logKeyIndex, i), slog.String(logKeyReason, reason))
 			continue
 		}
+		ia.index = i
 		inner = append(inner, ia)
 	}
 
@@ -69,7 +75,7 @@ func (f *foreachExecutor) Execute(ctx context.Context, a tree.Action) error {
 	var errs []error
 	failed, total := 0, 0
 	for _, ia := range inner {
-		for _, item := range target {
+		for j, item := range target {
 			if err := ctx.Err(); err != nil {
 				return NewPermanent(fmt.Errorf("foreach: %d of %d actions run: %w",
 					total, len(inner)*len(target), context.Cause(ctx)))
@@ -79,6 +85,8 @@ func (f *foreachExecutor) Execute(ctx context.Context, a tree.Action) error {
 				ID:        ia.id,
 				Payload:   r.resolveObject(ia.payload, item),
 				CreatedMs: a.CreatedMs,
+				Position:  a.Position + "." + strconv.Itoa(ia.index) + "." + strconv.Itoa(j),
+				EventID:   a.EventID,
 			}
 			if err := f.run(ctx, produced); err != nil {
 				failed++

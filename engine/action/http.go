@@ -16,6 +16,9 @@ import (
 	"github.com/squallhq/squall/engine/tree"
 )
 
+// HeaderIdempotencyKey is the header of the http action's idempotency key.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
 // maxDrain bounds the response body read (and discarded) to reuse the
 // connection.
 const maxDrain = 64 << 10
@@ -27,6 +30,12 @@ const maxDrain = 64 << 10
 //   - body (any JSON): sent as JSON. Without body, POST, PUT and PATCH send
 //     the payload minus url, method and headers; GET, HEAD and DELETE send
 //     nothing.
+//
+// When the action has an event id, the request carries an
+// Idempotency-Key header (unless headers sets one): the action's
+// [tree.Action.IdempotencyKey] in double quotes, the same for every
+// attempt and every redelivery of the event, so that a target that honours
+// the header applies the action once.
 //
 // A 2xx status succeeds; 408, 425, 429, 5xx, a network error and a timeout
 // are retriable; anything else (other 4xx, 3xx: redirects are never
@@ -152,6 +161,11 @@ func (h *httpExecutor) Execute(ctx context.Context, a tree.Action) error {
 	}
 	if body != nil && header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if key := a.IdempotencyKey(); key != "" && header.Get(HeaderIdempotencyKey) == "" {
+		// A structured-field string, as the IETF draft defines the
+		// header.
+		req.Header.Set(HeaderIdempotencyKey, `"`+key+`"`)
 	}
 
 	resp, err := h.client.Do(req)

@@ -14,21 +14,39 @@ import (
 // depend on a Kafka client. Produce returns once the message is acknowledged
 // (or failed); it must be safe for concurrent use.
 type Producer interface {
-	Produce(ctx context.Context, topic string, key, value []byte) error
+	Produce(ctx context.Context, topic string, key, value []byte, headers []Header) error
 }
 
+// Header is a record header of a kafka action's message.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// The headers of a kafka action's message when its event id is known: the
+// event id, the action's position in the tree and the key derived from
+// both ([tree.Action.IdempotencyKey]), which a consumer may use to drop
+// the messages a redelivered event produces again.
+const (
+	HeaderEventID        = "squall-event-id"
+	HeaderActionPosition = "squall-action-position"
+	HeaderIdempotency    = "squall-idempotency-key"
+)
+
 // ProducerFunc adapts a function to [Producer].
-type ProducerFunc func(ctx context.Context, topic string, key, value []byte) error
+type ProducerFunc func(ctx context.Context, topic string, key, value []byte, headers []Header) error
 
 // Produce calls f.
-func (f ProducerFunc) Produce(ctx context.Context, topic string, key, value []byte) error {
-	return f(ctx, topic, key, value)
+func (f ProducerFunc) Produce(ctx context.Context, topic string, key, value []byte, headers []Header) error {
+	return f(ctx, topic, key, value, headers)
 }
 
 // kafkaExecutor produces one message per action. Payload: topic (string;
 // default kafka.default_topic; must be the default topic or in
 // kafka.allowed_topics), key (optional string) and value (any JSON; default
 // the payload without topic and key). A producer failure is retriable.
+// When the action's event id is known, the message carries the
+// HeaderEventID, HeaderActionPosition and HeaderIdempotency headers.
 type kafkaExecutor struct {
 	p       Producer
 	def     string
@@ -77,7 +95,15 @@ func (k *kafkaExecutor) Execute(ctx context.Context, a tree.Action) error {
 	if err != nil {
 		return payloadError(IDKafka, "value", "is not JSON: "+err.Error())
 	}
-	if err := k.p.Produce(ctx, topic, key, b); err != nil {
+	var headers []Header
+	if a.EventID != "" {
+		headers = []Header{
+			{Key: HeaderEventID, Value: []byte(a.EventID)},
+			{Key: HeaderActionPosition, Value: []byte(a.Position)},
+			{Key: HeaderIdempotency, Value: []byte(a.IdempotencyKey())},
+		}
+	}
+	if err := k.p.Produce(ctx, topic, key, b, headers); err != nil {
 		return NewRetriable(fmt.Errorf("kafka produce to %s: %w", topic, err))
 	}
 	return nil

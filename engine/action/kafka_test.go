@@ -45,7 +45,7 @@ func TestKafkaExecutor(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var got []produced
-			p := ProducerFunc(func(_ context.Context, topic string, key, value []byte) error {
+			p := ProducerFunc(func(_ context.Context, topic string, key, value []byte, _ []Header) error {
 				if tt.fail != nil {
 					return tt.fail
 				}
@@ -74,7 +74,7 @@ func TestKafkaExecutor(t *testing.T) {
 
 func TestKafkaExecutor_noDefaultTopic(t *testing.T) {
 	t.Parallel()
-	k := &kafkaExecutor{p: ProducerFunc(func(context.Context, string, []byte, []byte) error { return nil }), allowed: []string{"a"}}
+	k := &kafkaExecutor{p: ProducerFunc(func(context.Context, string, []byte, []byte, []Header) error { return nil }), allowed: []string{"a"}}
 	if err := k.Execute(t.Context(), testAction("kafka", map[string]any{"v": 1})); !errors.Is(err, ErrInvalidPayload) {
 		t.Fatalf("Execute: %v, want ErrInvalidPayload", err)
 	}
@@ -88,11 +88,11 @@ func TestRegistry_kafkaNeedsProducer(t *testing.T) {
 	if _, ok := r.entries[IDKafka]; ok {
 		t.Fatal("kafka registered without a producer")
 	}
-	r2, _ := newTestRegistry(t, cfg, Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte) error { return nil })})
+	r2, _ := newTestRegistry(t, cfg, Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte, []Header) error { return nil })})
 	if _, ok := r2.entries[IDKafka]; !ok {
 		t.Fatal("kafka not registered with a producer")
 	}
-	r3, _ := newTestRegistry(t, testConfig(), Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte) error { return nil })})
+	r3, _ := newTestRegistry(t, testConfig(), Deps{Producer: ProducerFunc(func(context.Context, string, []byte, []byte, []Header) error { return nil })})
 	if _, ok := r3.entries[IDKafka]; ok {
 		t.Fatal("kafka registered without a topic")
 	}

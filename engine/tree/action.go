@@ -1,9 +1,12 @@
 package tree
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/squallhq/squall/config"
 )
@@ -15,6 +18,35 @@ type Action struct {
 	ID        string
 	Payload   map[string]any
 	CreatedMs uint64
+	// Position is where the action comes from in the tree: the path of
+	// its ruleset from the root (each iterator's name followed by the
+	// iteration in brackets: an array index, or an object key escaped as
+	// in a URL query), its rule's name and its index among the rule's
+	// actions, joined by "/": "root/alerts/notify/0",
+	// "root/hosts[3]/alerts/notify/1". Names match ^[a-zA-Z0-9_]+$, so no
+	// two actions of one event share a position. An action a foreach
+	// produces has its foreach's position followed by ".<inner
+	// action>.<item>" (indexes).
+	Position string
+	// EventID is the id of the event (the engine sets it from its
+	// record's squall-event-id header); empty when unknown.
+	EventID string
+}
+
+// IdempotencyKey returns the action's idempotency key, derived from its
+// event id and position, or "" when the event id is unknown: the same
+// event processed twice yields the same keys, and every action of an event
+// has its own. It is the unpadded base64url SHA-256 of the event id, a
+// newline and the position (43 characters).
+func (a Action) IdempotencyKey() string {
+	if a.EventID == "" {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte(a.EventID))
+	h.Write([]byte{'\n'})
+	h.Write([]byte(a.Position))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
 // MarshalJSON writes {id, payload}, the API form of an action.
@@ -168,6 +200,34 @@ func (t *template) enrich(v any) *EnrichedValue {
 type actionTemplate struct {
 	id      string
 	payload *template
+	// pos is the action's position split at the iterations: one piece
+	// more than the iterators above it.
+	pos []string
+}
+
+// posBreak marks where an iteration goes in a position while compiling.
+const posBreak = "\x00"
+
+// position returns the action's position for the iterations of the
+// iterators above it.
+func (a *actionTemplate) position(iters []string) string {
+	if len(a.pos) == 1 || len(iters) != len(a.pos)-1 {
+		return a.pos[0]
+	}
+	n := len(a.pos[len(a.pos)-1])
+	for i, it := range iters {
+		n += len(a.pos[i]) + len(it) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, it := range iters {
+		b.WriteString(a.pos[i])
+		b.WriteByte('[')
+		b.WriteString(it)
+		b.WriteByte(']')
+	}
+	b.WriteString(a.pos[len(a.pos)-1])
+	return b.String()
 }
 
 func (cc *compiler) action(a *config.Action) (*actionTemplate, error) {

@@ -3,7 +3,9 @@ package tree
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/squallhq/squall/config"
 )
@@ -168,4 +170,65 @@ func BenchmarkProcess(b *testing.B) {
 		tr.Process(ev)
 	}
 	reportRate(b)
+}
+
+// sizedTree is n rulesets of one rule each under the root; the rule of
+// ruleset i requires ${event.type} equals "type_i", extracts with a regex
+// and has one action.
+func sizedTree(tb testing.TB, n int) *config.Node {
+	root := config.NewRoot()
+	for i := range n {
+		rs := &config.Node{Kind: config.KindRuleset, Name: fmt.Sprintf("ruleset_%d", i)}
+		rs.Rules = append(rs.Rules, mustRule(tb, fmt.Sprintf(`{"name":"rule","description":"","continue":true,"active":true,
+			"constraint":{"WHERE":{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"type_%d"},{"type":"contains","first":"${event.payload.host}","second":"srv"}]},
+			"WITH":{"num":{"from":"${event.payload.host}","regex":{"match":"srv-([0-9]+)","group_match_idx":1}}}},
+			"actions":[{"id":"logger","payload":{"host":"${event.payload.host}","num":"${_variables.num}"}}]}`, i)))
+		root.Children = append(root.Children, rs)
+	}
+	return root
+}
+
+// BenchmarkTreeSize evaluates events against trees of 1 to 100,000 rules
+// (sizedTree), each event selecting one ruleset: the cost per event should
+// follow what matches, not the size (issue 17: 100,000 rules at most 3× one
+// rule). Events cycle over 1,000 types spread over the whole tree, so that
+// a large tree is not evaluated from a warm cache only. It also reports
+// the compile time and the heap the compiled tree holds.
+//
+//	go test ./engine/tree -run '^$' -bench TreeSize -benchtime 1s -count 5
+func BenchmarkTreeSize(b *testing.B) {
+	for _, n := range []int{1, 100, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			node := sizedTree(b, n)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			tr := mustCompile(b, node)
+			compile := time.Since(start)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			events := make([]*Event, min(n, 1000))
+			for i := range events {
+				typ := i * (n / len(events))
+				events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, typ, i))
+			}
+			var actions []Action
+			i := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				actions = tr.Actions(events[i%len(events)], actions[:0])
+				i++
+			}
+			if len(actions) != 1 {
+				b.Fatalf("%d actions", len(actions))
+			}
+			reportRate(b)
+			b.ReportMetric(float64(compile.Milliseconds()), "compile-ms")
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "tree-MiB")
+			runtime.KeepAlive(tr)
+			runtime.KeepAlive(node)
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/valyala/fastjson"
 )
@@ -45,10 +46,37 @@ func DecodeEvent(data []byte) (*Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return eventFromValue(v)
+	c := converter{arena: make([]byte, 0, len(data))}
+	return c.event(v)
 }
 
-func eventFromValue(v *fastjson.Value) (*Event, error) {
+// converter turns parsed values into Go values. Every string it makes
+// (object keys, string values, numbers) is copied into an arena, one
+// allocation per event rather than one per string: an event's strings
+// together are never longer than the event's JSON text, which is the
+// arena's first size. Bytes written into the arena are never changed, so
+// the strings pointing into it stay immutable; they keep the whole arena
+// alive together, which is as long as the event lives.
+type converter struct {
+	arena []byte
+}
+
+// str returns a string holding b, in the arena.
+func (c *converter) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(c.arena)-len(c.arena) < len(b) {
+		// Never for a parsed event; a new chunk keeps it correct anyway
+		// (the strings made so far still point into the old one).
+		c.arena = make([]byte, 0, max(len(b), 512))
+	}
+	start := len(c.arena)
+	c.arena = append(c.arena, b...)
+	return unsafe.String(&c.arena[start], len(b))
+}
+
+func (c *converter) event(v *fastjson.Value) (*Event, error) {
 	obj, err := v.Object()
 	if err != nil {
 		return nil, fmt.Errorf("%w: an event is a JSON object", ErrInvalidEvent)
@@ -67,7 +95,7 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 				ferr = fmt.Errorf("%w: type must be a string", ErrInvalidEvent)
 				return
 			}
-			ev.Type, seenType = string(s), true
+			ev.Type, seenType = c.str(s), true
 		case "created_ms":
 			n, err := fv.Uint64()
 			if err != nil || fv.Type() != fastjson.TypeNumber || bytes.ContainsAny(fv.MarshalTo(nil), ".eE") {
@@ -76,7 +104,7 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 			}
 			ev.CreatedMs, seenCreated = n, true
 		case "payload":
-			m, err := convertObject(fv)
+			m, err := c.object(fv)
 			if err != nil {
 				ferr = fmt.Errorf("%w: payload: %w", ErrInvalidEvent, err)
 				return
@@ -86,7 +114,7 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 			if fv.Type() == fastjson.TypeNull {
 				return
 			}
-			m, err := convertObject(fv)
+			m, err := c.object(fv)
 			if err != nil {
 				ferr = fmt.Errorf("%w: metadata: %w", ErrInvalidEvent, err)
 				return
@@ -97,7 +125,7 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 			case fastjson.TypeNull:
 			case fastjson.TypeString:
 				s, _ := fv.StringBytes()
-				ev.TraceID = string(s)
+				ev.TraceID = c.str(s)
 			default:
 				ferr = fmt.Errorf("%w: trace_id must be a string or null", ErrInvalidEvent)
 			}
@@ -121,20 +149,20 @@ func eventFromValue(v *fastjson.Value) (*Event, error) {
 	return ev, nil
 }
 
-func convertObject(v *fastjson.Value) (map[string]any, error) {
+func (c *converter) object(v *fastjson.Value) (map[string]any, error) {
 	if v.Type() != fastjson.TypeObject {
 		return nil, errors.New("must be a JSON object")
 	}
-	x, err := convert(v)
+	x, err := c.value(v)
 	if err != nil {
 		return nil, err
 	}
 	return x.(map[string]any), nil
 }
 
-// convert turns a parsed value into plain Go values. Recursion depth is
+// value turns a parsed value into plain Go values. Recursion depth is
 // bounded by the parser's own depth limit.
-func convert(v *fastjson.Value) (any, error) {
+func (c *converter) value(v *fastjson.Value) (any, error) {
 	switch v.Type() {
 	case fastjson.TypeObject:
 		o, _ := v.Object()
@@ -145,15 +173,15 @@ func convert(v *fastjson.Value) (any, error) {
 				return
 			}
 			var x any
-			x, err = convert(e)
-			m[string(k)] = x
+			x, err = c.value(e)
+			m[c.str(k)] = x
 		})
 		return m, err
 	case fastjson.TypeArray:
 		arr, _ := v.Array()
 		s := make([]any, len(arr))
 		for i, e := range arr {
-			x, err := convert(e)
+			x, err := c.value(e)
 			if err != nil {
 				return nil, err
 			}
@@ -162,14 +190,14 @@ func convert(v *fastjson.Value) (any, error) {
 		return s, nil
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
-		return string(b), nil
+		return c.str(b), nil
 	case fastjson.TypeNumber:
 		var buf [32]byte
 		raw := v.MarshalTo(buf[:0])
 		if !validNumber(raw) {
 			return nil, fmt.Errorf("invalid number %q", raw)
 		}
-		return json.Number(raw), nil
+		return json.Number(c.str(raw)), nil
 	case fastjson.TypeTrue:
 		return true, nil
 	case fastjson.TypeFalse:

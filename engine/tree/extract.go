@@ -107,6 +107,15 @@ func (x *extractor) indexedMatch(str string, loc []int) (any, error) {
 }
 
 func (x *extractor) indexed(str string) (any, error) {
+	if !x.all && x.idx != nil && *x.idx == 0 {
+		// The whole match: no group positions to track, which costs the
+		// matcher less.
+		loc := x.re.FindStringIndex(str)
+		if loc == nil {
+			return nil, errNoMatch
+		}
+		return str[loc[0]:loc[1]], nil
+	}
 	if !x.all {
 		loc := x.re.FindStringSubmatchIndex(str)
 		if loc == nil {

@@ -3,10 +3,12 @@ package tree
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/squallhq/squall/config"
@@ -46,6 +48,9 @@ type compiler struct {
 	// exprs are immutable too: rules read the same fields again and again,
 	// and shared expressions stay in the CPU caches.
 	exprs map[string]*expr
+	// pos is the position of the node being compiled, one name each, an
+	// iterator's followed by posBreak.
+	pos []string
 }
 
 func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
@@ -92,6 +97,14 @@ func Compile(root *config.Node) (*Tree, error) {
 
 func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
 	path := append(parent[:len(parent):len(parent)], cn.Name)
+	// pos is the path as an action position ([Action.Position]): an
+	// iterator's name ends a piece of it, its iteration goes in between.
+	pos := append(cc.pos[:len(cc.pos):len(cc.pos)], cn.Name)
+	if cn.Kind == config.KindIterator {
+		pos[len(pos)-1] += posBreak
+	}
+	cc.pos = pos
+	defer func() { cc.pos = pos[:len(pos)-1] }()
 	n := &node{kind: cn.Kind, name: cn.Name, active: cn.Active}
 	wrap := func(err error) error {
 		return fmt.Errorf("compile node %s: %w", config.PathString(path), err)
@@ -118,7 +131,7 @@ func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
 		n.never = !cn.Active
 	case config.KindRuleset:
 		for _, cr := range cn.Rules {
-			r, err := cc.rule(cr)
+			r, err := cc.rule(strings.Join(pos, "/"), cr)
 			if err != nil {
 				return nil, wrap(fmt.Errorf("rule %s: %w", cr.Name, err))
 			}
@@ -144,7 +157,7 @@ func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
 	return n, nil
 }
 
-func (cc *compiler) rule(cr *config.Rule) (*rule, error) {
+func (cc *compiler) rule(rulesetPos string, cr *config.Rule) (*rule, error) {
 	r := &rule{name: cr.Name, active: cr.Active, cont: cr.Continue}
 	if cr.Where != nil {
 		c, err := cc.operator(cr.Where)
@@ -166,11 +179,12 @@ func (cc *compiler) rule(cr *config.Rule) (*rule, error) {
 		r.extractors = append(r.extractors, x)
 		r.varNames = append(r.varNames, name)
 	}
-	for _, a := range cr.Actions {
+	for i, a := range cr.Actions {
 		t, err := cc.action(a)
 		if err != nil {
 			return nil, err
 		}
+		t.pos = strings.Split(rulesetPos+"/"+cr.Name+"/"+strconv.Itoa(i), posBreak)
 		r.actions = append(r.actions, t)
 	}
 	return r, nil
@@ -323,6 +337,9 @@ type evaluator struct {
 	sets []varSet
 	vals []any
 	sc   scope
+	// iters are the iterations of the iterators being visited, outermost
+	// first, as they appear in action positions.
+	iters []string
 }
 
 func (e *evaluator) node(n *node, ev *Event) *ProcessedNode {
@@ -397,11 +414,13 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 	}
 	e.sc = scope{ev: ev}
 	v, ok := n.target.get(&e.sc)
-	each := func(iteration, item any) {
+	each := func(iteration, item any, label string) {
 		iev := ev.withIteration(iteration, item)
 		var nodes []*ProcessedNode
 		if n.active {
+			e.iters = append(e.iters, label)
 			nodes = e.children(n, iev)
+			e.iters = e.iters[:len(e.iters)-1]
 		}
 		if res != nil {
 			if nodes == nil {
@@ -413,11 +432,13 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 	switch x := v.(type) {
 	case []any:
 		for i, item := range x {
-			each(json.Number(strconv.Itoa(i)), item)
+			label := strconv.Itoa(i)
+			each(json.Number(label), item, label)
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(keysOf(x)) {
-			each(k, x[k])
+			// Escaped: a key may hold "/", "[" or "]".
+			each(k, x[k], url.QueryEscape(k))
 		}
 	default:
 		if res != nil {
@@ -505,7 +526,7 @@ func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 			pr.Message = &msg
 			return pr
 		}
-		act := Action{ID: a.id, Payload: v.(map[string]any), CreatedMs: s.ev.CreatedMs}
+		act := Action{ID: a.id, Payload: v.(map[string]any), CreatedMs: s.ev.CreatedMs, Position: a.position(e.iters)}
 		e.actions = append(e.actions, act)
 		if e.record {
 			pr.Actions = append(pr.Actions, act)

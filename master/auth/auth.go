@@ -16,7 +16,9 @@
 //
 // Roles (decision 8): view reads the active tree and drafts; edit implies
 // view and modifies drafts; test_event_execute_actions is needed on top for
-// test events with process_type Full; admin is everything.
+// test events with process_type Full; fleet_report only lets engines and
+// satellites post their heartbeats to the fleet list (it implies no other
+// role, and no other role but admin implies it); admin is everything.
 package auth
 
 import (
@@ -88,6 +90,9 @@ const (
 	Edit               Permission = "edit"
 	ExecuteTestActions Permission = "test_event_execute_actions"
 	Admin              Permission = "admin"
+	// FleetReport lets engines and satellites post heartbeats to the
+	// fleet list, and nothing else (docs/decisions.md decision 50).
+	FleetReport Permission = "fleet_report"
 )
 
 // Grants reports whether the authorization's roles grant the permission.

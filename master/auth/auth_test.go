@@ -219,3 +219,27 @@ func TestScope_Resolve(t *testing.T) {
 		t.Error("Resolve modified the token's path")
 	}
 }
+
+// TestAuthorization_Grants: fleet_report grants only itself; admin grants
+// it; edit implies view and nothing else.
+func TestAuthorization_Grants(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		roles []string
+		p     Permission
+		want  bool
+	}{
+		{[]string{"fleet_report"}, FleetReport, true},
+		{[]string{"fleet_report"}, View, false},
+		{[]string{"fleet_report"}, Edit, false},
+		{[]string{"view"}, FleetReport, false},
+		{[]string{"edit"}, FleetReport, false},
+		{[]string{"edit"}, View, true},
+		{[]string{"admin"}, FleetReport, true},
+		{[]string{"view", "fleet_report"}, View, true},
+	} {
+		if got := (Authorization{Path: []string{"root"}, Roles: tc.roles}).Grants(tc.p); got != tc.want {
+			t.Errorf("%v grants %s: %v, want %v", tc.roles, tc.p, got, tc.want)
+		}
+	}
+}

@@ -93,9 +93,9 @@ func ParseAuth(s string) (string, Authorization, error) {
 	a := Authorization{Path: splitComma(path), Roles: splitComma(roles)}
 	for _, r := range a.Roles {
 		switch Permission(r) {
-		case View, Edit, ExecuteTestActions, Admin:
+		case View, Edit, ExecuteTestActions, FleetReport, Admin:
 		default:
-			return "", Authorization{}, fmt.Errorf("authorization %s: unknown role %q (want view, edit, test_event_execute_actions or admin)", name, r)
+			return "", Authorization{}, fmt.Errorf("authorization %s: unknown role %q (want view, edit, test_event_execute_actions, fleet_report or admin)", name, r)
 		}
 	}
 	return name, a, nil

@@ -70,6 +70,9 @@ func TestParseAuth(t *testing.T) {
 	if err != nil || name != "acme" || strings.Join(a.Path, "/") != "root/acme" || strings.Join(a.Roles, "/") != "view/edit" {
 		t.Errorf("%s %+v %v", name, a, err)
 	}
+	if _, a, err := ParseAuth("fleet=root:fleet_report"); err != nil || !a.Grants(FleetReport) {
+		t.Errorf("fleet_report: %+v %v", a, err)
+	}
 	for _, bad := range []string{"", "x", "=root:view", "x=root", "x=:view", "x=root:", "x=root:fly"} {
 		if _, _, err := ParseAuth(bad); err == nil {
 			t.Errorf("ParseAuth(%q) accepted", bad)

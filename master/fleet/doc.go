@@ -2,9 +2,21 @@
 // from the cluster's configuration, and the engines and satellites, from
 // the small heartbeats they send to the masters under /squall/v1/fleet/.
 //
-// Heartbeats are kept in the memory of the node that receives them (the
-// leader, where the routes are mounted): they are not replicated, and
-// after a change of leader the list fills again within one heartbeat
-// interval. A member that stops reporting is shown as stale after
-// Config.StaleAfter and dropped after Config.DropAfter.
+// Heartbeats (PUT /squall/v1/fleet/{role}/{id}) need a token with the
+// fleet_report role on the root; the list (GET /squall/v1/fleet) needs
+// view. They are kept in the memory of the node that receives them (the
+// leader, where the routes are mounted; followers forward): they are not
+// replicated, and after a change of leader the list fills again within
+// one heartbeat interval. A member that stops reporting is shown as stale
+// after Config.StaleAfter and dropped after Config.DropAfter.
+//
+// Masters do not report: when the list is made, each one is asked for its
+// own health (/readyz) and state (/squall/v1/cluster: version, raft state,
+// term, indexes), in parallel and bounded by Config.ProbeTimeout
+// (docs/decisions.md decision 51).
+//
+// [Reporter] is the client side, run by squall engine and squall
+// satellite: a heartbeat every interval to the master that took the last
+// one, the next master on failure, exponential backoff when every master
+// failed, in its own goroutine so that it never delays the process's work.
 package fleet

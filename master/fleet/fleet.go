@@ -62,6 +62,13 @@ type Master struct {
 	Leader   bool
 }
 
+// Health values of a master in the list.
+const (
+	HealthReady       = "ready"
+	HealthNotReady    = "not_ready"
+	HealthUnreachable = "unreachable"
+)
+
 // Member is one entry of the fleet's list.
 type Member struct {
 	Report
@@ -70,11 +77,19 @@ type Member struct {
 	LastSeenMS int64 `json:"last_seen_ms"`
 	// Stale reports a member that has not reported for StaleAfter.
 	Stale bool `json:"stale"`
-	// Masters only.
-	Leader   bool   `json:"leader,omitempty"`
-	RaftAddr string `json:"raft_addr,omitempty"`
-	HTTPAddr string `json:"http_addr,omitempty"`
-	Suffrage string `json:"suffrage,omitempty"`
+	// Masters only: the cluster configuration's view (Leader, addresses,
+	// suffrage), then what the master itself answered when the list was
+	// made (see probeMaster): its health, raft state and indexes, and its
+	// version in Report.Version.
+	Leader       bool    `json:"leader,omitempty"`
+	RaftAddr     string  `json:"raft_addr,omitempty"`
+	HTTPAddr     string  `json:"http_addr,omitempty"`
+	Suffrage     string  `json:"suffrage,omitempty"`
+	Health       string  `json:"health,omitempty"`
+	State        string  `json:"state,omitempty"`
+	Term         *uint64 `json:"term,omitempty"`
+	CommitIndex  *uint64 `json:"commit_index,omitempty"`
+	AppliedIndex *uint64 `json:"applied_index,omitempty"`
 }
 
 // Config holds the fleet's settings.
@@ -86,12 +101,19 @@ type Config struct {
 	// MaxMembers bounds the engines and satellites kept; a report of a
 	// new member beyond it is refused (503) until others are dropped.
 	MaxMembers int
+	// ProbeTimeout bounds how long the list waits for each master's own
+	// answers (they are asked in parallel); one that does not answer in
+	// time is listed as unreachable.
+	ProbeTimeout time.Duration
+	// Client asks the masters; nil is a plain HTTP client. Masters speak
+	// plain HTTP to each other (as when forwarding to the leader).
+	Client *http.Client
 }
 
 // Default returns the default settings: heartbeats are expected every
 // 10 seconds.
 func Default() Config {
-	return Config{StaleAfter: 30 * time.Second, DropAfter: 5 * time.Minute, MaxMembers: 1000}
+	return Config{StaleAfter: 30 * time.Second, DropAfter: 5 * time.Minute, MaxMembers: 1000, ProbeTimeout: 2 * time.Second}
 }
 
 // Tokens verifies bearer tokens (auth.Verifier).
@@ -121,6 +143,12 @@ type entry struct {
 func New(cfg Config, tokens Tokens, masters func(context.Context) ([]Master, error), logger *slog.Logger) *Fleet {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = Default().ProbeTimeout
 	}
 	return &Fleet{cfg: cfg, tokens: tokens, masters: masters, logger: logger.With("component", "fleet"), members: map[string]entry{}}
 }
@@ -191,21 +219,27 @@ func (f *Fleet) sweep(now time.Time) {
 	}
 }
 
-// List returns the masters, then the engines and satellites by role and id.
-func (f *Fleet) List(ctx context.Context, now time.Time) ([]Member, error) {
+// List returns the masters, then the engines and satellites by role and
+// id. Each master with an HTTP address is asked for its own state with
+// the authorization header given (the caller's, which holds view on the
+// root, as the list needs); an empty header asks only for readiness.
+func (f *Fleet) List(ctx context.Context, now time.Time, authorization string) ([]Member, error) {
 	masters, err := f.masters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fleet masters: %w", err)
 	}
-	out := make([]Member, 0, len(masters))
-	for _, m := range masters {
+	out := make([]Member, len(masters))
+	var wg sync.WaitGroup
+	for i, m := range masters {
 		suffrage := "voter"
 		if !m.Voter {
 			suffrage = "nonvoter"
 		}
-		out = append(out, Member{Report: Report{ID: m.ID, Role: RoleMaster, Ready: true, Reasons: []string{}},
-			LastSeenMS: now.UnixMilli(), Leader: m.Leader, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage})
+		out[i] = Member{Report: Report{ID: m.ID, Role: RoleMaster, Reasons: []string{}},
+			LastSeenMS: now.UnixMilli(), Leader: m.Leader, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage}
+		wg.Go(func() { f.probeMaster(ctx, &out[i], authorization) })
 	}
+	wg.Wait()
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	f.mu.Lock()
 	f.sweep(now)
@@ -220,41 +254,63 @@ func (f *Fleet) List(ctx context.Context, now time.Time) ([]Member, error) {
 	return append(out, rest...), nil
 }
 
-// Handler serves GET /squall/v1/fleet (the list) and PUT
-// /squall/v1/fleet/{role}/{id} (a heartbeat). Both need a token with view
-// on the root, which engines already hold.
+// Handler serves GET (and HEAD) /squall/v1/fleet, the list, which needs
+// view on the root, and PUT /squall/v1/fleet/{role}/{id}, a heartbeat,
+// which needs fleet_report on the root. Other methods are answered 405
+// with Allow, other paths 404, both with a JSON error.
 func (f *Fleet) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+Pattern, f.serveList)
-	mux.HandleFunc("PUT "+Pattern+"/{role}/{id}", f.serveReport)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
+		rest, ok := strings.CutPrefix(r.URL.Path, Pattern)
+		role, id, two := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+		switch {
+		case ok && rest == "":
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				f.notAllowed(w, r, "GET, HEAD")
+				return
+			}
+			f.serveList(w, r)
+		case ok && strings.HasPrefix(rest, "/") && two && role != "" && id != "" && !strings.Contains(id, "/"):
+			if r.Method != http.MethodPut {
+				f.notAllowed(w, r, "PUT")
+				return
+			}
+			r.SetPathValue("role", role)
+			r.SetPathValue("id", id)
+			f.serveReport(w, r)
+		default:
+			f.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", nil, "no such endpoint: " + r.Method + " " + r.URL.Path})
 		}
-		f.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", nil, "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 }
 
-func (f *Fleet) authorize(r *http.Request) error {
+// notAllowed answers 405 with the methods the path allows.
+func (f *Fleet) notAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	f.fail(w, r, &apiError{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", map[string]string{"ALLOW": allow},
+		fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
+}
+
+// authorize checks that the request's token has an authorization on the
+// root that grants p.
+func (f *Fleet) authorize(r *http.Request, p auth.Permission) error {
 	c, err := f.tokens.Verify(r.Header.Get("Authorization"))
 	if err != nil {
 		return err
 	}
 	for _, a := range c.Auths {
-		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(auth.View) {
+		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(p) {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", auth.ErrForbidden, config.RootName, auth.View)
+	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", auth.ErrForbidden, config.RootName, p)
 }
 
 func (f *Fleet) serveList(w http.ResponseWriter, r *http.Request) {
-	if err := f.authorize(r); err != nil {
+	if err := f.authorize(r, auth.View); err != nil {
 		f.fail(w, r, err)
 		return
 	}
-	members, err := f.List(r.Context(), time.Now())
+	members, err := f.List(r.Context(), time.Now(), r.Header.Get("Authorization"))
 	if err != nil {
 		f.fail(w, r, err)
 		return
@@ -267,7 +323,7 @@ func (f *Fleet) serveList(w http.ResponseWriter, r *http.Request) {
 // serveReport reads a heartbeat: the token first, then the content type,
 // then at most maxBody bytes of JSON with no unknown field.
 func (f *Fleet) serveReport(w http.ResponseWriter, r *http.Request) {
-	if err := f.authorize(r); err != nil {
+	if err := f.authorize(r, auth.FleetReport); err != nil {
 		f.fail(w, r, err)
 		return
 	}

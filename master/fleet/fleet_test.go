@@ -16,7 +16,9 @@ import (
 )
 
 func masters(context.Context) ([]Master, error) {
-	return []Master{{ID: "m2", RaftAddr: "127.0.0.1:7002", Voter: true}, {ID: "m1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8081", Voter: true, Leader: true}}, nil
+	// No HTTP addresses: these masters are not asked anything (a real
+	// cluster's are, in TestFleet_Masters).
+	return []Master{{ID: "m2", RaftAddr: "127.0.0.1:7002", Voter: true}, {ID: "m1", RaftAddr: "127.0.0.1:7001", Voter: true, Leader: true}}, nil
 }
 
 func token(roles ...string) string {
@@ -32,6 +34,13 @@ func newTestFleet(t *testing.T, cfg Config) (*Fleet, *httptest.Server) {
 }
 
 func call(t *testing.T, method, url, tok, ctype, body string) (int, string) {
+	t.Helper()
+	code, b, _ := callAllow(t, method, url, tok, ctype, body)
+	return code, b
+}
+
+// callAllow is call that also returns the answer's Allow header.
+func callAllow(t *testing.T, method, url, tok, ctype, body string) (int, string, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
@@ -52,41 +61,54 @@ func call(t *testing.T, method, url, tok, ctype, body string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), resp.Header.Get("Allow")
 }
 
-// TestFleet_Handler: heartbeats with a view token on the root are listed
-// after the masters; bad ones are refused with a JSON error and change
-// nothing.
+// TestFleet_Handler: heartbeats with a fleet_report token on the root are
+// listed after the masters; bad ones are refused with a JSON error and
+// change nothing.
 func TestFleet_Handler(t *testing.T) {
 	t.Parallel()
 	_, srv := newTestFleet(t, Default())
 	view := token("view")
+	reporter := token("fleet_report")
 	good := `{"id": "e1", "role": "engine", "site": "par", "version": "v1", "ready": false, "reasons": ["no tree yet"], "consumer_lag": 12}`
-	if code, body := call(t, "PUT", srv.URL+Pattern+"/engine/e1", view, "application/json", good); code != 200 || strings.TrimSpace(body) != "null" {
+	if code, body := call(t, "PUT", srv.URL+Pattern+"/engine/e1", reporter, "application/json", good); code != 200 || strings.TrimSpace(body) != "null" {
 		t.Fatalf("heartbeat: %d %s", code, body)
 	}
-	if code, body := call(t, "PUT", srv.URL+Pattern+"/satellite/s1", view, "application/json; charset=utf-8", `{"ready": true, "spool_depth": 0, "webhooks_loaded": 3}`); code != 200 {
+	if code, body := call(t, "PUT", srv.URL+Pattern+"/satellite/s1", token("admin"), "application/json; charset=utf-8", `{"ready": true, "spool_depth": 0, "webhooks_loaded": 3}`); code != 200 {
 		t.Fatalf("heartbeat with role and id from the path: %d %s", code, body)
 	}
 	for _, tc := range []struct {
-		name, path, tok, ctype, body string
-		status                       int
-		code                         string
+		name, method, path, tok, ctype, body string
+		status                               int
+		code                                 string
 	}{
-		{"no token", "/engine/e9", "", "application/json", good, 401, "UNAUTHORIZED"},
-		{"edit below the root", "/engine/e9", auth.EncodeUnsigned(auth.Claims{User: "u", Auths: map[string]auth.Authorization{"a": {Path: []string{"root", "acme"}, Roles: []string{"edit"}}}}), "application/json", good, 403, "MISSING_REQUIRED_PERMISSIONS"},
-		{"content type", "/engine/e9", view, "text/plain", good, 415, "UNSUPPORTED_MEDIA_TYPE"},
-		{"unknown field", "/engine/e9", view, "application/json", `{"cpu": 1}`, 400, "BAD_REQUEST"},
-		{"two objects", "/engine/e9", view, "application/json", `{} {}`, 400, "BAD_REQUEST"},
-		{"path and body differ", "/engine/e9", view, "application/json", good, 400, "INVALID_FIELD"},
-		{"master role", "/master/e9", view, "application/json", `{}`, 400, "INVALID_FIELD"},
-		{"bad id", "/engine/-x", view, "application/json", `{}`, 400, "INVALID_FIELD"},
-		{"negative lag", "/engine/e9", view, "application/json", `{"consumer_lag": -1}`, 400, "INVALID_FIELD"},
-		{"too large", "/engine/e9", view, "application/json", `{"site": "` + strings.Repeat("x", maxBody) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
+		{"no token", "PUT", "/engine/e9", "", "application/json", good, 401, "UNAUTHORIZED"},
+		{"view only", "PUT", "/engine/e9", view, "application/json", good, 403, "MISSING_REQUIRED_PERMISSIONS"},
+		{"fleet_report below the root", "PUT", "/engine/e9", auth.EncodeUnsigned(auth.Claims{User: "u", Auths: map[string]auth.Authorization{"a": {Path: []string{"root", "acme"}, Roles: []string{"fleet_report"}}}}), "application/json", good, 403, "MISSING_REQUIRED_PERMISSIONS"},
+		{"content type", "PUT", "/engine/e9", reporter, "text/plain", good, 415, "UNSUPPORTED_MEDIA_TYPE"},
+		{"unknown field", "PUT", "/engine/e9", reporter, "application/json", `{"cpu": 1}`, 400, "BAD_REQUEST"},
+		{"two objects", "PUT", "/engine/e9", reporter, "application/json", `{} {}`, 400, "BAD_REQUEST"},
+		{"path and body differ", "PUT", "/engine/e9", reporter, "application/json", good, 400, "INVALID_FIELD"},
+		{"master role", "PUT", "/master/e9", reporter, "application/json", `{}`, 400, "INVALID_FIELD"},
+		{"unknown role", "PUT", "/gateway/g1", reporter, "application/json", `{}`, 400, "INVALID_FIELD"},
+		{"bad id", "PUT", "/engine/-x", reporter, "application/json", `{}`, 400, "INVALID_FIELD"},
+		{"negative lag", "PUT", "/engine/e9", reporter, "application/json", `{"consumer_lag": -1}`, 400, "INVALID_FIELD"},
+		{"too large", "PUT", "/engine/e9", reporter, "application/json", `{"site": "` + strings.Repeat("x", maxBody) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
+		{"POST a heartbeat", "POST", "/engine/e9", reporter, "application/json", good, 405, "METHOD_NOT_ALLOWED"},
+		{"GET a heartbeat", "GET", "/engine/e1", view, "", "", 405, "METHOD_NOT_ALLOWED"},
+		{"DELETE a member", "DELETE", "/engine/e1", token("admin"), "", "", 405, "METHOD_NOT_ALLOWED"},
+		{"POST the list", "POST", "", view, "application/json", `{}`, 405, "METHOD_NOT_ALLOWED"},
+		{"below a member", "PUT", "/engine/e1/x", reporter, "application/json", good, 404, "NOT_FOUND"},
+		{"role only", "GET", "/engine", view, "", "", 404, "NOT_FOUND"},
+		{"trailing slash", "GET", "/", view, "", "", 404, "NOT_FOUND"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := call(t, "PUT", srv.URL+Pattern+tc.path, tc.tok, tc.ctype, tc.body)
+			code, body, allow := callAllow(t, tc.method, srv.URL+Pattern+tc.path, tc.tok, tc.ctype, tc.body)
+			if want := map[string]string{"": "GET, HEAD", "/engine/e9": "PUT", "/engine/e1": "PUT"}[tc.path]; tc.status == 405 && allow != want {
+				t.Errorf("Allow %q, want %q", allow, want)
+			}
 			var e struct {
 				Code    string            `json:"code"`
 				Params  map[string]string `json:"params"`
@@ -96,9 +118,6 @@ func TestFleet_Handler(t *testing.T) {
 				t.Errorf("%d %s, want %d %s", code, body, tc.status, tc.code)
 			}
 		})
-	}
-	if code, body := call(t, "GET", srv.URL+Pattern+"/engine", view, "", ""); code != 404 || !strings.Contains(body, `"code":"NOT_FOUND"`) {
-		t.Errorf("GET below the list: %d %s", code, body)
 	}
 	if code, body := call(t, "GET", srv.URL+Pattern, "", "", ""); code != 401 {
 		t.Errorf("list without a token: %d %s", code, body)
@@ -121,8 +140,11 @@ func TestFleet_Handler(t *testing.T) {
 	if e1.Site != "par" || e1.Ready || len(e1.Reasons) != 1 || e1.ConsumerLag == nil || *e1.ConsumerLag != 12 || e1.Stale {
 		t.Errorf("engine e1: %+v", e1)
 	}
-	if m1 := list.Members[0]; !m1.Leader || m1.Suffrage != "voter" || m1.HTTPAddr != "127.0.0.1:8081" {
-		t.Errorf("master m1: %+v", m1)
+	if m1 := list.Members[0]; !m1.Leader || m1.Suffrage != "voter" || m1.Health != HealthUnreachable || m1.Ready || len(m1.Reasons) != 1 {
+		t.Errorf("master m1 (no HTTP address): %+v", m1)
+	}
+	if code, _, _ := callAllow(t, "HEAD", srv.URL+Pattern, view, "", ""); code != 200 {
+		t.Errorf("HEAD of the list: %d", code)
 	}
 }
 
@@ -133,7 +155,7 @@ func TestFleet_Stale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := New(Config{StaleAfter: 30 * time.Second, DropAfter: time.Minute, MaxMembers: 2}, &auth.Verifier{}, masters, nil)
 		state := func() string {
-			ms, err := f.List(t.Context(), time.Now())
+			ms, err := f.List(t.Context(), time.Now(), "")
 			if err != nil {
 				t.Fatal(err)
 			}

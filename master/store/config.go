@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,12 @@ type Config struct {
 	// AdvertiseAddr is the address other masters dial (host:port). Empty
 	// means the listener's address, which must then be a specific IP.
 	AdvertiseAddr string
+	// SourceIP is the local IP that outbound raft connections are made
+	// from, e.g. the bind address's IP on a host with several addresses
+	// whose peers filter raft traffic by source (and the robustness
+	// suite's partitions, which tell nodes apart by it). Empty lets the
+	// operating system choose.
+	SourceIP string
 	// Bootstrap makes a node without raft state form a new cluster with
 	// itself as the only voter. It is ignored when the data dir already
 	// holds raft state, so it is safe on restart.
@@ -121,6 +128,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.TLS.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.SourceIP != "" && net.ParseIP(c.SourceIP) == nil {
+		errs = append(errs, fmt.Errorf("raft source ip %q: not an IP address", c.SourceIP))
 	}
 	for _, d := range []struct {
 		name string

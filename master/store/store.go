@@ -225,6 +225,10 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	if err := stream.setSource(c.SourceIP); err != nil {
+		stream.Close()
+		return fmt.Errorf("open store: %w", err)
+	}
 	if c.Switch != nil {
 		c.Switch.attach(stream)
 	}

@@ -80,6 +80,9 @@ type streamLayer struct {
 	advertise net.Addr
 	server    *tls.Config // nil without TLS
 	client    *tls.Config
+	// source is the local address outbound connections are made from;
+	// nil lets the operating system choose (Config.SourceIP).
+	source net.Addr
 
 	// Partition simulation for tests: while cut, no connection is made or
 	// accepted, and cutting closes the open ones.
@@ -168,7 +171,7 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if l.isCut() {
 		return nil, errPartitioned
 	}
-	d := &net.Dialer{Timeout: timeout}
+	d := l.dialer(timeout)
 	var (
 		c   net.Conn
 		err error
@@ -182,6 +185,30 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	return l.track(c)
+}
+
+// setSource makes outbound connections come from ip (Config.SourceIP);
+// an empty ip lets the operating system choose.
+func (l *streamLayer) setSource(ip string) error {
+	if ip == "" {
+		return nil
+	}
+	parsed := net.ParseIP(ip)
+	if parsed == nil {
+		return fmt.Errorf("raft source ip %q: not an IP address", ip)
+	}
+	l.source = &net.TCPAddr{IP: parsed}
+	return nil
+}
+
+// dialer returns the dialer of outbound connections: from the source IP
+// when one is set, with the timeout (0: none).
+func (l *streamLayer) dialer(timeout time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout}
+	if l.source != nil {
+		d.LocalAddr = l.source
+	}
+	return d
 }
 
 // NetworkSwitch cuts a store's raft traffic, to simulate a network
@@ -323,9 +350,9 @@ func (l *streamLayer) probe(ctx context.Context, id, addr string) error {
 		err error
 	)
 	if l.client == nil {
-		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		c, err = l.dialer(0).DialContext(ctx, "tcp", addr)
 	} else {
-		c, err = (&tls.Dialer{Config: l.client}).DialContext(ctx, "tcp", addr)
+		c, err = (&tls.Dialer{NetDialer: l.dialer(0), Config: l.client}).DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
 		return err

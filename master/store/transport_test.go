@@ -3,11 +3,14 @@ package store
 import (
 	"crypto/tls"
 	"errors"
+	"net"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestTLSConfig_Validate(t *testing.T) {
@@ -100,6 +103,69 @@ func TestCluster_MutualTLS(t *testing.T) {
 		t.Fatal("rogue found a leader")
 	}
 	if _, err := leader.ReplaceActive(ctx, treeWith("still_fine")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamLayer_SourceIP shows that with a source IP outbound raft
+// connections (raft's dials and the join probe) come from it, so that a
+// peer or a proxy can tell the node by it.
+func TestStreamLayer_SourceIP(t *testing.T) {
+	t.Parallel()
+	server, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	client, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.setSource("not-an-ip"); err == nil {
+		t.Fatal("a source that is no IP was accepted")
+	}
+	if err := client.setSource("127.0.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, dial := range []struct {
+		name string
+		do   func() error
+	}{
+		{"raft dial", func() error {
+			c, err := client.Dial(raft.ServerAddress(server.Addr().String()), 5*time.Second)
+			if err == nil {
+				err = c.Close()
+			}
+			return err
+		}},
+		{"probe", func() error {
+			return client.probe(t.Context(), "server", server.Addr().String())
+		}},
+	} {
+		if err := dial.do(); err != nil {
+			t.Fatalf("%s: %v", dial.name, err)
+		}
+		c, err := server.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		c.Close()
+		if host != "127.0.0.2" {
+			t.Fatalf("%s came from %s, want 127.0.0.2", dial.name, host)
+		}
+	}
+}
+
+func TestConfig_SourceIP(t *testing.T) {
+	t.Parallel()
+	c := Config{NodeID: "n", DataDir: t.TempDir(), BindAddr: "127.0.0.1:0", SourceIP: "127.0.0.300"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "source ip") {
+		t.Fatalf("bad source ip: %v", err)
+	}
+	c.SourceIP = "127.0.0.2"
+	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 }

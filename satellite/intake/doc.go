@@ -3,8 +3,14 @@
 //	POST /engine/webhook/event/{id}?token=…
 //
 // For each call the [Intake] finds the webhook (from the watcher's current
-// set), checks the token in constant time, reads the body up to the
-// webhook's max_payload_size, checks the optional HMAC signature, turns the
+// set), checks the client address against its allow_ips (the peer, or the
+// address a trusted proxy forwarded: Config.Clients), checks the token in
+// constant time, takes the call from the webhook's rate_limit bucket, reads the body up to the
+// webhook's max_payload_size, checks the optional signature (its scheme,
+// secrets and replay window are in the webhook file), looks the delivery id
+// up when the webhook has dedupe (Config.Dedupe: a repeat within the window
+// is answered 200 with the first call's event id, header
+// Squall-Deduplicated: true, and produces no event), turns the
 // body into an event with the webhook's collector, and gives the event to
 // its [Sink] as a Kafka [Record]: key = tenant id, value = the event JSON,
 // headers squall-event-id (a UUIDv7), traceparent (the caller's, or a new
@@ -16,10 +22,22 @@
 //
 //	405 METHOD_NOT_ALLOWED  not POST (with Allow: POST)
 //	404 WEBHOOK_NOT_FOUND   no webhook with this id
+//	403 ADDRESS_NOT_ALLOWED the client address is not in allow_ips
 //	401 UNAUTHORIZED        token missing or wrong
+//	429 RATE_LIMITED        over the webhook's rate_limit (Retry-After:
+//	                        when the bucket has a call again); the body is
+//	                        not read
 //	413 PAYLOAD_TOO_LARGE   body over max_payload_size; reading stops at the
 //	                        limit and the connection is closed
 //	401 INVALID_SIGNATURE   signature header missing or wrong
+//	400 INVALID_SIGNATURE_HEADER  a signature, timestamp or id header
+//	                        unparsable (not hex or base64, a non-numeric
+//	                        timestamp) or longer than 4096 bytes
+//	401 SIGNATURE_TIMESTAMP_OUT_OF_TOLERANCE  the signature matches but its
+//	                        timestamp is outside the tolerance (a replay)
+//	400 DELIVERY_ID_MISSING the webhook has dedupe and the call no id
+//	400 INVALID_DELIVERY_ID the delivery id is longer than 256 bytes, or
+//	                        its JMESPath gives neither a string nor a number
 //	400 BODY_NOT_JSON       the body is not one JSON value
 //	422 TEMPLATE_ERROR      the template cannot make an event of this body
 //	                        (params.field names the template entry)
@@ -29,7 +47,12 @@
 //	503 UNAVAILABLE         the event could not be stored
 //
 // The checks run in this order, so an unauthenticated caller never gets its
-// body read. 503 answers carry Retry-After. Connections are kept alive; after
+// body read. Accepted events are counted per webhook in
+// squall_intake_accepted_total, repeated deliveries in
+// squall_intake_deduplicated_total, refused calls of a known webhook by
+// reason (token, signature, timestamp, address, rate, size, delivery_id) in
+// squall_intake_refused_total; the index of the token and secret entry that
+// verified a call, in squall_intake_credential_verified_total. 503 answers carry Retry-After. Connections are kept alive; after
 // a 413 whose body was cut short the server closes the connection rather
 // than read the rest.
 package intake

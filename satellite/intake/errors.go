@@ -27,14 +27,28 @@ const (
 	CodeNotFound         = "WEBHOOK_NOT_FOUND"
 	CodeUnauthorized     = "UNAUTHORIZED"
 	CodeBadSignature     = "INVALID_SIGNATURE"
-	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
-	CodeEventTooLarge    = "EVENT_TOO_LARGE"
-	CodeBodyNotJSON      = "BODY_NOT_JSON"
-	CodeTemplate         = "TEMPLATE_ERROR"
-	CodeSpoolFull        = "SPOOL_FULL"
-	CodeShuttingDown     = "SHUTTING_DOWN"
-	CodeUnavailable      = "UNAVAILABLE"
-	CodeInternal         = "INTERNAL"
+	// CodeBadSignatureHeader: a signature, timestamp or message-id header
+	// too long or unparsable (400).
+	CodeBadSignatureHeader = "INVALID_SIGNATURE_HEADER"
+	// CodeSignatureTimestamp: a signature that matches but whose timestamp
+	// is outside the webhook's tolerance, a replay (401).
+	CodeSignatureTimestamp = "SIGNATURE_TIMESTAMP_OUT_OF_TOLERANCE"
+	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
+	CodeEventTooLarge      = "EVENT_TOO_LARGE"
+	CodeBodyNotJSON        = "BODY_NOT_JSON"
+	CodeTemplate           = "TEMPLATE_ERROR"
+	CodeSpoolFull          = "SPOOL_FULL"
+	CodeShuttingDown       = "SHUTTING_DOWN"
+	CodeUnavailable        = "UNAVAILABLE"
+	CodeInternal           = "INTERNAL"
+)
+
+// Reasons of the squall_intake_refused_total metric: why a call to a known
+// webhook was refused.
+const (
+	ReasonToken     = "token"
+	ReasonSignature = "signature"
+	ReasonTimestamp = "timestamp"
 )
 
 // apiError is an answer other than 200: the status, the JSON body
@@ -45,7 +59,9 @@ type apiError struct {
 	params     map[string]any
 	message    string
 	retryAfter time.Duration
-	err        error
+	// reason, when set, counts the answer in squall_intake_refused_total.
+	reason string
+	err    error
 }
 
 // Error implements error.

@@ -18,8 +18,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/satellite/clientaddr"
+	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/webhooks"
 	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/webhooks/signing"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.
@@ -51,6 +54,15 @@ type Config struct {
 	// webhook's limit is read and dropped before the 413 is sent
 	// (default 5 s); at most twice the limit is read.
 	DiscardTimeout time.Duration
+	// Clients finds the client address of a call, for allow_ips and
+	// per-client rate limits; nil takes the connection's peer.
+	Clients *clientaddr.Resolver
+	// Limits keeps the buckets of the webhooks' rate_limit (default: new
+	// ones with ratelimit.DefaultMaxClients).
+	Limits *ratelimit.Limiters
+	// Dedupe remembers the delivery ids of webhooks with dedupe; without
+	// it, their calls are answered 500.
+	Dedupe Deduper
 }
 
 // DefaultDiscardTimeout is the default Config.DiscardTimeout.
@@ -134,6 +146,9 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if cfg.DiscardTimeout <= 0 {
 		cfg.DiscardTimeout = DefaultDiscardTimeout
 	}
+	if cfg.Limits == nil {
+		cfg.Limits = ratelimit.New(0)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -166,13 +181,13 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
 	}
 	known, eventID, err := in.serve(w, r, id, start)
-	status := http.StatusOK
+	status, reason := http.StatusOK, ""
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
 		}
-		status = ae.status
+		status, reason = ae.status, ae.reason
 		in.logAnswer(r, id, ae)
 		writeError(w, ae)
 	} else {
@@ -192,6 +207,9 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	label := ""
 	if known {
 		label = id // only ids of the current set: unknown ids cannot grow the series
+		if reason != "" {
+			in.m.refused.WithLabelValues(id, reason).Inc()
+		}
 	}
 	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	in.m.duration.Observe(time.Since(start).Seconds())
@@ -220,13 +238,25 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		return false, "", &apiError{status: http.StatusNotFound, code: CodeNotFound,
 			params: map[string]any{"id": id}, message: "no webhook with this id"}
 	}
+	client, err := in.checkAddress(r, wh)
+	if err != nil {
+		return true, "", err
+	}
 	token, tokens := queryToken(r.URL)
-	if tokens != 1 || !wh.CheckToken(token) {
+	tokenIndex, ok := -1, false
+	if tokens == 1 {
+		tokenIndex, ok = wh.MatchToken(token, now)
+	}
+	if !ok {
 		msg := "wrong token"
 		if tokens == 0 {
 			msg = "missing token"
 		}
-		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg}
+		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
+	}
+	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	if err := in.checkRate(wh, client, now); err != nil {
+		return true, "", err
 	}
 
 	limit := wh.MaxPayloadSize
@@ -237,7 +267,7 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		// read and drop up to twice the limit, for a bounded time,
 		// then answer and close.
 		httpguard.Discard(w, rawBody, in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
-		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, reason: ReasonSize,
 			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
 	}
 	if r.ContentLength > limit {
@@ -265,9 +295,28 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	}
 	body := buf.Bytes()
 
-	if sig := wh.Signature; sig != nil && !sig.Verify(body, r.Header.Get(sig.Header)) {
-		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeBadSignature,
-			params: map[string]any{"header": sig.Header}, message: "missing or wrong signature"}
+	if sig := wh.Signature; sig != nil {
+		index, err := sig.Verify(r.Header, body, now)
+		if err != nil {
+			return true, "", signatureError(sig, err)
+		}
+		in.m.credentialVerified(wh.ID, credentialSecret, index)
+	}
+
+	claim, err := in.claim(r, wh, body, now)
+	if err != nil {
+		return true, "", err
+	}
+	if claim != nil {
+		if claim.Duplicate {
+			in.m.deduplicated.WithLabelValues(wh.ID).Inc()
+			// Also among the refusals by reason: the repeat made no
+			// event, though it is answered 200 with the first event id.
+			in.m.refused.WithLabelValues(wh.ID, ReasonDuplicate).Inc()
+			w.Header().Set(HeaderDeduplicated, "true")
+			return true, claim.EventID, nil
+		}
+		defer claim.Abort() // unless committed below
 	}
 
 	// One allocation holds the event and its header values; both stay
@@ -292,7 +341,36 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	if err := in.sink.Publish(context.WithoutCancel(r.Context()), rec); err != nil {
 		return true, "", in.sinkError(err)
 	}
+	if claim != nil {
+		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
+	}
+	in.m.accepted.WithLabelValues(wh.ID).Inc()
 	return true, rec.EventID, nil
+}
+
+// signatureError maps a refused signature to the answer.
+func signatureError(sig *signing.Verifier, err error) *apiError {
+	header := sig.Header()
+	var se *signing.Error
+	if errors.As(err, &se) {
+		header = se.Header
+	}
+	params := map[string]any{"header": header}
+	switch {
+	case errors.Is(err, signing.ErrTimestamp):
+		params["tolerance"] = sig.Tolerance().String()
+		return &apiError{status: http.StatusUnauthorized, code: CodeSignatureTimestamp, params: params, reason: ReasonTimestamp,
+			message: fmt.Sprintf("the signature's timestamp is more than %s from the satellite's clock", sig.Tolerance())}
+	case errors.Is(err, signing.ErrMalformed):
+		params["max_length"] = signing.MaxHeaderLen
+		return &apiError{status: http.StatusBadRequest, code: CodeBadSignatureHeader, params: params, reason: ReasonSignature,
+			message: "the header " + header + " cannot be parsed or is too long"}
+	case errors.Is(err, signing.ErrMissing):
+		return &apiError{status: http.StatusUnauthorized, code: CodeBadSignature, params: params, reason: ReasonSignature,
+			message: "missing signature: no header " + header}
+	}
+	return &apiError{status: http.StatusUnauthorized, code: CodeBadSignature, params: params, reason: ReasonSignature,
+		message: "wrong signature"}
 }
 
 // record builds the Kafka record of an event whose JSON is value. The header

@@ -2,6 +2,7 @@ package intake
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -11,6 +12,31 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
 	inflight prometheus.Gauge
+	// refused counts refused calls of known webhooks by reason.
+	refused *prometheus.CounterVec
+	// credentials counts the token and secret entries that verified.
+	credentials *prometheus.CounterVec
+	// accepted counts the events accepted, by webhook.
+	accepted *prometheus.CounterVec
+	// deduplicated counts repeated deliveries answered with the first
+	// event's id, by webhook.
+	deduplicated *prometheus.CounterVec
+}
+
+// Kinds of credential of the squall_intake_credential_verified_total metric.
+const (
+	credentialToken  = "token"
+	credentialSecret = "secret"
+)
+
+// credentialVerified counts a call that entry index of the webhook's tokens
+// or secrets verified.
+func (m *metrics) credentialVerified(webhook, kind string, index int) {
+	idx := "0"
+	if index != 0 {
+		idx = strconv.Itoa(index)
+	}
+	m.credentials.WithLabelValues(webhook, kind, idx).Inc()
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
@@ -31,11 +57,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "squall_intake_in_flight_requests",
 			Help: "Webhook calls being handled.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_intake_refused_total",
+			Help: "Calls of a known webhook refused, by webhook id and reason (token, signature, timestamp, address, rate, size, delivery_id).",
+		}, []string{"webhook", "reason"}),
+		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_intake_credential_verified_total",
+			Help: "Calls whose token or signature verified, by webhook id, credential (token, secret) and index of the entry in the webhook file's tokens or secrets.",
+		}, []string{"webhook", "credential", "index"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_intake_accepted_total",
+			Help: "Events accepted (acknowledged by Kafka or spooled), by webhook id.",
+		}, []string{"webhook"}),
+		deduplicated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_intake_deduplicated_total",
+			Help: "Repeated deliveries of a webhook with dedupe, answered 200 with the first call's event id and no new event, by webhook id.",
+		}, []string{"webhook"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight}
+	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.refused, m.credentials, m.accepted, m.deduplicated}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range collectors[:i] {

@@ -116,9 +116,12 @@ func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
 			continue
 		}
 
-		var msgs []Message
-		for _, w := range taken {
-			msgs = append(msgs, w.msgs...)
+		msgs := taken[0].msgs
+		if len(taken) > 1 {
+			msgs = make([]Message, 0, records)
+			for _, w := range taken {
+				msgs = append(msgs, w.msgs...)
+			}
 		}
 		err := s.produce(ctx, q.id, msgs)
 		for _, w := range taken {

@@ -91,6 +91,9 @@ type Watcher struct {
 
 	// Owned by the Run goroutine.
 	files map[string][32]byte // file name → hash of its content
+	// secretFiles are the token and secret files the webhook files named
+	// at the last load: their changes reload too.
+	secretFiles []string
 }
 
 // New validates cfg and builds a Watcher whose metrics are registered with
@@ -255,14 +258,33 @@ func (w *Watcher) scan() error {
 		w.m.reloads.WithLabelValues(resultError).Inc()
 		return err
 	}
+	for _, path := range w.secretFiles {
+		files[secretFileKey+path] = fingerprintSecret(path)
+	}
 	prev := w.current.Load()
 	if prev != nil && maps.Equal(files, w.files) {
 		return nil
 	}
-	set, problems, err := webhooks.LoadDir(w.cfg.Dir)
+	// The token and secret files are fingerprinted as they are opened:
+	// a change after that is seen by the next scan.
+	secrets := make(map[string][32]byte)
+	src := webhooks.Source{Dir: w.cfg.Dir, LookupEnv: os.LookupEnv, Opened: func(path string) {
+		secrets[path] = fingerprintSecret(path)
+	}}
+	set, problems, err := webhooks.LoadDirWith(w.cfg.Dir, src)
 	if err != nil {
 		w.m.reloads.WithLabelValues(resultError).Inc()
 		return err
+	}
+	for name := range files {
+		if strings.HasPrefix(name, secretFileKey) {
+			delete(files, name)
+		}
+	}
+	w.secretFiles = w.secretFiles[:0]
+	for path, h := range secrets {
+		files[secretFileKey+path] = h
+		w.secretFiles = append(w.secretFiles, path)
 	}
 	snap := &Snapshot{Webhooks: set, Problems: problems, Generation: 1, LoadedAt: time.Now()}
 	if prev != nil {
@@ -325,6 +347,27 @@ func fingerprint(dir string) (map[string][32]byte, error) {
 		}
 	}
 	return files, nil
+}
+
+// secretFileKey prefixes the token and secret files in the fingerprint
+// map (webhook file names never start with a space).
+const secretFileKey = " secret file "
+
+// fingerprintSecret hashes a token or secret file: its mode (a file made
+// private loads again) and its content.
+func fingerprintSecret(path string) [32]byte {
+	info, err := os.Stat(path)
+	if err != nil {
+		return sha256.Sum256([]byte("error: " + err.Error()))
+	}
+	if !info.Mode().IsRegular() || info.Size() > webhooks.MaxSecretFileSize {
+		return sha256.Sum256(fmt.Appendf(nil, "%s %d %d", info.Mode(), info.Size(), info.ModTime().UnixNano()))
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		data = []byte("error: " + err.Error())
+	}
+	return sha256.Sum256(append(data, info.Mode().String()...))
 }
 
 // diff lists the file names added, removed and changed from old to cur.

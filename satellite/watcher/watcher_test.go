@@ -117,6 +117,43 @@ func TestWatcher_HotReload(t *testing.T) {
 		}
 	})
 
+	t.Run("token and secret files", func(t *testing.T) {
+		t.Parallel()
+		dir, secrets := t.TempDir(), t.TempDir()
+		tokenFile := filepath.Join(secrets, "token")
+		write(t, tokenFile, "t1\n")
+		if err := os.Chmod(tokenFile, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, "good.json"), hook("good", "t"))
+		write(t, filepath.Join(dir, "a.json"), `{"id": "a", "tokens": [{"file": "`+tokenFile+`"}],
+			"collector_config": {"event_type": "e", "payload": {}}}`)
+		w := startWatcher(t, fastConfig(dir))
+		if s := w.Snapshot(); len(s.Problems) != 1 || !strings.Contains(s.Problems[0].Error(), "readable by group or others (mode 0640)") {
+			t.Fatalf("problems %v", s.Problems)
+		}
+		// The token file is outside the watched folder: the rescan (here
+		// asked for, else periodic) sees its mode and content change.
+		if err := os.Chmod(tokenFile, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.Rescan()
+		waitFor(t, w, "token file made private", has("a", "t1"))
+		write(t, tokenFile, "t2")
+		w.Rescan()
+		s := waitFor(t, w, "token rotated", has("a", "t2"))
+		if has("a", "t1")(s) || !has("good", "t")(s) {
+			t.Fatalf("after rotation: %v", ids(s))
+		}
+		// A rescan that finds nothing new publishes nothing.
+		scans := testutil.ToFloat64(w.m.scans)
+		w.Rescan()
+		waitForCounter(t, w.m.scans, scans+1)
+		if g := w.Snapshot().Generation; g != s.Generation {
+			t.Errorf("generation %d after %d: a rescan without change reloaded", g, s.Generation)
+		}
+	})
+
 	t.Run("bad and duplicate files", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()

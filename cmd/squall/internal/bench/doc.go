@@ -23,8 +23,9 @@
 //
 // # Where it lives
 //
-// The package is private to cmd/squall: it is a client of the deployment,
-// it imports no role (satellite, master, engine) and none imports it, and
-// the later `squall bench findings` drives the same generator against a
-// master.
+// The package is private to cmd/squall: it is a client of the deployment.
+// `squall bench findings` drives the same generator against a master.
+// [Engine] (`squall bench engine`) writes events with the satellite's Kafka
+// adapter, satellite/kafkasink (only Kafka adapters import kafka-go), and
+// reads the engines' Prometheus metrics with prometheus/common's parser.
 package bench

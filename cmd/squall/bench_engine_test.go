@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/squallhq/squall/cmd/squall/internal/bench"
+)
+
+// benchEngineTree archives every event.
+const benchEngineTree = `{"version": "1.1", "Filter": {"name": "root",
+  "filter": {"description": "", "active": true, "filter": {}},
+  "nodes": [{"Ruleset": {"name": "bench", "rules": [{"name": "archive_all", "description": "", "continue": true, "active": true,
+    "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "squall_bench"}, "WITH": {}},
+    "actions": [{"id": "archive", "payload": {"event": "${event}", "archive_type": "one"}}]}]}}]}}`
+
+// TestBenchEngine runs squall bench engine against a real squall engine
+// (with a master and a kfake broker): it writes 300 events, waits until the
+// engine counted them from its /metrics, and every event is in the archive.
+// Then, with the engine stopped, it preloads 200 more without --metrics, and
+// a new engine drains them, measured with --events 0 --from-start.
+func TestBenchEngine(t *testing.T) {
+	t.Parallel()
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	dir := t.TempDir()
+	tokenFile, token := adminTokenFile(t, dir)
+	deployTree(t, base, token, []byte(benchEngineTree))
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	archive := filepath.Join(dir, "archive")
+	actions := filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startEngine := func() (*exec.Cmd, *started, string) {
+		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
+		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=bench-test")
+		p := startLogged(t, cmd, "ops endpoints listening", "addr")
+		return cmd, p, "http://" + p.addr + "/metrics"
+	}
+	run := func(args ...string) bench.EngineResult {
+		t.Helper()
+		code, stdout, stderr := runBinary(t, append([]string{"bench", "engine", "--json", "--kafka-brokers", addr, "--timeout", "60s"}, args...)...)
+		if code != 0 {
+			t.Fatalf("squall bench engine %v exited %d:\n%s\n%s", args, code, stdout, stderr)
+		}
+		var r bench.EngineResult
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("the --json summary does not parse: %v\n%s", err, stdout)
+		}
+		return r
+	}
+	archived := func() int {
+		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
+		return strings.Count(string(b), "\n")
+	}
+
+	engine, p, metrics := startEngine()
+	r := run("--events", "300", "--keys", "5", "--batch", "50", "--metrics", metrics)
+	if !r.Complete || r.Produced != 300 || r.Counted != 300 || r.Processed != 300 || r.Failed != 0 || r.Deduplicated != 0 ||
+		r.DrainRate <= 0 || len(r.Engines) != 1 || r.Engines[0].MaxRSSBytes <= 0 || r.Engines[0].Counted != 300 {
+		t.Fatalf("first run: %+v", r)
+	}
+	if n := archived(); n != 300 {
+		t.Fatalf("%d events archived, want 300", n)
+	}
+	stopProcess(t, engine, p.done)
+
+	// A backlog preloaded while no engine runs, then drained.
+	r = run("--events", "200", "--keys", "5")
+	if r.Produced != 200 || r.Counted != 0 || r.Complete {
+		t.Fatalf("preload: %+v", r)
+	}
+	engine, p, metrics = startEngine()
+	r = run("--events", "0", "--expect", "200", "--from-start", "--metrics", metrics)
+	if !r.Complete || r.Produced != 0 || r.Counted != 200 || r.Processed != 200 {
+		t.Fatalf("backlog run: %+v", r)
+	}
+	if n := archived(); n != 500 {
+		t.Fatalf("%d events archived, want 500", n)
+	}
+	stopProcess(t, engine, p.done)
+
+	// Wrong flags and an engine that cannot be read fail before writing.
+	for _, args := range [][]string{
+		{"bench", "engine", "--events", "0"},
+		{"bench", "engine", "--events", "10", "--metrics", "http://127.0.0.1:1/metrics", "--kafka-brokers", addr},
+		{"bench", "engine", "--events", "-1", "--kafka-brokers", addr},
+		{"bench", "engine", "--events", "10"},
+	} {
+		if code, stdout, stderr := runBinary(t, args...); code != 1 || stderr == "" {
+			t.Errorf("%v: exit %d, %s %s", args, code, stdout, stderr)
+		}
+	}
+}
+
+// stopProcess sends SIGINT to cmd and waits (bounded) for it to exit,
+// after the end of its log (logDone: Wait closes the pipe).
+func stopProcess(t *testing.T, cmd *exec.Cmd, logDone <-chan struct{}) {
+	t.Helper()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { <-logDone; exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("process did not exit within 30s")
+	}
+}

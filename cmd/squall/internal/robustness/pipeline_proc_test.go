@@ -1,0 +1,293 @@
+package robustness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The helpers of TestPipeline: its processes (squall, built by TestMain,
+// and this test binary as the broker), and polling with deadlines (the
+// processes give no signal to wait on).
+
+// pipeLog is a log that goroutines append to.
+type pipeLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *pipeLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// tail returns the last n lines.
+func (l *pipeLog) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// pipeProc is a process of a pipeline test: squall, or this test binary as
+// the broker.
+type pipeProc struct {
+	name string
+	addr string // what its start line names
+	base string // http://addr
+	cmd  *exec.Cmd
+	logs *pipeLog
+	done chan struct{} // closed when its output ends
+}
+
+// startPipeProc starts cmd, whose standard error (or standard output)
+// carries JSON log lines, waits up to 30 s for the line whose msg is msg
+// and takes that line's field key as its address. The process is killed
+// when the test ends unless it was stopped.
+func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *pipeProc {
+	t.Helper()
+	p := &pipeProc{name: name, cmd: cmd, logs: &pipeLog{}}
+	r, w := io.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = w.Close()
+		close(exited)
+	}()
+	addr := make(chan string, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			_, _ = p.logs.Write(append(sc.Bytes(), '\n'))
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+				a, _ := rec[key].(string)
+				select {
+				case addr <- a:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	p.done = exitedAndRead(exited, read)
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			_ = os.WriteFile(filepath.Join(t.ArtifactDir(), name+".log"), []byte(p.logs.tail(1<<30)), 0o600)
+		}
+	})
+	select {
+	case p.addr = <-addr:
+	case <-p.done:
+		t.Fatalf("%s exited:\n%s", name, p.logs.tail(40))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: no %q log line within 30s:\n%s", name, msg, p.logs.tail(40))
+	}
+	p.base = "http://" + p.addr
+	return p
+}
+
+// exitedAndRead returns a channel closed once both are.
+func exitedAndRead(a, b <-chan struct{}) chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		<-a
+		<-b
+		close(c)
+	}()
+	return c
+}
+
+// running reports whether the process has not exited.
+func (p *pipeProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (p *pipeProc) kill() {
+	if p.running() {
+		_ = p.cmd.Process.Kill()
+	}
+	<-p.done
+}
+
+// stop ends the process with SIGTERM and reports an unclean exit.
+func (p *pipeProc) stop(t *testing.T) {
+	t.Helper()
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		t.Errorf("%s did not exit within 40s of SIGTERM", p.name)
+		p.kill()
+	}
+	if st := p.cmd.ProcessState; st != nil && !st.Success() {
+		t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, st, p.logs.tail(30))
+	}
+}
+
+// pipeWait polls cond every 20 ms until it holds (true), or d passes or ctx
+// ends (false).
+func pipeWait(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// pipeMust waits for cond or fails the test with the logs of procs.
+func pipeMust(t *testing.T, d time.Duration, what string, procs []*pipeProc, cond func() bool) {
+	t.Helper()
+	if !pipeWait(t.Context(), d, cond) {
+		var b strings.Builder
+		for _, p := range procs {
+			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, p.logs.tail(25))
+		}
+		t.Fatalf("%s: not within %s\n%s", what, d, b.String())
+	}
+}
+
+// pipeClient sends the test's own requests (not the load).
+var pipeClient = &http.Client{Timeout: 10 * time.Second}
+
+// pipeCall sends one request and returns the status and body; 0 when it
+// failed.
+func pipeCall(ctx context.Context, method, url, token string, body io.Reader, contentType string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return 0, nil
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := pipeClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
+}
+
+// pipeRun runs the binary and returns its standard output.
+func pipeRun(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// pipeDeploy creates a draft, imports tree as the whole tree and deploys it.
+func pipeDeploy(t *testing.T, base, token string, tree []byte) {
+	t.Helper()
+	ctx := t.Context()
+	code, body := pipeCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
+	var draft struct {
+		ID string `json:"id"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
+		t.Fatalf("create draft: %d %s", code, body)
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("file", "tree.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.Write(tree); err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := pipeCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/root", token, &form, mw.FormDataContentType()); code != http.StatusOK {
+		t.Fatalf("import tree: %d %s", code, body)
+	}
+	if code, body := pipeCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy", token, nil, ""); code != http.StatusOK {
+		t.Fatalf("deploy: %d %s", code, body)
+	}
+}
+
+// pipeFixedPort returns a loopback address whose port is free now and lies
+// below the ephemeral range: the broker and the satellites keep theirs
+// across restarts, and no connection gets one as its local port while its
+// process is down.
+func pipeFixedPort(t *testing.T) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &low)
+	}
+	const from = 10000
+	for range 100 {
+		port := from + rand.IntN(max(low-from, 1000))
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		return addr
+	}
+	t.Fatal("no free loopback port found for the broker")
+	return ""
+}
+
+// writePipeFile writes a file of the test.
+func writePipeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,104 @@
+// Command bareconsumer is a consumer-group member that reads each record of
+// a topic and decodes its JSON value with encoding/json, in one goroutine,
+// committing every second, until SIGINT or SIGTERM: the floor an engine is
+// compared to in the side-by-side benchmarks (package sidebyside). It serves
+// /metrics with the engine's squall_engine_events_processed_total (the
+// records decoded) and the process's CPU and memory, so that squall bench
+// engine measures it as it measures an engine.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/squallhq/squall/cmd/squall/internal/sidebyside"
+	"github.com/squallhq/squall/engine/kafkasource"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bareconsumer:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address of /metrics")
+	addrFile := flag.String("addr-file", "", "file to write the address listened on into")
+	brokers := flag.String("kafka-brokers", "", "Kafka broker, host:port (required)")
+	topic := flag.String("topic", "squall.events", "topic to read")
+	group := flag.String("group", "bareconsumer", "consumer group")
+	flag.Parse()
+	if *brokers == "" {
+		return errors.New("--kafka-brokers is required")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	processed := prometheus.NewCounter(prometheus.CounterOpts{Name: "squall_engine_events_processed_total", Help: "Records read and decoded."})
+	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "squall_engine_events_failed_total", Help: "Records whose value is not JSON."})
+	reg.MustRegister(processed, failed)
+
+	ctx, stop := sidebyside.SignalContext()
+	defer stop()
+	ln, err := sidebyside.Listen(*addr, *addrFile)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	src, err := kafkasource.Open(kafkasource.SourceConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}}, Topic: *topic, Group: *group})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	slog.Info("bare consumer listening", "addr", ln.Addr().String())
+	next := map[int]int64{}
+	lastCommit := time.Now()
+	commit := func() {
+		ps := make([]kafkasource.Position, 0, len(next))
+		for p, n := range next {
+			ps = append(ps, kafkasource.Position{Partition: p, Next: n})
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := src.Commit(cctx, ps...); err != nil {
+			slog.Warn("commit failed", "error", err)
+		}
+		lastCommit = time.Now()
+	}
+	for {
+		m, err := src.Fetch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				commit()
+				return nil
+			}
+			return err
+		}
+		var v map[string]any
+		if err := json.Unmarshal(m.Value(), &v); err != nil {
+			failed.Inc()
+		} else {
+			processed.Inc()
+		}
+		next[m.Partition()] = m.Offset() + 1
+		if time.Since(lastCommit) >= time.Second {
+			commit()
+		}
+	}
+}

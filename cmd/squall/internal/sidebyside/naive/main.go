@@ -1,0 +1,78 @@
+// Command naive serves a net/http handler that writes each request body to
+// Kafka synchronously, one record per request with kafka-go's Writer
+// (acks=all, through engine/kafkasource), and answers 200 once it is
+// acknowledged, until SIGINT or SIGTERM: the straightforward intake the
+// satellite is compared to in the side-by-side benchmarks (package
+// sidebyside).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/squallhq/squall/cmd/squall/internal/sidebyside"
+	"github.com/squallhq/squall/engine/kafkasource"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "naive:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	addrFile := flag.String("addr-file", "", "file to write the address listened on into")
+	brokers := flag.String("kafka-brokers", "", "Kafka broker, host:port (required)")
+	topic := flag.String("topic", "squall.events", "topic to write to")
+	key := flag.String("key", "bench", "key of every record")
+	batchTimeout := flag.Duration("batch-timeout", kafkasource.DefaultBatchTimeout, "kafka-go Writer's BatchTimeout")
+	flag.Parse()
+	if *brokers == "" {
+		return errors.New("--kafka-brokers is required")
+	}
+	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}},
+		Topic: *topic, BatchTimeout: *batchTimeout})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	ctx, stop := sidebyside.SignalContext()
+	defer stop()
+	ln, err := sidebyside.Listen(*addr, *addrFile)
+	if err != nil {
+		return err
+	}
+	k := []byte(*key)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, 1<<20))
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if err := w.Write(r.Context(), kafkasource.Record{Key: k, Value: body}); err != nil {
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		rw.WriteHeader(http.StatusOK)
+	})}
+	slog.Info("naive handler listening", "addr", ln.Addr().String())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+// Package sidebyside holds the baselines the real processes of Squall are
+// measured against, side by side in one run (docs/BENCHMARKS.md, "Side by
+// side"), and what they share. Each baseline is a small program of its own:
+//
+//   - broker: a kfake Kafka broker in its own process, so that its CPU is
+//     not counted against the program under test;
+//   - plain: a net/http handler that reads the body and answers 200, the
+//     ceiling of an HTTP intake on the machine;
+//   - naive: a net/http handler that writes each body to Kafka and answers
+//     200 once the write is acknowledged (acks=all), with kafka-go's Writer
+//     through engine/kafkasource (only Kafka adapters import kafka-go);
+//   - bareconsumer: a consumer-group member that reads each record and
+//     decodes its JSON in one goroutine, the floor an engine is compared to.
+//
+// run.sh builds them with squall, starts the broker, a squall satellite,
+// plain and naive, loads each in turn with squall bench webhook in
+// interleaved rounds and prints the ratios; then it preloads a topic and
+// lets squall engine and the bare consumer drain it in turn, measured with
+// squall bench engine. TestSideBySide (cmd/squall) runs it with a tiny
+// configuration.
+package sidebyside
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+// Listen listens on addr (host:port; port 0 picks one) and, when file is
+// not empty, writes the address it got into file, atomically, for a script
+// to read.
+func Listen(addr, file string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := WriteAddr(file, ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// WriteAddr writes addr into file (nothing when file is empty), through a
+// temporary file renamed into place, so that a reader never sees half of it.
+func WriteAddr(file, addr string) error {
+	if file == "" {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".addr-*")
+	if err != nil {
+		return fmt.Errorf("address file: %w", err)
+	}
+	if _, err := tmp.WriteString(addr + "\n"); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("address file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("address file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("address file: %w", err)
+	}
+	return nil
+}
+
+// SignalContext returns a context that ends on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestSideBySide runs cmd/squall/internal/sidebyside/run.sh with a tiny
+// configuration (one round of 1 s per intake target, 500 events for the
+// engine and the bare consumer), so that the harness keeps working: it
+// builds the programs, every target answers 200, both consumers drain the
+// preloaded topic, and the ratios are printed.
+func TestSideBySide(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("run.sh reads CPU times from /proc")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("run.sh needs curl")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "EVENTS=500", "ENGINE_ROUNDS=1", "OUT="+out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, b)
+	}
+	text := string(b)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^1 +satellite +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +plain +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +naive +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`satellite/plain req/s [\d.]+, p99 [\d.]+; satellite/naive req/s [\d.]+, p99 [\d.]+`),
+		regexp.MustCompile(`(?m)^preloaded 500 events`),
+		regexp.MustCompile(`(?m)^1 +engine +[1-9]\d* `),
+		regexp.MustCompile(`(?m)^1 +bareconsumer +[1-9]\d* `),
+		regexp.MustCompile(`engine/bare consumer events/s [\d.]+\n`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("no %s in the output:\n%s", want, text)
+		}
+	}
+	// The engine ran the tree's archive action on every event.
+	lines, err := os.ReadFile(filepath.Join(out, "archive", "bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(regexp.MustCompile(`\n`).FindAll(lines, -1)); n != 500 {
+		t.Errorf("%d archived events, want 500", n)
+	}
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/tree"
+)
+
+// keyTree posts "order" events to the key receiver (URL replaced) twice,
+// and produces them to testOut.
+const keyTree = `{"version": "1.1", "Filter": {
+  "name": "root", "filter": {"description": "", "active": true, "filter": {}},
+  "nodes": [{"Ruleset": {"name": "all", "rules": [
+    {"name": "orders", "description": "", "continue": true, "active": true,
+     "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "order"}, "WITH": {}},
+     "actions": [
+       {"id": "http", "payload": {"url": "URL", "id": "${event.payload.id}"}},
+       {"id": "kafka", "payload": {"topic": "` + testOut + `", "value": {"id": "${event.payload.id}"}}},
+       {"id": "http", "payload": {"url": "URL", "id": "${event.payload.id}"}}]}
+  ]}}]}}`
+
+// TestService_IdempotencyKeys processes every event twice (the second
+// record of an event id is a redelivery; deduplication is off): the http
+// requests and the Kafka records of both deliveries carry the same keys,
+// derived from the event id and the action's position, and the keys of an
+// event's actions differ.
+func TestService_IdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	var mu sync.Mutex
+	keys := map[string][]string{} // event id -> Idempotency-Key, in arrival order
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ID string `json:"id"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		keys[body.ID] = append(keys[body.ID], r.Header.Get(action.HeaderIdempotencyKey))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	e.actions = filepath.Join(t.TempDir(), "actions.json")
+	writeFile(t, e.actions, fmt.Sprintf(`{"kafka": {"allowed_topics": [%q]}, "http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`, testOut))
+	ex, err := config.DecodeExport([]byte(strings.ReplaceAll(keyTree, "URL", srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.masters.Server(e.masters.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	cfg.DedupeSize = 0
+	r := start(t, cfg)
+	waitReady(t, r)
+
+	evs := orders(5, 1) // one tenant: one partition, in order
+	e.produce(append(slices.Clone(evs), evs...)...)
+	waitFor(t, "20 http actions and 10 kafka records", processTimeout, func() bool {
+		mu.Lock()
+		n := 0
+		for _, ks := range keys {
+			n += len(ks)
+		}
+		mu.Unlock()
+		return n >= 20 && len(e.broker.Records(t, testOut)) >= 10
+	})
+	key := func(eventID, position string) string {
+		return tree.Action{EventID: eventID, Position: position}.IdempotencyKey()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, ev := range evs {
+		first, second := `"`+key(ev.id, "root/all/orders/0")+`"`, `"`+key(ev.id, "root/all/orders/2")+`"`
+		if want := []string{first, second, first, second}; !slices.Equal(keys[ev.id], want) {
+			t.Errorf("event %s: keys %q, want %q", ev.id, keys[ev.id], want)
+		}
+	}
+	records := map[string]int{}
+	for _, rec := range e.broker.Records(t, testOut) {
+		id, _ := rec.Header(action.HeaderEventID)
+		pos, _ := rec.Header(action.HeaderActionPosition)
+		k, _ := rec.Header(action.HeaderIdempotency)
+		if pos != "root/all/orders/1" || k != key(id, pos) {
+			t.Errorf("record of %s: position %q key %q, want root/all/orders/1 %q", id, pos, k, key(id, "root/all/orders/1"))
+		}
+		records[id]++
+	}
+	for _, ev := range evs {
+		if records[ev.id] != 2 {
+			t.Errorf("event %s: %d records, want 2", ev.id, records[ev.id])
+		}
+	}
+}
+
+// TestService_CommitsAfterCompletion commits each event shortly after it
+// finished: here neither the interval (an hour) nor the batch (a million
+// events) would.
+func TestService_CommitsAfterCompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	e.deploy("v1")
+	cfg := e.config()
+	cfg.CommitInterval = time.Hour
+	cfg.CommitBatch = 1_000_000
+	r := start(t, cfg)
+	waitReady(t, r)
+	for round := range 3 {
+		evs := orders(10, 3)
+		e.produce(evs...)
+		e.waitArchived(evs)
+		e.waitCommitted()
+		if n := r.counter("squall_engine_commits_total"); n < float64(round+1) {
+			t.Fatalf("%v commits after round %d", n, round+1)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package dedupe
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the store's Prometheus metrics.
+type metrics struct {
+	evicted     prometheus.Counter
+	writeErrors prometheus.Counter
+}
+
+// newMetrics builds the metrics, with a gauge that reads s, and registers
+// them with reg; a nil reg registers nothing.
+func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
+	m := &metrics{
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_dedupe_evicted_total",
+			Help: "Delivery ids forgotten before the end of their window because the store reached its maximum number of entries.",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_dedupe_write_errors_total",
+			Help: "Groups of delivery ids that could not be written to the dedupe file (not remembered).",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	collectors := []prometheus.Collector{m.evicted, m.writeErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "squall_dedupe_entries",
+			Help: "Delivery ids remembered for the webhooks' dedupe.",
+		}, func() float64 { return float64(s.Len()) }),
+	}
+	for i, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register dedupe metrics: %w", err)
+		}
+	}
+	return m, nil
+}
