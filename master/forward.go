@@ -126,15 +126,6 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 						return true
 					}
 				}
-				if from == "" && f.retrySafe && f.failures < maxLeaderFailures-1 {
-					// A retry-safe request keeps its body, so that it can
-					// go to the next leader if this node loses its
-					// leadership while it serves it.
-					if err := f.prepare(); err != nil {
-						s.writeError(w, r, err)
-						return true
-					}
-				}
 				lr, ok := f.localRequest()
 				if !ok {
 					// Part of a large body went to a leader that failed,
@@ -146,10 +137,30 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 					h.ServeHTTP(w, lr)
 					return true
 				}
-				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool { return !s.store.IsLeader() }}
+				// A retry-safe request keeps what the handler reads of its
+				// body (the handler authenticates before it reads), so
+				// that it can go to the next leader if this node loses its
+				// leadership while it serves it.
+				var rec *recordingBody
+				if !f.prepared && hasBody(r) {
+					rec = &recordingBody{r: r.Body}
+					c := *lr
+					c.Body = rec
+					lr = &c
+				}
+				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool {
+					return !s.store.IsLeader() && (rec == nil || !rec.over)
+				}}
 				h.ServeHTTP(hw, lr)
 				if !hw.held {
 					return true
+				}
+				if rec != nil {
+					// The body to send on: what the handler read, then
+					// the rest.
+					c := *r
+					c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), r.Body))
+					f.r = &c
 				}
 				// This node lost its leadership while it served the
 				// request, and the handler answered 503: route it again,
@@ -375,6 +386,29 @@ func (f *forwarding) outRequest(ctx context.Context) *http.Request {
 	}
 	return out
 }
+
+// recordingBody keeps what is read of a request body, up to
+// maxReplayBody (over is set beyond).
+type recordingBody struct {
+	r    io.ReadCloser
+	buf  bytes.Buffer
+	over bool
+}
+
+func (b *recordingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if !b.over {
+		if b.buf.Len()+n > maxReplayBody {
+			b.over = true
+			b.buf = bytes.Buffer{}
+		} else {
+			b.buf.Write(p[:n])
+		}
+	}
+	return n, err
+}
+
+func (b *recordingBody) Close() error { return b.r.Close() }
 
 // holdWriter passes a handler's answer through, except a 503 answered
 // once lost reports true (the node lost its leadership while it served
