@@ -44,7 +44,7 @@
 // the request again when that cannot apply it twice: when it never
 // reached the leader (refused or timed-out connection, an answer with
 // [HeaderNotApplied]), or when its method is retry-safe (GET, HEAD,
-// OPTIONS, PUT, and those a mount declares with [IdempotentMethods]).
+// OPTIONS, and those a mount declares with [IdempotentMethods]).
 // It gives up on a leader whose connection broke at once, on one it no
 // longer follows and has not heard from for raft's heartbeat timeout (it
 // froze or died) at once too, and on one it no longer follows but heard

@@ -81,7 +81,7 @@ const maxReplayBody = 1 << 20
 // roles): it never streams an unauthenticated body to the leader. Routes
 // authenticated otherwise (joins carry the join secret) leave it unset.
 //
-// idempotent lists the methods, besides GET, HEAD, OPTIONS and PUT, whose
+// idempotent lists the methods, besides GET, HEAD and OPTIONS, whose
 // requests h applies at most once in effect however often they arrive.
 func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -281,7 +281,7 @@ func (s *Server) beginHandover() <-chan struct{} {
 // cannot take effect twice.
 func retrySafe(method string, idempotent []string) bool {
 	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut:
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return true
 	}
 	for _, m := range idempotent {

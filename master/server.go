@@ -232,9 +232,10 @@ type mountOptions struct {
 }
 
 // IdempotentMethods declares that the handler's requests of these methods
-// (besides GET, HEAD, OPTIONS and PUT, which always are) have the same
-// effect however many times they are applied, e.g. a PATCH that sets
-// fields to the values it carries. When a leader fails while it has such
+// (besides GET, HEAD and OPTIONS, which always are) change nothing when
+// they are applied again, even after other writes: e.g. an insert that
+// deduplicates by content. (A PUT or PATCH that sets values is not: sent
+// again after another client's write, it would undo that write.) When a leader fails while it has such
 // a request, the follower that forwarded it sends it again to the next
 // leader instead of answering 503 LEADER_LOST.
 func IdempotentMethods(methods ...string) MountOption {

@@ -112,9 +112,9 @@ given on the command line wins; empty variables are ignored.`,
 				}
 			}
 			fa := findings.New(fcfg, srv.Store(), srv.Verifier(), logger)
-			// A triage PATCH sets fields to the values it carries: sending
-			// it again after a leader failed cannot change more.
-			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPatch)); err != nil {
+			// An insert (PUT) deduplicates by content: sending it again
+			// after a leader failed changes nothing more.
+			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut)); err != nil {
 				return err
 			}
 			if err := checkFleetList(fleetCfg); err != nil {
