@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,22 @@ type Config struct {
 	// ForwardTimeout bounds how long a request forwarded to the leader
 	// waits for the leader's response headers (default 30s).
 	ForwardTimeout time.Duration
+	// ForwardDialTimeout bounds how long a follower tries to connect to
+	// the leader's HTTP address before it counts the leader as gone
+	// (default 500ms): the request never reached the leader, so it looks
+	// for the leader again and retries.
+	ForwardDialTimeout time.Duration
+	// TransferTimeout bounds how long Shutdown waits for the leadership
+	// to move to another node before it stops the store anyway (default
+	// 5s).
+	TransferTimeout time.Duration
+	// RaftHeartbeatTimeout, RaftElectionTimeout, RaftLeaderLeaseTimeout
+	// and RaftCommitTimeout are raft's timeouts (see store.Config); zero
+	// takes the store's defaults, which suit a LAN.
+	RaftHeartbeatTimeout   time.Duration
+	RaftElectionTimeout    time.Duration
+	RaftLeaderLeaseTimeout time.Duration
+	RaftCommitTimeout      time.Duration
 	// MaxWatchWait caps the wait of a tree watch (default 5m).
 	MaxWatchWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
@@ -103,6 +120,11 @@ type Config struct {
 	// its traceparent) and a span per raft apply; nil records none.
 	TracerProvider trace.TracerProvider
 
+	// ForwardDial, when set, replaces the dialer of the connections to
+	// the leader's HTTP address (ForwardDialTimeout then does not
+	// apply). For tests that make the leader unreachable.
+	ForwardDial func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	// StoreOptions, when set, adjusts the store's configuration after the
 	// master filled it in: raft timeouts, snapshot thresholds, test hooks
 	// (store.Config.Switch). For tests and benchmarks.
@@ -111,23 +133,29 @@ type Config struct {
 
 // The defaults of Config.
 const (
-	DefaultHTTPAddr        = ":8080"
-	DefaultRaftAddr        = ":7000"
-	DefaultLeaderWait      = 3 * time.Second
-	DefaultForwardTimeout  = 30 * time.Second
-	DefaultMaxWatchWait    = 5 * time.Minute
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultHTTPAddr       = ":8080"
+	DefaultRaftAddr       = ":7000"
+	DefaultLeaderWait     = 3 * time.Second
+	DefaultForwardTimeout = 30 * time.Second
+	// DefaultForwardDialTimeout is generous for a LAN (a connect takes
+	// well under a millisecond) and short next to the leader wait.
+	DefaultForwardDialTimeout = 500 * time.Millisecond
+	DefaultTransferTimeout    = 5 * time.Second
+	DefaultMaxWatchWait       = 5 * time.Minute
+	DefaultShutdownTimeout    = 10 * time.Second
 )
 
 // Default returns a Config with the default addresses and timeouts.
 func Default() Config {
 	return Config{
-		HTTPAddr:        DefaultHTTPAddr,
-		RaftAddr:        DefaultRaftAddr,
-		LeaderWait:      DefaultLeaderWait,
-		ForwardTimeout:  DefaultForwardTimeout,
-		MaxWatchWait:    DefaultMaxWatchWait,
-		ShutdownTimeout: DefaultShutdownTimeout,
+		HTTPAddr:           DefaultHTTPAddr,
+		RaftAddr:           DefaultRaftAddr,
+		LeaderWait:         DefaultLeaderWait,
+		ForwardTimeout:     DefaultForwardTimeout,
+		ForwardDialTimeout: DefaultForwardDialTimeout,
+		TransferTimeout:    DefaultTransferTimeout,
+		MaxWatchWait:       DefaultMaxWatchWait,
+		ShutdownTimeout:    DefaultShutdownTimeout,
 	}
 }
 
@@ -197,6 +225,9 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"leader wait", c.LeaderWait}, {"forward timeout", c.ForwardTimeout},
+		{"forward dial timeout", c.ForwardDialTimeout}, {"transfer timeout", c.TransferTimeout},
+		{"raft heartbeat timeout", c.RaftHeartbeatTimeout}, {"raft election timeout", c.RaftElectionTimeout},
+		{"raft leader lease timeout", c.RaftLeaderLeaseTimeout}, {"raft commit timeout", c.RaftCommitTimeout},
 		{"max watch wait", c.MaxWatchWait}, {"shutdown timeout", c.ShutdownTimeout},
 		{"http header timeout", c.HTTPTimeouts.Header}, {"http body timeout", c.HTTPTimeouts.Body},
 		{"http idle timeout", c.HTTPTimeouts.Idle},
@@ -204,6 +235,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			add("%s is negative", d.name)
 		}
+	}
+	if err := c.raftTimeouts().ValidateRaftTimeouts(); err != nil {
+		errs = append(errs, fmt.Errorf("raft timeouts: %w", err))
 	}
 	if len(errs) > 0 {
 		return &ConfigError{Errs: errs}
@@ -226,6 +260,12 @@ func (c Config) withDefaults() Config {
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = d.ForwardTimeout
 	}
+	if c.ForwardDialTimeout == 0 {
+		c.ForwardDialTimeout = d.ForwardDialTimeout
+	}
+	if c.TransferTimeout == 0 {
+		c.TransferTimeout = d.TransferTimeout
+	}
 	if c.MaxWatchWait == 0 {
 		c.MaxWatchWait = d.MaxWatchWait
 	}
@@ -239,17 +279,31 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// raftTimeouts is a store config that holds only the raft timeouts.
+func (c Config) raftTimeouts() store.Config {
+	return store.Config{
+		HeartbeatTimeout:   c.RaftHeartbeatTimeout,
+		ElectionTimeout:    c.RaftElectionTimeout,
+		LeaderLeaseTimeout: c.RaftLeaderLeaseTimeout,
+		CommitTimeout:      c.RaftCommitTimeout,
+	}
+}
+
 // storeConfig is the store's configuration for this node.
 func (c Config) storeConfig() store.Config {
 	sc := store.Config{
-		NodeID:        c.NodeID,
-		DataDir:       c.DataDir,
-		BindAddr:      c.RaftAddr,
-		AdvertiseAddr: c.RaftAdvertise,
-		SourceIP:      c.RaftSourceIP,
-		Bootstrap:     c.Bootstrap,
-		TLS:           c.RaftTLS,
-		Logger:        c.Logger,
+		HeartbeatTimeout:   c.RaftHeartbeatTimeout,
+		ElectionTimeout:    c.RaftElectionTimeout,
+		LeaderLeaseTimeout: c.RaftLeaderLeaseTimeout,
+		CommitTimeout:      c.RaftCommitTimeout,
+		NodeID:             c.NodeID,
+		DataDir:            c.DataDir,
+		BindAddr:           c.RaftAddr,
+		AdvertiseAddr:      c.RaftAdvertise,
+		SourceIP:           c.RaftSourceIP,
+		Bootstrap:          c.Bootstrap,
+		TLS:                c.RaftTLS,
+		Logger:             c.Logger,
 		// Raft applies, as children of the API requests' spans.
 		TracerProvider: c.TracerProvider,
 	}

@@ -36,7 +36,26 @@
 // Config.LeaderWait, then is answered 503 with Retry-After: 1 and a JSON
 // error; it never hangs. A forwarded request carries
 // [HeaderForwardedBy]; a node that receives one and is not the leader
-// answers 503 instead of forwarding it again.
+// answers 503 with [HeaderNotApplied] instead of forwarding it again.
+//
+// # Failover
+//
+// A follower whose forward fails looks for the leader again and sends
+// the request again when that cannot apply it twice: when it never
+// reached the leader (refused or timed-out connection, an answer with
+// [HeaderNotApplied]), or when its method is retry-safe (GET, HEAD,
+// OPTIONS, and those a mount declares with [IdempotentMethods]).
+// It gives up on a leader whose connection broke at once, on one it no
+// longer follows and has not heard from for raft's heartbeat timeout (it
+// froze or died) at once too, and on one it no longer follows but heard
+// from lately (it handed over) after that heartbeat timeout. A
+// retry-safe request that the leader itself serves, and answers 503 once
+// it lost its leadership, is routed again the same way. Any other request is
+// answered 503 LEADER_LOST: it may have been applied (docs/operations.md,
+// "Failover"). [Server.Shutdown] on the leader first stops serving
+// requests as leader, waits for those it serves, and transfers the
+// leadership to another voter, so that a rolling restart answers no
+// request with an error.
 //
 // # Errors
 //

@@ -1,8 +1,12 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -19,10 +23,34 @@ import (
 // leader.
 const HeaderForwardedBy = "X-Squall-Forwarded-By"
 
+// HeaderNotApplied is set to "true" on a 503 answer to a request that
+// was certainly not applied: no handler ran it (the node that received it
+// was not the leader, or was handing its leadership over). The node that
+// forwarded such a request sends it again to the new leader; a client
+// may resend it too.
+const HeaderNotApplied = "X-Squall-Not-Applied"
+
 // leaderPoll is how often a request waiting for a leader looks again,
 // besides being woken by leader changes: the leader's HTTP address may
 // arrive in the replicated state after the leader is known.
 const leaderPoll = 20 * time.Millisecond
+
+// retryBackoff is how long a request whose forwarding to a leader failed
+// waits before it tries that same leader again, unless the leader
+// changes first: a dead leader stays the known leader until the
+// followers' heartbeat timeout.
+const retryBackoff = 100 * time.Millisecond
+
+// maxLeaderFailures bounds how many leaders may fail while they have one
+// request before it is answered 503 LEADER_LOST. Attempts that did not
+// reach a leader are bounded by Config.LeaderWait instead.
+const maxLeaderFailures = 5
+
+// maxReplayBody is the largest request body a follower keeps in memory
+// to send it again to a new leader; a larger body is streamed to the
+// leader once, and its request is retried only when the leader could not
+// be connected to before any of the body was read.
+const maxReplayBody = 1 << 20
 
 // onLeader makes h run on the leader: this is the one place where
 // requests move to the leader (see OnLeader).
@@ -33,11 +61,16 @@ const leaderPoll = 20 * time.Millisecond
 //     to validate a change before they submit it.
 //   - On a follower that knows the leader and its HTTP address, the
 //     request is proxied there; the leader's answer is relayed as is.
+//     When the leader cannot be reached or fails while it has the
+//     request, the follower looks for the leader again and resends the
+//     request where that cannot apply it twice (see forwardOnce).
 //   - Otherwise (an election, leadership lost mid-request, the leader's
-//     address not replicated yet) it waits for a change, up to
-//     Config.LeaderWait, then answers 503 NO_LEADER with Retry-After.
+//     address not replicated yet, this node handing its leadership over)
+//     it waits for a change, up to Config.LeaderWait, then answers 503
+//     NO_LEADER with Retry-After.
 //   - A request already forwarded by another node is never forwarded
-//     again: if this node is not the leader it answers 503 at once.
+//     again: if this node is not the leader it answers 503 at once, with
+//     HeaderNotApplied, so that the forwarding node retries.
 //
 // With writes set (placement OnLeaderWrite), a request that is not a read
 // (see readMethod) skips the consistent read on the leader: h serves it
@@ -48,57 +81,130 @@ const leaderPoll = 20 * time.Millisecond
 // its bearer token verifies (signature and expiry; the leader checks the
 // roles): it never streams an unauthenticated body to the leader. Routes
 // authenticated otherwise (joins carry the join secret) leave it unset.
-func (s *Server) onLeader(h http.Handler, writes, bearer bool) http.Handler {
+//
+// idempotent lists the methods, besides GET, HEAD and OPTIONS, whose
+// requests h applies at most once in effect however often they arrive.
+func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
-		if direct && s.store.IsLeader() {
+		safe := retrySafe(r.Method, idempotent)
+		if direct && !safe && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
-			// routing loop's timer and context.
-			h.ServeHTTP(w, r)
+			// routing loop's context (a retry-safe write takes the loop,
+			// which routes it again if the leadership is lost under it).
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
-		defer cancel()
+		f := &forwarding{r: r, retrySafe: safe}
 		from := r.Header.Get(HeaderForwardedBy)
+		// The wait for a leader ends at deadline; a forwarding attempt
+		// that may be retried starts a new wait.
+		deadline := time.Now().Add(s.cfg.LeaderWait)
 		var poll *time.Timer
 		defer func() {
 			if poll != nil {
 				poll.Stop()
 			}
 		}()
-		for {
+		// step routes the request once: it reports whether the request
+		// was answered.
+		step := func() bool {
+			ctx, cancel := context.WithDeadline(r.Context(), deadline)
+			defer cancel()
 			changed := s.store.LeaderChanged()
-			if s.store.IsLeader() {
-				if direct {
-					h.ServeHTTP(w, r)
-					return
+			if s.store.IsLeader() && s.enterLeader() {
+				// Counted from here: a handover waits for the consistent
+				// read and the handler.
+				defer s.exitLeader()
+				if !direct {
+					err := s.store.ConsistentRead(ctx)
+					if errors.Is(err, store.ErrNotLeader) {
+						// Leadership moved on: route again.
+						return false
+					}
+					if err != nil {
+						f.markNotApplied(w)
+						s.writeError(w, r, s.leaderError(ctx, r, err))
+						return true
+					}
 				}
-				err := s.store.ConsistentRead(ctx)
-				if err == nil {
-					h.ServeHTTP(w, r)
-					return
+				lr, ok := f.localRequest()
+				if !ok {
+					// Part of a large body went to a leader that failed,
+					// and this node has since been elected.
+					s.writeError(w, r, noLeader("the leader failed while it was receiving the request body; send the request again"))
+					return true
 				}
-				if !errors.Is(err, store.ErrNotLeader) {
-					s.writeError(w, r, s.leaderError(ctx, r, err))
-					return
+				if from != "" || !f.retrySafe || !f.replayable() || f.failures >= maxLeaderFailures-1 {
+					h.ServeHTTP(w, lr)
+					return true
 				}
-				// Leadership moved on: route again.
-				continue
+				// A retry-safe request keeps what the handler reads of its
+				// body (the handler authenticates before it reads), so
+				// that it can go to the next leader if this node loses its
+				// leadership while it serves it.
+				var rec *recordingBody
+				if !f.prepared && hasBody(r) {
+					rec = &recordingBody{r: r.Body}
+					c := *lr
+					c.Body = rec
+					lr = &c
+				}
+				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool {
+					return !s.store.IsLeader() && (rec == nil || !rec.over)
+				}}
+				h.ServeHTTP(hw, lr)
+				if !hw.held {
+					return true
+				}
+				if rec != nil {
+					// The body to send on: what the handler read, then
+					// the rest.
+					c := *r
+					c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), r.Body))
+					f.r = &c
+				}
+				// This node lost its leadership while it served the
+				// request, and the handler answered 503: route it again,
+				// to the next leader.
+				f.failures++
+				f.reached = true
+				s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+				deadline = time.Now().Add(s.cfg.LeaderWait)
+				return false
 			}
 			if from != "" {
+				w.Header().Set(HeaderNotApplied, "true")
 				s.writeError(w, r, noLeader("request forwarded by %s, but %s is not the leader", from, s.cfg.NodeID))
-				return
+				return true
 			}
-			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
+			if ctx.Err() != nil {
+				// Attempts that did not reach a leader used the wait up.
+				f.markNotApplied(w)
+				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
+				return true
+			}
+			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID && !f.avoid(id) {
 				if addr := s.store.HTTPAddr(id); addr != "" {
-					if bearer && hasBody(r) {
+					if !f.verified && bearer && hasBody(r) {
 						if _, err := s.tokens.Verify(r.Header.Get("Authorization")); err != nil {
 							s.writeError(w, r, err)
-							return
+							return true
 						}
+						f.verified = true
 					}
-					s.forward(w, r, id, addr)
-					return
+					if err := f.prepare(); err != nil {
+						s.writeError(w, r, err)
+						return true
+					}
+					switch s.forwardOnce(w, f, id, addr) {
+					case attemptDone:
+						return true
+					case attemptFailed:
+						// The leader failed while it had the request: a
+						// new wait for the next leader begins.
+						deadline = time.Now().Add(s.cfg.LeaderWait)
+					}
+					return false
 				}
 			}
 			if poll == nil {
@@ -110,14 +216,446 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool) http.Handler {
 			case <-changed:
 			case <-poll.C:
 			case <-ctx.Done():
+				f.markNotApplied(w)
 				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
+				return true
+			}
+			return false
+		}
+		for !step() {
+		}
+	})
+}
+
+// serveAsLeader serves r with h if this node leads and is not handing
+// its leadership over, counting it among the requests a handover waits
+// for. It reports whether it served r.
+func (s *Server) serveAsLeader(h http.Handler, w http.ResponseWriter, r *http.Request) bool {
+	if !s.store.IsLeader() || !s.enterLeader() {
+		return false
+	}
+	defer s.exitLeader()
+	h.ServeHTTP(w, r)
+	return true
+}
+
+// enterLeader counts a request served as leader, unless a handover began.
+func (s *Server) enterLeader() bool {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	if s.handover {
+		return false
+	}
+	s.serving++
+	return true
+}
+
+// exitLeader ends a request counted by enterLeader.
+func (s *Server) exitLeader() {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	s.serving--
+	if s.serving == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// beginHandover stops serving requests as leader: new ones wait for the
+// next leader and are forwarded to it. The channel is closed once the
+// requests served as leader so far have ended.
+func (s *Server) beginHandover() <-chan struct{} {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	s.handover = true
+	ch := make(chan struct{})
+	if s.serving == 0 {
+		close(ch)
+	} else {
+		s.idle = ch
+	}
+	return ch
+}
+
+// retrySafe reports whether a request of method may be sent to a new
+// leader after the previous one failed while it had it: the request
+// cannot take effect twice.
+func retrySafe(method string, idempotent []string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	for _, m := range idempotent {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// forwarding is the state of one request that a follower forwards.
+type forwarding struct {
+	r         *http.Request
+	retrySafe bool
+
+	prepared bool
+	verified bool   // the bearer token was checked
+	body     []byte // the whole body, when it is kept to be replayed
+	stream   *countingReader
+	// failures counts the leaders that failed while they had the request.
+	failures int
+	// reached is set once a leader may have had the request.
+	reached bool
+	// last and lastAt are the leader of the last failed attempt and when
+	// it failed.
+	last   string
+	lastAt time.Time
+}
+
+// prepare reads a small body into memory so that it can be sent again.
+func (f *forwarding) prepare() error {
+	if f.prepared {
+		return nil
+	}
+	f.prepared = true
+	if !hasBody(f.r) {
+		return nil
+	}
+	if f.r.ContentLength > maxReplayBody {
+		f.stream = &countingReader{r: f.r.Body}
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f.r.Body, maxReplayBody+1))
+	if err != nil {
+		return fmt.Errorf("read the request body: %w", err)
+	}
+	if len(b) > maxReplayBody {
+		f.stream = &countingReader{r: io.MultiReader(bytes.NewReader(b), f.r.Body)}
+		return nil
+	}
+	f.body = b
+	return nil
+}
+
+// localRequest is the request to serve on this node, which was elected
+// after an attempt to forward the request read its body: the body as it
+// was received. It is false when part of the body is gone.
+func (f *forwarding) localRequest() (*http.Request, bool) {
+	if !f.prepared {
+		return f.r, true
+	}
+	r := *f.r
+	switch {
+	case f.stream != nil && f.stream.n > 0:
+		return nil, false
+	case f.stream != nil:
+		r.Body = io.NopCloser(f.stream)
+	case f.body != nil:
+		r.Body = io.NopCloser(bytes.NewReader(f.body))
+		r.ContentLength = int64(len(f.body))
+	}
+	return &r, true
+}
+
+// markNotApplied sets HeaderNotApplied on an error answer, unless a
+// leader may have had the request.
+func (f *forwarding) markNotApplied(w http.ResponseWriter) {
+	if !f.reached {
+		w.Header().Set(HeaderNotApplied, "true")
+	}
+}
+
+// replayable reports whether the body can be sent (again).
+func (f *forwarding) replayable() bool { return f.stream == nil || f.stream.n == 0 }
+
+// avoid reports whether leader id failed this request a moment ago: the
+// request then waits for a leader change, or for retryBackoff.
+func (f *forwarding) avoid(id string) bool {
+	return id == f.last && time.Since(f.lastAt) < retryBackoff
+}
+
+// outRequest is the request to send to the leader this attempt.
+func (f *forwarding) outRequest(ctx context.Context) *http.Request {
+	out := f.r.WithContext(ctx)
+	switch {
+	case f.stream != nil:
+		out.Body = io.NopCloser(f.stream)
+	case f.body != nil:
+		out.Body = io.NopCloser(bytes.NewReader(f.body))
+		out.ContentLength = int64(len(f.body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(f.body)), nil }
+	}
+	return out
+}
+
+// recordingBody keeps what is read of a request body, up to
+// maxReplayBody (over is set beyond).
+type recordingBody struct {
+	r    io.ReadCloser
+	buf  bytes.Buffer
+	over bool
+}
+
+func (b *recordingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if !b.over {
+		if b.buf.Len()+n > maxReplayBody {
+			b.over = true
+			b.buf = bytes.Buffer{}
+		} else {
+			b.buf.Write(p[:n])
+		}
+	}
+	return n, err
+}
+
+func (b *recordingBody) Close() error { return b.r.Close() }
+
+// holdWriter passes a handler's answer through, except a 503 answered
+// once lost reports true (the node lost its leadership while it served
+// the request): that answer is dropped, so that the request can be
+// routed again.
+type holdWriter struct {
+	w      http.ResponseWriter
+	header http.Header
+	lost   func() bool
+	held   bool // the answer was dropped
+	wrote  bool // the answer went through
+}
+
+func (hw *holdWriter) Header() http.Header { return hw.header }
+
+func (hw *holdWriter) WriteHeader(code int) {
+	if hw.wrote || hw.held {
+		return
+	}
+	if code == http.StatusServiceUnavailable && hw.lost() {
+		hw.held = true
+		return
+	}
+	hw.wrote = true
+	dst := hw.w.Header()
+	for k, v := range hw.header {
+		dst[k] = v
+	}
+	hw.w.WriteHeader(code)
+}
+
+func (hw *holdWriter) Write(b []byte) (int, error) {
+	if !hw.wrote && !hw.held {
+		hw.WriteHeader(http.StatusOK)
+	}
+	if hw.held {
+		return len(b), nil
+	}
+	return hw.w.Write(b)
+}
+
+// Flush flushes the answer once it goes through.
+func (hw *holdWriter) Flush() {
+	if f, ok := hw.w.(http.Flusher); ok && hw.wrote {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (hw *holdWriter) Unwrap() http.ResponseWriter { return hw.w }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// forwardResult says what a forwarding attempt did.
+type forwardResult int
+
+const (
+	// attemptDone: the answer (the leader's or an error) was written.
+	attemptDone forwardResult = iota
+	// attemptNotSent: the leader did not get the request; nothing was
+	// written, and the request may be sent again.
+	attemptNotSent
+	// attemptFailed: the leader failed while it had the request, which
+	// cannot apply twice; nothing was written, and the request may be
+	// sent again.
+	attemptFailed
+)
+
+// Errors that end a forwarding attempt.
+var (
+	// errNotApplied: the node forwarded to answered 503 with
+	// HeaderNotApplied.
+	errNotApplied = errors.New("the node is not the leader (the request was not applied)")
+	// errLeaderGone: this node stopped following the leader while the
+	// leader had the request (it stopped heartbeating, or another node
+	// was elected).
+	errLeaderGone = errors.New("the leader stopped leading while it had the request")
+	// errLeaderRefused: the leader answered 503 to a retry-safe request
+	// (it lost its leadership while it served it, typically).
+	errLeaderRefused = errors.New("the leader answered 503")
+)
+
+// forwardOnce proxies the request to the leader at addr and relays its
+// answer. When the leader cannot answer, it decides from what may have
+// happened to the request:
+//
+//   - the leader was not reached (the connection was refused or timed out
+//     at Config.ForwardDialTimeout), or answered that it did not apply
+//     the request (HeaderNotApplied): the request may be sent again, to
+//     the leader found next, whatever its method (attemptNotSent);
+//   - the leader had the request and failed (the connection broke, or
+//     this node stopped following it: raft's heartbeat timeout passed
+//     or another node was elected): a request of a retry-safe method may
+//     be sent again (attemptFailed), until maxLeaderFailures leaders
+//     failed with it; any other is answered 503 LEADER_LOST, since it
+//     may have been applied.
+//
+// A request whose body was partly streamed to a leader that failed is
+// never sent again.
+func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, addr string) forwardResult {
+	r := f.r
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := s.watchLeader(ctx, leaderID, cancel)
+	defer stop()
+
+	target := &url.URL{Scheme: "http", Host: addr}
+	var failure error
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderForwardedBy, s.cfg.NodeID)
+			if s.tracer != nil {
+				// The leader's span is the child of this node's.
+				tracing.Inject(pr.Out.Context(), pr.Out.Header)
+			}
+		},
+		Transport: s.transport,
+		ErrorLog:  s.errLog,
+		ModifyResponse: func(resp *http.Response) error {
+			if !f.replayable() || resp.StatusCode != http.StatusServiceUnavailable {
+				return nil
+			}
+			if resp.Header.Get(HeaderNotApplied) == "true" {
+				return errNotApplied
+			}
+			if f.retrySafe && f.failures < maxLeaderFailures-1 {
+				return errLeaderRefused
+			}
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			failure = err
+		},
+	}
+	p.ServeHTTP(w, f.outRequest(ctx))
+	if failure == nil {
+		s.metrics.forwarded.WithLabelValues(forwardOK).Inc()
+		return attemptDone
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaderGone) {
+		failure = cause
+	}
+	if r.Context().Err() != nil {
+		// The client went away: whatever is answered, nobody reads it.
+		s.metrics.forwarded.WithLabelValues(forwardError).Inc()
+		return attemptDone
+	}
+	notSent := errors.Is(failure, errNotApplied) || dialError(failure)
+	if notSent && f.replayable() {
+		s.retried(f, leaderID, failure)
+		return attemptNotSent
+	}
+	if !notSent {
+		f.reached = true
+		if f.retrySafe && f.replayable() && f.failures < maxLeaderFailures-1 {
+			f.failures++
+			s.retried(f, leaderID, failure)
+			return attemptFailed
+		}
+	}
+	s.metrics.forwarded.WithLabelValues(forwardError).Inc()
+	if notSent {
+		f.markNotApplied(w)
+		s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, failure))
+		return attemptDone
+	}
+	e := errorf(http.StatusServiceUnavailable, codeLeaderLost,
+		"leader %s failed while it had the request (%s): it may or may not have been applied", leaderID, failure)
+	e.RetryAfter = 1
+	s.writeError(w, r, e)
+	return attemptDone
+}
+
+// retried counts and logs an attempt that is to be made again.
+func (s *Server) retried(f *forwarding, leaderID string, err error) {
+	s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+	s.logger.Debug("forwarding to the leader failed; sending the request again to the next leader",
+		keyMethod, f.r.Method, keyPath, f.r.URL.Path, "leader", leaderID, keyError, err)
+	f.last, f.lastAt = leaderID, time.Now()
+}
+
+// watchLeader cancels ctx with errLeaderGone once this node no longer
+// follows leaderID: at once when it has heard nothing from a leader for
+// forwardGrace (raft's heartbeat timeout: the leader froze or died), else
+// after forwardGrace, which lets a leader that handed its leadership over
+// answer the requests it still has. The returned func stops the watch.
+func (s *Server) watchLeader(ctx context.Context, leaderID string, cancel context.CancelCauseFunc) func() {
+	done := make(chan struct{})
+	go func() {
+		var grace *time.Timer
+		defer func() {
+			if grace != nil {
+				grace.Stop()
+			}
+		}()
+		for {
+			changed := s.store.LeaderChanged()
+			var expired <-chan time.Time
+			id, _ := s.store.Leader()
+			switch {
+			case id == leaderID && grace != nil:
+				grace.Stop()
+				grace = nil
+			case id != leaderID && time.Since(s.store.LastContact()) >= s.forwardGrace:
+				// Not a word from the leader for a heartbeat timeout: it
+				// froze or died, it did not hand over.
+				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
 				return
-			case <-s.done():
-				s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "the node is shutting down"))
+			case id != leaderID && grace == nil:
+				grace = time.NewTimer(s.forwardGrace)
+			}
+			if grace != nil {
+				expired = grace.C
+			}
+			select {
+			case <-changed:
+			case <-expired:
+				cancel(fmt.Errorf("%w (now: %q)", errLeaderGone, id))
+				return
+			case <-ctx.Done():
+				return
+			case <-done:
 				return
 			}
 		}
-	})
+	}()
+	return func() { close(done) }
+}
+
+// dialError reports whether err is a failure to connect: the request was
+// not sent.
+func dialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // hasBody reports whether r may carry a body.
@@ -169,39 +707,4 @@ func (s *Server) stopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
-}
-
-// forward proxies the request to the leader at addr and relays its answer.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, leaderID, addr string) {
-	target := &url.URL{Scheme: "http", Host: addr}
-	failed := false
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.SetXForwarded()
-			pr.Out.Header.Set(HeaderForwardedBy, s.cfg.NodeID)
-			if s.tracer != nil {
-				// The leader's span is the child of this node's.
-				tracing.Inject(pr.Out.Context(), pr.Out.Header)
-			}
-		},
-		Transport: s.transport,
-		ErrorLog:  s.errLog,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			failed = true
-			if r.Context().Err() != nil {
-				return
-			}
-			// The leader is unreachable (it probably just died) or too
-			// slow: an election is likely. A write may or may not have
-			// been applied; the client retries, as with any 503.
-			s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, err))
-		},
-	}
-	p.ServeHTTP(w, r)
-	result := forwardOK
-	if failed {
-		result = forwardError
-	}
-	s.metrics.forwarded.WithLabelValues(result).Inc()
 }

@@ -36,6 +36,7 @@ const (
 	codeTooLarge         = "PAYLOAD_TOO_LARGE"
 	codeRequestTimeout   = "REQUEST_TIMEOUT"
 	codeNoLeader         = "NO_LEADER"
+	codeLeaderLost       = "LEADER_LOST"
 	codeNotReady         = "NOT_READY"
 	codeUnavailable      = "UNAVAILABLE"
 	codeInternal         = "INTERNAL"

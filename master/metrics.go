@@ -21,6 +21,9 @@ type metrics struct {
 const (
 	forwardOK    = "ok"
 	forwardError = "error"
+	// forwardRetry: the attempt failed and the request was sent again to
+	// the next leader.
+	forwardRetry = "retry"
 )
 
 // newMetrics builds the metrics and registers them with reg.
@@ -39,18 +42,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_master_forwarded_requests_total",
-			Help: "Requests this node forwarded to the leader, by outcome (ok: the leader answered; error: it could not be reached).",
+			Help: "Requests this node forwarded to the leader, by outcome of each attempt (ok: the leader answered; retry: it failed and the request was sent again to the next leader; error: it failed and the request was answered 503).",
 		}, []string{"result"}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_master_unavailable_responses_total",
-			Help: "503 answers, by error code (NO_LEADER during elections, NOT_READY, UNAVAILABLE).",
+			Help: "503 answers, by error code (NO_LEADER during elections, LEADER_LOST, NOT_READY, UNAVAILABLE).",
 		}, []string{"code"}),
 	}
 	// The series that alerts and dashboards query exist from the start, at
 	// 0, so that increase() and rate() see their first increment.
 	m.forwarded.WithLabelValues(forwardOK)
 	m.forwarded.WithLabelValues(forwardError)
-	for _, code := range []string{codeNoLeader, codeNotReady, codeUnavailable} {
+	m.forwarded.WithLabelValues(forwardRetry)
+	for _, code := range []string{codeNoLeader, codeLeaderLost, codeNotReady, codeUnavailable} {
 		m.unavailable.WithLabelValues(code)
 	}
 	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable}

@@ -19,8 +19,8 @@ func TestMetrics_seriesFromStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"squall_master_forwarded_requests_total":    {"error", "ok"},
-		"squall_master_unavailable_responses_total": {"NOT_READY", "NO_LEADER", "UNAVAILABLE"},
+		"squall_master_forwarded_requests_total":    {"error", "ok", "retry"},
+		"squall_master_unavailable_responses_total": {"LEADER_LOST", "NOT_READY", "NO_LEADER", "UNAVAILABLE"},
 	}
 	got := map[string][]string{}
 	for _, mf := range mfs {

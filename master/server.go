@@ -38,12 +38,20 @@ type Server struct {
 	gatherer   prometheus.Gatherer
 	mux        *http.ServeMux
 	transport  *http.Transport // to the leader
-	errLog     *log.Logger     // net/http's and the proxy's error log
-	clientErrs *httpguard.ClientErrors
+	// forwardGrace is how long a forwarded request waits for a leader
+	// that this node no longer follows (raft's heartbeat timeout).
+	forwardGrace time.Duration
+	errLog       *log.Logger // net/http's and the proxy's error log
+	clientErrs   *httpguard.ClientErrors
 
 	errCh chan error // background failures, for Run
 
 	readyChecks []readyCheck // added before Start, read-only after
+
+	leadMu   sync.Mutex    // guards the handover fields below
+	handover bool          // the node no longer serves requests as leader
+	serving  int           // requests being served as leader
+	idle     chan struct{} // closed when serving drops to 0 during a handover
 
 	mu       sync.Mutex // guards the lifecycle fields below
 	started  bool
@@ -121,12 +129,17 @@ func New(cfg Config) (*Server, error) {
 
 	sc := cfg.storeConfig()
 	sc.Registerer = reg
+	s.forwardGrace, _, _, _ = sc.RaftTimeouts()
 	if s.store, err = store.New(sc); err != nil {
 		s.metrics.unregister()
 		return nil, fmt.Errorf("master: %w", err)
 	}
+	dial := (&net.Dialer{Timeout: cfg.ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.ForwardDial != nil {
+		dial = cfg.ForwardDial
+	}
 	s.transport = &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		ResponseHeaderTimeout: cfg.ForwardTimeout,
 		MaxIdleConnsPerHost:   32,
 		IdleConnTimeout:       90 * time.Second,
@@ -215,25 +228,47 @@ func (p Placement) String() string {
 	return "Placement(" + strconv.Itoa(int(p)) + ")"
 }
 
+// MountOption adjusts how Mount serves a handler.
+type MountOption func(*mountOptions)
+
+type mountOptions struct {
+	idempotent []string
+}
+
+// IdempotentMethods declares that the handler's requests of these methods
+// (besides GET, HEAD and OPTIONS, which always are) change nothing when
+// they are applied again, even after other writes: e.g. an insert that
+// deduplicates by content. (A PUT or PATCH that sets values is not: sent
+// again after another client's write, it would undo that write.) When a leader fails while it has such
+// a request, the follower that forwarded it sends it again to the next
+// leader instead of answering 503 LEADER_LOST.
+func IdempotentMethods(methods ...string) MountOption {
+	return func(o *mountOptions) { o.idempotent = append(o.idempotent, methods...) }
+}
+
 // Mount registers h for pattern (an http.ServeMux pattern, e.g.
 // "/api/v2_beta/" for every method and path below it), served where p
 // says, behind the same request metrics as the master's own routes. It
 // must be called before Start. It returns an error for a pattern the mux
 // refuses (invalid, or conflicting with a registered one) and for a
 // server already started.
-func (s *Server) Mount(pattern string, h http.Handler, p Placement) (err error) {
+func (s *Server) Mount(pattern string, h http.Handler, p Placement, opts ...MountOption) (err error) {
 	s.mu.Lock()
 	started := s.started
 	s.mu.Unlock()
 	if started {
 		return fmt.Errorf("mount %s: the server is already started", pattern)
 	}
+	var o mountOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch p {
 	case OnAnyNode:
 	case OnLeader:
-		h = s.onLeader(h, false, true)
+		h = s.onLeader(h, false, true, o.idempotent...)
 	case OnLeaderWrite:
-		h = s.onLeader(h, true, true)
+		h = s.onLeader(h, true, true, o.idempotent...)
 	default:
 		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
 	}
@@ -412,10 +447,14 @@ func advertiseHTTP(bound net.Addr, adv, raftAdv string) (string, error) {
 	return "", fmt.Errorf("http address %s cannot be advertised: set an HTTP advertise address", bound)
 }
 
-// Shutdown stops the server: it stops accepting requests and waits for
-// the running ones until ctx ends (then cuts them off), stops the
-// background work, and closes the store. Tree watches in progress are
-// answered at once. A Server cannot be started again.
+// Shutdown stops the server. A leader first hands its leadership over:
+// it stops serving requests as leader (new ones wait for the next leader
+// and are forwarded to it), waits for the ones it serves, and transfers
+// the leadership to another voter, within Config.TransferTimeout and ctx.
+// Then the server stops accepting requests and waits for the running ones
+// until ctx ends (then cuts them off), stops the background work, and
+// closes the store. Tree watches in progress are answered at once. A
+// Server cannot be started again.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.started || s.stopped {
@@ -427,6 +466,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var errs []error
+	if httpSrv != nil {
+		// Started: the store is open.
+		s.handOver(ctx)
+	}
 	if cancel != nil {
 		cancel()
 	}
@@ -450,6 +493,68 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("master shutdown: %w", err)
 	}
 	return nil
+}
+
+// handOver stops serving requests as leader and, if this node leads,
+// transfers the leadership to another voter, within
+// Config.TransferTimeout and ctx. A failed transfer is logged: the
+// followers then elect a leader after their heartbeat timeout.
+func (s *Server) handOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TransferTimeout)
+	defer cancel()
+	idle := s.beginHandover()
+	if !s.store.IsLeader() || ctx.Err() != nil {
+		// Not leading, or a shutdown with no time left (a kill).
+		return
+	}
+	start := time.Now()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		s.logger.Warn("transferring the leadership while requests are still served as leader", "waited", time.Since(start))
+	}
+	err := s.store.TransferLeadership(ctx)
+	switch {
+	case err == nil:
+		id := s.awaitNewLeader(ctx)
+		s.logger.Info("leadership handed over", "leader", id, "took", time.Since(start))
+	case errors.Is(err, store.ErrNoTransferTarget):
+		s.logger.Info("no other voter to hand the leadership to")
+	default:
+		s.logger.Warn("leadership not handed over; the other nodes elect a leader after their heartbeat timeout", keyError, err)
+	}
+}
+
+// handoverGrace is how long a node that handed its leadership over keeps
+// its connections open once it knows the new leader: the other nodes
+// learn it at the same moment, and a request one of them decided to
+// forward here just before arrives within it (and is answered "not
+// applied", so that it goes to the new leader). Closing the kept-alive
+// connections sooner could cut such a request in flight, whose fate the
+// forwarding node could not know.
+const handoverGrace = 100 * time.Millisecond
+
+// awaitNewLeader waits, within ctx, until this node knows a leader other
+// than itself, then for handoverGrace; it returns that leader ("" if
+// none is known in time).
+func (s *Server) awaitNewLeader(ctx context.Context) string {
+	for {
+		changed := s.store.LeaderChanged()
+		if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
+			t := time.NewTimer(handoverGrace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			return id
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ""
+		}
+	}
 }
 
 // Run starts the server, serves until ctx ends or the server fails, and

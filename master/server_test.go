@@ -43,6 +43,13 @@ func TestConfig_Validate(t *testing.T) {
 		{"no token verification", func(c *master.Config) { c.AllowUnsignedTokens = false }, "allow unsigned tokens"},
 		{"half raft TLS", func(c *master.Config) { c.RaftTLS.CertFile = "c.pem" }, "raft TLS"},
 		{"negative wait", func(c *master.Config) { c.LeaderWait = -time.Second }, "leader wait is negative"},
+		{"negative raft timeout", func(c *master.Config) { c.RaftHeartbeatTimeout = -time.Second }, "raft heartbeat timeout is negative"},
+		{"lease above heartbeat", func(c *master.Config) { c.RaftLeaderLeaseTimeout = 2 * time.Second },
+			"raft timeouts: leader lease timeout 2s is longer than the heartbeat timeout 600ms"},
+		{"election below heartbeat", func(c *master.Config) {
+			c.RaftHeartbeatTimeout, c.RaftElectionTimeout = 2*time.Second, time.Second
+		}, "election timeout 1s is shorter than the heartbeat timeout 2s"},
+		{"heartbeat too short", func(c *master.Config) { c.RaftHeartbeatTimeout = 10 * time.Millisecond }, "heartbeat timeout 10ms is shorter than 50ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()

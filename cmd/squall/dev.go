@@ -240,7 +240,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	fa := findings.New(findings.Default(), srv.Store(), srv.Verifier(), logger)
-	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
+	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut)); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	fl, err := mountConsole(srv, o.fleet, logger)

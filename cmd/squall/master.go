@@ -10,6 +10,7 @@ import (
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/webhooks/tracing"
 	"golang.org/x/sync/errgroup"
+	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/master/store"
 )
 
 func newMasterCommand() *cobra.Command {
@@ -120,7 +122,9 @@ given on the command line wins; empty variables are ignored.`,
 				}
 			}
 			fa := findings.New(fcfg, srv.Store(), srv.Verifier(), logger)
-			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite); err != nil {
+			// An insert (PUT) deduplicates by content: sending it again
+			// after a leader failed changes nothing more.
+			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut)); err != nil {
 				return err
 			}
 			if err := checkFleetList(fleetCfg); err != nil {
@@ -182,6 +186,12 @@ given on the command line wins; empty variables are ignored.`,
 	f.BoolVar(&cfg.AllowUnsignedTokens, "allow-unsigned-tokens", false, "also accept unsigned base64 JSON tokens (behind an authenticating proxy only)")
 	f.DurationVar(&cfg.LeaderWait, "leader-wait", cfg.LeaderWait, "how long a request waits for a leader during an election before it is answered 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a graceful shutdown waits for running requests")
+	f.DurationVar(&cfg.TransferTimeout, "transfer-timeout", cfg.TransferTimeout, "how long a leader that shuts down waits for another node to take the leadership over before it stops anyway")
+	f.DurationVar(&cfg.ForwardDialTimeout, "forward-dial-timeout", cfg.ForwardDialTimeout, "how long a follower tries to connect to the leader before it looks for the leader again and retries")
+	f.DurationVar(&cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "how long a follower hears nothing from the leader before it starts an election (raft waits one to two of it); the largest part of a failover")
+	f.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", store.DefaultElectionTimeout, "how long a candidate waits for votes before it starts a new election; at least --raft-heartbeat-timeout")
+	f.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "how long a leader stays leader without hearing from a quorum; at most --raft-heartbeat-timeout")
+	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tracingFlags(f, &traceOpts, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")

@@ -120,13 +120,15 @@ func WithSetup(fn func(i int, s *master.Server)) Option {
 	return func(o *options) { o.setup = append(o.setup, fn) }
 }
 
-// Test timing: the production raft timeouts. Shorter ones (300 ms and a
-// 150 ms lease) made leaders step down when a busy 2-core machine running
-// the race detector stalled the three in-process nodes for a moment, and
-// tests that do not kill leaders then failed with 503s.
+// Test timing: the production raft timeouts (store's defaults). Shorter
+// ones (300 ms and a 150 ms lease) made leaders step down when a busy
+// 2-core machine running the race detector stalled the three in-process
+// nodes for a moment, and tests that do not kill leaders then failed with
+// 503s.
 const (
-	heartbeat = time.Second
-	lease     = 500 * time.Millisecond
+	heartbeat = store.DefaultHeartbeatTimeout
+	election  = store.DefaultElectionTimeout
+	lease     = store.DefaultLeaderLeaseTimeout
 	// Timeout bounds the waits of the helpers (a leader, convergence).
 	Timeout = 15 * time.Second
 )
@@ -220,7 +222,7 @@ func (c *Cluster) start(nd *node) {
 	sw := nd.sw
 	cfg.StoreOptions = func(sc *store.Config) {
 		sc.HeartbeatTimeout = heartbeat
-		sc.ElectionTimeout = heartbeat
+		sc.ElectionTimeout = election
 		sc.LeaderLeaseTimeout = lease
 		sc.CommitTimeout = 10 * time.Millisecond
 		sc.ApplyTimeout = 5 * time.Second

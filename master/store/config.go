@@ -46,14 +46,22 @@ type Config struct {
 	// TracerProvider records a span per raft apply; nil records none.
 	TracerProvider trace.TracerProvider
 
-	// HeartbeatTimeout and ElectionTimeout (default 1s) bound how long a
-	// follower waits for the leader before it starts an election.
+	// HeartbeatTimeout (default DefaultHeartbeatTimeout) is how long a
+	// follower goes without hearing from the leader before it starts an
+	// election (raft waits between one and two of it). It is the largest
+	// part of a failover after the leader dies.
 	HeartbeatTimeout time.Duration
-	ElectionTimeout  time.Duration
-	// LeaderLeaseTimeout (default 500ms) is how long a leader stays leader
-	// without reaching a quorum. At most HeartbeatTimeout.
+	// ElectionTimeout (default DefaultElectionTimeout) is how long a
+	// candidate waits for votes before it starts a new election (again
+	// between one and two of it). At least HeartbeatTimeout.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout (default DefaultLeaderLeaseTimeout) is how long a
+	// leader stays leader without hearing from a quorum. At most
+	// HeartbeatTimeout.
 	LeaderLeaseTimeout time.Duration
-	// CommitTimeout (default 50ms) is the idle heartbeat of commits.
+	// CommitTimeout (default DefaultCommitTimeout) is how long the leader
+	// waits, when there is nothing to replicate, before it tells the
+	// followers the commit index. At most HeartbeatTimeout.
 	CommitTimeout time.Duration
 	// SnapshotInterval (default 120s) is how often raft checks whether to
 	// snapshot; SnapshotThreshold (default 8192) is how many new entries
@@ -86,8 +94,21 @@ type Config struct {
 	Switch *NetworkSwitch
 }
 
-// The defaults of Config.
+// The defaults of Config. The raft timeouts suit a LAN: a follower starts
+// an election 600 ms to 1.2 s after the leader's last heartbeat (the
+// leader sends one every tenth of HeartbeatTimeout), and a leader steps
+// down after 600 ms without a quorum. docs/operations.md ("Failover")
+// gives the failover times and spurious elections measured with them.
 const (
+	DefaultHeartbeatTimeout   = 600 * time.Millisecond
+	DefaultElectionTimeout    = 600 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 600 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	// MinRaftTimeout is the smallest heartbeat, election and lease
+	// timeout Validate accepts: below it a busy machine's scheduling
+	// delays alone start elections.
+	MinRaftTimeout = 50 * time.Millisecond
+
 	DefaultApplyTimeout     = 10 * time.Second
 	DefaultBarrierTimeout   = 10 * time.Second
 	DefaultTransportTimeout = 10 * time.Second
@@ -128,6 +149,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is negative", d.name))
 		}
 	}
+	if err := c.ValidateRaftTimeouts(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.SnapshotRetain < 0 || c.MaxPool < 0 {
 		errs = append(errs, errors.New("snapshot retain and max pool cannot be negative"))
 	}
@@ -135,6 +159,59 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store config: %w", err)
 	}
 	return nil
+}
+
+// RaftTimeouts returns the heartbeat, election, leader lease and commit
+// timeouts in effect: the configured ones, or the defaults.
+func (c Config) RaftTimeouts() (heartbeat, election, lease, commit time.Duration) {
+	heartbeat, election, lease, commit = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout
+	if heartbeat == 0 {
+		heartbeat = DefaultHeartbeatTimeout
+	}
+	if election == 0 {
+		election = max(DefaultElectionTimeout, heartbeat)
+	}
+	if lease == 0 {
+		lease = min(DefaultLeaderLeaseTimeout, heartbeat)
+	}
+	if commit == 0 {
+		commit = min(DefaultCommitTimeout, heartbeat)
+	}
+	return heartbeat, election, lease, commit
+}
+
+// ValidateRaftTimeouts checks the raft timeouts in effect against each
+// other and against MinRaftTimeout (zero ones take their defaults, which
+// adapt to the others). Validate includes it.
+func (c Config) ValidateRaftTimeouts() error {
+	for _, d := range []time.Duration{c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout} {
+		if d < 0 {
+			return nil // reported as negative
+		}
+	}
+	hb, el, lease, commit := c.RaftTimeouts()
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"heartbeat timeout", hb}, {"election timeout", el}, {"leader lease timeout", lease}} {
+		if d.v < MinRaftTimeout {
+			errs = append(errs, fmt.Errorf("%s %s is shorter than %s", d.name, d.v, MinRaftTimeout))
+		}
+	}
+	if commit < time.Millisecond {
+		errs = append(errs, fmt.Errorf("commit timeout %s is shorter than 1ms", commit))
+	}
+	if el < hb {
+		errs = append(errs, fmt.Errorf("election timeout %s is shorter than the heartbeat timeout %s", el, hb))
+	}
+	if lease > hb {
+		errs = append(errs, fmt.Errorf("leader lease timeout %s is longer than the heartbeat timeout %s", lease, hb))
+	}
+	if commit > hb {
+		errs = append(errs, fmt.Errorf("commit timeout %s is longer than the heartbeat timeout %s", commit, hb))
+	}
+	return errors.Join(errs...)
 }
 
 // withDefaults returns c with the store's own defaults filled in (raft's are

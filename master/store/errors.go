@@ -19,6 +19,9 @@ var (
 	// ErrTimeout means raft could not accept the operation in time (its
 	// queue is full or the cluster has no quorum).
 	ErrTimeout = errors.New("raft operation timed out")
+	// ErrNoTransferTarget means leadership cannot be transferred: this
+	// node is the only voter.
+	ErrNoTransferTarget = errors.New("no other voter to transfer leadership to")
 	// ErrNotOpen means the store has not been opened yet.
 	ErrNotOpen = errors.New("store is not open")
 	// ErrClosed means the store has been closed.

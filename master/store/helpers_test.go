@@ -67,18 +67,18 @@ func testLogger(t testing.TB) *slog.Logger {
 // testConfig is a node on a random loopback port with short raft timeouts.
 func testConfig(t testing.TB, id string) Config {
 	return Config{
-		NodeID:             id,
-		DataDir:            filepath.Join(t.TempDir(), id),
-		BindAddr:           "127.0.0.1:0",
-		Logger:             testLogger(t),
-		Registerer:         prometheus.NewRegistry(),
-		HeartbeatTimeout:   300 * time.Millisecond,
-		ElectionTimeout:    300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
-		CommitTimeout:      10 * time.Millisecond,
-		ApplyTimeout:       5 * time.Second,
-		BarrierTimeout:     5 * time.Second,
-		TransportTimeout:   2 * time.Second,
+		NodeID:     id,
+		DataDir:    filepath.Join(t.TempDir(), id),
+		BindAddr:   "127.0.0.1:0",
+		Logger:     testLogger(t),
+		Registerer: prometheus.NewRegistry(),
+		// The production raft timeouts (the defaults): shorter ones
+		// (300 ms, a 150 ms lease) made leaders step down when a busy
+		// 2-core machine stalled the in-process nodes.
+		CommitTimeout:    10 * time.Millisecond,
+		ApplyTimeout:     5 * time.Second,
+		BarrierTimeout:   5 * time.Second,
+		TransportTimeout: 2 * time.Second,
 	}
 }
 

@@ -32,7 +32,16 @@ func TestNew_Validate(t *testing.T) {
 		{"lease above heartbeat", func(c *Config) {
 			c.HeartbeatTimeout = 100 * time.Millisecond
 			c.LeaderLeaseTimeout = 200 * time.Millisecond
-		}, "LeaderLeaseTimeout"},
+		}, "leader lease timeout 200ms is longer than the heartbeat timeout 100ms"},
+		{"election below heartbeat", func(c *Config) {
+			c.HeartbeatTimeout = time.Second
+			c.ElectionTimeout = 500 * time.Millisecond
+		}, "election timeout 500ms is shorter than the heartbeat timeout 1s"},
+		{"commit above heartbeat", func(c *Config) {
+			c.HeartbeatTimeout = 100 * time.Millisecond
+			c.CommitTimeout = 200 * time.Millisecond
+		}, "commit timeout 200ms is longer than the heartbeat timeout 100ms"},
+		{"heartbeat too short", func(c *Config) { c.HeartbeatTimeout = time.Millisecond }, "heartbeat timeout 1ms is shorter than 50ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid
@@ -42,9 +51,14 @@ func TestNew_Validate(t *testing.T) {
 			}
 		})
 	}
-	// A short heartbeat alone pulls the lease down to it.
+	// A short heartbeat alone pulls the lease and commit timeouts down
+	// to it; a long one pulls the election timeout up.
 	c := valid
 	c.HeartbeatTimeout = 100 * time.Millisecond
+	if _, err := New(c); err != nil {
+		t.Fatal(err)
+	}
+	c.HeartbeatTimeout = 5 * time.Second
 	if _, err := New(c); err != nil {
 		t.Fatal(err)
 	}
