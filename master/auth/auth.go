@@ -91,7 +91,7 @@ const (
 	ExecuteTestActions Permission = "test_event_execute_actions"
 	Admin              Permission = "admin"
 	// FleetReport lets engines and satellites post heartbeats to the
-	// fleet list, and nothing else (docs/decisions.md decision 50).
+	// fleet list, and nothing else (docs/decisions.md decision 29).
 	FleetReport Permission = "fleet_report"
 )
 

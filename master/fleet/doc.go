@@ -13,7 +13,7 @@
 // Masters do not report: when the list is made, each one is asked for its
 // own health (/readyz) and state (/squall/v1/cluster: version, raft state,
 // term, indexes), in parallel and bounded by Config.ProbeTimeout
-// (docs/decisions.md decision 51).
+// (docs/decisions.md decision 30).
 //
 // [Reporter] is the client side, run by squall engine and squall
 // satellite: a heartbeat every interval to the master that took the last
