@@ -154,6 +154,7 @@ func TestForward_LeaderFrozen(t *testing.T) {
 		status     int
 		body       string
 		notApplied string
+		resent     string
 		err        error
 	}
 	send := func(method string) <-chan answer {
@@ -168,7 +169,7 @@ func TestForward_LeaderFrozen(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			ch <- answer{status: resp.StatusCode, body: string(b), notApplied: resp.Header.Get(master.HeaderNotApplied)}
+			ch <- answer{status: resp.StatusCode, body: string(b), notApplied: resp.Header.Get(master.HeaderNotApplied), resent: resp.Header.Get(master.HeaderResent)}
 		}()
 		return ch
 	}
@@ -192,6 +193,9 @@ func TestForward_LeaderFrozen(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK || strings.Contains(a.body, oldID) {
 			t.Fatalf("%s: %d %s %v, want 200 from the new leader", m, a.status, a.body, a.err)
 		}
+		if a.resent != "true" {
+			t.Errorf("%s sent again without %s: true (got %q)", m, master.HeaderResent, a.resent)
+		}
 	}
 	a := <-answers[http.MethodPost]
 	if a.err != nil || a.status != http.StatusServiceUnavailable {
@@ -199,6 +203,9 @@ func TestForward_LeaderFrozen(t *testing.T) {
 	}
 	if a.notApplied != "" {
 		t.Errorf("LEADER_LOST with %s: %s", master.HeaderNotApplied, a.notApplied)
+	}
+	if a.resent != "" {
+		t.Errorf("LEADER_LOST, not sent again, with %s: %s", master.HeaderResent, a.resent)
 	}
 	var e apiErr
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil || e.Code != "LEADER_LOST" || !strings.Contains(e.Message, "may or may not have been applied") {

@@ -30,6 +30,14 @@ const HeaderForwardedBy = "X-Squall-Forwarded-By"
 // may resend it too.
 const HeaderNotApplied = "X-Squall-Not-Applied"
 
+// HeaderResent is set to "true" on the answer to a request that was sent
+// again after a leader failed while it had it (only requests that cannot
+// take effect twice are: GET, HEAD, OPTIONS and the methods a mount
+// declares with [IdempotentMethods]). The first attempt may have been
+// applied: an idempotent insert answered "already stored" (200 instead
+// of 201) may have been stored by this very request.
+const HeaderResent = "X-Squall-Resent"
+
 // leaderPoll is how often a request waiting for a leader looks again,
 // besides being woken by leader changes: the leader's HTTP address may
 // arrive in the replicated state after the leader is known.
@@ -110,6 +118,11 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 		step := func() bool {
 			ctx, cancel := context.WithDeadline(r.Context(), deadline)
 			defer cancel()
+			if f.reached {
+				// A leader failed while it had the request: this
+				// attempt resends it (see HeaderResent).
+				w.Header().Set(HeaderResent, "true")
+			}
 			changed := s.store.LeaderChanged()
 			if s.store.IsLeader() && s.enterLeader() {
 				// Counted from here: a handover waits for the consistent

@@ -41,6 +41,11 @@ type Op struct {
 	Err    string `json:"err,omitempty"`
 	Read   string `json:"read,omitempty"`
 	UID    string `json:"uid,omitempty"`
+	// Resent is true when the answer said the request was sent again
+	// after a leader failed while it had it (master.HeaderResent): an
+	// insert answered 200 may then have been stored by its own first
+	// attempt.
+	Resent bool `json:"resent,omitempty"`
 }
 
 // The operation kinds.
@@ -192,7 +197,7 @@ func Porcupine(ops []Op) []porcupine.Operation {
 			ClientId: op.Client,
 			Input:    Input{Kind: op.Kind, Key: op.Key, Value: op.Value},
 			Call:     op.Call,
-			Output:   Output{Unknown: !definite, Status: op.Status, Read: op.Read},
+			Output:   Output{Unknown: !definite, Status: op.Status, Read: op.Read, Resent: op.Resent},
 			Return:   ret,
 		})
 	}
@@ -209,6 +214,8 @@ type Output struct {
 	Unknown bool
 	Status  int
 	Read    string
+	// Resent: see Op.Resent.
+	Resent bool
 }
 
 // String describes an output for the visualization.

@@ -17,7 +17,9 @@ type findingState struct {
 
 // FindingModel is the sequential specification of the findings API used
 // by the workload, partitioned by finding uid: an insert creates the
-// finding (201 when new, 200 when it existed: inserts are idempotent), a
+// finding (201 when new, 200 when it existed: inserts are idempotent; 200
+// also when the request was sent again after a leader failed while it had
+// it, whose first attempt may have stored it: master.HeaderResent), a
 // get answers 404 before it exists and then its ticket, a patch sets the
 // ticket (404 when it does not exist). What a successful patch answers
 // is checked as a read during the patch (see Porcupine).
@@ -36,6 +38,11 @@ var FindingModel = porcupine.Model{
 			case http.StatusCreated:
 				return !s.exists, findingState{exists: true}
 			case http.StatusOK:
+				if out.Resent {
+					// Sent again after a leader failed while it had
+					// it: the first attempt may have stored it.
+					return true, findingState{exists: true, ticket: s.ticket}
+				}
 				return s.exists, s
 			}
 			return true, s // refused: no change
@@ -151,12 +158,27 @@ func TestModels(t *testing.T) {
 	op := func(client int, kind, key, value string, call, ret int64, status int, read string) Op {
 		return Op{Client: client, Kind: kind, Key: key, Value: value, Call: call, Return: ret, Status: status, Read: read}
 	}
+	resent := func(o Op) Op { o.Resent = true; return o }
 	for _, tc := range []struct {
 		name  string
 		model porcupine.Model
 		ops   []Op
 		ok    bool
 	}{
+		{"finding: a first insert answered 200 (already stored)", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 200, ""),
+			op(1, OpGet, "u1", "", 11, 20, 200, ""),
+		}, false},
+		{"finding: a resent first insert answered 200, stored by its first attempt", FindingModel, []Op{
+			resent(op(0, OpInsert, "u1", "", 0, 10, 200, "")),
+			op(1, OpGet, "u1", "", 11, 20, 200, ""),
+		}, true},
+		{"finding: a resent insert answered 200 does not undo a patch", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
+			op(0, OpPatch, "u1", "a", 11, 20, 200, "a"),
+			resent(op(1, OpInsert, "u1", "", 21, 30, 200, "")),
+			op(1, OpGet, "u1", "", 31, 40, 200, ""),
+		}, false},
 		{"finding: insert, patch, get", FindingModel, []Op{
 			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
 			op(0, OpPatch, "u1", "a", 11, 20, 200, "a"),

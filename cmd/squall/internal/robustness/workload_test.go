@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// headerResent marks the answer to a request a master sent again after a
+// leader failed while it had it (master.HeaderResent; the suite talks to
+// the masters as any client does, over HTTP only).
+const headerResent = "X-Squall-Resent"
+
 // API paths the workload uses (docs/findings.md, docs/api.md).
 const (
 	findingsInsert = "/intel/api/sdk/v0/findings/credentials"
@@ -96,6 +101,14 @@ func (w *Workload) Acked() map[string]bool {
 // do sends one request with the workload's token and returns the status
 // and body.
 func (w *Workload) do(ctx context.Context, n *Node, method, path, body string) (int, []byte, error) {
+	status, b, _, err := w.doResent(ctx, n, method, path, body)
+	return status, b, err
+}
+
+// doResent is do that also reports whether the answer says the request
+// was sent again after a leader failed while it had it
+// (master.HeaderResent).
+func (w *Workload) doResent(ctx context.Context, n *Node, method, path, body string) (int, []byte, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -104,7 +117,7 @@ func (w *Workload) do(ctx context.Context, n *Node, method, path, body string) (
 	}
 	req, err := http.NewRequestWithContext(ctx, method, n.URL()+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+w.c.Token)
 	if body != "" {
@@ -112,14 +125,15 @@ func (w *Workload) do(ctx context.Context, n *Node, method, path, body string) (
 	}
 	resp, err := w.hc.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	defer resp.Body.Close()
+	resent := resp.Header.Get(headerResent) == "true"
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return resp.StatusCode, nil, err
+		return resp.StatusCode, nil, resent, err
 	}
-	return resp.StatusCode, b, nil
+	return resp.StatusCode, b, resent, nil
 }
 
 // Run runs clients until ctx ends, each with its own random source
@@ -214,9 +228,10 @@ func (w *Workload) insert(ctx context.Context, n *Node, id, seq int) Op {
 func (w *Workload) op(ctx context.Context, n *Node, op Op, method, path, body string) Op {
 	op.Node = n.ID
 	op.Call = w.h.Now()
-	status, b, err := w.do(ctx, n, method, path, body)
+	status, b, resent, err := w.doResent(ctx, n, method, path, body)
 	op.Return = w.h.Now()
 	op.Status = status
+	op.Resent = resent
 	if err != nil && status == 0 {
 		op.Err = ErrorKind(err)
 		if ctx.Err() != nil {
