@@ -309,7 +309,13 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
 	case httpguard.IsTimeout(err):
 		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
-	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrLeadershipLost), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
+	case errors.Is(err, store.ErrLeadershipLost):
+		// This node led when it proposed the command and lost the
+		// leadership before the command committed: the next leader may
+		// still commit it. The same answer as a follower gives when
+		// the leader it forwarded to failed with the request.
+		return &Error{Status: http.StatusServiceUnavailable, Code: "LEADER_LOST", Message: err.Error() + ": it may or may not have been applied", RetryAfter: 1}
+	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: err.Error(), RetryAfter: 1}
