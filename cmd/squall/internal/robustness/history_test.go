@@ -160,7 +160,9 @@ func ErrorKind(err error) string {
 func Porcupine(ops []Op) []porcupine.Operation {
 	observed := make(map[string]bool)
 	for _, op := range ops {
-		if !op.Write() && op.OK() {
+		// A read, or a patch's answer (which reads the finding after the
+		// patch applied, and may show a later concurrent patch).
+		if op.OK() && (!op.Write() || op.Kind == OpPatch) && op.Read != "" {
 			observed[op.Key+"\x00"+op.Read] = true
 		}
 	}

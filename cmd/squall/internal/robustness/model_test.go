@@ -179,6 +179,15 @@ func TestModels(t *testing.T) {
 			resent(op(1, OpInsert, "u1", "", 21, 30, 200, "")),
 			op(1, OpGet, "u1", "", 31, 40, 200, ""),
 		}, false},
+		{"finding: an unknown patch that only another patch's answer saw", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
+			op(0, OpPatch, "u1", "a", 11, 30, 200, "b"),
+			op(1, OpPatch, "u1", "b", 12, -1, 0, ""),
+		}, true},
+		{"finding: a patch answers a value nobody wrote", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
+			op(0, OpPatch, "u1", "a", 11, 30, 200, "b"),
+		}, false},
 		{"finding: insert, patch, get", FindingModel, []Op{
 			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
 			op(0, OpPatch, "u1", "a", 11, 20, 200, "a"),
