@@ -157,7 +157,9 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 				// leadership while it serves it.
 				var rec *recordingBody
 				if !f.prepared && hasBody(r) {
-					rec = &recordingBody{r: r.Body}
+					// lr's body, which is r's unless an earlier turn as
+					// leader already read r's (then f.r holds what it read).
+					rec = &recordingBody{r: lr.Body}
 					c := *lr
 					c.Body = rec
 					lr = &c
@@ -173,7 +175,7 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 					// The body to send on: what the handler read, then
 					// the rest.
 					c := *r
-					c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), r.Body))
+					c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), rec.r))
 					f.r = &c
 				}
 				// This node lost its leadership while it served the
