@@ -409,3 +409,103 @@ func TestForward_LeadershipLostWhileServing(t *testing.T) {
 		t.Fatalf("POST: %d %s, want the handler's 503", a.status, a.body)
 	}
 }
+
+// TestForward_ReelectedServesTheBodyAgain: a leader serves a retry-safe
+// request, loses its leadership while its handler runs (the handler
+// answers 503), and is elected again before the request is routed
+// elsewhere: it serves the request again, with the body the first turn
+// read — not the server request's, which that turn consumed.
+func TestForward_ReelectedServesTheBodyAgain(t *testing.T) {
+	t.Parallel()
+	const prefix = "/api/v2_beta/echo/"
+	var (
+		calls   atomic.Int32
+		entered = make(chan struct{})
+		answer  = make(chan struct{}) // the first call may answer
+		resume  = make(chan struct{}) // the first call may return
+	)
+	setup := mastertest.WithSetup(func(_ int, s *master.Server) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if calls.Add(1) == 1 {
+				close(entered)
+				<-answer
+				// As the real handlers do when their write cannot commit
+				// any more; then this turn stays until the node leads
+				// again.
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "not the leader any more", http.StatusServiceUnavailable)
+				<-resume
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprintf(w, "%s got %s", s.ID(), body)
+		})
+		if err := s.Mount(prefix, h, master.OnLeader, master.IdempotentMethods(http.MethodPatch)); err != nil {
+			panic(err)
+		}
+	})
+	c := mastertest.TestCluster(t, 3, setup)
+	old := c.Leader()
+	oldID := c.Server(old).ID()
+
+	type result struct {
+		status int
+		body   string
+		resent string
+	}
+	res := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(old)+prefix+"x", strings.NewReader("payload-42"))
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			res <- result{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		res <- result{status: resp.StatusCode, body: string(b), resent: resp.Header.Get(master.HeaderResent)}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(mastertest.Timeout):
+		t.Fatal("the request did not reach the leader's handler")
+	}
+	// The leader is cut off and steps down; its handler answers 503.
+	c.Partition(old)
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool { return !c.Server(old).Store().IsLeader() }, "the old leader to step down")
+	close(answer)
+	// Healed, it is made leader again while the first turn still runs.
+	c.Heal(old)
+	c.WaitConverged()
+	deadline := time.Now().Add(mastertest.Timeout)
+	for !c.Server(old).Store().IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the old leader was not elected again")
+		}
+		l := c.Leader()
+		if l == old {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := c.Server(l).Store().TransferLeadership(ctx)
+		cancel()
+		if err != nil {
+			t.Logf("transfer from %s: %v", c.Server(l).ID(), err)
+		}
+		c.WaitConverged()
+	}
+	close(resume)
+	r := <-res
+	if want := oldID + " got payload-42"; r.status != http.StatusOK || r.body != want {
+		t.Fatalf("answer %d %q, want 200 %q", r.status, r.body, want)
+	}
+	if r.resent != "true" {
+		t.Errorf("answer without %s: true", master.HeaderResent)
+	}
+}
