@@ -131,7 +131,8 @@ func (s *Service) consume(ctx context.Context) error {
 // the gauges of the current assignment's partitions, so that a message
 // costs no label lookup, and sets none for a partition outside it (a
 // message fetched before a rebalance took the partition away: onAssignment
-// deleted its gauge).
+// deleted its gauge). Before the first assignment is known, the gauge of
+// a message's partition is set.
 type lagGauges struct {
 	vec    *prometheus.GaugeVec
 	of     *kafkasource.Assignment
@@ -144,7 +145,12 @@ func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
 	}
 	g, ok := l.gauges[partition]
 	if !ok {
-		if a != nil && slices.Contains(a.Partitions, partition) {
+		// Before the first assignment is known (the Source reads it from
+		// kafka-go's log line, which may come after the first messages),
+		// the message's partition is assigned: kafka-go fetches only
+		// those. Without its gauge then, a fetch loop held by full
+		// queues would leave the lag unreported until the next message.
+		if a == nil || slices.Contains(a.Partitions, partition) {
 			g = l.vec.WithLabelValues(strconv.Itoa(partition))
 		}
 		l.gauges[partition] = g
