@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,21 +152,6 @@ func newLoadClient() *http.Client {
 	return &http.Client{Transport: transport, Timeout: 30 * time.Second}
 }
 
-// post posts benchBody to url and returns the time to the answer.
-func post(client *http.Client, url string) (time.Duration, error) {
-	start := time.Now()
-	resp, err := client.Post(url, "application/json", bytes.NewReader(benchBody))
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, errors.New(resp.Status)
-	}
-	return time.Since(start), nil
-}
-
 // loadStats describes the requests of one or more loads.
 type loadStats struct {
 	lat     []time.Duration
@@ -194,41 +177,13 @@ func (s *loadStats) percentile(p float64) float64 {
 
 // loadN posts benchBody to url n times over benchConnections connections.
 func loadN(client *http.Client, url string, n int) (loadStats, error) {
-	var (
-		next  atomic.Int64
-		mu    sync.Mutex
-		st    loadStats
-		first error
-		wg    sync.WaitGroup
-	)
-	cpu0, cpuOK := cpuTime()
-	start := time.Now()
-	for range benchConnections {
-		wg.Go(func() {
-			local := make([]time.Duration, 0, n/benchConnections+1)
-			var err error
-			for next.Add(1) <= int64(n) {
-				var d time.Duration
-				if d, err = post(client, url); err != nil {
-					next.Add(int64(n)) // stop the others too
-					break
-				}
-				local = append(local, d)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			st.lat = append(st.lat, local...)
-			if first == nil {
-				first = err
-			}
-		})
-	}
-	wg.Wait()
-	st.elapsed = time.Since(start)
-	if cpu1, ok := cpuTime(); ok && cpuOK {
-		st.cpu = cpu1 - cpu0
-	}
-	return st, first
+	return loadRequests(client, func() (*http.Request, error) {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(benchBody))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	}, n)
 }
 
 // runLoad posts benchBody b.N times over benchConnections connections and

@@ -68,13 +68,7 @@ var FindingModel = porcupine.Model{
 		}
 		return false, s
 	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(Input)
-		if in.Value != "" {
-			return fmt.Sprintf("%s(%q) → %v", in.Kind, in.Value, output)
-		}
-		return fmt.Sprintf("%s → %v", in.Kind, output)
-	},
+	DescribeOperation: describeOperation,
 	DescribeState: func(state any) string {
 		s := state.(findingState)
 		if !s.exists {
@@ -121,13 +115,7 @@ var ConfigModel = porcupine.Model{
 		}
 		return false, s
 	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(Input)
-		if in.Value != "" {
-			return fmt.Sprintf("%s(%q) → %v", in.Kind, in.Value, output)
-		}
-		return fmt.Sprintf("%s → %v", in.Kind, output)
-	},
+	DescribeOperation: describeOperation,
 	DescribeState: func(state any) string {
 		s := state.(configState)
 		return fmt.Sprintf("draft %q, active %q", s.draft, s.active)
@@ -262,4 +250,14 @@ func TestModels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// describeOperation describes an operation of either model for the
+// visualization.
+func describeOperation(input, output any) string {
+	in := input.(Input)
+	if in.Value != "" {
+		return fmt.Sprintf("%s(%q) → %v", in.Kind, in.Value, output)
+	}
+	return fmt.Sprintf("%s → %v", in.Kind, output)
 }
