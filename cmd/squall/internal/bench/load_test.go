@@ -214,9 +214,11 @@ func TestLoad_refusedLater(t *testing.T) {
 	var srv *httptest.Server
 	var once sync.Once
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The listener closes before the first answer is written, so the
+		// client's next connect (Connection: close) is refused for sure.
+		once.Do(func() { srv.Listener.Close() })
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusOK)
-		once.Do(func() { go srv.Listener.Close() })
 	}))
 	t.Cleanup(srv.Close)
 	r := run(t, t.Context(), Config{URL: srv.URL, Connections: 1, Duration: time.Minute, Requests: 20, Timeout: time.Second})
