@@ -126,6 +126,9 @@ func reference(data []byte, l Limits) string {
 		return ReasonUTF8
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
+	// Numbers stay text: a valid number too large for a float64 (2e309)
+	// is still valid JSON, which Check does not decode.
+	dec.UseNumber()
 	type frame struct {
 		obj  bool
 		keys map[string]bool
