@@ -22,7 +22,8 @@
 # one). BASELINE_SQUALL names another squall binary (an older version): its
 # satellite (and engine) then run as a fourth target ("before"), in the same
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
-# satellite under test only. PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
+# satellite under test only (unset, it runs with its own default, GOGC=400,
+# as users run it). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
 # during its first round (OUT/satellite.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
 # OUT/bareconsumer.perf.data).
@@ -118,7 +119,9 @@ if [[ " $PARTS " == *" intake "* ]]; then
 {"id": "bench", "token": "bench-token", "tenant_id": "bench",
  "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}
 JSON
-	GOGC=${SATELLITE_GOGC:-${GOGC:-100}} "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
+	sat_env=()
+	[[ -z ${SATELLITE_GOGC:-} ]] || sat_env=("GOGC=$SATELLITE_GOGC")
+	env "${sat_env[@]}" "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
 		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
