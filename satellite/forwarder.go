@@ -22,6 +22,9 @@ import (
 // producer is what the forwarder needs of Kafka.
 type producer interface {
 	Write(ctx context.Context, msgs ...kafkasink.Message) error
+	// WriteWithin writes one record and waits at most timeout for its
+	// acknowledgement (no context and timer per call).
+	WriteWithin(ctx context.Context, timeout time.Duration, msg kafkasink.Message) error
 	Ping(ctx context.Context) error
 	MaxMessageBytes() int64
 }
@@ -135,9 +138,7 @@ func (f *forwarder) publish(ctx context.Context, msg kafkasink.Message) error {
 	for {
 		failed := false
 		if !f.spooling.Load() {
-			actx, cancel := context.WithTimeout(ctx, f.cfg.ackTimeout)
-			err := f.kafka.Write(actx, msg)
-			cancel()
+			err := f.kafka.WriteWithin(ctx, f.cfg.ackTimeout, msg)
 			if err == nil {
 				f.up()
 				f.m.toKafka.Inc()
