@@ -86,6 +86,7 @@ type forwarder struct {
 
 	healthMu  sync.Mutex
 	health    Health
+	isUp      atomic.Bool  // health.Known && health.Up, read without healthMu
 	lastWrite atomic.Int64 // unix nanoseconds of the last acknowledged write
 }
 
@@ -415,6 +416,9 @@ func (f *forwarder) probe(ctx context.Context) bool {
 func (f *forwarder) up() {
 	now := time.Now()
 	f.lastWrite.Store(now.UnixNano())
+	if f.isUp.Load() {
+		return // every acknowledged event comes here: no lock
+	}
 	f.healthMu.Lock()
 	defer f.healthMu.Unlock()
 	if f.health.Known && f.health.Up {
@@ -424,6 +428,7 @@ func (f *forwarder) up() {
 		f.logger.Info("Kafka is reachable again", "down_for", now.Sub(f.health.Since).Round(time.Millisecond))
 	}
 	f.health = Health{Known: true, Up: true, Since: now}
+	f.isUp.Store(true)
 	f.m.kafkaUp.Set(1)
 }
 
@@ -434,6 +439,7 @@ func (f *forwarder) down(err error) {
 	if !f.health.Known || f.health.Up {
 		f.logger.Warn("Kafka is unreachable", "error", err)
 		f.health = Health{Known: true, Since: time.Now()}
+		f.isUp.Store(false)
 		f.m.kafkaUp.Set(0)
 	}
 	f.health.Error = err.Error()
