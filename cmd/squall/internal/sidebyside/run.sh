@@ -7,8 +7,9 @@
 # 1. Intake: a kfake broker in its own process; squall satellite, the plain
 #    handler and the naive kafka-go handler, each loaded in turn with
 #    squall bench webhook (closed loop, CONNECTIONS connections, DURATION
-#    each) for ROUNDS interleaved rounds; prints each round and the medians
-#    of the per-round ratios satellite/plain and satellite/naive.
+#    each) for ROUNDS interleaved rounds; prints each round, the medians
+#    of the per-round ratios satellite/plain and satellite/naive, and the
+#    satellites' records per produce request.
 # 2. Engine: EVENTS events preloaded into one topic; squall engine (a master
 #    serves it a tree whose rule archives every event) and the bare consumer
 #    drain it in turn, each as a new consumer group from the start, for
@@ -197,11 +198,20 @@ JSON
 		"p99 $(median <"$OUT/ratio-p99-plain"); satellite/naive req/s $(median <"$OUT/ratio-naive"), p99 $(median <"$OUT/ratio-p99-naive")"
 	echo "median CPU per request, the target and the broker together (us): satellite $(median <"$OUT/cpu-satellite")," \
 		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
+	# records_per_request URL: records per produce request of the satellite
+	# serving URL, from its kafka metrics (all rounds together).
+	records_per_request() {
+		curl -fsS "$1/metrics" | awk '/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
+			END {if (c > 0) printf "%.1f", s/c; else print "nan"}'
+	}
+	batches="satellite $(records_per_request "http://$SAT")"
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
 		echo "before: satellite/before req/s $(median <"$OUT/ratio-before"), p99 $(median <"$OUT/ratio-p99-before");" \
 			"CPU per request before $(median <"$OUT/cpu-before") us"
+		batches+=", before $(records_per_request "${url[before]%%/engine/*}")"
 		stop "${pid_of[before]}"
 	fi
+	echo "records per produce request (all rounds): $batches"
 	stop "$sat_pid"
 fi
 
