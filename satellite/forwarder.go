@@ -22,6 +22,9 @@ import (
 // producer is what the forwarder needs of Kafka.
 type producer interface {
 	Write(ctx context.Context, msgs ...kafkasink.Message) error
+	// WriteWithin writes one record and waits at most timeout for its
+	// acknowledgement (no context and timer per call).
+	WriteWithin(ctx context.Context, timeout time.Duration, msg kafkasink.Message) error
 	Ping(ctx context.Context) error
 	MaxMessageBytes() int64
 }
@@ -83,6 +86,7 @@ type forwarder struct {
 
 	healthMu  sync.Mutex
 	health    Health
+	isUp      atomic.Bool  // health.Known && health.Up, read without healthMu
 	lastWrite atomic.Int64 // unix nanoseconds of the last acknowledged write
 }
 
@@ -135,9 +139,7 @@ func (f *forwarder) publish(ctx context.Context, msg kafkasink.Message) error {
 	for {
 		failed := false
 		if !f.spooling.Load() {
-			actx, cancel := context.WithTimeout(ctx, f.cfg.ackTimeout)
-			err := f.kafka.Write(actx, msg)
-			cancel()
+			err := f.kafka.WriteWithin(ctx, f.cfg.ackTimeout, msg)
 			if err == nil {
 				f.up()
 				f.m.toKafka.Inc()
@@ -414,6 +416,9 @@ func (f *forwarder) probe(ctx context.Context) bool {
 func (f *forwarder) up() {
 	now := time.Now()
 	f.lastWrite.Store(now.UnixNano())
+	if f.isUp.Load() {
+		return // every acknowledged event comes here: no lock
+	}
 	f.healthMu.Lock()
 	defer f.healthMu.Unlock()
 	if f.health.Known && f.health.Up {
@@ -423,6 +428,7 @@ func (f *forwarder) up() {
 		f.logger.Info("Kafka is reachable again", "down_for", now.Sub(f.health.Since).Round(time.Millisecond))
 	}
 	f.health = Health{Known: true, Up: true, Since: now}
+	f.isUp.Store(true)
 	f.m.kafkaUp.Set(1)
 }
 
@@ -433,6 +439,7 @@ func (f *forwarder) down(err error) {
 	if !f.health.Known || f.health.Up {
 		f.logger.Warn("Kafka is unreachable", "error", err)
 		f.health = Health{Known: true, Since: time.Now()}
+		f.isUp.Store(false)
 		f.m.kafkaUp.Set(0)
 	}
 	f.health.Error = err.Error()

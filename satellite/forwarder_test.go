@@ -29,6 +29,11 @@ var _ producer = (*stubProducer)(nil)
 func (p *stubProducer) Write(ctx context.Context, msgs ...kafkasink.Message) error {
 	return p.write(ctx, msgs...)
 }
+func (p *stubProducer) WriteWithin(ctx context.Context, timeout time.Duration, msg kafkasink.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return p.write(ctx, msg)
+}
 func (p *stubProducer) Ping(ctx context.Context) error { return p.ping(ctx) }
 func (p *stubProducer) MaxMessageBytes() int64         { return 1 << 20 }
 

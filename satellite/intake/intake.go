@@ -232,7 +232,11 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			in.m.refused.WithLabelValues(id, reason).Inc()
 		}
 	}
-	in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
+	if known && status == http.StatusOK {
+		in.m.webhook(id).ok.Inc()
+	} else {
+		in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
+	}
 	in.m.duration.Observe(time.Since(start).Seconds())
 	if span != nil {
 		if span.IsRecording() {
@@ -378,7 +382,7 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 	if claim != nil {
 		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
 	}
-	in.m.accepted.WithLabelValues(wh.ID).Inc()
+	in.m.webhook(wh.ID).accepted.Inc()
 	return true, rec.EventID, nil
 }
 

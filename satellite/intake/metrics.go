@@ -3,6 +3,7 @@ package intake
 import (
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,6 +22,32 @@ type metrics struct {
 	// deduplicated counts repeated deliveries answered with the first
 	// event's id, by webhook.
 	deduplicated *prometheus.CounterVec
+
+	// byWebhook caches, by webhook id, the counters every accepted call
+	// adds to (*webhookCounters), so that such a call looks up no label
+	// values. Ids are those of known webhooks only, as in the series.
+	byWebhook sync.Map
+}
+
+// webhookCounters are the counters of one webhook that an accepted call
+// with its first token adds to.
+type webhookCounters struct {
+	ok       prometheus.Counter // requests{code="200"}
+	accepted prometheus.Counter
+	token0   prometheus.Counter // credentials{credential="token",index="0"}
+}
+
+// webhook returns the counters of the webhook with the given id.
+func (m *metrics) webhook(id string) *webhookCounters {
+	if c, ok := m.byWebhook.Load(id); ok {
+		return c.(*webhookCounters)
+	}
+	c, _ := m.byWebhook.LoadOrStore(id, &webhookCounters{
+		ok:       m.requests.WithLabelValues(id, "200"),
+		accepted: m.accepted.WithLabelValues(id),
+		token0:   m.credentials.WithLabelValues(id, credentialToken, "0"),
+	})
+	return c.(*webhookCounters)
 }
 
 // Kinds of credential of the squall_intake_credential_verified_total metric.
@@ -32,6 +59,10 @@ const (
 // credentialVerified counts a call that entry index of the webhook's tokens
 // or secrets verified.
 func (m *metrics) credentialVerified(webhook, kind string, index int) {
+	if kind == credentialToken && index == 0 {
+		m.webhook(webhook).token0.Inc()
+		return
+	}
 	idx := "0"
 	if index != 0 {
 		idx = strconv.Itoa(index)

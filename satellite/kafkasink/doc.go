@@ -31,6 +31,18 @@
 // about a fifth of the CPU; waiting for the acknowledgement makes them ~15
 // records. Batches grow with the load, and no request waits for a timer.
 //
+// # Waiting for the acknowledgement
+//
+// [Sink.WriteWithin] writes one record and waits at most a timeout for its
+// acknowledgement (the satellite's AckTimeout); a record not yet sent when
+// its time is up is dropped, since the caller keeps it elsewhere (the
+// spool). Its deadline is watched by one timer per partition, not a context
+// and a timer per call: under a steady load the timer fires about once per
+// timeout, finds the writes it was armed for acknowledged, and is armed
+// again for the oldest write still waiting. A context and a timer per event
+// cost about 5% of the satellite's CPU per request in the side-by-side
+// benchmark.
+//
 // The records of one Write keep their order: they go in one request, or in
 // requests sent one after the other. Writes in flight at the same time come
 // from concurrent calls, which have no order between them. A request that

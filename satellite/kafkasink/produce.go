@@ -32,17 +32,35 @@ type partitionQueue struct {
 	records  int             // records in pending; guarded by Sink.mu
 	bytes    int64           // Message.Size of the records in pending; guarded by Sink.mu
 	flushers int             // running flush goroutines; guarded by Sink.mu
+
+	// waiting holds the writes with a deadline (WriteWithin) not known
+	// to be finished, in the order they came; timer expires them, and is
+	// armed for timerAt (unix nanoseconds; 0: not armed) while some wait.
+	// Guarded by Sink.mu.
+	waiting []*pendingWrite
+	timer   *time.Timer
+	timerAt int64
 }
 
 // pendingWrite is one Write call's records for one partition.
 type pendingWrite struct {
-	msgs []Message
-	size int64      // Message.Size of msgs
-	done chan error // receives the outcome once; buffered
+	msgs     []Message
+	one      [1]Message // msgs of a WriteWithin
+	size     int64      // Message.Size of msgs
+	deadline int64      // unix nanoseconds; 0: none (Write)
+	done     chan error // receives the outcome once (finish); buffered
+	finished atomic.Bool
 	// abandoned is set when the caller stopped waiting: a write not yet
 	// sent is then dropped, since the caller keeps the records elsewhere
 	// (the spool) and sending them too would only duplicate them.
 	abandoned atomic.Bool
+}
+
+// finish delivers the outcome of w, unless it has one already.
+func (w *pendingWrite) finish(err error) {
+	if w.finished.CompareAndSwap(false, true) {
+		w.done <- err
+	}
 }
 
 // enqueue adds w to partition p's queue and starts its flush goroutine if
@@ -61,6 +79,9 @@ func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
 	q.pending = append(q.pending, w)
 	q.records += len(w.msgs)
 	q.bytes += w.size
+	if w.deadline != 0 {
+		s.watch(q, w)
+	}
 	// An idle partition sends at once. A busy one sends another request
 	// alongside those in flight only for a batch worth it: below that, the
 	// writes wait for the first request in flight to be acknowledged and
@@ -73,6 +94,59 @@ func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
 		go s.flush(context.WithoutCancel(ctx), q)
 	}
 	return nil
+}
+
+// watch arms q's timer for w's deadline, unless it is armed for sooner.
+// Under a steady load the timer fires about once per timeout, finds the
+// writes it was armed for acknowledged, and is armed again for the oldest
+// write still waiting. Sink.mu is held.
+func (s *Sink) watch(q *partitionQueue, w *pendingWrite) {
+	// Forget the writes finished at the head (most finish in order).
+	for len(q.waiting) > 0 && q.waiting[0].finished.Load() {
+		q.waiting[0] = nil
+		q.waiting = q.waiting[1:]
+	}
+	q.waiting = append(q.waiting, w)
+	if q.timerAt != 0 && q.timerAt <= w.deadline {
+		return
+	}
+	q.timerAt = w.deadline
+	d := time.Until(time.Unix(0, w.deadline))
+	if q.timer == nil {
+		q.timer = time.AfterFunc(d, func() { s.expire(q) })
+	} else {
+		q.timer.Reset(d)
+	}
+}
+
+// expire ends the writes of q whose deadline passed with ErrAckTimeout, and
+// arms the timer for the next deadline.
+func (s *Sink) expire(q *partitionQueue) {
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := int64(0)
+	kept := q.waiting[:0]
+	for _, w := range q.waiting {
+		if w.finished.Load() {
+			continue
+		}
+		if w.deadline <= now {
+			w.abandoned.Store(true) // dropped if not yet sent
+			w.finish(ErrAckTimeout)
+			continue
+		}
+		kept = append(kept, w)
+		if next == 0 || w.deadline < next {
+			next = w.deadline
+		}
+	}
+	clear(q.waiting[len(kept):])
+	q.waiting = kept
+	q.timerAt = next
+	if next != 0 && !s.closed {
+		q.timer.Reset(time.Duration(next - now))
+	}
 }
 
 // flush sends q's pending writes, batch after batch, until none is left.
@@ -94,7 +168,7 @@ func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
 				used++
 				q.records -= len(w.msgs)
 				q.bytes -= w.size
-				w.done <- context.Canceled
+				w.finish(context.Canceled)
 				continue
 			}
 			size := w.size
@@ -125,7 +199,7 @@ func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
 		}
 		err := s.produce(ctx, q.id, msgs)
 		for _, w := range taken {
-			w.done <- err
+			w.finish(err)
 		}
 	}
 }

@@ -143,7 +143,7 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 			return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, m.Size(), s.cfg.MaxMessageBytes)
 		}
 	}
-	parts, err := s.partitionIDs(ctx)
+	parts, err := s.partitionIDs(ctx, 0)
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Add(float64(len(msgs)))
 		return fmt.Errorf("kafka write: %w", err)
@@ -193,16 +193,8 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 	for i, w := range writes {
 		select {
 		case err := <-w.done:
-			n := float64(len(w.msgs))
-			switch {
-			case err == nil:
-				s.m.ok.Add(n)
-			case rejected(err):
-				s.m.messages.WithLabelValues(resultRejected).Add(n)
-				errs = append(errs, fmt.Errorf("%w: partition %d: %w", ErrRejected, order[i], err))
-			default:
-				s.m.messages.WithLabelValues(resultError).Add(n)
-				errs = append(errs, fmt.Errorf("kafka write: partition %d: %w", order[i], err))
+			if err := s.outcome(order[i], w, err); err != nil {
+				errs = append(errs, err)
 			}
 		case <-ctx.Done():
 			for _, w := range writes[i:] {
@@ -212,6 +204,61 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// WriteWithin writes one record like Write, and waits at most timeout for
+// its acknowledgement; after that it returns an error wrapping
+// [ErrAckTimeout] (and context.DeadlineExceeded), and the record, if not yet
+// sent, is dropped. The satellite writes each event with it: one timer per
+// partition serves all the writes waiting, rather than one per call.
+func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message) error {
+	size := m.Size()
+	if size > s.cfg.MaxMessageBytes {
+		s.m.messages.WithLabelValues(resultRejected).Inc()
+		return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, size, s.cfg.MaxMessageBytes)
+	}
+	parts, err := s.partitionIDs(ctx, timeout)
+	if err != nil {
+		s.m.messages.WithLabelValues(resultError).Inc()
+		return fmt.Errorf("kafka write: %w", err)
+	}
+	p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
+	w := &pendingWrite{size: size, done: make(chan error, 1), deadline: time.Now().Add(timeout).UnixNano()}
+	w.one[0] = m
+	w.msgs = w.one[:]
+	if err := s.enqueue(ctx, p, w); err != nil {
+		return fmt.Errorf("kafka write: %w", err)
+	}
+	select {
+	case err := <-w.done:
+		return s.outcome(p, w, err)
+	case <-ctx.Done():
+		w.abandoned.Store(true)
+		return fmt.Errorf("kafka write: %w", ctx.Err())
+	}
+}
+
+// ErrAckTimeout reports a write of [Sink.WriteWithin] not acknowledged in
+// time. It may still be written.
+var ErrAckTimeout = fmt.Errorf("no acknowledgement in time: %w", context.DeadlineExceeded)
+
+// outcome counts the outcome err of w, written to partition p, and returns
+// the error of the write.
+func (s *Sink) outcome(p int, w *pendingWrite, err error) error {
+	n := float64(len(w.msgs))
+	switch {
+	case err == nil:
+		s.m.ok.Add(n)
+		return nil
+	case errors.Is(err, ErrAckTimeout):
+		// As a write whose context ended: not counted.
+		return fmt.Errorf("kafka write: partition %d: %w", p, err)
+	case rejected(err):
+		s.m.messages.WithLabelValues(resultRejected).Add(n)
+		return fmt.Errorf("%w: partition %d: %w", ErrRejected, p, err)
+	}
+	s.m.messages.WithLabelValues(resultError).Add(n)
+	return fmt.Errorf("kafka write: partition %d: %w", p, err)
 }
 
 // size returns the sum of the Message.Size of msgs.
@@ -226,8 +273,9 @@ func size(msgs []Message) int64 {
 // partitionIDs returns the topic's partitions, from kafka-go's metadata
 // cache, refreshed at most every MetadataTTL by one caller while the others
 // go on with the list they have. A missing topic is created when
-// AllowAutoTopicCreation is set.
-func (s *Sink) partitionIDs(ctx context.Context) ([]int, error) {
+// AllowAutoTopicCreation is set. A fetch takes timeout at most, unless it
+// is 0.
+func (s *Sink) partitionIDs(ctx context.Context, timeout time.Duration) ([]int, error) {
 	s.metaMu.Lock()
 	parts := s.partitions
 	refresh := time.Since(s.metaAt) >= s.cfg.MetadataTTL && !s.refreshing
@@ -237,6 +285,11 @@ func (s *Sink) partitionIDs(ctx context.Context) ([]int, error) {
 	s.metaMu.Unlock()
 	if len(parts) > 0 && !refresh {
 		return parts, nil
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
 	ids, err := s.fetchPartitions(ctx)
 	s.metaMu.Lock()
@@ -326,6 +379,11 @@ func (s *Sink) Close() error {
 	if !s.closed {
 		s.closed = true
 		close(s.closing)
+	}
+	for _, q := range s.queues {
+		if q.timer != nil {
+			q.timer.Stop()
+		}
 	}
 	s.mu.Unlock()
 	s.flushers.Wait()

@@ -524,6 +524,68 @@ func TestSink_Abandoned(t *testing.T) {
 	}
 }
 
+// TestSink_WriteWithin checks the writes with a deadline: one that is not
+// acknowledged in time returns ErrAckTimeout, and is dropped if not yet sent,
+// even when it waits behind a write with a later deadline.
+func TestSink_WriteWithin(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
+	s := newTestSink(t, b.Addr, func(c *Config) { c.MaxInFlight = 1 })
+	if err := s.WriteWithin(t.Context(), time.Minute, Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the next produce request in the broker.
+	held, release := make(chan struct{}), make(chan struct{})
+	var holding atomic.Bool
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if holding.CompareAndSwap(false, true) {
+			close(held)
+			b.Cluster().SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.WriteWithin(context.Background(), time.Minute, Message{Key: []byte("t"), Value: []byte("in flight")})
+	}()
+	<-held
+	// Queued behind a write with a later deadline, a write times out on
+	// its own deadline, and is never sent; twice, for the timer armed
+	// again.
+	for _, v := range []string{"expired 1", "expired 2"} {
+		err := s.WriteWithin(context.Background(), 20*time.Millisecond, Message{Key: []byte("t"), Value: []byte(v)})
+		if !errors.Is(err, ErrAckTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: %v", v, err)
+		}
+		select {
+		case err := <-first:
+			t.Fatalf("the write in flight ended with the expired one: %v", err)
+		default:
+		}
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteWithin(t.Context(), time.Minute, Message{Key: []byte("t"), Value: []byte("after")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range b.Records(t, topic) {
+		got = append(got, string(r.Value))
+	}
+	if fmt.Sprint(got) != "[warm in flight after]" {
+		t.Fatalf("records %q", got)
+	}
+	// The acknowledged writes are forgotten by the next one.
+	s.mu.Lock()
+	waiting := len(s.queues[0].waiting)
+	s.mu.Unlock()
+	if waiting > 1 {
+		t.Fatalf("%d writes still watched", waiting)
+	}
+}
+
 // TestSink_GroupCommit checks when a partition sends a request alongside
 // one in flight: only once parallelBatch records wait.
 func TestSink_GroupCommit(t *testing.T) {

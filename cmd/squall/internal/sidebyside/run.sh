@@ -7,8 +7,9 @@
 # 1. Intake: a kfake broker in its own process; squall satellite, the plain
 #    handler and the naive kafka-go handler, each loaded in turn with
 #    squall bench webhook (closed loop, CONNECTIONS connections, DURATION
-#    each) for ROUNDS interleaved rounds; prints each round and the medians
-#    of the per-round ratios satellite/plain and satellite/naive.
+#    each) for ROUNDS interleaved rounds; prints each round, the medians
+#    of the per-round ratios satellite/plain and satellite/naive, and the
+#    satellites' records per produce request.
 # 2. Engine: EVENTS events preloaded into one topic; squall engine (a master
 #    serves it a tree whose rule archives every event) and the bare consumer
 #    drain it in turn, each as a new consumer group from the start, for
@@ -22,7 +23,8 @@
 # one). BASELINE_SQUALL names another squall binary (an older version): its
 # satellite (and engine) then run as a fourth target ("before"), in the same
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
-# satellite under test only. PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
+# satellite under test only (unset, it runs with its own default, GOGC=400,
+# as users run it). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
 # during its first round (OUT/satellite.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
 # OUT/bareconsumer.perf.data).
@@ -118,7 +120,9 @@ if [[ " $PARTS " == *" intake "* ]]; then
 {"id": "bench", "token": "bench-token", "tenant_id": "bench",
  "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}
 JSON
-	GOGC=${SATELLITE_GOGC:-${GOGC:-100}} "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
+	sat_env=()
+	[[ -z ${SATELLITE_GOGC:-} ]] || sat_env=("GOGC=$SATELLITE_GOGC")
+	env "${sat_env[@]}" "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
 		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
@@ -194,11 +198,20 @@ JSON
 		"p99 $(median <"$OUT/ratio-p99-plain"); satellite/naive req/s $(median <"$OUT/ratio-naive"), p99 $(median <"$OUT/ratio-p99-naive")"
 	echo "median CPU per request, the target and the broker together (us): satellite $(median <"$OUT/cpu-satellite")," \
 		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
+	# records_per_request URL: records per produce request of the satellite
+	# serving URL, from its kafka metrics (all rounds together).
+	records_per_request() {
+		curl -fsS "$1/metrics" | awk '/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
+			END {if (c > 0) printf "%.1f", s/c; else print "nan"}'
+	}
+	batches="satellite $(records_per_request "http://$SAT")"
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
 		echo "before: satellite/before req/s $(median <"$OUT/ratio-before"), p99 $(median <"$OUT/ratio-p99-before");" \
 			"CPU per request before $(median <"$OUT/cpu-before") us"
+		batches+=", before $(records_per_request "${url[before]%%/engine/*}")"
 		stop "${pid_of[before]}"
 	fi
+	echo "records per produce request (all rounds): $batches"
 	stop "$sat_pid"
 fi
 
