@@ -339,6 +339,11 @@ func (s *Source) send(ctx context.Context, b *Batch) bool {
 func (s *Source) FetchBatch(ctx context.Context) (*Batch, error) {
 	for {
 		select {
+		case <-s.done:
+			return nil, ErrClosed
+		default:
+		}
+		select {
 		case b := <-s.batches:
 			if b.gen != s.live.Load() {
 				continue
