@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/webhooks/tracing"
@@ -253,35 +254,120 @@ func workerOf(m *kafkasource.Message, n int) int {
 	return int(h % uint32(n))
 }
 
+// flushAfter bounds how long a worker keeps finished events waiting for
+// their archive lines' write (when their other actions are slow), and
+// flushLines how many.
+const (
+	flushAfter = 2 * time.Millisecond
+	flushLines = 256
+)
+
 // work processes the jobs of one queue, in order. It tells the commit loop
 // of every finished event (finished), and kicks it once CommitBatch events
 // finished since the last commit.
+//
+// Archive actions run under a write batch: their lines are written once
+// per file when the worker's queue chunk is done (or flushAfter after the
+// first of them, or after flushLines of them), and the events whose lines
+// wait count as finished only once written.
 func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<- struct{}) {
 	var buf []tree.Action
+	wb := &action.WriteBatch{}
+	wctx := action.WithWriteBatch(ctx, wb)
+	var waiting []*job // finished, their lines not yet written
+	var since time.Time
+	var failed []action.FailedWrite
+	flush := func(jobs []job) {
+		failed = wb.Flush(failed[:0])
+		for _, f := range failed {
+			j := &jobs[f.Owner]
+			if j.msg == nil {
+				continue // already given up
+			}
+			if !s.rewrite(ctx, j.msg, f) {
+				s.m.abandoned.Inc()
+				j.msg = nil
+			}
+		}
+		for _, j := range waiting {
+			if j.msg != nil {
+				s.finish(j.tk, kick, finished)
+			}
+		}
+		clear(waiting)
+		waiting = waiting[:0]
+	}
 	for jobs := range q {
 		for i := range jobs {
 			j := &jobs[i]
-			if !s.process(ctx, j.msg, &buf) {
+			wb.Owner = i
+			if !s.process(wctx, j.msg, &buf, wb) {
 				s.m.abandoned.Inc()
 				continue
 			}
-			signal := finished
-			if s.tracker.done(j.tk) >= s.cfg.CommitBatch {
-				signal = kick
+			if !wb.Pending() {
+				s.finish(j.tk, kick, finished)
+				continue
 			}
-			select {
-			case signal <- struct{}{}:
-			default:
+			if len(waiting) == 0 {
+				since = time.Now()
+			}
+			waiting = append(waiting, j)
+			if len(waiting) >= flushLines || time.Since(since) >= flushAfter {
+				flush(jobs)
 			}
 		}
+		if wb.Pending() || len(waiting) > 0 {
+			flush(jobs)
+		}
 	}
+}
+
+// finish records a finished event for the commit loop.
+func (s *Service) finish(tk ticket, kick, finished chan<- struct{}) {
+	signal := finished
+	if s.tracker.done(tk) >= s.cfg.CommitBatch {
+		signal = kick
+	}
+	select {
+	case signal <- struct{}{}:
+	default:
+	}
+}
+
+// rewrite runs again, on its own, an archive action whose line a write
+// batch failed to write (with the registry's retries), and dead-letters
+// the event if it fails for good. It reports whether the event is
+// finished; false means ctx ended first.
+func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.FailedWrite) bool {
+	err := s.actions.Run(ctx, f.Action)
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	id, _ := m.Header(HeaderEventID)
+	var index uint64
+	if tv := s.current.Load(); tv != nil {
+		index = tv.index
+	}
+	reason := fmt.Sprintf("action %s: %v (its batched write failed first: %v)", f.Action.ID, err, f.Err)
+	if !s.deadLetter(ctx, m, id, index, failAction, reason, strconv.Itoa(f.Index)+":"+f.Action.ID) {
+		return false
+	}
+	s.m.failed.WithLabelValues(failAction).Inc()
+	return true
 }
 
 // process runs one event: deduplicate, decode, evaluate against the
 // current tree, run the actions; dead-letter it if it does not decode or an
 // action fails for good. It reports whether the event is finished (its
 // offset may be committed); false means it was cut off by ctx.
-func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action) bool {
+//
+// Under a write batch (wb, from ctx), archive actions leave their writes
+// to the caller's flush.
+func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action, wb *action.WriteBatch) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -350,6 +436,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	var failed []string
 	var reasons []string
 	for i, a := range actions {
+		if wb != nil {
+			wb.Index = i
+		}
 		if err := s.actions.Run(ctx, a); err != nil {
 			if ctx.Err() != nil {
 				clear(actions)
