@@ -255,43 +255,46 @@ func workerOf(m *kafkasource.Message, n int) int {
 }
 
 // flushAfter bounds how long a worker keeps finished events waiting for
-// their archive lines' write (when their other actions are slow), and
-// flushLines how many.
+// their archive lines' write, and flushLines how many.
 const (
 	flushAfter = 2 * time.Millisecond
 	flushLines = 256
 )
+
+// waitingJob is an event whose archive lines wait for the write batch's
+// flush; ok is false for an event whose processing was cut off.
+type waitingJob struct {
+	j  *job
+	ok bool
+}
 
 // work processes the jobs of one queue, in order. It tells the commit loop
 // of every finished event (finished), and kicks it once CommitBatch events
 // finished since the last commit.
 //
 // Archive actions run under a write batch: their lines are written once
-// per file when the worker's queue chunk is done (or flushAfter after the
-// first of them, or after flushLines of them), and the events whose lines
-// wait count as finished only once written.
+// per file when flushLines events wait for it, flushAfter after the first
+// of them, or when the queue is empty, and the events whose lines wait
+// count as finished only once written.
 func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<- struct{}) {
 	var buf []tree.Action
 	wb := &action.WriteBatch{}
 	wctx := action.WithWriteBatch(ctx, wb)
-	var waiting []*job // finished, their lines not yet written
+	var waiting []waitingJob
 	var since time.Time
 	var failed []action.FailedWrite
-	flush := func(jobs []job) {
+	flush := func() {
 		failed = wb.Flush(failed[:0])
 		for _, f := range failed {
-			j := &jobs[f.Owner]
-			if j.msg == nil {
-				continue // already given up
-			}
-			if !s.rewrite(ctx, j.msg, f) {
+			w := &waiting[f.Owner]
+			if w.ok && !s.rewrite(ctx, w.j.msg, f) {
 				s.m.abandoned.Inc()
-				j.msg = nil
+				w.ok = false
 			}
 		}
-		for _, j := range waiting {
-			if j.msg != nil {
-				s.finish(j.tk, kick, finished)
+		for _, w := range waiting {
+			if w.ok {
+				s.finish(w.j.tk, kick, finished)
 			}
 		}
 		clear(waiting)
@@ -300,26 +303,32 @@ func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<
 	for jobs := range q {
 		for i := range jobs {
 			j := &jobs[i]
-			wb.Owner = i
-			if !s.process(wctx, j.msg, &buf, wb) {
+			wb.Owner = len(waiting)
+			lines := wb.Lines()
+			ok := s.process(wctx, j.msg, &buf, wb)
+			if !ok {
 				s.m.abandoned.Inc()
-				continue
 			}
-			if !wb.Pending() {
-				s.finish(j.tk, kick, finished)
+			if wb.Lines() == lines { // no line of its own waits
+				if ok {
+					s.finish(j.tk, kick, finished)
+				}
 				continue
 			}
 			if len(waiting) == 0 {
 				since = time.Now()
 			}
-			waiting = append(waiting, j)
+			waiting = append(waiting, waitingJob{j: j, ok: ok})
 			if len(waiting) >= flushLines || time.Since(since) >= flushAfter {
-				flush(jobs)
+				flush()
 			}
 		}
-		if wb.Pending() || len(waiting) > 0 {
-			flush(jobs)
+		if len(waiting) > 0 && (len(q) == 0 || time.Since(since) >= flushAfter) {
+			flush()
 		}
+	}
+	if len(waiting) > 0 {
+		flush()
 	}
 }
 

@@ -52,8 +52,9 @@
 //     actions failed and why;
 //  5. remembers its id and marks the message finished; when its archive
 //     actions left lines in the worker's write batch, only once the batch
-//     is written: at the end of the chunk, or 2 ms after the first waiting
-//     event (docs/decisions.md decision 39). A line the batched write
+//     is written: when 256 events wait for it, 2 ms after the first of
+//     them, or when the worker's queue is empty (docs/decisions.md
+//     decision 39). A line the batched write
 //     fails to write is written again on its own, through the registry's
 //     retries; if that fails too, the event is dead-lettered.
 //

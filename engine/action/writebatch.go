@@ -23,6 +23,7 @@ type WriteBatch struct {
 
 	pending []*pendingWrite
 	free    []*pendingWrite
+	lines   int
 }
 
 // pendingWrite is the lines of one file of one executor.
@@ -66,6 +67,11 @@ func writeBatchFrom(ctx context.Context) *WriteBatch {
 // Pending reports whether lines wait for Flush.
 func (b *WriteBatch) Pending() bool { return len(b.pending) > 0 }
 
+// Lines returns the number of lines added since the batch was made: a
+// caller compares it before and after an event to learn whether the event
+// left lines to flush.
+func (b *WriteBatch) Lines() int { return b.lines }
+
 // add queues line for the file at path of ex.
 func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, act tree.Action) {
 	var p *pendingWrite
@@ -84,6 +90,7 @@ func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, act tree
 		p.ex, p.path = ex, path
 		b.pending = append(b.pending, p)
 	}
+	b.lines++
 	p.buf = append(p.buf, line...)
 	p.acts = append(p.acts, ownedAction{owner: b.Owner, index: b.Index, act: act})
 }
