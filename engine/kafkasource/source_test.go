@@ -242,6 +242,21 @@ func TestSource_TwoMembersSplitPartitions(t *testing.T) {
 	if g := s1.Assignment().Generation; g < 2 {
 		t.Errorf("member 1 generation %d, want a second one after the rebalance", g)
 	}
+	// A commit for every partition commits only the member's own.
+	var all []Position
+	for p := range 4 {
+		all = append(all, Position{Partition: p, Next: 0})
+	}
+	if err := s1.Commit(t.Context(), all...); err != nil {
+		t.Fatal(err)
+	}
+	committed := b.Committed(t, "g2", testTopic)
+	for p := range 4 {
+		_, ok := committed[int32(p)]
+		if own := slices.Contains(s1.Assignment().Partitions, p); ok != own {
+			t.Errorf("partition %d: committed %v, owned by member 1 %v (committed %v)", p, ok, own, committed)
+		}
+	}
 }
 
 func TestSource_SASLPlain(t *testing.T) {
