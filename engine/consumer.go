@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/webhooks/tracing"
@@ -42,10 +43,23 @@ const (
 // maxReasonBytes bounds the error text of a dead-lettered record.
 const maxReasonBytes = 4 << 10
 
-// job is a fetched message on its way to a worker.
+// job is a fetched message on its way to a worker. Workers receive them in
+// chunks: one channel operation per chunk, not per event.
 type job struct {
-	msg kafkasource.Message
+	msg *kafkasource.Message
 	tk  ticket
+}
+
+// queueChunks is the capacity of a worker's queue in chunks (fewer when
+// QueueSize is smaller); a chunk holds at most QueueSize/queueChunks
+// events, so that at most QueueSize events wait for a worker.
+const queueChunks = 4
+
+// queueShape returns the capacity of a worker's queue in chunks and the
+// size of a chunk for queueSize events.
+func queueShape(queueSize int) (chunks, chunk int) {
+	chunks = min(queueChunks, queueSize)
+	return chunks, max(1, queueSize/chunks)
 }
 
 // consume waits for a tree, then consumes until ctx ends, and shuts the
@@ -72,10 +86,11 @@ func (s *Service) consume(ctx context.Context) error {
 	defer abort()
 	kick := make(chan struct{}, 1)
 	finished := make(chan struct{}, 1)
-	queues := make([]chan job, s.cfg.Workers)
+	queues := make([]chan []job, s.cfg.Workers)
 	var workers sync.WaitGroup
 	for i := range queues {
-		q := make(chan job, s.cfg.QueueSize)
+		chunks, _ := queueShape(s.cfg.QueueSize)
+		q := make(chan []job, chunks)
 		queues[i] = q
 		workers.Go(func() { s.work(actCtx, q, kick, finished) })
 	}
@@ -145,11 +160,12 @@ func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
 	}
 	g, ok := l.gauges[partition]
 	if !ok {
-		// Before the first assignment is known (the Source reads it from
-		// kafka-go's log line, which may come after the first messages),
-		// the message's partition is assigned: kafka-go fetches only
-		// those. Without its gauge then, a fetch loop held by full
-		// queues would leave the lag unreported until the next message.
+		// Before the first assignment is known (OnAssignment runs
+		// before the generation's fetches start, but the engine reads
+		// it from another goroutine), the message's partition is
+		// assigned: the Source fetches only those. Without its gauge
+		// then, a fetch loop held by full queues would leave the lag
+		// unreported until the next batch.
 		if a == nil || slices.Contains(a.Partitions, partition) {
 			g = l.vec.WithLabelValues(strconv.Itoa(partition))
 		}
@@ -160,12 +176,19 @@ func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
 	}
 }
 
-// fetch hands the fetched messages to the workers until ctx ends. The
-// messages of one key always go to the same worker.
-func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan job) {
+// fetch hands the fetched messages to the workers until ctx ends, a
+// batch at a time: the messages of a batch are tracked under one lock and
+// go to each worker in chunks. The messages of one key always go to the
+// same worker. The partition's lag gauge follows the messages handed to
+// the workers: set after each chunk (from its last message, the highest
+// offset of the chunk) and at the end of the batch.
+func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan []job) {
 	lag := lagGauges{vec: s.m.lag}
+	_, chunk := queueShape(s.cfg.QueueSize)
+	pending := make([][]job, len(queues))
+	var tickets []ticket
 	for {
-		m, err := src.Fetch(ctx)
+		b, err := src.FetchBatch(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafkasource.ErrClosed) {
 				return
@@ -177,14 +200,42 @@ func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []c
 			}
 			continue
 		}
-		lag.set(s.assignment.Load(), m.Partition(), m.HighWaterMark()-m.Offset()-1)
-		tk := s.tracker.add(m.Partition(), m.Offset())
-		q := queues[workerOf(&m, len(queues))]
-		select {
-		case q <- job{msg: m, tk: tk}:
-		case <-ctx.Done():
-			return
+		tickets = s.tracker.addBatch(b.Partition, b.Messages, tickets[:0])
+		for i := range b.Messages {
+			m := &b.Messages[i]
+			w := workerOf(m, len(queues))
+			if pending[w] == nil {
+				pending[w] = make([]job, 0, min(chunk, len(b.Messages)))
+			}
+			pending[w] = append(pending[w], job{msg: m, tk: tickets[i]})
+			if len(pending[w]) == chunk {
+				if !sendChunk(ctx, queues[w], pending[w]) {
+					return
+				}
+				pending[w] = nil
+				lag.set(s.assignment.Load(), b.Partition, b.HighWaterMark-m.Offset()-1)
+			}
 		}
+		for w, jobs := range pending {
+			if len(jobs) > 0 {
+				if !sendChunk(ctx, queues[w], jobs) {
+					return
+				}
+				pending[w] = nil
+			}
+		}
+		last := &b.Messages[len(b.Messages)-1]
+		lag.set(s.assignment.Load(), b.Partition, b.HighWaterMark-last.Offset()-1)
+	}
+}
+
+// sendChunk puts jobs in q, waiting for room until ctx ends.
+func sendChunk(ctx context.Context, q chan<- []job, jobs []job) bool {
+	select {
+	case q <- jobs:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -203,32 +254,129 @@ func workerOf(m *kafkasource.Message, n int) int {
 	return int(h % uint32(n))
 }
 
+// flushAfter bounds how long a worker keeps finished events waiting for
+// their archive lines' write, and flushLines how many.
+const (
+	flushAfter = 2 * time.Millisecond
+	flushLines = 256
+)
+
+// waitingJob is an event whose archive lines wait for the write batch's
+// flush; ok is false for an event whose processing was cut off.
+type waitingJob struct {
+	j  *job
+	ok bool
+}
+
 // work processes the jobs of one queue, in order. It tells the commit loop
 // of every finished event (finished), and kicks it once CommitBatch events
 // finished since the last commit.
-func (s *Service) work(ctx context.Context, q <-chan job, kick, finished chan<- struct{}) {
+//
+// Archive actions run under a write batch: their lines are written once
+// per file when flushLines events wait for it, flushAfter after the first
+// of them, or when the queue is empty, and the events whose lines wait
+// count as finished only once written.
+func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<- struct{}) {
 	var buf []tree.Action
-	for j := range q {
-		if !s.process(ctx, &j.msg, &buf) {
-			s.m.abandoned.Inc()
-			continue
+	wb := &action.WriteBatch{}
+	wctx := action.WithWriteBatch(ctx, wb)
+	var waiting []waitingJob
+	var since time.Time
+	var failed []action.FailedWrite
+	flush := func() {
+		failed = wb.Flush(failed[:0])
+		for _, f := range failed {
+			w := &waiting[f.Owner]
+			if w.ok && !s.rewrite(ctx, w.j.msg, f) {
+				s.m.abandoned.Inc()
+				w.ok = false
+			}
 		}
-		signal := finished
-		if s.tracker.done(j.tk) >= s.cfg.CommitBatch {
-			signal = kick
+		for _, w := range waiting {
+			if w.ok {
+				s.finish(w.j.tk, kick, finished)
+			}
 		}
-		select {
-		case signal <- struct{}{}:
-		default:
+		clear(waiting)
+		waiting = waiting[:0]
+	}
+	for jobs := range q {
+		for i := range jobs {
+			j := &jobs[i]
+			wb.Owner = len(waiting)
+			lines := wb.Lines()
+			ok := s.process(wctx, j.msg, &buf, wb)
+			if !ok {
+				s.m.abandoned.Inc()
+			}
+			if wb.Lines() == lines { // no line of its own waits
+				if ok {
+					s.finish(j.tk, kick, finished)
+				}
+				continue
+			}
+			if len(waiting) == 0 {
+				since = time.Now()
+			}
+			waiting = append(waiting, waitingJob{j: j, ok: ok})
+			if len(waiting) >= flushLines || time.Since(since) >= flushAfter {
+				flush()
+			}
+		}
+		if len(waiting) > 0 && (len(q) == 0 || time.Since(since) >= flushAfter) {
+			flush()
 		}
 	}
+	if len(waiting) > 0 {
+		flush()
+	}
+}
+
+// finish records a finished event for the commit loop.
+func (s *Service) finish(tk ticket, kick, finished chan<- struct{}) {
+	signal := finished
+	if s.tracker.done(tk) >= s.cfg.CommitBatch {
+		signal = kick
+	}
+	select {
+	case signal <- struct{}{}:
+	default:
+	}
+}
+
+// rewrite runs again, on its own, an archive action whose line a write
+// batch failed to write (with the registry's retries), and dead-letters
+// the event if it fails for good. It reports whether the event is
+// finished; false means ctx ended first.
+func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.FailedWrite) bool {
+	err := s.actions.Run(ctx, f.Action)
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	id, _ := m.Header(HeaderEventID)
+	var index uint64
+	if tv := s.current.Load(); tv != nil {
+		index = tv.index
+	}
+	reason := fmt.Sprintf("action %s: %v (its batched write failed first: %v)", f.Action.ID, err, f.Err)
+	if !s.deadLetter(ctx, m, id, index, failAction, reason, strconv.Itoa(f.Index)+":"+f.Action.ID) {
+		return false
+	}
+	s.m.failed.WithLabelValues(failAction).Inc()
+	return true
 }
 
 // process runs one event: deduplicate, decode, evaluate against the
 // current tree, run the actions; dead-letter it if it does not decode or an
 // action fails for good. It reports whether the event is finished (its
 // offset may be committed); false means it was cut off by ctx.
-func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action) bool {
+//
+// Under a write batch (wb, from ctx), archive actions leave their writes
+// to the caller's flush.
+func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action, wb *action.WriteBatch) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -238,7 +386,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		ctx, span = s.startSpan(ctx, m, id)
 		defer span.End()
 	}
-	if s.dedupe.seen(id) {
+	// The id's key is computed once for the lookup and the insert.
+	key, keyed := s.dedupe.key(id)
+	if keyed && s.dedupe.seenKey(key) {
 		s.m.deduplicated.Inc()
 		if span != nil {
 			span.SetAttributes(attribute.Bool(attrDuplicate, true))
@@ -249,10 +399,11 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		return true
 	}
 	tv := s.current.Load()
+	// One clock reading, then only the monotonic one (time.Since) per stage.
 	t0 := time.Now()
 	ev, err := tree.DecodeEvent(m.Value())
-	t1 := time.Now()
-	s.m.decode.Observe(t1.Sub(t0).Seconds())
+	d1 := time.Since(t0)
+	s.m.decode.Observe(d1.Seconds())
 	if err != nil {
 		if span != nil {
 			span.SetStatus(codes.Error, "the event does not decode")
@@ -261,7 +412,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			return false
 		}
 		s.m.failed.WithLabelValues(failDecode).Inc()
-		s.dedupe.add(id)
+		if keyed {
+			s.dedupe.addKey(key)
+		}
 		return true
 	}
 
@@ -287,11 +440,14 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			actions[i].EventID = eventID
 		}
 	}
-	t2 := time.Now()
-	s.m.evaluate.Observe(t2.Sub(t1).Seconds())
+	d2 := time.Since(t0)
+	s.m.evaluate.Observe((d2 - d1).Seconds())
 	var failed []string
 	var reasons []string
 	for i, a := range actions {
+		if wb != nil {
+			wb.Index = i
+		}
 		if err := s.actions.Run(ctx, a); err != nil {
 			if ctx.Err() != nil {
 				clear(actions)
@@ -301,7 +457,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			reasons = append(reasons, fmt.Sprintf("action %d (%s): %v", i, a.ID, err))
 		}
 	}
-	s.m.act.Observe(time.Since(t2).Seconds())
+	s.m.act.Observe((time.Since(t0) - d2).Seconds())
 	n := len(actions)
 	clear(actions)
 	*buf = actions
@@ -316,7 +472,9 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	} else {
 		s.m.processed.Inc()
 	}
-	s.dedupe.add(id)
+	if keyed {
+		s.dedupe.addKey(key)
+	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.DebugContext(ctx, "event processed", append(s.eventAttrs(m, id),
 			slog.Uint64(logKeyTreeIndex, tv.index), slog.Int(logKeyActions, n))...)

@@ -41,12 +41,23 @@ func newDedupeWindow(size int, maxAge time.Duration) *dedupeWindow {
 	}
 }
 
+// key returns the key of id, and false when the window ignores id (it
+// remembers nothing, or id is empty).
+func (d *dedupeWindow) key(id []byte) (eventKey, bool) {
+	if d.size == 0 || len(id) == 0 {
+		return eventKey{}, false
+	}
+	return keyOf(id), true
+}
+
 // seen reports whether id is in the window.
 func (d *dedupeWindow) seen(id []byte) bool {
-	if d.size == 0 || len(id) == 0 {
-		return false
-	}
-	k := keyOf(id)
+	k, ok := d.key(id)
+	return ok && d.seenKey(k)
+}
+
+// seenKey reports whether the id of key k (from key) is in the window.
+func (d *dedupeWindow) seenKey(k eventKey) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(time.Since(d.start))
@@ -56,10 +67,13 @@ func (d *dedupeWindow) seen(id []byte) bool {
 
 // add puts id in the window, forgetting the oldest id if it is full.
 func (d *dedupeWindow) add(id []byte) {
-	if d.size == 0 || len(id) == 0 {
-		return
+	if k, ok := d.key(id); ok {
+		d.addKey(k)
 	}
-	k := keyOf(id)
+}
+
+// addKey puts the id of key k (from key) in the window.
+func (d *dedupeWindow) addKey(k eventKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Since(d.start)

@@ -30,11 +30,14 @@
 // # Consuming
 //
 // Once it has a tree, the engine joins the consumer group
-// ([kafkasource.Source]) and fetches without committing. Each message goes
-// to one of Config.Workers workers chosen by a hash of its key (the tenant
-// id), so the events of one key are processed one at a time, in order,
-// while other keys run in parallel; each worker has a bounded queue, and
-// fetching waits when the next message's queue is full. A worker:
+// ([kafkasource.Source]) and fetches without committing, a batch of one
+// partition's messages at a time (docs/decisions.md decision 38). Each
+// message goes to one of Config.Workers workers chosen by a hash of its key
+// (the tenant id), so the events of one key are processed one at a time, in
+// order, while other keys run in parallel; a batch's messages reach each
+// worker in chunks (one channel operation per chunk), each worker has a
+// bounded queue (Config.QueueSize events), and fetching waits when the next
+// chunk's queue is full. A worker:
 //
 //  1. skips the event if its squall-event-id is in the dedupe window (the
 //     ids processed recently, bounded by Config.DedupeSize and
@@ -47,7 +50,13 @@
 //     retriable failures; if an action still fails, the others still run
 //     and then the record goes to the dead-letter topic, saying which
 //     actions failed and why;
-//  5. remembers its id and marks the message finished.
+//  5. remembers its id and marks the message finished; when its archive
+//     actions left lines in the worker's write batch, only once the batch
+//     is written: when 256 events wait for it, 2 ms after the first of
+//     them, or when the worker's queue is empty (docs/decisions.md
+//     decision 39). A line the batched write
+//     fails to write is written again on its own, through the registry's
+//     retries; if that fails too, the event is dead-lettered.
 //
 // A dead-lettered record is the original (key, value, headers) plus
 // squall-error (the reason), squall-error-stage (decode or action),
@@ -71,7 +80,7 @@
 // every Config.CommitInterval. So delivery is at least once, without
 // gaps: an event whose processing was cut off holds back the commits of its
 // partition and comes again after a restart or a rebalance. After a
-// rebalance kafka-go restarts every partition at its committed offset; the
+// rebalance the Source restarts every partition at its committed offset; the
 // tracker forgets what it tracked for it, and partitions the engine no
 // longer owns are never committed.
 //

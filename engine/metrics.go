@@ -115,7 +115,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "squall_engine_partition_lag",
-			Help: "Records of an assigned partition after the last one fetched, when it was fetched (its high watermark minus its offset minus 1).",
+			Help: "Records of an assigned partition after the last one handed to a worker (the partition's high watermark when it was fetched, minus its offset, minus 1).",
 		}, []string{"partition"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "squall_engine_ready",

@@ -54,10 +54,26 @@ func newOffsetTracker() *offsetTracker {
 	return &offsetTracker{parts: make(map[int]*partitionOffsets)}
 }
 
+// addBatch records the fetched messages of one partition, in order, and
+// appends their tickets to tks.
+func (t *offsetTracker) addBatch(part int, msgs []kafkasource.Message, tks []ticket) []ticket {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range msgs {
+		tks = append(tks, t.addLocked(part, msgs[i].Offset()))
+	}
+	return tks
+}
+
 // add records a fetched message and returns its ticket.
 func (t *offsetTracker) add(part int, offset int64) ticket {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.addLocked(part, offset)
+}
+
+// addLocked is add with t.mu held.
+func (t *offsetTracker) addLocked(part int, offset int64) ticket {
 	if t.assigned != nil && !t.assigned[part] {
 		return ticket{part: part}
 	}

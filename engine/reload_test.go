@@ -130,3 +130,28 @@ func TestService_reloadActionsFixed(t *testing.T) {
 		t.Fatalf("ReloadActions with fixed settings: %v", err)
 	}
 }
+
+// TestService_reloadActionsDuringWriteBatch: reloads while events stream
+// through close the archive executors that workers' write batches hold
+// lines for; those lines are written again through the new executors, so
+// every event is archived and none dead-lettered.
+func TestService_reloadActionsDuringWriteBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	e.deploy("v1")
+	r := start(t, e.config())
+	waitReady(t, r)
+	evs := orders(3000, 8)
+	e.produce(evs...)
+	for i := 0; i < 20 && r.counter("squall_engine_events_processed_total") < float64(len(evs)); i++ {
+		if err := r.ReloadActions(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := e.waitArchived(evs)
+	if dlq := r.counter("squall_engine_dlq_messages_total"); dlq != 0 {
+		t.Errorf("%v events dead-lettered", dlq)
+	}
+	t.Logf("%d lines for %d events; %v archive actions run", len(lines), len(evs),
+		labeledValue(t, r, "squall_action_executed_total", "action", "archive"))
+}

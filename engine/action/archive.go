@@ -120,6 +120,10 @@ func (a *archiveExecutor) Execute(ctx context.Context, act tree.Action) error {
 	if err := ctx.Err(); err != nil {
 		return NewRetriable(fmt.Errorf("archive: %w", context.Cause(ctx)))
 	}
+	if wb := writeBatchFrom(ctx); wb != nil {
+		wb.add(a, path, buf.Bytes(), act)
+		return nil
+	}
 	return a.append(path, buf.Bytes())
 }
 

@@ -45,7 +45,9 @@
 //     elements and absolute paths are refused, and every file operation goes
 //     through an [os.Root], so a symbolic link cannot lead out either.
 //     Parent directories are created. Lines of one file never interleave.
-//     Enabled when archive.base_path is set.
+//     Enabled when archive.base_path is set. Under a [WriteBatch] (the
+//     engine's workers run every event under one) the lines are written
+//     at [WriteBatch.Flush], one write(2) per file for the whole batch.
 //   - script: payload script (string: the program, then leading arguments,
 //     split on white space) and args (optional). The program must resolve,
 //     symbolic links followed, inside script.allowed_dir; it runs with an

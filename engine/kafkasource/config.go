@@ -110,8 +110,9 @@ type SourceConfig struct {
 	// MaxBytes bounds the bytes of one fetch, and must exceed the largest
 	// record (default 10 MiB).
 	MaxBytes int
-	// QueueCapacity is the number of fetched messages kafka-go buffers
-	// ahead of Fetch (default 1000).
+	// QueueCapacity is the number of fetched messages buffered ahead of
+	// Fetch, rounded up to whole batches of MaxBatchMessages (default
+	// 1000).
 	QueueCapacity int
 	// HeartbeatInterval is how often the member tells the coordinator it is
 	// alive, and so how soon it notices a rebalance (default 3s).
@@ -129,9 +130,10 @@ type SourceConfig struct {
 	// from there whatever this says.
 	StartOffset StartOffset
 	// Logger receives kafka-go's logs: its informational lines at debug
-	// level, its errors at warn. Nil discards them.
+	// level, its errors (and the Source's failed fetches) at warn. Nil
+	// discards them.
 	Logger *slog.Logger
-	// OnAssignment, when set, is called from a kafka-go goroutine each
+	// OnAssignment, when set, is called from a Source goroutine each
 	// time the member's assignment changes: a generation starts (Joined,
 	// with its partitions) or ends (not Joined). It must not block.
 	OnAssignment func(Assignment)

@@ -6,26 +6,32 @@
 //
 // # Consuming
 //
-// A [Source] is a kafka-go Reader in a consumer group, used the way the
-// project learned to use it: [Source.Fetch] returns the next message without
-// committing anything, and [Source.Commit] commits, synchronously, positions
-// the caller chose (the next offset to read of each partition, once every
-// message before it was processed). Offsets are never committed
-// automatically. A new group starts at the first offset of each partition.
+// A [Source] is a member of a consumer group built on kafka-go's
+// ConsumerGroup (membership, assignments, offset commits) and its Conn (the
+// fetches), without kafka-go's Reader: [Source.FetchBatch] returns the
+// messages of one fetch of one partition, up to [MaxBatchMessages] at a
+// time, with no channel operation or goroutine hand-off per message, and
+// [Source.Fetch] returns them one at a time. Neither commits anything:
+// [Source.Commit] commits, synchronously, positions the caller chose (the
+// next offset to read of each partition, once every message before it was
+// processed). Offsets are never committed automatically. A new group
+// starts at the first offset of each partition (or the last, with
+// [StartLatest]).
 //
-// kafka-go does not report group membership, so the Source watches the
-// reader's own log lines: "subscribed to topics and partitions" starts a
-// generation (its assignment is read from the argument), "stopped commit"
-// ends it. [Source.Assignment] and [SourceConfig.OnAssignment] report the
-// result; the engine uses it for readiness and to stop tracking partitions
-// it no longer owns. The log lines are those of kafka-go v0.4.51, the
-// pinned version; the tests fail if an upgrade changes them.
+// Each generation of the group starts one fetching goroutine per assigned
+// partition, from the group's committed offset; they end with it.
+// [Source.Assignment] and [SourceConfig.OnAssignment] report the
+// generations; the engine uses them for readiness and to stop tracking
+// partitions it no longer owns. At most [SourceConfig.QueueCapacity]
+// messages (rounded up to whole batches) wait fetched ahead of the caller.
 //
-// After a rebalance kafka-go restarts every partition at its committed
-// offset, so messages fetched but not committed are delivered again, to this
-// member or another: consumers must be idempotent per event. A commit
-// during a rebalance waits for the next generation; one in flight when the
-// Source closes returns [ErrClosed] (kafka-go alone would wait forever).
+// After a rebalance every partition restarts at its committed offset, so
+// messages fetched but not committed are delivered again, to this member
+// or another: consumers must be idempotent per event. Batches fetched in a
+// generation that ended are dropped, not delivered. A commit during a
+// rebalance waits for the next generation and commits only the partitions
+// the member owns in it; one in flight when the Source closes returns
+// [ErrClosed].
 //
 // # Producing
 //

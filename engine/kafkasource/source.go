@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,33 +18,59 @@ import (
 // ErrClosed is returned by the operations of a closed Source or Writer.
 var ErrClosed = errors.New("kafka client closed")
 
-// Source consumes one topic in a consumer group. Fetch is meant for one
-// goroutine; Commit, Assignment and Close are safe to call from others.
+// MaxBatchMessages is the most messages of one [Batch].
+const MaxBatchMessages = 256
+
+// Source consumes one topic in a consumer group. Fetch and FetchBatch are
+// meant for one goroutine; Commit, Assignment and Close are safe to call
+// from others.
 type Source struct {
-	cfg SourceConfig
-	r   *kafka.Reader
-	log *slog.Logger
+	cfg    SourceConfig
+	cg     *kafka.ConsumerGroup
+	dialer *kafka.Dialer
+	log    *slog.Logger
 
-	// done is closed by Close: it ends commits in flight, which kafka-go
-	// would otherwise leave waiting forever.
-	done chan struct{}
+	// batches carries what the partition readers fetched to FetchBatch.
+	batches chan *Batch
+	// pending is the rest of the batch Fetch is handing out.
+	pending *Batch
 
-	mu     sync.Mutex
-	assign Assignment
-	closed bool
+	// done is closed by Close: it ends the partition readers, the group
+	// loop and the commits in flight.
+	done    chan struct{}
+	stopped chan struct{} // closed when the group loop returned
+
+	// live is the number of the running generation (the Generation of its
+	// Assignment), 0 between generations: batches of an ended generation
+	// are dropped.
+	live atomic.Uint64
+
+	mu      sync.Mutex
+	assign  Assignment
+	gen     *kafka.Generation // the running generation, nil between them
+	owned   map[int]bool      // its partitions
+	changed chan struct{}     // closed and replaced when gen changes
+	closed  bool
 
 	lastErr atomic.Pointer[sourceError]
 }
 
-// kafka-go v0.4.51's log lines that mark a generation's start and end
-// (reader.go: Reader.subscribe and Reader.commitLoop).
-const (
-	lineSubscribed  = "subscribed to topics and partitions: %+v"
-	lineStoppedLoop = "stopped commit for group %s\n"
-)
+// Batch is a run of consecutive messages of one partition, in offset
+// order, from one fetch.
+type Batch struct {
+	// Partition is the messages' partition.
+	Partition int
+	// HighWaterMark is the offset after the partition's last record when
+	// the batch was fetched.
+	HighWaterMark int64
+	// Messages are the batch's messages, at least one.
+	Messages []Message
 
-// Open validates cfg and starts consuming: kafka-go joins the group and
-// fetches in its own goroutines until Close.
+	gen uint64
+}
+
+// Open validates cfg and starts consuming: the Source joins the group and
+// fetches the partitions assigned to it in its own goroutines until Close.
 func Open(cfg SourceConfig) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka source config: %w", err)
@@ -59,85 +85,346 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Source{cfg: cfg, log: log.With("component", "kafkasource"), done: make(chan struct{})}
-	rc := kafka.ReaderConfig{
-		Brokers: cfg.Brokers,
-		GroupID: cfg.Group,
-		Topic:   cfg.Topic,
-		Dialer: &kafka.Dialer{
+	s := &Source{
+		cfg: cfg,
+		dialer: &kafka.Dialer{
 			ClientID:      cfg.ClientID,
 			Timeout:       cfg.Timeout,
 			DualStack:     true,
 			TLS:           tlsCfg,
 			SASLMechanism: mech,
 		},
-		QueueCapacity:     cfg.QueueCapacity,
-		MinBytes:          1,
-		MaxBytes:          cfg.MaxBytes,
-		MaxWait:           cfg.MaxWait,
-		ReadBatchTimeout:  cfg.MaxWait + cfg.Timeout,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		SessionTimeout:    cfg.SessionTimeout,
-		RebalanceTimeout:  cfg.RebalanceTimeout,
-		// Synchronous commits of what the caller asks, nothing automatic.
-		CommitInterval:        0,
-		StartOffset:           kafkaStartOffset(cfg.StartOffset),
+		log:     log.With("component", "kafkasource"),
+		batches: make(chan *Batch, max(1, (cfg.QueueCapacity+MaxBatchMessages-1)/MaxBatchMessages)),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		changed: make(chan struct{}),
+	}
+	s.cg, err = kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                    cfg.Group,
+		Brokers:               cfg.Brokers,
+		Dialer:                s.dialer,
+		Topics:                []string{cfg.Topic},
+		HeartbeatInterval:     cfg.HeartbeatInterval,
+		SessionTimeout:        cfg.SessionTimeout,
+		RebalanceTimeout:      cfg.RebalanceTimeout,
 		WatchPartitionChanges: true,
+		StartOffset:           kafkaStartOffset(cfg.StartOffset),
+		Timeout:               cfg.Timeout,
 		Logger:                kafka.LoggerFunc(s.logInfo),
 		ErrorLogger:           kafka.LoggerFunc(s.logError),
-	}
-	if err := rc.Validate(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("kafka source config: %w", err)
 	}
-	s.r = kafka.NewReader(rc)
+	go s.run()
 	return s, nil
 }
 
-// Fetch returns the next message of the partitions assigned to this member,
-// waiting for one until ctx ends. It commits nothing. After a rebalance,
-// messages fetched but not committed come again. It returns [ErrClosed]
-// once the Source is closed.
-func (s *Source) Fetch(ctx context.Context) (Message, error) {
-	m, err := s.r.FetchMessage(ctx)
-	if err != nil {
-		if s.isClosed() {
-			return Message{}, ErrClosed
+// run follows the group's generations until Close.
+func (s *Source) run() {
+	defer close(s.stopped)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.done
+		cancel()
+	}()
+	for {
+		gen, err := s.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				return
+			}
+			// kafka-go retries the join by itself; Next reports each failure.
+			s.logError("consumer group: %v", err)
+			continue
 		}
-		return Message{}, fmt.Errorf("kafka fetch: %w", err)
+		s.startGeneration(gen)
 	}
-	return Message{m}, nil
+}
+
+// startGeneration records gen's assignment and starts a reader for each of
+// its partitions; the readers end with the generation.
+func (s *Source) startGeneration(gen *kafka.Generation) {
+	var parts []int
+	offsets := map[int]int64{}
+	for _, pa := range gen.Assignments[s.cfg.Topic] {
+		parts = append(parts, pa.ID)
+		offsets[pa.ID] = pa.Offset
+	}
+	slices.Sort(parts)
+	n := s.setGeneration(gen, parts)
+	// The first function to return ends the generation: this one returns
+	// only when it ends anyway (a failed heartbeat, a rebalance, Close).
+	gen.Start(func(ctx context.Context) {
+		<-ctx.Done()
+		s.setGeneration(nil, nil)
+	})
+	for _, p := range parts {
+		gen.Start(func(ctx context.Context) { s.readPartition(ctx, n, p, offsets[p]) })
+	}
+}
+
+// setGeneration records a generation's start (gen not nil) or end, and
+// returns the generation's number.
+func (s *Source) setGeneration(gen *kafka.Generation, parts []int) uint64 {
+	s.mu.Lock()
+	if gen == nil && s.gen == nil {
+		s.mu.Unlock()
+		return 0
+	}
+	s.gen = gen
+	s.owned = make(map[int]bool, len(parts))
+	for _, p := range parts {
+		s.owned[p] = true
+	}
+	if gen != nil {
+		s.assign.Generation++
+		s.live.Store(s.assign.Generation)
+	} else {
+		s.live.Store(0)
+	}
+	s.assign.Joined, s.assign.Partitions = gen != nil, parts
+	close(s.changed)
+	s.changed = make(chan struct{})
+	a := s.assign
+	a.Partitions = slices.Clone(parts)
+	s.mu.Unlock()
+	s.log.Info("consumer group assignment", slog.Bool("joined", a.Joined),
+		slog.Uint64("generation", a.Generation), slog.Any("partitions", a.Partitions))
+	if s.cfg.OnAssignment != nil {
+		s.cfg.OnAssignment(a)
+	}
+	return a.Generation
+}
+
+// readPartition fetches one partition from offset (a committed offset, or
+// kafka-go's FirstOffset or LastOffset) until ctx ends, reconnecting after
+// failures. It must not return before ctx ends: that would end the
+// generation.
+func (s *Source) readPartition(ctx context.Context, gen uint64, part int, offset int64) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !sleep(ctx, backoff(attempt)) {
+			return
+		}
+		conn, err := s.dialPartition(ctx, part, &offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.logError("partition %d of %s: connect: %v", part, s.cfg.Topic, err)
+			continue
+		}
+		err = s.fetchLoop(ctx, conn, gen, part, &offset)
+		_ = conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		s.logError("partition %d of %s at offset %d: %v", part, s.cfg.Topic, offset, err)
+		if errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.UnknownTopicOrPartition) {
+			attempt = 0 // reconnect at once, to the new leader
+		}
+	}
+}
+
+// dialPartition connects to the leader of part and resolves *offset to an
+// absolute offset inside the partition.
+func (s *Source) dialPartition(ctx context.Context, part int, offset *int64) (*kafka.Conn, error) {
+	var errs []error
+	for _, b := range s.cfg.Brokers {
+		conn, err := s.dialer.DialLeader(ctx, "tcp", b, s.cfg.Topic, part)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(s.cfg.Timeout))
+		first, last, err := conn.ReadOffsets()
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("read offsets: %w", err)
+		}
+		switch {
+		case *offset == kafka.FirstOffset || (*offset >= 0 && *offset < first):
+			*offset = first // the start, or records deleted by retention
+		case *offset == kafka.LastOffset:
+			*offset = last
+		}
+		if _, err := conn.Seek(*offset, kafka.SeekAbsolute); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("seek %d: %w", *offset, err)
+		}
+		_ = conn.SetDeadline(time.Time{})
+		return conn, nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+// fetchLoop fetches from conn and hands the messages over in batches, until
+// ctx ends or a fetch fails; *offset follows the next message to read.
+func (s *Source) fetchLoop(ctx context.Context, conn *kafka.Conn, gen uint64, part int, offset *int64) error {
+	bodyTimeout := s.cfg.MaxWait + s.cfg.Timeout
+	for ctx.Err() == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.MaxWait))
+		kb := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: s.cfg.MaxBytes})
+		_ = conn.SetReadDeadline(time.Now().Add(bodyTimeout))
+		b := &Batch{Partition: part, HighWaterMark: kb.HighWaterMark(), gen: gen}
+		var err error
+		for {
+			var m kafka.Message
+			if m, err = kb.ReadMessage(); err != nil {
+				break
+			}
+			if b.Messages == nil {
+				b.Messages = make([]Message, 0, MaxBatchMessages)
+			}
+			b.Messages = append(b.Messages, Message{m})
+			*offset = m.Offset + 1
+			if len(b.Messages) == MaxBatchMessages {
+				if !s.send(ctx, b) {
+					_ = kb.Close()
+					return ctx.Err()
+				}
+				// The wait for room may have been long: the rest of the
+				// fetch gets its own time.
+				_ = conn.SetReadDeadline(time.Now().Add(bodyTimeout))
+				b = &Batch{Partition: part, HighWaterMark: b.HighWaterMark, gen: gen}
+			}
+		}
+		_ = kb.Close()
+		if len(b.Messages) > 0 && !s.send(ctx, b) {
+			return ctx.Err()
+		}
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, kafka.RequestTimedOut):
+			// The end of the fetch, or no record within MaxWait.
+		case errors.Is(err, kafka.OffsetOutOfRange):
+			_ = conn.SetDeadline(time.Now().Add(s.cfg.Timeout))
+			first, last, oerr := conn.ReadOffsets()
+			_ = conn.SetDeadline(time.Time{})
+			switch {
+			case oerr != nil:
+				return fmt.Errorf("read offsets: %w", oerr)
+			case *offset < first:
+				s.logError("partition %d of %s: offset %d is gone, skipping to %d", part, s.cfg.Topic, *offset, first)
+				*offset = first
+			case *offset > last:
+				return fmt.Errorf("offset %d is past the end %d: %w", *offset, last, err)
+			}
+			if _, err := conn.Seek(*offset, kafka.SeekAbsolute); err != nil {
+				return fmt.Errorf("seek %d: %w", *offset, err)
+			}
+		default:
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// send hands b to FetchBatch, waiting for room until ctx ends.
+func (s *Source) send(ctx context.Context, b *Batch) bool {
+	select {
+	case s.batches <- b:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// FetchBatch returns the next batch of the partitions assigned to this
+// member, waiting for one until ctx ends. It commits nothing. After a
+// rebalance, messages fetched but not committed come again; batches
+// fetched in a generation that ended are dropped. It returns [ErrClosed]
+// once the Source is closed.
+func (s *Source) FetchBatch(ctx context.Context) (*Batch, error) {
+	for {
+		select {
+		case <-s.done:
+			return nil, ErrClosed
+		default:
+		}
+		select {
+		case b := <-s.batches:
+			if b.gen != s.live.Load() {
+				continue
+			}
+			return b, nil
+		case <-s.done:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka fetch: %w", ctx.Err())
+		}
+	}
+}
+
+// Fetch returns the next message, as FetchBatch does, one at a time. It
+// does not mix with FetchBatch.
+func (s *Source) Fetch(ctx context.Context) (Message, error) {
+	for s.pending == nil || len(s.pending.Messages) == 0 || s.pending.gen != s.live.Load() {
+		b, err := s.FetchBatch(ctx)
+		if err != nil {
+			return Message{}, err
+		}
+		s.pending = b
+	}
+	m := s.pending.Messages[0]
+	s.pending.Messages = s.pending.Messages[1:]
+	return m, nil
 }
 
 // Commit commits the positions, synchronously, in the member's current
 // generation; it waits for one during a rebalance. A position commits
-// every record before it in its partition.
+// every record before it in its partition; positions of partitions the
+// member does not own in the generation are left out.
 func (s *Source) Commit(ctx context.Context, ps ...Position) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	if s.isClosed() {
-		return ErrClosed
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	msgs := make([]kafka.Message, len(ps))
-	for i, p := range ps {
-		msgs[i] = kafka.Message{Topic: s.cfg.Topic, Partition: p.Partition, Offset: p.Next - 1}
-	}
-	if err := s.r.CommitMessages(ctx, msgs...); err != nil {
-		if s.isClosed() {
+	for {
+		s.mu.Lock()
+		gen, owned, changed, closed := s.gen, s.owned, s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
 			return ErrClosed
 		}
-		return fmt.Errorf("kafka commit: %w", err)
+		if gen != nil {
+			offsets := make(map[int]int64, len(ps))
+			for _, p := range ps {
+				if owned[p.Partition] {
+					offsets[p.Partition] = p.Next
+				}
+			}
+			if len(offsets) == 0 {
+				return nil
+			}
+			return s.commit(ctx, gen, offsets)
+		}
+		select {
+		case <-changed:
+		case <-s.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("kafka commit: %w", ctx.Err())
+		}
 	}
-	return nil
+}
+
+// commit sends one offset commit, returning early when ctx ends or the
+// Source closes (kafka-go's commit has only the connection's timeouts).
+func (s *Source) commit(ctx context.Context, gen *kafka.Generation, offsets map[int]int64) error {
+	res := make(chan error, 1)
+	go func() { res <- gen.CommitOffsets(map[string]map[int]int64{s.cfg.Topic: offsets}) }()
+	select {
+	case err := <-res:
+		if err != nil {
+			return fmt.Errorf("kafka commit: %w", err)
+		}
+		return nil
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("kafka commit: %w", ctx.Err())
+	}
 }
 
 // Assignment returns the member's current assignment.
@@ -160,60 +447,21 @@ func (s *Source) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	close(s.done)
-	err := s.r.Close()
-	s.setAssignment(false, nil)
+	err := s.cg.Close()
+	<-s.stopped
+	s.setGeneration(nil, nil)
 	if err != nil {
 		return fmt.Errorf("kafka source close: %w", err)
 	}
 	return nil
 }
 
-func (s *Source) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// setAssignment records a generation's start (joined) or end.
-func (s *Source) setAssignment(joined bool, parts []int) {
-	s.mu.Lock()
-	if joined {
-		s.assign.Generation++
-	} else if !s.assign.Joined {
-		s.mu.Unlock()
-		return
-	}
-	s.assign.Joined, s.assign.Partitions = joined, parts
-	a := s.assign
-	a.Partitions = slices.Clone(parts)
-	s.mu.Unlock()
-	s.log.Info("consumer group assignment", slog.Bool("joined", a.Joined),
-		slog.Uint64("generation", a.Generation), slog.Any("partitions", a.Partitions))
-	if s.cfg.OnAssignment != nil {
-		s.cfg.OnAssignment(a)
-	}
-}
-
-// logInfo receives kafka-go's informational lines; two of them mark the
-// generations.
+// logInfo receives kafka-go's informational lines.
 func (s *Source) logInfo(format string, args ...any) {
-	switch format {
-	case lineSubscribed:
-		if len(args) == 1 {
-			if parts, ok := partitionsOf(args[0], s.cfg.Topic); ok {
-				s.setAssignment(true, parts)
-				break
-			}
-		}
-		s.log.Error("kafka-go logged an assignment this version cannot read: readiness will stay false",
-			slog.String("line", fmt.Sprintf(format, args...)))
-	case lineStoppedLoop:
-		s.setAssignment(false, nil)
-	}
 	s.log.Debug("kafka-go", slog.Any("line", lazyLine{format, args}))
 }
 
-// logError receives kafka-go's error lines.
+// logError receives kafka-go's error lines, and the Source's own.
 func (s *Source) logError(format string, args ...any) {
 	s.log.Warn("kafka-go", slog.Any("line", lazyLine{format, args}))
 	s.lastErr.Store(&sourceError{text: fmt.Sprintf(format, args...), at: time.Now()})
@@ -225,37 +473,13 @@ type sourceError struct {
 	at   time.Time
 }
 
-// LastError returns kafka-go's last error line (a failed connection, a
-// failed join) and when it was logged; "" when there was none.
+// LastError returns the last error logged (a failed connection, a failed
+// join) and when; "" when there was none.
 func (s *Source) LastError() (string, time.Time) {
 	if e := s.lastErr.Load(); e != nil {
 		return e.text, e.at
 	}
 	return "", time.Time{}
-}
-
-// partitionsOf reads the partitions of topic from the argument of the
-// "subscribed" line: a map whose keys are structs {topic string; partition
-// int32} (kafka-go's unexported topicPartition).
-func partitionsOf(arg any, topic string) ([]int, bool) {
-	v := reflect.ValueOf(arg)
-	if v.Kind() != reflect.Map || v.Type().Key().Kind() != reflect.Struct {
-		return nil, false
-	}
-	kt := v.Type().Key()
-	tf, ok1 := kt.FieldByName("topic")
-	pf, ok2 := kt.FieldByName("partition")
-	if !ok1 || !ok2 || tf.Type.Kind() != reflect.String || !pf.Type.ConvertibleTo(reflect.TypeFor[int64]()) {
-		return nil, false
-	}
-	parts := []int{}
-	for _, k := range v.MapKeys() {
-		if k.FieldByIndex(tf.Index).String() == topic {
-			parts = append(parts, int(k.FieldByIndex(pf.Index).Int()))
-		}
-	}
-	slices.Sort(parts)
-	return parts, true
 }
 
 // lazyLine formats a kafka-go log line only when a handler wants it.
@@ -274,4 +498,22 @@ func kafkaStartOffset(o StartOffset) int64 {
 		return kafka.LastOffset
 	}
 	return kafka.FirstOffset
+}
+
+// backoff is the wait before the attempt-th retry: 100 ms doubling, at
+// most 2 s.
+func backoff(attempt int) time.Duration {
+	return min(100*time.Millisecond<<min(attempt-1, 5), 2*time.Second)
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

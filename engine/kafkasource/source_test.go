@@ -242,6 +242,21 @@ func TestSource_TwoMembersSplitPartitions(t *testing.T) {
 	if g := s1.Assignment().Generation; g < 2 {
 		t.Errorf("member 1 generation %d, want a second one after the rebalance", g)
 	}
+	// A commit for every partition commits only the member's own.
+	var all []Position
+	for p := range 4 {
+		all = append(all, Position{Partition: p, Next: 0})
+	}
+	if err := s1.Commit(t.Context(), all...); err != nil {
+		t.Fatal(err)
+	}
+	committed := b.Committed(t, "g2", testTopic)
+	for p := range 4 {
+		_, ok := committed[int32(p)]
+		if own := slices.Contains(s1.Assignment().Partitions, p); ok != own {
+			t.Errorf("partition %d: committed %v, owned by member 1 %v (committed %v)", p, ok, own, committed)
+		}
+	}
 }
 
 func TestSource_SASLPlain(t *testing.T) {
@@ -326,20 +341,39 @@ func TestConfig_Validate(t *testing.T) {
 	}
 }
 
-func TestPartitionsOf(t *testing.T) {
+// TestSource_FetchBatch: batches hold consecutive offsets of one
+// partition, at most MaxBatchMessages, and together every record once.
+func TestSource_FetchBatch(t *testing.T) {
 	t.Parallel()
-	type topicPartition struct {
-		topic     string
-		partition int32
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}, Partitions: 2})
+	w := newWriter(t, testDial(b.Addr))
+	const n = 1500
+	if err := w.Write(t.Context(), records(n)...); err != nil {
+		t.Fatal(err)
 	}
-	parts, ok := partitionsOf(map[topicPartition]int64{{"a", 2}: 5, {"a", 0}: 1, {"b", 1}: 3}, "a")
-	if !ok || !slices.Equal(parts, []int{0, 2}) {
-		t.Errorf("got %v %v", parts, ok)
+	s := openSource(t, testSourceConfig(b.Addr, "batches"))
+	next := map[int]int64{}
+	got := 0
+	for got < n {
+		bt, err := s.FetchBatch(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bt.Messages) == 0 || len(bt.Messages) > MaxBatchMessages {
+			t.Fatalf("batch of %d messages", len(bt.Messages))
+		}
+		for _, m := range bt.Messages {
+			if m.Partition() != bt.Partition || m.Offset() != next[bt.Partition] {
+				t.Fatalf("partition %d: message %d/%d, want offset %d", bt.Partition, m.Partition(), m.Offset(), next[bt.Partition])
+			}
+			if m.HighWaterMark() != bt.HighWaterMark || m.Offset() >= bt.HighWaterMark {
+				t.Fatalf("message %d: high-water mark %d, batch %d", m.Offset(), m.HighWaterMark(), bt.HighWaterMark)
+			}
+			next[bt.Partition]++
+			got++
+		}
 	}
-	if _, ok := partitionsOf(map[string]int64{"a": 1}, "a"); ok {
-		t.Error("a map of strings was read")
-	}
-	if _, ok := partitionsOf(42, "a"); ok {
-		t.Error("a number was read")
+	if ends := b.EndOffsets(t, testTopic); next[0] != ends[0] || next[1] != ends[1] {
+		t.Fatalf("read up to %v, ends %v", next, ends)
 	}
 }
