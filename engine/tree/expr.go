@@ -75,11 +75,7 @@ func (a *accessor) get(s *scope) (any, bool) {
 		if len(a.path) == 0 {
 			return s.ev.Value(), true
 		}
-		v, ok := s.ev.field(a.path[0].Key)
-		if !ok {
-			return nil, false
-		}
-		return config.Walk(v, a.path[1:])
+		return s.ev.lookup(a.path[0].Key, a.path[1:])
 	case config.RootVariables:
 		name := a.path[0].Key
 		if own := s.varSet(s.rule); own != nil {
