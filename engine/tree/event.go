@@ -174,6 +174,37 @@ func (e *Event) lookup(field string, path []config.Segment) (any, bool) {
 	return config.Walk(v, path)
 }
 
+// lookupString is lookup for readers that want a string, without making
+// it a Go value: ok is false when the value is missing, isStr when it is
+// not a string.
+func (e *Event) lookupString(field string, path []config.Segment) (str string, isStr, ok bool) {
+	if len(path) > 0 {
+		root := int32(-1)
+		switch field {
+		case "payload":
+			root = e.doc.payload
+		case "metadata":
+			root = e.doc.metadata
+		}
+		if root >= 0 {
+			i, ok := e.doc.walk(root, path)
+			if !ok {
+				return "", false, false
+			}
+			n := &e.doc.nodes[i]
+			if n.kind != jString {
+				return "", false, true
+			}
+			return e.doc.str(n), true, true
+		}
+	} else if field == "type" {
+		return e.Type, true, true
+	}
+	v, ok := e.lookup(field, path)
+	str, isStr = v.(string)
+	return str, isStr, ok
+}
+
 // Value returns the whole event as ${event} sees it.
 func (e *Event) Value() map[string]any {
 	m := map[string]any{

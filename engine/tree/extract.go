@@ -113,18 +113,21 @@ func wholeLine(pattern string) (lineMatch, int) {
 
 // extract computes the variable's value.
 func (x *extractor) extract(s *scope) (any, error) {
-	in, ok := x.from.eval(s)
-	if !ok {
-		return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
-	}
 	var v any
 	var err error
 	switch x.kind {
 	case config.RegexSingleKey:
+		in, ok := x.from.eval(s)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
+		}
 		v, err = x.singleKey(in)
 	default:
-		str, ok := in.(string)
+		str, isStr, ok := x.from.evalString(s)
 		if !ok {
+			return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
+		}
+		if !isStr {
 			return nil, fmt.Errorf("%s is not a string", x.from.describe())
 		}
 		if x.kind == config.RegexNamed {

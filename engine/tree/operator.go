@@ -60,12 +60,27 @@ type equalsString struct {
 }
 
 func (c *equalsString) eval(s *scope) bool {
-	v, ok := c.acc.eval(s)
-	if !ok {
+	str, isStr, _ := c.acc.evalString(s)
+	return isStr && str == c.value
+}
+
+// containsString is contains with a string constant: on a string it is a
+// substring test, on anything else the generic operator.
+type containsString struct {
+	first   *expr
+	value   string
+	generic *binCond
+}
+
+func (c *containsString) eval(s *scope) bool {
+	str, isStr, ok := c.first.evalString(s)
+	switch {
+	case !ok:
 		return false
+	case isStr:
+		return strings.Contains(str, c.value)
 	}
-	str, ok := v.(string)
-	return ok && str == c.value
+	return c.generic.eval(s)
 }
 
 type regexCond struct {
@@ -74,12 +89,8 @@ type regexCond struct {
 }
 
 func (c *regexCond) eval(s *scope) bool {
-	v, ok := c.target.eval(s)
-	if !ok {
-		return false
-	}
-	str, ok := v.(string)
-	return ok && c.re.MatchString(str)
+	str, isStr, _ := c.target.evalString(s)
+	return isStr && c.re.MatchString(str)
 }
 
 func opEquals(a, b any, aok, bok bool) bool {
@@ -217,7 +228,13 @@ func (cc *compiler) operator(op *config.Operator) (cond, error) {
 			return g, nil
 		}
 	}
-	return &binCond{first: first, second: second, fn: fn}, nil
+	generic := &binCond{first: first, second: second, fn: fn}
+	if op.Type == config.OpContains && first.kind != config.ExprConstant && second.kind == config.ExprConstant {
+		if str, ok := second.constant.(string); ok {
+			return &containsString{first: first, value: str, generic: generic}, nil
+		}
+	}
+	return generic, nil
 }
 
 // stringEquality recognizes `accessor equals "constant"` in either order.

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -77,14 +78,21 @@ func (p *parser) str(start, end int) string {
 func (p *parser) rawString() (start, end int, escaped bool, err error) {
 	start = p.pos
 	b := p.buf
-	for i := start; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			p.pos = i + 1
-			return start, i, escaped, nil
-		case '\\':
-			escaped = true
-			i++
+	for i := start; ; {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			break
+		}
+		bs := bytes.IndexByte(b[i:i+q], '\\')
+		if bs < 0 {
+			p.pos = i + q + 1
+			return start, i + q, escaped, nil
+		}
+		// The byte after a backslash is escaped, a quote included.
+		escaped = true
+		i += bs + 2
+		if i > len(b) {
+			break
 		}
 	}
 	p.pos = len(b)
@@ -324,6 +332,9 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 			break
 		}
 		if c == 'n' && p.pos+3 <= len(b) && strings.EqualFold(p.str(p.pos, p.pos+3), "nan") {
+			if p.strict {
+				return fmt.Errorf("invalid number %q", b[p.pos:p.pos+3])
+			}
 			n.kind = jNumber
 			n.strOff, n.strLen = uint32(p.pos), 3
 			p.pos += 3
