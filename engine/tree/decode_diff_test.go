@@ -165,7 +165,7 @@ func TestDecode_sameAsMaps(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(17, 4))
 	g := &eventGen{r: r}
-	for range 1500 {
+	for range 600 {
 		data := g.event()
 		if r.IntN(4) == 0 {
 			data = g.mutate(data)

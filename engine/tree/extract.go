@@ -29,7 +29,22 @@ type extractor struct {
 	line lineMatch
 }
 
+// extractor compiles a WITH entry, sharing it with every identical one of
+// the tree.
 func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, error) {
+	key := extractorKey(name, ex)
+	if x, ok := cc.extractors[key]; ok {
+		return x, nil
+	}
+	x, err := cc.compileExtractor(name, ex)
+	if err != nil {
+		return nil, err
+	}
+	cc.extractors[key] = x
+	return x, nil
+}
+
+func (cc *compiler) compileExtractor(name string, ex *config.Extractor) (*extractor, error) {
 	from, err := cc.expr(ex.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %w", err)

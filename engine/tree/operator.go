@@ -178,8 +178,23 @@ var binaryOps = map[config.OpType]func(a, b any, aok, bok bool) bool{
 	config.OpLess:               ordering(func(c int) bool { return c < 0 }),
 }
 
-// compileOperator compiles a validated operator.
+// operator compiles a validated operator, sharing it with every
+// identical one of the tree.
 func (cc *compiler) operator(op *config.Operator) (cond, error) {
+	key := string(appendOperatorKey(nil, op))
+	if c, ok := cc.conds[key]; ok {
+		return c, nil
+	}
+	c, err := cc.compileOperator(op)
+	if err != nil {
+		return nil, err
+	}
+	cc.conds[key] = c
+	return c, nil
+}
+
+// compileOperator compiles a validated operator.
+func (cc *compiler) compileOperator(op *config.Operator) (cond, error) {
 	switch op.Type {
 	case config.OpAnd, config.OpOr:
 		cs := make([]cond, 0, len(op.Operators))
