@@ -2,6 +2,7 @@ package tree
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,8 +17,11 @@ import (
 // A node's children follow it; each child's end is where its next sibling
 // starts, and the node's own end is past its last descendant. Object
 // children carry their keys. All strings point into the event's arena.
-// Nodes are never changed once built; the maps made for the whole payload
-// and metadata are kept, so that reading them twice costs one conversion.
+// Nodes are never changed once built. The maps and slices made for
+// objects and arrays are kept, so that reading one twice (an iterator's
+// target, ${event.payload}, a payload copied into several actions) costs
+// one conversion, and every reader shares one value, as when the whole
+// event was converted up front.
 type document struct {
 	// buf is the arena the nodes' strings are in.
 	buf   []byte
@@ -26,7 +30,13 @@ type document struct {
 	// the object is not in nodes (no metadata, or an event built from maps).
 	payload, metadata int32
 
+	// payloadMap and metadataMap are the objects that are not nodes: the
+	// maps of an event built from maps, an empty metadata.
 	payloadMap, metadataMap atomic.Pointer[map[string]any]
+
+	mu sync.Mutex
+	// made holds the objects and arrays made so far, by node.
+	made map[int32]any
 }
 
 // jnode is one JSON value of a document. It holds no pointers (its
@@ -138,20 +148,39 @@ func (d *document) value(i int32) any {
 		return true
 	case jFalse:
 		return false
-	case jArray:
+	case jArray, jObject:
+		d.mu.Lock()
+		v, ok := d.made[i]
+		d.mu.Unlock()
+		if ok {
+			return v
+		}
+		// Made without the lock: the elements take it.
+		v = d.make(i)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if w, ok := d.made[i]; ok {
+			return w
+		}
+		if d.made == nil {
+			d.made = make(map[int32]any, 4)
+		}
+		d.made[i] = v
+		return v
+	}
+	return nil
+}
+
+// make converts an object or an array node.
+func (d *document) make(i int32) any {
+	n := &d.nodes[i]
+	if n.kind == jArray {
 		s := make([]any, 0, n.count)
 		for c := i + 1; c < n.end; c = d.nodes[c].end {
 			s = append(s, d.value(c))
 		}
 		return s
-	case jObject:
-		return d.object(i)
 	}
-	return nil
-}
-
-func (d *document) object(i int32) map[string]any {
-	n := &d.nodes[i]
 	m := make(map[string]any, n.count)
 	for c := i + 1; c < n.end; c = d.nodes[c].end {
 		m[d.key(&d.nodes[c])] = d.value(c)
@@ -159,17 +188,16 @@ func (d *document) object(i int32) map[string]any {
 	return m
 }
 
-// cached returns the map of object node i, made once.
-func (d *document) cached(p *atomic.Pointer[map[string]any], i int32) map[string]any {
+// object returns the map of object node i, or when i is -1 the map p
+// holds (an empty one when none).
+func (d *document) object(p *atomic.Pointer[map[string]any], i int32) map[string]any {
+	if i >= 0 {
+		return d.value(i).(map[string]any)
+	}
 	if m := p.Load(); m != nil {
 		return *m
 	}
-	var m map[string]any
-	if i >= 0 {
-		m = d.object(i)
-	} else {
-		m = map[string]any{}
-	}
+	m := map[string]any{}
 	if !p.CompareAndSwap(nil, &m) {
 		return *p.Load()
 	}

@@ -28,17 +28,17 @@ type Event struct {
 	typ any
 }
 
-// Payload returns the event's payload. The map is made on the first call
-// and shared by the next ones: it must not be modified.
+// Payload returns the event's payload. The map is made on the first use
+// and shared by the next ones and by evaluation: it must not be modified.
 func (e *Event) Payload() map[string]any {
-	return e.doc.cached(&e.doc.payloadMap, e.doc.payload)
+	return e.doc.object(&e.doc.payloadMap, e.doc.payload)
 }
 
 // Metadata returns the event's metadata, empty when the event has none.
 // The map is made on the first call and shared by the next ones: it must
 // not be modified.
 func (e *Event) Metadata() map[string]any {
-	return e.doc.cached(&e.doc.metadataMap, e.doc.metadata)
+	return e.doc.object(&e.doc.metadataMap, e.doc.metadata)
 }
 
 // ErrInvalidEvent classifies events that do not have the required shape.
