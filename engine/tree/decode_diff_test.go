@@ -159,13 +159,14 @@ func FuzzDecodeDifferential(f *testing.F) {
 // TestDecode_sameAsMaps runs checkSameAsMaps on the seeds and on random
 // events, some of them mutated byte by byte.
 func TestDecode_sameAsMaps(t *testing.T) {
+	t.Parallel()
 	trees := conformanceTrees(t)
 	for _, s := range diffSeeds {
 		checkSameAsMaps(t, trees, []byte(s))
 	}
 	r := rand.New(rand.NewPCG(17, 4))
 	g := &eventGen{r: r}
-	for range 600 {
+	for range 250 {
 		data := g.event()
 		if r.IntN(4) == 0 {
 			data = g.mutate(data)
