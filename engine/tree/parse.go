@@ -446,16 +446,16 @@ func (p *parser) event(ev *Event) error {
 // field applies a top-level field of the event, its value at node i.
 func (p *parser) field(ev *Event, key string, i int32, seenType, seenCreated, seenPayload *bool, fail func(error)) {
 	n := &p.nodes[i]
-	d := document{buf: p.buf}
+	str := func() string { return p.str(int(n.strOff), int(n.strOff+n.strLen)) }
 	switch key {
 	case "type":
 		if n.kind != jString {
 			fail(fmt.Errorf("%w: type must be a string", ErrInvalidEvent))
 			return
 		}
-		ev.Type, *seenType = d.str(n), true
+		ev.Type, *seenType = str(), true
 	case "created_ms":
-		v, err := strconv.ParseUint(d.str(n), 10, 64)
+		v, err := strconv.ParseUint(str(), 10, 64)
 		if n.kind != jNumber || err != nil {
 			fail(fmt.Errorf("%w: created_ms must be an unsigned integer", ErrInvalidEvent))
 			return
@@ -479,7 +479,7 @@ func (p *parser) field(ev *Event, key string, i int32, seenType, seenCreated, se
 		switch n.kind {
 		case jNull:
 		case jString:
-			ev.TraceID = d.str(n)
+			ev.TraceID = str()
 		default:
 			fail(fmt.Errorf("%w: trace_id must be a string or null", ErrInvalidEvent))
 		}
