@@ -82,6 +82,15 @@ type validator struct {
 	rule string
 	// prefix locates fields of a rule that has no name: rules[i].
 	prefix string
+	// regexps and exprs remember what was compiled or parsed already:
+	// large trees repeat the same patterns and expressions in every rule.
+	regexps map[string]compiledRegex
+	exprs   map[string]error
+}
+
+type compiledRegex struct {
+	re  *regexp.Regexp
+	err error
 }
 
 func (v *validator) add(fieldName string, err error) {
@@ -234,13 +243,29 @@ func (v *validator) payload(f string, val any) {
 }
 
 func (v *validator) expr(f, s string) {
-	if _, err := ParseExpr(s); err != nil {
+	err, ok := v.exprs[s]
+	if !ok {
+		_, err = ParseExpr(s)
+		if v.exprs == nil {
+			v.exprs = map[string]error{}
+		}
+		v.exprs[s] = err
+	}
+	if err != nil {
 		v.add(f, fmt.Errorf("%w: %w", ErrInvalidAccessor, err))
 	}
 }
 
 func (v *validator) regex(f, pattern string) *regexp.Regexp {
-	re, err := regexp.Compile(pattern)
+	c, ok := v.regexps[pattern]
+	if !ok {
+		c.re, c.err = regexp.Compile(pattern)
+		if v.regexps == nil {
+			v.regexps = map[string]compiledRegex{}
+		}
+		v.regexps[pattern] = c
+	}
+	re, err := c.re, c.err
 	if err != nil {
 		v.add(f, fmt.Errorf("%w: %w", ErrInvalidRegex, err))
 		return nil

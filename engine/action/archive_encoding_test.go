@@ -47,7 +47,7 @@ func TestArchiveEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := map[string]any{"payload": ev.Payload, "metadata": ev.Metadata, "type": ev.Type, "n": stdjson.Number("12")}
+		v := map[string]any{"payload": ev.Payload(), "metadata": ev.Metadata(), "type": ev.Type, "n": stdjson.Number("12")}
 		if got, want := encodeLine(t, v), stdLine(t, v); got != want {
 			t.Errorf("archive line\n%s\nencoding/json\n%s", got, want)
 		}
@@ -67,7 +67,7 @@ func FuzzArchiveEncoding(f *testing.F) {
 		if err != nil {
 			return
 		}
-		v := map[string]any{"payload": ev.Payload, "metadata": ev.Metadata}
+		v := map[string]any{"payload": ev.Payload(), "metadata": ev.Metadata()}
 		if got, want := encodeLine(t, v), stdLine(t, v); got != want {
 			t.Errorf("archive line\n%s\nencoding/json\n%s", got, want)
 		}

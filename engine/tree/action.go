@@ -201,8 +201,9 @@ type actionTemplate struct {
 	id      string
 	payload *template
 	// pos is the action's position split at the iterations: one piece
-	// more than the iterators above it.
-	pos []string
+	// more than the iterators above it; pos1 holds it outside iterators.
+	pos  []string
+	pos1 [1]string
 }
 
 // posBreak marks where an iteration goes in a position while compiling.
@@ -230,16 +231,21 @@ func (a *actionTemplate) position(iters []string) string {
 	return b.String()
 }
 
-func (cc *compiler) action(a *config.Action) (*actionTemplate, error) {
+func (cc *compiler) action(a *config.Action) (actionTemplate, error) {
 	p := a.Payload
 	if p == nil {
 		p = map[string]any{}
 	}
-	t, err := cc.template(p)
-	if err != nil {
-		return nil, fmt.Errorf("action %s payload.%w", a.ID, err)
+	key := string(appendValueKey(nil, p))
+	t, ok := cc.templates[key]
+	if !ok {
+		var err error
+		if t, err = cc.template(p); err != nil {
+			return actionTemplate{}, fmt.Errorf("action %s payload.%w", a.ID, err)
+		}
+		cc.templates[key] = t
 	}
-	return &actionTemplate{id: a.ID, payload: t}, nil
+	return actionTemplate{id: a.ID, payload: t}, nil
 }
 
 // ActionMeta is an entry of a processed rule's meta.actions.

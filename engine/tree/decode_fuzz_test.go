@@ -32,11 +32,11 @@ func FuzzDecodeEvent(f *testing.F) {
 		if dec.Decode(&want) != nil {
 			return
 		}
-		if !reflect.DeepEqual(ev.Payload, want.Payload) {
-			t.Errorf("payload %#v, encoding/json %#v", ev.Payload, want.Payload)
+		if !reflect.DeepEqual(ev.Payload(), want.Payload) {
+			t.Errorf("payload %#v, encoding/json %#v", ev.Payload(), want.Payload)
 		}
-		if want.Metadata != nil && !reflect.DeepEqual(ev.Metadata, want.Metadata) {
-			t.Errorf("metadata %#v, encoding/json %#v", ev.Metadata, want.Metadata)
+		if want.Metadata != nil && !reflect.DeepEqual(ev.Metadata(), want.Metadata) {
+			t.Errorf("metadata %#v, encoding/json %#v", ev.Metadata(), want.Metadata)
 		}
 	})
 }

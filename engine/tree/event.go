@@ -1,14 +1,11 @@
 package tree
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
-	"unsafe"
 
-	"github.com/valyala/fastjson"
+	"github.com/squallhq/squall/config"
 )
 
 // Event is an event as the processing tree sees it. Free-form JSON values
@@ -20,191 +17,71 @@ type Event struct {
 	TraceID   any
 	Type      string
 	CreatedMs uint64
-	Payload   map[string]any
-	Metadata  map[string]any
 	// Iterator is set on the events seen inside an iterator branch:
 	// {"iteration": index or key, "item": element}.
 	Iterator map[string]any
 
+	// doc holds the payload and the metadata; the events of an iterator's
+	// iterations share it.
+	doc *document
 	// typ is Type as a value, so that reading it does not allocate.
 	typ any
+}
+
+// Payload returns the event's payload. The map is made on the first use
+// and shared by the next ones and by evaluation: it must not be modified.
+func (e *Event) Payload() map[string]any {
+	return e.doc.object(&e.doc.payloadMap, e.doc.payload)
+}
+
+// Metadata returns the event's metadata, empty when the event has none.
+// The map is made on the first call and shared by the next ones: it must
+// not be modified.
+func (e *Event) Metadata() map[string]any {
+	return e.doc.object(&e.doc.metadataMap, e.doc.metadata)
 }
 
 // ErrInvalidEvent classifies events that do not have the required shape.
 var ErrInvalidEvent = errors.New("invalid event")
 
-var parserPool fastjson.ParserPool
-
-// DecodeEvent decodes an event (nested at most fastjson.MaxDepth deep, so
+// DecodeEvent decodes an event (nested at most 300 levels deep, so
 // that evaluation never recurses without bound): type (string) and created_ms (unsigned
 // integer) and payload (object) are required; metadata (object) and
 // trace_id (string or null) are optional; other top-level fields are ignored.
+//
+// The payload and the metadata are checked whole but kept in their parsed
+// form: evaluation turns into Go values only what it reads
+// (docs/decisions.md decision 36).
 func DecodeEvent(data []byte) (*Event, error) {
-	p := parserPool.Get()
-	defer parserPool.Put(p)
-	v, err := p.ParseBytes(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	// The event and its document in one allocation, the arena in another,
+	// the nodes in a third.
+	d := &struct {
+		ev  Event
+		doc document
+	}{}
+	d.doc.payload, d.doc.metadata = -1, -1
+	d.ev.doc = &d.doc
+	d.doc.buf = append([]byte(nil), data...)
+	scratch := nodePool.Get().(*[]jnode)
+	p := parser{buf: d.doc.buf, nodes: (*scratch)[:0]}
+	err := p.event(&d.ev)
+	if err == nil {
+		d.doc.nodes = make([]jnode, len(p.nodes))
+		copy(d.doc.nodes, p.nodes)
 	}
-	c := converter{arena: make([]byte, 0, len(data))}
-	return c.event(v)
-}
-
-// converter turns parsed values into Go values. Every string it makes
-// (object keys, string values, numbers) is copied into an arena, one
-// allocation per event rather than one per string: an event's strings
-// together are never longer than the event's JSON text, which is the
-// arena's first size. Bytes written into the arena are never changed, so
-// the strings pointing into it stay immutable; they keep the whole arena
-// alive together, which is as long as the event lives.
-type converter struct {
-	arena []byte
-}
-
-// str returns a string holding b, in the arena.
-func (c *converter) str(b []byte) string {
-	if len(b) == 0 {
-		return ""
+	if cap(p.nodes) <= maxPooledNodes {
+		*scratch = p.nodes[:0]
+		nodePool.Put(scratch)
 	}
-	if cap(c.arena)-len(c.arena) < len(b) {
-		// Never for a parsed event; a new chunk keeps it correct anyway
-		// (the strings made so far still point into the old one).
-		c.arena = make([]byte, 0, max(len(b), 512))
-	}
-	start := len(c.arena)
-	c.arena = append(c.arena, b...)
-	return unsafe.String(&c.arena[start], len(b))
-}
-
-func (c *converter) event(v *fastjson.Value) (*Event, error) {
-	obj, err := v.Object()
-	if err != nil {
-		return nil, fmt.Errorf("%w: an event is a JSON object", ErrInvalidEvent)
-	}
-	ev := &Event{}
-	var seenType, seenCreated, seenPayload bool
-	var ferr error
-	obj.Visit(func(key []byte, fv *fastjson.Value) {
-		if ferr != nil {
-			return
-		}
-		switch string(key) {
-		case "type":
-			s, err := fv.StringBytes()
-			if err != nil {
-				ferr = fmt.Errorf("%w: type must be a string", ErrInvalidEvent)
-				return
-			}
-			ev.Type, seenType = c.str(s), true
-		case "created_ms":
-			n, err := fv.Uint64()
-			if err != nil || fv.Type() != fastjson.TypeNumber || bytes.ContainsAny(fv.MarshalTo(nil), ".eE") {
-				ferr = fmt.Errorf("%w: created_ms must be an unsigned integer", ErrInvalidEvent)
-				return
-			}
-			ev.CreatedMs, seenCreated = n, true
-		case "payload":
-			m, err := c.object(fv)
-			if err != nil {
-				ferr = fmt.Errorf("%w: payload: %w", ErrInvalidEvent, err)
-				return
-			}
-			ev.Payload, seenPayload = m, true
-		case "metadata":
-			if fv.Type() == fastjson.TypeNull {
-				return
-			}
-			m, err := c.object(fv)
-			if err != nil {
-				ferr = fmt.Errorf("%w: metadata: %w", ErrInvalidEvent, err)
-				return
-			}
-			ev.Metadata = m
-		case "trace_id":
-			switch fv.Type() {
-			case fastjson.TypeNull:
-			case fastjson.TypeString:
-				s, _ := fv.StringBytes()
-				ev.TraceID = c.str(s)
-			default:
-				ferr = fmt.Errorf("%w: trace_id must be a string or null", ErrInvalidEvent)
-			}
-		}
-	})
-	if ferr != nil {
-		return nil, ferr
-	}
-	switch {
-	case !seenType:
-		return nil, fmt.Errorf("%w: missing type", ErrInvalidEvent)
-	case !seenCreated:
-		return nil, fmt.Errorf("%w: missing created_ms", ErrInvalidEvent)
-	case !seenPayload:
-		return nil, fmt.Errorf("%w: missing payload", ErrInvalidEvent)
-	}
-	if ev.Metadata == nil {
-		ev.Metadata = map[string]any{}
-	}
-	ev.typ = ev.Type
-	return ev, nil
-}
-
-func (c *converter) object(v *fastjson.Value) (map[string]any, error) {
-	if v.Type() != fastjson.TypeObject {
-		return nil, errors.New("must be a JSON object")
-	}
-	x, err := c.value(v)
 	if err != nil {
 		return nil, err
 	}
-	return x.(map[string]any), nil
+	d.ev.typ = d.ev.Type
+	return &d.ev, nil
 }
 
-// value turns a parsed value into plain Go values. Recursion depth is
-// bounded by the parser's own depth limit.
-func (c *converter) value(v *fastjson.Value) (any, error) {
-	switch v.Type() {
-	case fastjson.TypeObject:
-		o, _ := v.Object()
-		m := make(map[string]any, o.Len())
-		var err error
-		o.Visit(func(k []byte, e *fastjson.Value) {
-			if err != nil {
-				return
-			}
-			var x any
-			x, err = c.value(e)
-			m[c.str(k)] = x
-		})
-		return m, err
-	case fastjson.TypeArray:
-		arr, _ := v.Array()
-		s := make([]any, len(arr))
-		for i, e := range arr {
-			x, err := c.value(e)
-			if err != nil {
-				return nil, err
-			}
-			s[i] = x
-		}
-		return s, nil
-	case fastjson.TypeString:
-		b, _ := v.StringBytes()
-		return c.str(b), nil
-	case fastjson.TypeNumber:
-		var buf [32]byte
-		raw := v.MarshalTo(buf[:0])
-		if !validNumber(raw) {
-			return nil, fmt.Errorf("invalid number %q", raw)
-		}
-		return json.Number(c.str(raw)), nil
-	case fastjson.TypeTrue:
-		return true, nil
-	case fastjson.TypeFalse:
-		return false, nil
-	}
-	return nil, nil
-}
+// maxPooledNodes bounds the node lists kept for the next events.
+const maxPooledNodes = 1 << 14
 
 // validNumber checks the JSON number grammar (the parser is lenient).
 func validNumber(b []byte) bool {
@@ -257,9 +134,9 @@ func (e *Event) field(name string) (any, bool) {
 	case "created_ms":
 		return json.Number(strconv.FormatUint(e.CreatedMs, 10)), true
 	case "payload":
-		return e.Payload, true
+		return e.Payload(), true
 	case "metadata":
-		return e.Metadata, true
+		return e.Metadata(), true
 	case "trace_id":
 		return e.TraceID, true
 	case "iterator":
@@ -271,14 +148,71 @@ func (e *Event) field(name string) (any, bool) {
 	return nil, false
 }
 
+// lookup resolves ${event.<field><path>}. In the payload and the metadata
+// it walks the document and converts only the value it reaches.
+func (e *Event) lookup(field string, path []config.Segment) (any, bool) {
+	if len(path) > 0 {
+		root := int32(-1)
+		switch field {
+		case "payload":
+			root = e.doc.payload
+		case "metadata":
+			root = e.doc.metadata
+		}
+		if root >= 0 {
+			i, ok := e.doc.walk(root, path)
+			if !ok {
+				return nil, false
+			}
+			return e.doc.value(i), true
+		}
+	}
+	v, ok := e.field(field)
+	if !ok {
+		return nil, false
+	}
+	return config.Walk(v, path)
+}
+
+// lookupString is lookup for readers that want a string, without making
+// it a Go value: ok is false when the value is missing, isStr when it is
+// not a string.
+func (e *Event) lookupString(field string, path []config.Segment) (str string, isStr, ok bool) {
+	if len(path) > 0 {
+		root := int32(-1)
+		switch field {
+		case "payload":
+			root = e.doc.payload
+		case "metadata":
+			root = e.doc.metadata
+		}
+		if root >= 0 {
+			i, ok := e.doc.walk(root, path)
+			if !ok {
+				return "", false, false
+			}
+			n := &e.doc.nodes[i]
+			if n.kind != jString {
+				return "", false, true
+			}
+			return e.doc.str(n), true, true
+		}
+	} else if field == "type" {
+		return e.Type, true, true
+	}
+	v, ok := e.lookup(field, path)
+	str, isStr = v.(string)
+	return str, isStr, ok
+}
+
 // Value returns the whole event as ${event} sees it.
 func (e *Event) Value() map[string]any {
 	m := map[string]any{
 		"trace_id":   e.TraceID,
 		"type":       e.Type,
 		"created_ms": json.Number(strconv.FormatUint(e.CreatedMs, 10)),
-		"payload":    e.Payload,
-		"metadata":   e.Metadata,
+		"payload":    e.Payload(),
+		"metadata":   e.Metadata(),
 	}
 	if e.Iterator != nil {
 		m["iterator"] = e.Iterator
@@ -289,14 +223,7 @@ func (e *Event) Value() map[string]any {
 // MarshalJSON writes the event as the test-event API echoes it:
 // type, created_ms, metadata, payload, and iterator inside iterations.
 func (e *Event) MarshalJSON() ([]byte, error) {
-	md := e.Metadata
-	if md == nil {
-		md = map[string]any{}
-	}
-	pl := e.Payload
-	if pl == nil {
-		pl = map[string]any{}
-	}
+	md, pl := e.Metadata(), e.Payload()
 	return json.Marshal(struct {
 		Type      string         `json:"type"`
 		CreatedMs uint64         `json:"created_ms"`

@@ -75,11 +75,7 @@ func (a *accessor) get(s *scope) (any, bool) {
 		if len(a.path) == 0 {
 			return s.ev.Value(), true
 		}
-		v, ok := s.ev.field(a.path[0].Key)
-		if !ok {
-			return nil, false
-		}
-		return config.Walk(v, a.path[1:])
+		return s.ev.lookup(a.path[0].Key, a.path[1:])
 	case config.RootVariables:
 		name := a.path[0].Key
 		if own := s.varSet(s.rule); own != nil {
@@ -179,6 +175,15 @@ func (e *expr) eval(s *scope) (any, bool) {
 	case config.ExprSingle:
 		return e.acc.get(s)
 	}
+	str, ok := e.interpolate(s)
+	if !ok {
+		return nil, false
+	}
+	return str, true
+}
+
+// interpolate renders an interpolated expression.
+func (e *expr) interpolate(s *scope) (string, bool) {
 	var buf [128]byte
 	b := buf[:0]
 	for _, p := range e.parts {
@@ -188,13 +193,31 @@ func (e *expr) eval(s *scope) (any, bool) {
 		}
 		v, ok := p.acc.get(s)
 		if !ok {
-			return nil, false
+			return "", false
 		}
 		if b, ok = config.AppendText(b, v); !ok {
-			return nil, false
+			return "", false
 		}
 	}
 	return string(b), true
+}
+
+// evalString is eval for readers that want a string: ok is false when
+// the value is missing, isStr when it is not a string. It reads the
+// event's strings without making them Go values.
+func (e *expr) evalString(s *scope) (str string, isStr, ok bool) {
+	switch e.kind {
+	case config.ExprInterpolated:
+		str, ok = e.interpolate(s)
+		return str, ok, ok
+	case config.ExprSingle:
+		if a := e.acc; a.root == config.RootEvent && len(a.path) > 0 {
+			return s.ev.lookupString(a.path[0].Key, a.path[1:])
+		}
+	}
+	v, ok := e.eval(s)
+	str, isStr = v.(string)
+	return str, isStr, ok
 }
 
 // describe names the expression in messages.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"time"
@@ -23,9 +24,27 @@ type extractor struct {
 	all       bool
 	named     []int // indexes of named groups
 	modifiers []modifier
+	// line, when set, is what the regex's first match is known to be
+	// without running it (lineUpTo): the regex is `.*` or `(.*)`.
+	line lineMatch
 }
 
+// extractor compiles a WITH entry, sharing it with every identical one of
+// the tree.
 func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, error) {
+	key := extractorKey(name, ex)
+	if x, ok := cc.extractors[key]; ok {
+		return x, nil
+	}
+	x, err := cc.compileExtractor(name, ex)
+	if err != nil {
+		return nil, err
+	}
+	cc.extractors[key] = x
+	return x, nil
+}
+
+func (cc *compiler) compileExtractor(name string, ex *config.Extractor) (*extractor, error) {
 	from, err := cc.expr(ex.From)
 	if err != nil {
 		return nil, fmt.Errorf("from: %w", err)
@@ -35,6 +54,12 @@ func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, er
 		return nil, fmt.Errorf("regex: %w", err)
 	}
 	out := &extractor{name: name, from: from, kind: ex.Regex.Kind, re: re, idx: ex.Regex.GroupMatchIdx, all: ex.Regex.AllMatches}
+	if out.kind == config.RegexIndexed && !out.all && out.idx != nil {
+		// Group 0 always exists; group 1 only in `(.*)`.
+		if m, groups := wholeLine(ex.Regex.Pattern); m != lineNone && *out.idx <= groups {
+			out.line = m
+		}
+	}
 	if out.kind == config.RegexNamed {
 		for i, n := range re.SubexpNames() {
 			if n != "" {
@@ -54,20 +79,70 @@ func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, er
 
 var errNoMatch = errors.New("the regex does not match")
 
+// lineMatch is a regex whose first match is known in advance.
+type lineMatch uint8
+
+const (
+	lineNone lineMatch = iota
+	// lineUpToNL is `.*`: the text up to its first newline.
+	lineUpToNL
+	// lineAll is `.*` with flag s: the whole text.
+	lineAll
+)
+
+// match returns the regex's first match in str: `.*` always matches at
+// the start (possibly empty) and takes every rune but a newline, an
+// invalid byte included (the matcher reads it as U+FFFD).
+func (m lineMatch) match(str string) string {
+	if m == lineUpToNL {
+		if i := strings.IndexByte(str, '\n'); i >= 0 {
+			return str[:i]
+		}
+	}
+	return str
+}
+
+// wholeLine recognizes the patterns `.*` and `(.*)` (greedy, flag s
+// allowed), which extractions use to take a whole value. It returns how
+// they match and their number of groups.
+func wholeLine(pattern string) (lineMatch, int) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return lineNone, 0
+	}
+	groups := 0
+	if re.Op == syntax.OpCapture {
+		re, groups = re.Sub[0], 1
+	}
+	if re.Op != syntax.OpStar || re.Flags&syntax.NonGreedy != 0 {
+		return lineNone, 0
+	}
+	switch re.Sub[0].Op {
+	case syntax.OpAnyCharNotNL:
+		return lineUpToNL, groups
+	case syntax.OpAnyChar:
+		return lineAll, groups
+	}
+	return lineNone, 0
+}
+
 // extract computes the variable's value.
 func (x *extractor) extract(s *scope) (any, error) {
-	in, ok := x.from.eval(s)
-	if !ok {
-		return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
-	}
 	var v any
 	var err error
 	switch x.kind {
 	case config.RegexSingleKey:
+		in, ok := x.from.eval(s)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
+		}
 		v, err = x.singleKey(in)
 	default:
-		str, ok := in.(string)
+		str, isStr, ok := x.from.evalString(s)
 		if !ok {
+			return nil, fmt.Errorf("%s cannot be resolved", x.from.describe())
+		}
+		if !isStr {
 			return nil, fmt.Errorf("%s is not a string", x.from.describe())
 		}
 		if x.kind == config.RegexNamed {
@@ -107,6 +182,9 @@ func (x *extractor) indexedMatch(str string, loc []int) (any, error) {
 }
 
 func (x *extractor) indexed(str string) (any, error) {
+	if x.line != lineNone {
+		return x.line.match(str), nil
+	}
 	if !x.all && x.idx != nil && *x.idx == 0 {
 		// The whole match: no group positions to track, which costs the
 		// matcher less.

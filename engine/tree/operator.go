@@ -60,12 +60,27 @@ type equalsString struct {
 }
 
 func (c *equalsString) eval(s *scope) bool {
-	v, ok := c.acc.eval(s)
-	if !ok {
+	str, isStr, _ := c.acc.evalString(s)
+	return isStr && str == c.value
+}
+
+// containsString is contains with a string constant: on a string it is a
+// substring test, on anything else the generic operator.
+type containsString struct {
+	first   *expr
+	value   string
+	generic *binCond
+}
+
+func (c *containsString) eval(s *scope) bool {
+	str, isStr, ok := c.first.evalString(s)
+	switch {
+	case !ok:
 		return false
+	case isStr:
+		return strings.Contains(str, c.value)
 	}
-	str, ok := v.(string)
-	return ok && str == c.value
+	return c.generic.eval(s)
 }
 
 type regexCond struct {
@@ -74,12 +89,8 @@ type regexCond struct {
 }
 
 func (c *regexCond) eval(s *scope) bool {
-	v, ok := c.target.eval(s)
-	if !ok {
-		return false
-	}
-	str, ok := v.(string)
-	return ok && c.re.MatchString(str)
+	str, isStr, _ := c.target.evalString(s)
+	return isStr && c.re.MatchString(str)
 }
 
 func opEquals(a, b any, aok, bok bool) bool {
@@ -167,8 +178,23 @@ var binaryOps = map[config.OpType]func(a, b any, aok, bok bool) bool{
 	config.OpLess:               ordering(func(c int) bool { return c < 0 }),
 }
 
-// compileOperator compiles a validated operator.
+// operator compiles a validated operator, sharing it with every
+// identical one of the tree.
 func (cc *compiler) operator(op *config.Operator) (cond, error) {
+	key := string(appendOperatorKey(nil, op))
+	if c, ok := cc.conds[key]; ok {
+		return c, nil
+	}
+	c, err := cc.compileOperator(op)
+	if err != nil {
+		return nil, err
+	}
+	cc.conds[key] = c
+	return c, nil
+}
+
+// compileOperator compiles a validated operator.
+func (cc *compiler) compileOperator(op *config.Operator) (cond, error) {
 	switch op.Type {
 	case config.OpAnd, config.OpOr:
 		cs := make([]cond, 0, len(op.Operators))
@@ -217,7 +243,13 @@ func (cc *compiler) operator(op *config.Operator) (cond, error) {
 			return g, nil
 		}
 	}
-	return &binCond{first: first, second: second, fn: fn}, nil
+	generic := &binCond{first: first, second: second, fn: fn}
+	if op.Type == config.OpContains && first.kind != config.ExprConstant && second.kind == config.ExprConstant {
+		if str, ok := second.constant.(string); ok {
+			return &containsString{first: first, value: str, generic: generic}, nil
+		}
+	}
+	return generic, nil
 }
 
 // stringEquality recognizes `accessor equals "constant"` in either order.

@@ -401,7 +401,7 @@ func TestTree_accessorsAndInterpolation(t *testing.T) {
 		t.Run(tc.tmpl, func(t *testing.T) {
 			rs, actions := run(t, payload, ruleJSON("r", true, "", "", fmt.Sprintf(`[{"id":"a","payload":{"v":%q}}]`, tc.tmpl)))
 			if tc.tmpl == "${event.payload.}" {
-				if len(actions) != 1 || toJSON(t, actions[0].Payload["v"]) != toJSON(t, payloadEvent(t, payload).Payload) {
+				if len(actions) != 1 || toJSON(t, actions[0].Payload["v"]) != toJSON(t, payloadEvent(t, payload).Payload()) {
 					t.Errorf("%s", toJSON(t, rs))
 				}
 				return
@@ -633,7 +633,7 @@ func TestDecodeEvent(t *testing.T) {
 				}
 				return
 			}
-			if ev.Metadata == nil {
+			if ev.Metadata() == nil {
 				t.Error("metadata must default to {}")
 			}
 		})
