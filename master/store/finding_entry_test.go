@@ -2,9 +2,13 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -135,4 +139,36 @@ func FuzzDecodeInsertFindingsBinary(f *testing.F) {
 			t.Fatalf("binary %#v, JSON %#v", p, &want)
 		}
 	})
+}
+
+// TestDedupeKey_Stable pins the dedupe key: state files hold it, so a
+// change would make every stored finding's duplicate look new.
+func TestDedupeKey_Stable(t *testing.T) {
+	t.Parallel()
+	// The computation of the versions that wrote the keys.
+	reference := func(r *findingRecord) []byte {
+		h := sha256.New()
+		secret := "h:" + r.Hash
+		if r.Hash == "" {
+			secret = "p:" + r.Password
+		}
+		for _, s := range []string{r.Tenant, strconv.FormatInt(r.MonitoredDomainID, 10), r.ResourceURL, r.Username, secret} {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+			h.Write(n[:])
+			h.Write([]byte(s))
+		}
+		return h.Sum(nil)
+	}
+	long := strings.Repeat("x", 1000)
+	for _, r := range []findingRecord{
+		{Tenant: "t", MonitoredDomainID: 3, ResourceURL: "https://h/", Username: "u", Hash: "abc"},
+		{Tenant: "t", MonitoredDomainID: -1, ResourceURL: "https://h/", Username: "u", Password: "pw"},
+		{Tenant: long, MonitoredDomainID: math.MaxInt64, ResourceURL: long, Username: long, Password: long},
+		{},
+	} {
+		if got, want := appendDedupeKey(nil, &r), reference(&r); !bytes.Equal(got, want) {
+			t.Fatalf("%+v: key %x, want %x", r, got, want)
+		}
+	}
 }
