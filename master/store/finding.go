@@ -403,7 +403,7 @@ type arena struct {
 const appendFillPercent = 0.9
 
 // arenaChunk is the size of the arena's allocations.
-const arenaChunk = 32 << 10
+const arenaChunk = 16 << 10
 
 // alloc returns n bytes of the arena.
 func (a *arena) alloc(n int) []byte {
@@ -918,7 +918,7 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	}
 	cur := b.cur
 	if cur == nil {
-		cur = &findingBatch{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		cur = &findingBatch{ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
 		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
 	}
