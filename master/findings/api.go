@@ -122,16 +122,26 @@ type handlerFunc func(r *request) (int, any, error)
 
 // Handler returns the API's routes, rooted at Prefix.
 func (a *API) Handler() http.Handler {
-	mux := http.NewServeMux()
+	// routes holds the routes; mux the same and a catch-all, so that a
+	// request to a route is matched once, and only the others are
+	// matched again, against routes, to tell 405 from 404.
+	routes, mux := http.NewServeMux(), http.NewServeMux()
 	const p = "/intel/api/sdk/v0"
-	mux.Handle("PUT "+p+"/findings/credentials", a.wrap(a.insert))
-	mux.Handle("GET "+p+"/finding/{uid}", a.wrap(a.get))
-	mux.Handle("PATCH "+p+"/finding/{uid}", a.wrap(a.patch))
-	mux.Handle("GET "+p+"/findings/credential", a.wrap(a.list))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
+	for pattern, h := range map[string]http.Handler{
+		"PUT " + p + "/findings/credentials": a.wrap(a.insert),
+		"GET " + p + "/finding/{uid}":        a.wrap(a.get),
+		"PATCH " + p + "/finding/{uid}":      a.wrap(a.patch),
+		"GET " + p + "/findings/credential":  a.wrap(a.list),
+	} {
+		routes.Handle(pattern, h)
+		mux.Handle(pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := routes.Handler(r)
 		if pattern != "" {
-			mux.ServeHTTP(w, r)
+			// A route the catch-all matched first: a redirect of a
+			// path to clean, for one.
+			routes.ServeHTTP(w, r)
 			return
 		}
 		probe := &statusProbe{header: http.Header{}}
@@ -145,6 +155,7 @@ func (a *API) Handler() http.Handler {
 		}
 		a.finish(w, r, a.logger, time.Now(), "", 0, nil, e)
 	})
+	return mux
 }
 
 // statusProbe records the status and headers a handler writes, and drops the body.
@@ -178,7 +189,11 @@ var traceparent = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16
 // Traceparent header is valid (an invalid one is ignored, as the
 // trace-context specification asks).
 func traceLogger(logger *slog.Logger, r *http.Request) *slog.Logger {
-	m := traceparent.FindStringSubmatch(strings.TrimSpace(r.Header.Get("Traceparent")))
+	h := r.Header.Get("Traceparent")
+	if h == "" {
+		return logger
+	}
+	m := traceparent.FindStringSubmatch(strings.TrimSpace(h))
 	if m == nil || m[1] == "ff" || m[2] == strings.Repeat("0", 32) || m[3] == strings.Repeat("0", 16) {
 		return logger
 	}
