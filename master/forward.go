@@ -116,8 +116,6 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 		// step routes the request once: it reports whether the request
 		// was answered.
 		step := func() bool {
-			ctx, cancel := context.WithDeadline(r.Context(), deadline)
-			defer cancel()
 			if f.reached {
 				// A leader failed while it had the request: this
 				// attempt resends it (see HeaderResent).
@@ -129,6 +127,8 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 				// read and the handler.
 				defer s.exitLeader()
 				if !direct {
+					ctx, cancel := context.WithDeadline(r.Context(), deadline)
+					defer cancel()
 					err := s.store.ConsistentRead(ctx)
 					if errors.Is(err, store.ErrNotLeader) {
 						// Leadership moved on: route again.
@@ -187,6 +187,10 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...str
 				deadline = time.Now().Add(s.cfg.LeaderWait)
 				return false
 			}
+			// The wait for a leader (a write served as leader, above,
+			// needs no context of its own: no timer per request).
+			ctx, cancel := context.WithDeadline(r.Context(), deadline)
+			defer cancel()
 			if from != "" {
 				w.Header().Set(HeaderNotApplied, "true")
 				s.writeError(w, r, noLeader("request forwarded by %s, but %s is not the leader", from, s.cfg.NodeID))

@@ -58,3 +58,34 @@ func TestSideBySide(t *testing.T) {
 		t.Errorf("%d archived events, want 500", n)
 	}
 }
+
+// TestSideBySide_Findings runs run.sh's findings part with a tiny
+// configuration (one round of 1 s, 4 connections): three masters form a
+// cluster, every insert is answered 201, and the medians are printed.
+func TestSideBySide_Findings(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("run.sh reads CPU times from /proc")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("run.sh needs curl")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "PARTS=findings", "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "OUT="+t.TempDir())
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, b)
+	}
+	text := string(b)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^1 +squall +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+$`),
+		regexp.MustCompile(`findings medians, squall: inserts/s [\d.]+, p99 [\d.]+ ms, CPU per insert [\d.]+ us`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("no %s in the output:\n%s", want, text)
+		}
+	}
+}

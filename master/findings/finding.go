@@ -157,8 +157,166 @@ func decodeInsert(body []byte, b *insertBody) error {
 // decodeInsertFast is decodeInsert's fast path; false means it did not
 // accept the body (b may then hold part of it).
 func decodeInsertFast(body []byte, b *insertBody) bool {
+	if decodeInsertPlain(body, b) {
+		return true
+	}
+	*b = insertBody{}
 	rest, err := sjson.Parse(body, b, sjson.DisallowUnknownFields)
 	return err == nil && len(bytes.TrimLeft(rest, " \t\r\n")) == 0
+}
+
+// insertFields are the keys of insertBody, in the order of
+// plainInsert.strs (monitored_domain_id apart).
+var insertFields = [...]string{"tool_code", "resource_url", "username", "password", "hash", "hash_algorithm"}
+
+// plainInsert holds the values decodeInsertPlain points insertBody at:
+// one allocation.
+type plainInsert struct {
+	domain int64
+	strs   [len(insertFields)]string
+}
+
+// decodeInsertPlain decodes the common body in one pass: one flat object
+// of insertBody's keys, each once and spelled exactly, string values
+// without escapes, control characters or invalid UTF-8, and
+// monitored_domain_id a plain non-negative integer of at most 18 digits;
+// any value may be null. Anything else returns false (b may then hold
+// part of the body) for the general decoders, which read those bodies
+// alike (FuzzDecodeInsert).
+func decodeInsertPlain(body []byte, b *insertBody) bool {
+	i := 0
+	ws := func() {
+		for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
+			i++
+		}
+	}
+	// str reads a string without escapes, returning its bounds.
+	str := func() (int, int, bool) {
+		if i >= len(body) || body[i] != '"' {
+			return 0, 0, false
+		}
+		start := i + 1
+		for j := start; j < len(body); j++ {
+			switch c := body[j]; {
+			case c == '"':
+				i = j + 1
+				return start, j, true
+			case c == '\\' || c < 0x20:
+				return 0, 0, false
+			}
+		}
+		return 0, 0, false
+	}
+	isNull := func() bool {
+		if len(body)-i >= 4 && string(body[i:i+4]) == "null" {
+			i += 4
+			return true
+		}
+		return false
+	}
+	ws()
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	i++
+	ws()
+	var v *plainInsert
+	var seen uint
+	// The strings are substrings of one copy of the body.
+	var all string
+	if i < len(body) && body[i] == '}' {
+		i++
+	} else {
+		for {
+			ks, ke, ok := str()
+			if !ok {
+				return false
+			}
+			key := body[ks:ke]
+			ws()
+			if i >= len(body) || body[i] != ':' {
+				return false
+			}
+			i++
+			ws()
+			if v == nil {
+				v = new(plainInsert)
+			}
+			if string(key) == "monitored_domain_id" {
+				if seen&1 != 0 {
+					return false
+				}
+				seen |= 1
+				if !isNull() {
+					start := i
+					for i < len(body) && body[i] >= '0' && body[i] <= '9' {
+						i++
+					}
+					n := i - start
+					if n == 0 || n > 18 || (n > 1 && body[start] == '0') {
+						return false
+					}
+					for _, c := range body[start:i] {
+						v.domain = v.domain*10 + int64(c-'0')
+					}
+					b.MonitoredDomainID = &v.domain
+				}
+			} else {
+				f := -1
+				for k, name := range insertFields {
+					if string(key) == name {
+						f = k
+						break
+					}
+				}
+				if f < 0 || seen&(2<<f) != 0 {
+					return false
+				}
+				seen |= 2 << f
+				if !isNull() {
+					vs, ve, ok := str()
+					if !ok || !utf8.Valid(body[vs:ve]) {
+						return false
+					}
+					if all == "" {
+						all = string(body)
+					}
+					v.strs[f] = all[vs:ve]
+					*b.field(f) = &v.strs[f]
+				}
+			}
+			ws()
+			if i < len(body) && body[i] == ',' {
+				i++
+				ws()
+				continue
+			}
+			if i < len(body) && body[i] == '}' {
+				i++
+				break
+			}
+			return false
+		}
+	}
+	ws()
+	return i == len(body)
+}
+
+// field returns the field of b named insertFields[f].
+func (b *insertBody) field(f int) **string {
+	switch f {
+	case 0:
+		return &b.ToolCode
+	case 1:
+		return &b.ResourceURL
+	case 2:
+		return &b.Username
+	case 3:
+		return &b.Password
+	case 4:
+		return &b.Hash
+	}
+	return &b.HashAlgorithm
 }
 
 // decodeError names the field of a decoding error when there is one.

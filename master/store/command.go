@@ -356,6 +356,9 @@ func decodeTree(raw json.RawMessage) (*config.Node, error) {
 // encodeCommand returns the log entry of one command:
 // type byte, version byte, JSON payload.
 func encodeCommand(c Command) ([]byte, error) {
+	if c, ok := c.(InsertFindings); ok {
+		return c.appendEntry()
+	}
 	p, err := c.payload()
 	if err != nil {
 		return nil, err
@@ -468,6 +471,13 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(clearFindingsPayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
+	}
+	if t == typeInsertFindings && version == insertFindingsBinaryVersion {
+		p, err := decodeInsertFindingsBinary(raw)
+		if err != nil {
+			return decoded{}, fmt.Errorf("%w: %s: %w", errCorruptEntry, t, err)
+		}
+		return decoded{typ: t, p: p}, nil
 	}
 	if version != payloadVersion {
 		return decoded{}, fmt.Errorf("%w: %s version %d (this binary knows %d)", errCorruptEntry, t, version, payloadVersion)

@@ -48,7 +48,12 @@ func TestCommand_RoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cmdType(data[0]) != tc.typ || data[1] != payloadVersion || !json.Valid(data[2:]) {
+			if tc.typ == typeInsertFindings {
+				// The compact binary form (finding_entry.go).
+				if cmdType(data[0]) != tc.typ || data[1] != insertFindingsBinaryVersion {
+					t.Fatalf("entry %q", data)
+				}
+			} else if cmdType(data[0]) != tc.typ || data[1] != payloadVersion || !json.Valid(data[2:]) {
 				t.Fatalf("entry %q", data)
 			}
 			d, err := decodeCommand(data)
@@ -123,10 +128,23 @@ func TestCommand_Format(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = "\x0b\x01" + `{"findings":[{"uid":"u1","tenant":"t","discovered_ms":7,"updated_ms":7,"monitored_domain_id":3,` +
-		`"tool_code":"tc","resource_url":"https://h/","username":"n","password":"p","state":"Unassigned"}]}`
+	// Version 2, binary: count, then each field (docs/decisions.md decision 40).
+	want = "\x0b\x02\x01" + "\x02u1" + "\x01t" + "\x0e\x00\x06" + "\x02tc" + "\x0ahttps://h/" + "\x01n" + "\x01p" +
+		"\x00\x00" + "\x0aUnassigned" + "\x00\x00\x00"
 	if string(data) != want {
 		t.Fatalf("entry %q, want %q", data, want)
+	}
+	// Version 1, JSON, as older binaries wrote it (and this one for
+	// invalid UTF-8), still reads the same.
+	v1 := "\x0b\x01" + `{"findings":[{"uid":"u1","tenant":"t","discovered_ms":7,"updated_ms":7,"monitored_domain_id":3,` +
+		`"tool_code":"tc","resource_url":"https://h/","username":"n","password":"p","state":"Unassigned"}]}`
+	d1, err := decodeCommand([]byte(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := decodeCommand(data)
+	if err != nil || !reflect.DeepEqual(d1, d2) {
+		t.Fatalf("version 1 entry decodes to %#v, version 2 to %#v (%v)", d1, d2, err)
 	}
 	data, err = encodeCommand(PatchFinding{Tenant: "t", UID: "u1", Severity: new("High"), Now: time.UnixMilli(9)})
 	if err != nil {
@@ -263,19 +281,33 @@ func FuzzDecodeInsertFindings(f *testing.F) {
 			ResourceURL: resource, Username: username, Password: password, Hash: hash, HashAlgorithm: algo,
 			State: state, Ticket: ticket,
 		}
-		if data, err := encodeCommand(InsertFindings{Findings: []Finding{in, in}}); err == nil {
+		cmd := InsertFindings{Findings: []Finding{in, in}}
+		if data, err := encodeCommand(cmd); err == nil {
 			d, err := decodeCommand(data)
 			if err != nil {
 				t.Fatalf("encoded entry does not decode: %v", err)
 			}
-			// The encoder writes invalid UTF-8 as U+FFFD: compare with
-			// what the standard decoder reads.
+			// The JSON entry (version 1, which older binaries wrote and
+			// this one writes for invalid UTF-8) writes invalid UTF-8 as
+			// U+FFFD: compare with what the standard decoder reads from
+			// it. The binary entry (version 2) must read the same.
+			p, err := cmd.payload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v1, err := appendEntry(typeInsertFindings, p)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var want insertFindingsPayload
-			if err := strictUnmarshal(data[2:], &want); err != nil {
+			if err := strictUnmarshal(v1[2:], &want); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(d.p, &want) {
 				t.Fatalf("decoded %#v, want %#v", d.p, &want)
+			}
+			if d1, err := decodeCommand(v1); err != nil || !reflect.DeepEqual(d1.p, &want) {
+				t.Fatalf("version 1 entry decoded %#v, %v; want %#v", d1.p, err, &want)
 			}
 			// The stored record (encodeRecord) reads back as what the
 			// standard encoder's would.

@@ -182,7 +182,7 @@ func checkFinding(f Finding) error {
 //	         by uid ascending, in key order; entries written before the
 //	         filter fields existed have an empty value
 //	dedupe   (format 2 only, no longer written) SHA-256 of the identity
-//	         (see dedupeKey) -> uid
+//	         (see appendDedupeKey) -> uid
 //
 // and bucket "finding_keys" (format 3) holds the dedupe key of every
 // tenant's findings stored since format 3, in insertion order:
@@ -201,9 +201,13 @@ var (
 
 // timeKey returns the by_time key of a finding.
 func timeKey(discoveredMS int64, uid string) []byte {
-	k := make([]byte, 8, 8+len(uid))
-	binary.BigEndian.PutUint64(k, uint64(math.MaxInt64-discoveredMS))
-	return append(k, uid...)
+	return appendTimeKey(make([]byte, 0, 8+len(uid)), discoveredMS, uid)
+}
+
+// appendTimeKey appends the by_time key of a finding to dst.
+func appendTimeKey(dst []byte, discoveredMS int64, uid string) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(math.MaxInt64-discoveredMS))
+	return append(dst, uid...)
 }
 
 // timeKeyMS returns the discovery time of a by_time key.
@@ -217,10 +221,14 @@ func timeKeyMS(k []byte) int64 {
 // monitored domain id (uvarint), then state, tool code and username, each
 // a uvarint length and the bytes.
 func filterFields(r *findingRecord) []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64*4+len(r.State)+len(r.ToolCode)+len(r.Username))
+	return appendFilterFields(make([]byte, 0, 1+binary.MaxVarintLen64*4+len(r.State)+len(r.ToolCode)+len(r.Username)), r)
+}
+
+// appendFilterFields appends filterFields(r) to b.
+func appendFilterFields(b []byte, r *findingRecord) []byte {
 	b = append(b, 1)
 	b = binary.AppendUvarint(b, uint64(r.MonitoredDomainID))
-	for _, s := range []string{r.State, r.ToolCode, r.Username} {
+	for _, s := range [...]string{r.State, r.ToolCode, r.Username} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -256,23 +264,32 @@ func parseFilterFields(v []byte) (fv filterView, ok bool) {
 	return fv, len(v) == 0
 }
 
-// dedupeKey identifies a finding for idempotent inserts: its tenant,
-// monitored domain, resource, username and hash, or its password when it
-// has no hash. It is hashed so that no secret sits in the index in clear.
-func dedupeKey(r *findingRecord) []byte {
-	h := sha256.New()
-	secret := "h:" + r.Hash
-	if r.Hash == "" {
-		secret = "p:" + r.Password
-	}
-	for _, s := range []string{r.Tenant, strconv.FormatInt(r.MonitoredDomainID, 10), r.ResourceURL, r.Username, secret} {
+// appendDedupeKey appends to dst the dedupe key of a finding, which
+// identifies it for idempotent inserts: its tenant, monitored domain,
+// resource, username and hash, or its password when it has no hash. It is
+// hashed so that no secret sits in the index in clear. The keys are in
+// state files: their computation must never change
+// (TestDedupeKey_Stable).
+func appendDedupeKey(dst []byte, r *findingRecord) []byte {
+	var buf [512]byte
+	b := buf[:0]
+	field := func(prefix, s string) {
 		// Length-prefixed, so that no two tuples share an encoding.
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(prefix)+len(s)))
+		b = append(append(b, prefix...), s...)
 	}
-	return h.Sum(nil)
+	field("", r.Tenant)
+	var num [20]byte
+	field("", string(strconv.AppendInt(num[:0], r.MonitoredDomainID, 10)))
+	field("", r.ResourceURL)
+	field("", r.Username)
+	if r.Hash != "" {
+		field("h:", r.Hash)
+	} else {
+		field("p:", r.Password)
+	}
+	sum := sha256.Sum256(b)
+	return append(dst, sum[:]...)
 }
 
 // tenantBuckets are the buckets of one tenant's findings; dedupe is nil
@@ -356,20 +373,54 @@ func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
 	return nil
 }
 
-// insert appends dk and uid to b and indexes them.
-func (fk *findingKeys) insert(b *bolt.Bucket, dk []byte, uid string) error {
+// insert appends dk and uid to b and indexes them; the key and value
+// are copied into mem, which bolt reads until the commit.
+func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string) error {
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], seq)
-	v := make([]byte, 0, len(dk)+len(uid))
-	if err := b.Put(k[:], append(append(v, dk...), uid...)); err != nil {
+	k := mem.alloc(8)
+	binary.BigEndian.PutUint64(k, seq)
+	v := mem.alloc(len(dk) + len(uid))
+	copy(v[copy(v, dk):], uid)
+	if err := b.Put(k, v); err != nil {
 		return err
 	}
 	fk.add(binary.BigEndian.Uint64(dk), seq)
 	return nil
+}
+
+// arena hands out the byte slices of the keys and values of one write
+// transaction, which bolt reads until the commit: a few large
+// allocations instead of several per finding.
+type arena struct {
+	buf []byte
+}
+
+// appendFillPercent is how full bolt fills the pages it splits in the
+// buckets whose keys are written in about ascending order.
+const appendFillPercent = 0.9
+
+// arenaChunk is the size of the arena's allocations.
+const arenaChunk = 16 << 10
+
+// alloc returns n bytes of the arena.
+func (a *arena) alloc(n int) []byte {
+	if cap(a.buf)-len(a.buf) < n {
+		// The old chunk stays alive as long as slices of it are.
+		a.buf = make([]byte, 0, max(n, arenaChunk))
+	}
+	l := len(a.buf)
+	a.buf = a.buf[:l+n]
+	return a.buf[l : l+n : l+n]
+}
+
+// copy returns a copy of b in the arena.
+func (a *arena) copy(b []byte) []byte {
+	c := a.alloc(len(b))
+	copy(c, b)
+	return c
 }
 
 // clear forgets every key.
@@ -430,6 +481,13 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		count, start uint64
 	}
 	tenants := map[string]*tenant{}
+	// The keys and values written, in few allocations; scratch and dkBuf
+	// are reused for each finding.
+	var (
+		mem     arena
+		scratch []byte
+		dkBuf   [dedupeKeySize]byte
+	)
 	for i := range p.Findings {
 		r := &p.Findings[i]
 		if err := checkFinding(Finding(*r)); err != nil {
@@ -446,6 +504,10 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			if err != nil {
 				return nil, err
 			}
+			// by_uid's keys (UUIDv7) come in about ascending order:
+			// fuller pages than bolt's default half-full splits mean
+			// fewer pages to write (bolt does not store the setting).
+			tb.byUID.FillPercent = appendFillPercent
 			tn = &tenant{tb: tb, count: n, start: n}
 			tenants[r.Tenant] = tn
 		}
@@ -460,7 +522,8 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 				return nil, err
 			}
 		}
-		dk := dedupeKey(r)
+		kb.FillPercent = appendFillPercent // appended in key order
+		dk := appendDedupeKey(dkBuf[:0], r)
 		uid := keys.lookup(kb, dk)
 		if uid == nil && tb.dedupe != nil {
 			uid = tb.dedupe.Get(dk)
@@ -473,17 +536,22 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			outs[i] = FindingOutcome{UID: r.UID, Err: fmt.Errorf("%w: finding uid %s is taken", ErrInvalidCommand, r.UID)}
 			continue
 		}
-		rec, err := encodeRecord(r)
-		if err != nil {
+		var err error
+		if scratch, err = sjson.Append(scratch[:0], r, recordFlags); err != nil {
 			return nil, err
 		}
-		if err := tb.byUID.Put([]byte(r.UID), rec); err != nil {
+		uidKey := mem.alloc(len(r.UID))
+		copy(uidKey, r.UID)
+		if err := tb.byUID.Put(uidKey, mem.copy(scratch)); err != nil {
 			return nil, err
 		}
-		if err := tb.byTime.Put(timeKey(r.DiscoveredMS, r.UID), filterFields(r)); err != nil {
+		scratch = appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
+		tk := mem.copy(scratch)
+		scratch = appendFilterFields(scratch[:0], r)
+		if err := tb.byTime.Put(tk, mem.copy(scratch)); err != nil {
 			return nil, err
 		}
-		if err := keys.insert(kb, dk, r.UID); err != nil {
+		if err := keys.insert(kb, &mem, dk, r.UID); err != nil {
 			return nil, err
 		}
 		tn.count++
@@ -615,6 +683,10 @@ func (f *fsm) view(fn func(tx *bolt.Tx) error) error {
 func encodeRecord(r *findingRecord) ([]byte, error) {
 	return sjson.Marshal(r)
 }
+
+// recordFlags are the flags with which sjson.Marshal, and so
+// encodeRecord, encodes.
+const recordFlags = sjson.EscapeHTML | sjson.SortMapKeys
 
 func decodeFinding(v []byte) (Finding, error) {
 	var r findingRecord
@@ -846,7 +918,7 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	}
 	cur := b.cur
 	if cur == nil {
-		cur = &findingBatch{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		cur = &findingBatch{ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
 		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
 	}

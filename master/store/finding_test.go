@@ -481,7 +481,7 @@ func TestFindingKeys_Collisions(t *testing.T) {
 			return err
 		}
 		for i := range byte(3) {
-			if err := fk.insert(b, key(i), fmt.Sprint("uid-", i)); err != nil {
+			if err := fk.insert(b, &arena{}, key(i), fmt.Sprint("uid-", i)); err != nil {
 				return err
 			}
 		}

@@ -15,10 +15,17 @@
 #    drain it in turn, each as a new consumer group from the start, for
 #    ENGINE_ROUNDS interleaved rounds, measured with squall bench engine;
 #    prints the drain rates, the engine's CPU per event and the median ratio.
+# 3. Findings (only when PARTS names it): three squall master processes (a
+#    cluster with fsync) and squall bench findings inserting at the leader
+#    (CONNECTIONS connections, no readers, DURATION per round, ROUNDS
+#    rounds); prints inserts/s, p50, p99 and the three masters' CPU per
+#    insert. With BASELINE_SQUALL, a second cluster of that binary takes
+#    its turn in each round.
 #
 # Settings (environment): ROUNDS (5), DURATION (10s), CONNECTIONS (64),
 # EVENTS (200000), ENGINE_ROUNDS (3), WORKERS (the engine's --workers,
-# default its own), PARTS (intake, engine or both: "intake engine"), OUT (a
+# default its own), PARTS (any of intake, engine and findings; default
+# "intake engine"), OUT (a
 # folder for the binaries, logs and JSON summaries; default a new temporary
 # one). BASELINE_SQUALL names another squall binary (an older version): its
 # satellite (and engine) then run as a fourth target ("before"), in the same
@@ -293,4 +300,68 @@ if [[ " $PARTS " == *" engine "* ]]; then
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
 		echo "before: engine/before events/s $(median <"$OUT/ratio-engine-before"), CPU per event before $(median <"$OUT/engine-cpu-before") us"
 	fi
+fi
+
+if [[ " $PARTS " == *" findings "* ]]; then
+	printf '%s\n' 0123456789abcdef0123456789abcdef >"$OUT/hmac.key"
+	printf '%s\n' fedcba9876543210fedcba9876543210 >"$OUT/join.token"
+	chmod 600 "$OUT/hmac.key" "$OUT/join.token"
+	"$B/squall" token --user bench --auth all=root:admin --tenant bench --hmac-key-file "$OUT/hmac.key" >"$OUT/findings.token"
+	token=$(cat "$OUT/findings.token")
+	clusters=(squall)
+	[[ -z ${BASELINE_SQUALL:-} ]] || clusters+=(before)
+	declare -A master_pids leader_url
+	for c in "${clusters[@]}"; do
+		bin=$B/squall
+		[[ $c == squall ]] || bin=$BASELINE_SQUALL
+		first=
+		for n in 1 2 3; do
+			args=(master --node-id "m$n" --data-dir "$OUT/findings-$c/m$n" --http 127.0.0.1:0 --raft 127.0.0.1:0
+				--token-hmac-key-file "$OUT/hmac.key" --join-token-file "$OUT/join.token" --log-level info)
+			if [[ -z $first ]]; then args+=(--bootstrap); else args+=(--join "http://$first"); fi
+			"$bin" "${args[@]}" 2>"$OUT/findings-$c-m$n.log" &
+			pids+=($!)
+			master_pids[$c]+=" $!"
+			addr=$(log_addr "$OUT/findings-$c-m$n.log" "master started" http_addr)
+			[[ -n $first ]] || first=$addr
+			eval "addr_${c}_m$n=$addr"
+		done
+		# Until the three are voters; then the leader's address.
+		leader=
+		for _ in $(seq 300); do
+			info=$(curl -sf -H "Authorization: Bearer $token" "http://$first/squall/v1/cluster" || true)
+			if [[ $(grep -o '"suffrage":"voter"' <<<"$info" | wc -l) == 3 ]]; then
+				leader=$(sed -n 's/.*"leader_id":"\([^"]*\)".*/\1/p' <<<"$info")
+				[[ -n $leader ]] && break
+			fi
+			sleep 0.1
+		done
+		[[ -n $leader ]] || { echo "findings: the $c cluster has no leader with 3 voters" >&2; exit 1; }
+		leader_url[$c]=http://$(eval "echo \$addr_${c}_$leader")
+	done
+	echo
+	echo "findings: $ROUNDS rounds of $DURATION per cluster, $CONNECTIONS connections inserting at the leader"
+	echo "(cpu-us/insert: the three masters' process CPU per insert answered)"
+	printf '%-6s %-8s %10s %9s %9s %7s %14s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert
+	for r in $(seq "$ROUNDS"); do
+		for c in "${clusters[@]}"; do
+			f=$OUT/findings-$r-$c.json
+			c0=0
+			for pid in ${master_pids[$c]}; do c0=$(awk -v a="$c0" -v b="$(cpu "$pid")" 'BEGIN {print a+b}'); done
+			"$B/squall" bench findings --url "${leader_url[$c]}" --token-file "$OUT/findings.token" --connections "$CONNECTIONS" \
+				--readers 0 --duration "$DURATION" --json >"$f" 2>"$OUT/findings-$r-$c.progress"
+			c1=0
+			for pid in ${master_pids[$c]}; do c1=$(awk -v a="$c1" -v b="$(cpu "$pid")" 'BEGIN {print a+b}'); done
+			awk -v a="$c0" -v b="$c1" -v n="$(field "$f" answered)" 'BEGIN {print (b-a)*1e6/n}' >>"$OUT/findings-cpu-$c"
+			field "$f" throughput >>"$OUT/findings-rate-$c"
+			field "$f" p99 >>"$OUT/findings-p99-$c"
+			printf '%-6s %-8s %10.0f %9.2f %9.2f %7s %14.1f\n' "$r" "$c" "$(field "$f" throughput)" "$(field "$f" p50)" \
+				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(tail -n1 "$OUT/findings-cpu-$c")"
+		done
+	done
+	for c in "${clusters[@]}"; do
+		echo "findings medians, $c: inserts/s $(median <"$OUT/findings-rate-$c"), p99 $(median <"$OUT/findings-p99-$c") ms," \
+			"CPU per insert $(median <"$OUT/findings-cpu-$c") us"
+		for pid in ${master_pids[$c]}; do stop "$pid"; done
+	done
 fi
