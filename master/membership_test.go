@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -114,7 +115,7 @@ func TestCluster_JoinAuthenticated(t *testing.T) {
 		{"move to a silent listener", `{"id":"` + victim.ID() + `","raft_addr":"` + rogue + `","http_addr":"127.0.0.1:9"}`},
 		{"new node at a silent listener", `{"id":"rogue","raft_addr":"` + rogue + `","http_addr":"127.0.0.1:9"}`},
 	} {
-		resp, body := postJoin(t, c.URL(f), c.JoinToken(), tc.body)
+		resp, body := postJoinThroughElections(t, c, f, tc.body)
 		wantError(t, resp, body, http.StatusBadGateway, "NODE_UNREACHABLE")
 		unchanged(tc.name)
 	}
@@ -256,4 +257,24 @@ func (b *syncBuffer) String() string {
 
 func newTestLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// postJoinThroughElections posts a join to node i with the join secret and
+// sends it again while it is answered 503 NO_LEADER or LEADER_LOST: on a
+// loaded machine the test cluster's short raft timeouts let a leader lose
+// its leadership while it probes the joining address, and the forwarding
+// node then cannot tell whether the join was applied (a refused join
+// changes nothing either way). At most 10 attempts.
+func postJoinThroughElections(t *testing.T, c *mastertest.Cluster, i int, body string) (*http.Response, []byte) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		resp, b := postJoin(t, c.URL(i), c.JoinToken(), body)
+		var e apiErr
+		if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(b, &e) != nil ||
+			(e.Code != "NO_LEADER" && e.Code != "LEADER_LOST") || attempt == 10 {
+			return resp, b
+		}
+		t.Logf("join attempt %d: %s; again once the cluster has a leader", attempt, b)
+		c.WaitConverged()
+	}
 }
