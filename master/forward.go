@@ -92,10 +92,20 @@ const maxReplayBody = 1 << 20
 //
 // idempotent lists the methods, besides GET, HEAD and OPTIONS, whose
 // requests h applies at most once in effect however often they arrive.
-func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
+//
+// With sessions set (mounted routes, whose handlers h runs behind
+// Server.sessions), a write of any other method gets a request id here,
+// on the node that receives it (see HeaderRequestID), and is retry-safe
+// too: its command carries the id, and the state machine applies it at
+// most once however many leaders receive it.
+func (s *Server) onLeader(h http.Handler, writes, bearer, sessions bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
 		safe := retrySafe(r.Method, idempotent)
+		if sessions && !safe && !readMethod(r.Method) {
+			ensureRequestID(r)
+			safe = true
+		}
 		if direct && !safe && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
 			// routing loop's context (a retry-safe write takes the loop,

@@ -60,7 +60,7 @@ func newEnv(t *testing.T, opts ...mastertest.Option) *env {
 		cfg := findings.Default()
 		cfg.Now = func() time.Time { return time.Unix(e.clock.Load(), 0) }
 		a := findings.New(cfg, s.Store(), s.Verifier(), logger)
-		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite); err != nil {
+		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 			t.Fatal(err)
 		}
 	}))...)

@@ -34,6 +34,9 @@ type Result struct {
 	// Findings holds, for an InsertFindings command, the outcome of each
 	// finding in the command's order.
 	Findings []FindingOutcome
+	// Replayed is set when the command carried a request id that the
+	// state had applied before (see WithSession): it changed nothing now.
+	Replayed bool
 }
 
 // fsm is the raft state machine: the state file (bbolt, separate from the
@@ -56,6 +59,8 @@ type fsm struct {
 	// keys is the dedupe index of the findings in db, used and replaced
 	// (with db) only by raft's FSM goroutine.
 	keys *findingKeys
+	// sessionCap bounds the request table (0: MaxSessions); tests lower it.
+	sessionCap uint64
 
 	mu       sync.RWMutex
 	st       state
@@ -293,6 +298,9 @@ func (f *fsm) applyOne(b *bolt.Bucket, st *state, idx uint64, d decoded) (any, e
 		}
 		f.metrics.fsmCommands.WithLabelValues(typeBatch.String(), resultOK).Inc()
 		return results, nil
+	}
+	if d.typ == typeSession {
+		return f.applySession(b, st, idx, d)
 	}
 	return f.applyCommand(b, st, idx, d)
 }
