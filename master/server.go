@@ -255,7 +255,8 @@ func RequestIDs() MountOption {
 // (besides GET, HEAD and OPTIONS, which always are) change nothing when
 // they are applied again, even after other writes: e.g. an insert that
 // deduplicates by content. (A PUT or PATCH that sets values is not: sent
-// again after another client's write, it would undo that write.) When a leader fails while it has such
+// again after another client's write, it would undo that write; such
+// writes are resent safely with RequestIDs.) When a leader fails while it has such
 // a request, the follower that forwarded it sends it again to the next
 // leader instead of answering 503 LEADER_LOST.
 func IdempotentMethods(methods ...string) MountOption {
