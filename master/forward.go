@@ -94,16 +94,17 @@ const maxReplayBody = 1 << 20
 // idempotent lists the methods, besides GET, HEAD and OPTIONS, whose
 // requests h applies at most once in effect however often they arrive.
 //
-// With sessions set (mounted routes, whose handlers h runs behind
-// Server.sessions), a write of any other method gets a request id here,
-// on the node that receives it (see HeaderRequestID), and is retry-safe
-// too: its command carries the id, and the state machine applies it at
-// most once however many leaders receive it.
-func (s *Server) onLeader(h http.Handler, writes, bearer, sessions bool, idempotent ...string) http.Handler {
+// With ids set (mounted routes declared with RequestIDs, whose handlers h
+// runs behind Server.sessions), a write of any other method for which ids
+// reports true gets a request id here, on the node that receives it (see
+// HeaderRequestID), and is retry-safe too: its command carries the id,
+// and the state machine applies it at most once however many leaders
+// receive it.
+func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Request) bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
 		safe := retrySafe(r.Method, idempotent)
-		if sessions && !safe && !readMethod(r.Method) {
+		if ids != nil && !safe && !readMethod(r.Method) && ids(r) {
 			ensureRequestID(r)
 			safe = true
 		}

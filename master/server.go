@@ -166,11 +166,11 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
 	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
 	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
-	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true, false))
-	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false, false)))
-	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true, false))
-	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true, false))
-	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true, false))
+	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true, nil))
+	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false, nil)))
+	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true, nil))
+	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true, nil))
+	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true, nil))
 }
 
 // Placement says which node serves the requests of a mounted handler.
@@ -233,7 +233,7 @@ type MountOption func(*mountOptions)
 
 type mountOptions struct {
 	idempotent []string
-	requestIDs bool
+	requestIDs func(*http.Request) bool // nil: no request ids
 }
 
 // RequestIDs declares that the handler's writes (PUT, POST, PATCH and
@@ -247,8 +247,21 @@ type mountOptions struct {
 // store.WithSession), so that the state machine applies it at most once;
 // and a follower whose leader failed while it had the request sends it
 // again to the next leader, as it does with the idempotent methods.
-func RequestIDs() MountOption {
-	return func(o *mountOptions) { o.requestIDs = true }
+//
+// With a filter, only the writes for which it reports true get an id and
+// are resent: e.g. not a request that acts outside the state (a test
+// event that runs actions), which the state machine cannot deduplicate.
+func RequestIDs(filter ...func(r *http.Request) bool) MountOption {
+	return func(o *mountOptions) {
+		o.requestIDs = func(r *http.Request) bool {
+			for _, f := range filter {
+				if !f(r) {
+					return false
+				}
+			}
+			return true
+		}
+	}
 }
 
 // IdempotentMethods declares that the handler's requests of these methods
@@ -280,7 +293,7 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement, opts ...Moun
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.requestIDs && p != OnAnyNode {
+	if o.requestIDs != nil && p != OnAnyNode {
 		h = s.sessions(h, o.idempotent)
 	}
 	switch p {

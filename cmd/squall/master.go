@@ -110,7 +110,7 @@ given on the command line wins; empty variables are ignored.`,
 				apiCfg.Hostname = host // names export files
 			}
 			a := api.New(apiCfg, srv.Store(), srv.Verifier(), actions, logger)
-			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs()); err != nil {
+			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 				return err
 			}
 			// The findings API runs on the leader too; with --findings-key

@@ -38,6 +38,15 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
+// StateWrite reports whether r is a write whose whole effect is one
+// change of the replicated state: every write but the test events (whose
+// actions act outside it). The master gives those writes request ids
+// (master.RequestIDs(StateWrite)), applied once however often they are
+// sent.
+func StateWrite(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/api/v2_beta/event/")
+}
+
 // Verifier authenticates Authorization headers. *auth.Verifier implements it.
 type Verifier interface {
 	Verify(header string) (*auth.Claims, error)
