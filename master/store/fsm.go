@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -61,6 +62,9 @@ type fsm struct {
 	keys *findingKeys
 	// sessionCap bounds the request table (0: MaxSessions); tests lower it.
 	sessionCap uint64
+	// sessions indexes the request table by key; nil until first used
+	// after open or a restore (see sessionIndexOf).
+	sessions atomic.Pointer[sessionIndex]
 
 	mu       sync.RWMutex
 	st       state
@@ -722,6 +726,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		panic(fmt.Sprintf("store: restore: reopen %s: %v", f.path, err))
 	}
 	f.db, f.keys = db, keys
+	f.sessions.Store(nil)
 	f.mu.Lock()
 	f.restores++
 	f.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,10 +43,11 @@ const (
 	// most maxLeaderFailures waits for a leader of a few seconds each).
 	SessionWindow = 5 * time.Minute
 	// MaxSessions bounds the table: a new entry beyond it evicts the
-	// oldest. An entry takes about 160 bytes in the state file (a 32-byte
-	// key and a 50-byte record in one bucket, a 40-byte key in the time
-	// index, bbolt's 16-byte element headers) plus the recorded answer
-	// (usually "null"): about 16 MB at the cap, before page slack.
+	// oldest. An entry takes about 100 bytes in the state file (a 40-byte
+	// key, time then request key, a 42-byte record, bbolt's 16-byte
+	// element header) plus the recorded answer (usually "null"), and
+	// about 80 bytes of memory in the index of keys: about 10 MB on disk
+	// and 8 MB of memory at the cap.
 	MaxSessions = 100_000
 )
 
@@ -57,11 +59,78 @@ const typeSession cmdType = 22
 // idempotency key). It changes nothing.
 var ErrRequestMismatch = errors.New("the request id was already used for a different request")
 
-var (
-	bucketSessions       = []byte("sessions")         // key -> sessionRecord
-	bucketSessionsByTime = []byte("sessions_by_time") // now_ms (8 bytes) + key -> nothing
-	keySessionCount      = []byte("count")            // in bucketSessions; keys are 32 bytes
-)
+// bucketSessions holds the table: now_ms (8 bytes, big-endian) and the
+// request key -> the record (see encodeSessionRecord). Its keys sort by
+// time, so that new entries go to its end and expired ones leave from
+// its start (few pages touched per write); lookups by request key use an
+// index in memory (sessionIndex), built from the bucket when first used.
+var bucketSessions = []byte("sessions")
+
+// sessionIndex maps the request keys of the table to their time. The FSM
+// goroutine changes it while it applies entries; readers (the leader's
+// lookups) hold mu's read lock.
+type sessionIndex struct {
+	mu    sync.RWMutex
+	byKey map[[SessionKeySize]byte]int64
+}
+
+// loadSessionIndex builds the index of a table (b nil: no table yet).
+func loadSessionIndex(b *bolt.Bucket) (*sessionIndex, error) {
+	idx := &sessionIndex{byKey: make(map[[SessionKeySize]byte]int64)}
+	if b == nil {
+		return idx, nil
+	}
+	err := b.ForEach(func(k, _ []byte) error {
+		if len(k) != 8+SessionKeySize {
+			return fmt.Errorf("session key of %d bytes", len(k))
+		}
+		idx.byKey[[SessionKeySize]byte(k[8:])] = int64(binary.BigEndian.Uint64(k[:8]))
+		return nil
+	})
+	return idx, err
+}
+
+// get returns the time of key's entry.
+func (x *sessionIndex) get(key [SessionKeySize]byte) (int64, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ms, ok := x.byKey[key]
+	return ms, ok
+}
+
+func (x *sessionIndex) len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byKey)
+}
+
+func (x *sessionIndex) put(key [SessionKeySize]byte, ms int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.byKey[key] = ms
+}
+
+func (x *sessionIndex) delete(key [SessionKeySize]byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.byKey, key)
+}
+
+// sessionIndexOf returns f's index of the table, building it from tx
+// the first time (after open or a restore).
+func (f *fsm) sessionIndexOf(tx *bolt.Tx) (*sessionIndex, error) {
+	if idx := f.sessions.Load(); idx != nil {
+		return idx, nil
+	}
+	idx, err := loadSessionIndex(tx.Bucket(bucketSessions))
+	if err != nil {
+		return nil, err
+	}
+	if !f.sessions.CompareAndSwap(nil, idx) {
+		return f.sessions.Load(), nil
+	}
+	return idx, nil
+}
 
 // SessionKeySize is the size of a request's key in the table.
 const SessionKeySize = 32
@@ -128,15 +197,24 @@ func (s *Store) Session(key [SessionKeySize]byte) (SessionOutcome, bool, error) 
 	var out SessionOutcome
 	var found bool
 	err := f.view(func(tx *bolt.Tx) error {
+		idx, err := f.sessionIndexOf(tx)
+		if err != nil {
+			return err
+		}
+		ms, ok := idx.get(key)
+		if !ok {
+			return nil
+		}
 		b := tx.Bucket(bucketSessions)
 		if b == nil {
 			return nil
 		}
-		v := b.Get(key[:])
+		v := b.Get(sessionTimeKey(ms, key[:]))
 		if v == nil {
+			// Indexed by an entry still being applied.
 			return nil
 		}
-		rec, err := decodeSessionRecord(v)
+		rec, err := decodeSessionRecord(ms, v)
 		if err != nil {
 			return err
 		}
@@ -213,7 +291,9 @@ func decodeSession(version uint8, raw []byte) (decoded, error) {
 		return decoded{}, fmt.Errorf("%w: %s version %d (this binary knows %d)", errCorruptEntry, typeSession, version, payloadVersion)
 	}
 	p := new(sessionPayload)
-	if err := strictUnmarshal(raw, p); err != nil {
+	// Decoded by every node for every write: segmentio's decoder, as for
+	// inserts (TestSession_DecodersAgree checks it against encoding/json).
+	if err := fastStrictUnmarshal(raw, p); err != nil {
 		return decoded{}, fmt.Errorf("%w: %s: %w", errCorruptEntry, typeSession, err)
 	}
 	if len(p.Key) != SessionKeySize || len(p.Fingerprint) != 32 {
@@ -234,89 +314,78 @@ func decodeSession(version uint8, raw []byte) (decoded, error) {
 // own time, so every node drops the same ones.
 func (f *fsm) applySession(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
 	p := d.p.(*sessionPayload)
-	tx := b.Tx()
-	sb, err := tx.CreateBucketIfNotExists(bucketSessions)
+	key := [SessionKeySize]byte(p.Key)
+	sb, err := b.Tx().CreateBucketIfNotExists(bucketSessions)
 	if err != nil {
 		return Result{}, err
 	}
-	tb, err := tx.CreateBucketIfNotExists(bucketSessionsByTime)
+	index, err := f.sessionIndexOf(b.Tx())
 	if err != nil {
 		return Result{}, err
 	}
-	n, err := getUint64(sb, keySessionCount)
-	if err != nil {
-		return Result{}, err
-	}
-	limit := f.sessionCap
+	limit := int(f.sessionCap)
 	if limit == 0 {
 		limit = MaxSessions
 	}
-	if n, err = expireSessions(sb, tb, n, p.NowMS-SessionWindow.Milliseconds(), limit); err != nil {
+	if err := expireSessions(sb, index, p.NowMS-SessionWindow.Milliseconds(), limit); err != nil {
 		return Result{}, err
 	}
-	if v := sb.Get(p.Key); v != nil {
-		rec, err := decodeSessionRecord(v)
+	if ms, ok := index.get(key); ok {
+		v := sb.Get(sessionTimeKey(ms, p.Key))
+		if v == nil {
+			return Result{}, fmt.Errorf("session %x indexed at %d but not stored", p.Key, ms)
+		}
+		rec, err := decodeSessionRecord(ms, v)
 		if err != nil {
 			return Result{}, err
 		}
 		if !bytes.Equal(rec.Fingerprint[:], p.Fingerprint) {
 			f.metrics.fsmCommands.WithLabelValues(typeSession.String(), resultRefused).Inc()
-			return Result{Index: st.index, Err: ErrRequestMismatch}, putUint64(sb, keySessionCount, n)
+			return Result{Index: st.index, Err: ErrRequestMismatch}, nil
 		}
 		f.metrics.fsmCommands.WithLabelValues(typeSession.String(), resultReplayed).Inc()
-		return Result{Index: st.index, Replayed: true}, putUint64(sb, keySessionCount, n)
+		return Result{Index: st.index, Replayed: true}, nil
 	}
 	r, err := f.applyCommand(b, st, idx, d.batch[0])
-	if err != nil {
-		return Result{}, err
-	}
-	if r.Err != nil {
+	if err != nil || r.Err != nil {
 		// A refused command changed nothing: applying it again later is
 		// a first application at that later point, so it is not
 		// remembered.
-		return r, putUint64(sb, keySessionCount, n)
+		return r, err
 	}
-	if n >= limit {
-		if n, err = expireSessions(sb, tb, n, 0, limit-1); err != nil {
-			return Result{}, err
-		}
+	if err := expireSessions(sb, index, 0, limit-1); err != nil {
+		return Result{}, err
 	}
 	rec := SessionOutcome{Index: r.Index, AtMS: p.NowMS, Status: p.Status, Answer: p.Answer}
 	copy(rec.Fingerprint[:], p.Fingerprint)
-	if err := sb.Put(p.Key, encodeSessionRecord(rec)); err != nil {
+	if err := sb.Put(sessionTimeKey(p.NowMS, p.Key), encodeSessionRecord(rec)); err != nil {
 		return Result{}, err
 	}
-	if err := tb.Put(sessionTimeKey(p.NowMS, p.Key), nil); err != nil {
-		return Result{}, err
-	}
-	return r, putUint64(sb, keySessionCount, n+1)
+	index.put(key, p.NowMS)
+	return r, nil
 }
 
 // resultReplayed labels a session entry whose request was applied before.
 const resultReplayed = "replayed"
 
 // expireSessions deletes the entries older than beforeMS, and the oldest
-// ones while there are more than max; it returns the new count.
-func expireSessions(sb, tb *bolt.Bucket, n uint64, beforeMS int64, max uint64) (uint64, error) {
-	c := tb.Cursor()
+// ones while there are more than max.
+func expireSessions(sb *bolt.Bucket, index *sessionIndex, beforeMS int64, max int) error {
+	c := sb.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.First() {
 		if len(k) != 8+SessionKeySize {
-			return 0, fmt.Errorf("session time key of %d bytes", len(k))
+			return fmt.Errorf("session key of %d bytes", len(k))
 		}
-		if int64(binary.BigEndian.Uint64(k[:8])) >= beforeMS && n <= max {
-			break
+		if int64(binary.BigEndian.Uint64(k[:8])) >= beforeMS && index.len() <= max {
+			return nil
 		}
-		if err := sb.Delete(k[8:]); err != nil {
-			return 0, err
-		}
+		key := [SessionKeySize]byte(k[8:])
 		if err := c.Delete(); err != nil {
-			return 0, err
+			return err
 		}
-		if n > 0 {
-			n--
-		}
+		index.delete(key)
 	}
-	return n, nil
+	return nil
 }
 
 // sessionTimeKey is an entry's key in the time index: time, then key.
@@ -326,30 +395,29 @@ func sessionTimeKey(ms int64, key []byte) []byte {
 	return append(k, key...)
 }
 
-// The stored record: index (8), time (8), fingerprint (32), status (2),
-// answer.
-const sessionRecordSize = 8 + 8 + 32 + 2
+// The stored record: index (8), fingerprint (32), status (2), answer.
+const sessionRecordSize = 8 + 32 + 2
 
 func encodeSessionRecord(r SessionOutcome) []byte {
 	v := make([]byte, sessionRecordSize, sessionRecordSize+len(r.Answer))
 	binary.BigEndian.PutUint64(v[0:], r.Index)
-	binary.BigEndian.PutUint64(v[8:], uint64(r.AtMS))
-	copy(v[16:48], r.Fingerprint[:])
-	binary.BigEndian.PutUint16(v[48:], uint16(r.Status))
+	copy(v[8:40], r.Fingerprint[:])
+	binary.BigEndian.PutUint16(v[40:], uint16(r.Status))
 	return append(v, r.Answer...)
 }
 
-// decodeSessionRecord decodes a record; Answer aliases v.
-func decodeSessionRecord(v []byte) (SessionOutcome, error) {
+// decodeSessionRecord decodes the record of an entry of time ms; Answer
+// aliases v.
+func decodeSessionRecord(ms int64, v []byte) (SessionOutcome, error) {
 	if len(v) < sessionRecordSize {
 		return SessionOutcome{}, fmt.Errorf("session record of %d bytes", len(v))
 	}
 	r := SessionOutcome{
 		Index:  binary.BigEndian.Uint64(v[0:]),
-		AtMS:   int64(binary.BigEndian.Uint64(v[8:])),
-		Status: int(binary.BigEndian.Uint16(v[48:])),
+		AtMS:   ms,
+		Status: int(binary.BigEndian.Uint16(v[40:])),
 	}
-	copy(r.Fingerprint[:], v[16:48])
+	copy(r.Fingerprint[:], v[8:40])
 	if len(v) > sessionRecordSize {
 		r.Answer = v[sessionRecordSize:]
 	}

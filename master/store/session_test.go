@@ -152,15 +152,17 @@ func TestSession_Bounds(t *testing.T) {
 		idx++
 		return r
 	}
-	count := func() uint64 {
+	count := func() int {
 		t.Helper()
-		var n uint64
+		n := 0
 		if err := f.view(func(tx *bolt.Tx) error {
-			var err error
-			n, err = getUint64(tx.Bucket(bucketSessions), keySessionCount)
-			return err
+			n = tx.Bucket(bucketSessions).Stats().KeyN
+			return nil
 		}); err != nil {
 			t.Fatal(err)
+		}
+		if m := f.sessions.Load().len(); m != n {
+			t.Fatalf("index of %d keys, table of %d", m, n)
 		}
 		return n
 	}
@@ -239,5 +241,40 @@ func TestSession_Cluster(t *testing.T) {
 		if n.Index() != first.Index {
 			t.Fatalf("%s: state index %d, want %d", n.ID(), n.Index(), first.Index)
 		}
+	}
+}
+
+// TestSession_DecodersAgree: a session entry decodes alike with
+// segmentio's decoder (decodeSession) and encoding/json, and unknown
+// fields are refused.
+func TestSession_DecodersAgree(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	s := session("k", "b")
+	ctx := WithSession(context.Background(), s)
+	SetAnswer(ctx, 200, []byte("{\"id\":\"d1\"}\n"))
+	data, err := encodeCommand(wrapped(s, now, CreateDraft{ID: "d1", Owner: "alice", Now: now}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := decodeCommand(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want sessionPayload
+	if err := strictUnmarshal(data[2:], &want); err != nil {
+		t.Fatal(err)
+	}
+	got := d.p.(*sessionPayload)
+	if !bytes.Equal(got.Key, want.Key) || !bytes.Equal(got.Fingerprint, want.Fingerprint) || got.NowMS != want.NowMS ||
+		got.Status != want.Status || !bytes.Equal(got.Answer, want.Answer) || got.Command.Type != want.Command.Type ||
+		!bytes.Equal(got.Command.Payload, want.Command.Payload) || string(got.Answer) != "{\"id\":\"d1\"}\n" {
+		t.Fatalf("decoded %+v, encoding/json %+v", got, want)
+	}
+	if inner := d.batch[0].p.(*createDraftPayload); inner.ID != "d1" || inner.Owner != "alice" {
+		t.Fatalf("inner %+v", inner)
+	}
+	bad := append([]byte{byte(typeSession), payloadVersion}, []byte(`{"key":"","fp":"","now_ms":1,"extra":1,"command":{"type":2,"version":1,"payload":{}}}`)...)
+	if _, err := decodeCommand(bad); !errors.Is(err, errCorruptEntry) {
+		t.Fatalf("unknown field: %v, want errCorruptEntry", err)
 	}
 }
