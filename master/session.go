@@ -106,16 +106,27 @@ func (s *Server) sessions(h http.Handler, idempotent []string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		var body []byte
+		// The whole body is digested; up to maxReplayBody of it is kept,
+		// for a handler that runs again.
+		var body bytes.Buffer
+		over := false
 		if hasBody(r) {
-			b, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
-			if err != nil {
+			hb := &hashingBody{r: r.Body, h: sha256.New()}
+			if _, err := io.Copy(&body, io.LimitReader(hb, maxReplayBody+1)); err != nil {
 				s.writeError(w, r, errorf(http.StatusBadRequest, codeBadRequest, "read the request body: %s", err))
 				return
 			}
-			body = b
+			if body.Len() > maxReplayBody {
+				over = true
+				if _, err := io.Copy(io.Discard, hb); err != nil {
+					s.writeError(w, r, errorf(http.StatusBadRequest, codeBadRequest, "read the request body: %s", err))
+					return
+				}
+			}
+			sess.Fingerprint = hb.sum()
+		} else {
+			sess.Fingerprint = sha256.Sum256(nil)
 		}
-		sess.Fingerprint = sha256.Sum256(body)
 		if out.Fingerprint != sess.Fingerprint {
 			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeKeyReused,
 				"the %s was already used for a request with another body: use a new key for a new request", HeaderIdempotencyKey))
@@ -128,8 +139,15 @@ func (s *Server) sessions(h http.Handler, idempotent []string) http.Handler {
 			_, _ = w.Write(out.Answer)
 			return
 		}
+		if over {
+			// The handlers that take such bodies (imports) record their
+			// answer; one that did not could not run again from here.
+			s.writeError(w, r, errorf(http.StatusRequestEntityTooLarge, codeTooLarge,
+				"a request applied before, of more than %d bytes, cannot be served again", maxReplayBody))
+			return
+		}
 		c := *r
-		c.Body = io.NopCloser(bytes.NewReader(body))
+		c.Body = io.NopCloser(&body)
 		r = &c
 		h.ServeHTTP(w, r.WithContext(store.WithSession(r.Context(), sess)))
 	})

@@ -14,28 +14,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Request sessions: the state machine remembers, for a while, which
-// requests it applied, so that a request sent again after a leader failed
-// while it had it is applied at most once (the client sessions of the
-// Raft thesis, section 6.3, in a simple form).
-//
-// The node that receives a write gives it a request id; the leader's
-// handler submits its command wrapped with the id (see [WithSession]);
-// applying a wrapped command whose id the table already holds changes
-// nothing and returns the recorded outcome. Why a resend through a new
-// leader is then applied exactly once: the first attempt's entry E1 was
-// appended by the old leader. Either E1 is in the new leader's log —
-// raft's leader completeness puts every committed entry there — and then
-// it precedes every entry the new leader appends, the resend's E2
-// included, so E1 is applied first and E2 finds its id; or E1 is not in
-// the new leader's log, and then it never commits: the new leader's
-// first committed entry overwrites it on the followers, and every later
-// leader's log extends that entry. Either way one of E1 and E2 takes
-// effect.
-//
-// The table is part of the state file, so it is replicated with the log
-// and travels in snapshots; a state file or snapshot written before the
-// table existed has none and loads as an empty table.
 const (
 	// SessionWindow is how long the table remembers an applied request,
 	// by the leader's clock stamped into the commands (never the clock
@@ -159,6 +137,29 @@ type sessionKey struct{}
 // active tree or a finding's triage) is wrapped with s, so that it is
 // applied at most once per key. Later commands with the same context are
 // submitted as they are.
+//
+// Request sessions: the state machine remembers, for a while, which
+// requests it applied, so that a request sent again after a leader failed
+// while it had it is applied at most once (the client sessions of the
+// Raft thesis, section 6.3, in a simple form).
+//
+// The node that receives a write gives it a request id; the leader's
+// handler submits its command wrapped with the id (with this context);
+// applying a wrapped command whose id the table already holds changes
+// nothing and returns Result.Replayed. Why a resend through a new
+// leader is then applied exactly once: the first attempt's entry E1 was
+// appended by the old leader. Either E1 is in the new leader's log —
+// raft's leader completeness puts every committed entry there — and then
+// it precedes every entry the new leader appends, the resend's E2
+// included, so E1 is applied first and E2 finds its id; or E1 is not in
+// the new leader's log, and then it never commits: the new leader's
+// first committed entry overwrites it on the followers, and every later
+// leader's log extends that entry. Either way one of E1 and E2 takes
+// effect.
+//
+// The table is part of the state file, so it is replicated with the log
+// and travels in snapshots; a state file or snapshot written before the
+// table existed has none and loads as an empty table.
 func WithSession(ctx context.Context, s *Session) context.Context {
 	return context.WithValue(ctx, sessionKey{}, s)
 }
