@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +227,44 @@ func TestIdempotencyKey(t *testing.T) {
 	var ans takeOverAnswer
 	if r2.StatusCode != http.StatusOK || json.Unmarshal(b2, &ans) != nil || ans.Replayed {
 		t.Fatalf("another caller's key: %d %s, want applied", r2.StatusCode, b2)
+	}
+}
+
+// TestRequestIDs_Filter: the writes a mount's filter excludes (the
+// config API's test events) get no request id, so they are not resent;
+// the others get one on the node that receives them, kept when forwarded,
+// and reads get none.
+func TestRequestIDs_Filter(t *testing.T) {
+	t.Parallel()
+	const prefix = "/api/v2_beta/ids/"
+	var seen sync.Map // path -> request id the leader saw
+	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen.Store(r.Method+" "+r.URL.Path, r.Header.Get(master.HeaderRequestID))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, "null")
+		})
+		noEvents := func(r *http.Request) bool { return !strings.HasSuffix(r.URL.Path, "/event") }
+		if err := s.Mount(prefix, h, master.OnLeader, master.RequestIDs(noEvents)); err != nil {
+			panic(err)
+		}
+	}))
+	f := c.Followers()[0]
+	for _, tc := range []struct {
+		method, path string
+		id           bool
+	}{
+		{http.MethodPost, prefix + "write", true},
+		{http.MethodPost, prefix + "event", false},
+		{http.MethodGet, prefix + "read", false},
+	} {
+		resp, body := c.Do(f, tc.method, tc.path, c.AdminToken, []byte(`{}`))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, body)
+		}
+		v, _ := seen.Load(tc.method + " " + tc.path)
+		if id, _ := v.(string); (id != "") != tc.id || (tc.id && len(id) != 32) {
+			t.Errorf("%s %s: the leader saw request id %q, want one: %v", tc.method, tc.path, id, tc.id)
+		}
 	}
 }
