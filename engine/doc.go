@@ -31,7 +31,7 @@
 //
 // Once it has a tree, the engine joins the consumer group
 // ([kafkasource.Source]) and fetches without committing, a batch of one
-// partition's messages at a time (docs/decisions.md decision 38). Each
+// partition's messages at a time (docs/decisions.md decision 37). Each
 // message goes to one of Config.Workers workers chosen by a hash of its key
 // (the tenant id), so the events of one key are processed one at a time, in
 // order, while other keys run in parallel; a batch's messages reach each
@@ -54,7 +54,7 @@
 //     actions left lines in the worker's write batch, only once the batch
 //     is written: when 256 events wait for it, 2 ms after the first of
 //     them, or when the worker's queue is empty (docs/decisions.md
-//     decision 39). A line the batched write
+//     decision 38). A line the batched write
 //     fails to write is written again on its own, through the registry's
 //     retries; if that fails too, the event is dead-lettered.
 //

@@ -43,8 +43,13 @@
 // A follower whose forward fails looks for the leader again and sends
 // the request again when that cannot apply it twice: when it never
 // reached the leader (refused or timed-out connection, an answer with
-// [HeaderNotApplied]), or when its method is retry-safe (GET, HEAD,
-// OPTIONS, and those a mount declares with [IdempotentMethods]).
+// [HeaderNotApplied]), when its method is retry-safe (GET, HEAD,
+// OPTIONS, and those a mount declares with [IdempotentMethods]), or when
+// it is a write of a mount declared with [RequestIDs]: the node that
+// receives such a write gives it a request id ([HeaderRequestID], or the
+// client's [HeaderIdempotencyKey]), the leader submits its command with
+// that id, and the replicated state machine applies an id once (see
+// store.WithSession), answering a resend with the first outcome.
 // It gives up on a leader whose connection broke at once, on one it no
 // longer follows and has not heard from for raft's heartbeat timeout (it
 // froze or died) at once too, and on one it no longer follows but heard
@@ -52,7 +57,7 @@
 // retry-safe request that the leader itself serves, and answers 503 once
 // it lost its leadership, is routed again the same way. Any other request is
 // answered 503 LEADER_LOST: it may have been applied (docs/operations.md,
-// "Failover"). [Server.Shutdown] on the leader first stops serving
+// "Failover"; docs/decisions.md decisions 22, 31 and 32). [Server.Shutdown] on the leader first stops serving
 // requests as leader, waits for those it serves, and transfers the
 // leadership to another voter, so that a rolling restart answers no
 // request with an error.

@@ -32,10 +32,11 @@ const HeaderNotApplied = "X-Squall-Not-Applied"
 
 // HeaderResent is set to "true" on the answer to a request that was sent
 // again after a leader failed while it had it (only requests that cannot
-// take effect twice are: GET, HEAD, OPTIONS and the methods a mount
-// declares with [IdempotentMethods]). The first attempt may have been
-// applied: an idempotent insert answered "already stored" (200 instead
-// of 201) may have been stored by this very request.
+// take effect twice are: GET, HEAD, OPTIONS, the methods a mount
+// declares with [IdempotentMethods], and the writes of a mount with
+// [RequestIDs], which the state machine applies once). The first attempt
+// may have been applied: an idempotent insert answered "already stored"
+// (200 instead of 201) may have been stored by this very request.
 const HeaderResent = "X-Squall-Resent"
 
 // leaderPoll is how often a request waiting for a leader looks again,
@@ -92,10 +93,21 @@ const maxReplayBody = 1 << 20
 //
 // idempotent lists the methods, besides GET, HEAD and OPTIONS, whose
 // requests h applies at most once in effect however often they arrive.
-func (s *Server) onLeader(h http.Handler, writes, bearer bool, idempotent ...string) http.Handler {
+//
+// With ids set (mounted routes declared with RequestIDs, whose handlers h
+// runs behind Server.sessions), a write of any other method for which ids
+// reports true gets a request id here, on the node that receives it (see
+// HeaderRequestID), and is retry-safe too: its command carries the id,
+// and the state machine applies it at most once however many leaders
+// receive it.
+func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Request) bool, idempotent ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
 		safe := retrySafe(r.Method, idempotent)
+		if ids != nil && !safe && !readMethod(r.Method) && ids(r) {
+			ensureRequestID(r)
+			safe = true
+		}
 		if direct && !safe && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
 			// routing loop's context (a retry-safe write takes the loop,
@@ -531,10 +543,13 @@ var (
 //     the leader found next, whatever its method (attemptNotSent);
 //   - the leader had the request and failed (the connection broke, or
 //     this node stopped following it: raft's heartbeat timeout passed
-//     or another node was elected): a request of a retry-safe method may
-//     be sent again (attemptFailed), until maxLeaderFailures leaders
-//     failed with it; any other is answered 503 LEADER_LOST, since it
-//     may have been applied.
+//     or another node was elected): a retry-safe request (a retry-safe
+//     method, or a write with a request id) may be sent again
+//     (attemptFailed), until maxLeaderFailures leaders failed with it;
+//     any other is answered 503 LEADER_LOST, since it may have been
+//     applied. A write with a request id is applied at most once
+//     however many leaders had it: see store.WithSession for why raft's
+//     log order makes the resend safe.
 //
 // A request whose body was partly streamed to a leader that failed is
 // never sent again.

@@ -166,11 +166,11 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
 	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
 	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
-	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true))
-	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false)))
-	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true))
-	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true))
-	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true))
+	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true, nil))
+	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false, nil)))
+	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true, nil))
+	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true, nil))
+	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true, nil))
 }
 
 // Placement says which node serves the requests of a mounted handler.
@@ -233,13 +233,43 @@ type MountOption func(*mountOptions)
 
 type mountOptions struct {
 	idempotent []string
+	requestIDs func(*http.Request) bool // nil: no request ids
+}
+
+// RequestIDs declares that the handler's writes (PUT, POST, PATCH and
+// DELETE requests of the methods not declared with IdempotentMethods)
+// each submit their change as one store.Store.Apply call with the
+// request's context, and check nothing against the state before it that
+// their own first attempt could have changed, unless they record their
+// answer first with store.SetAnswer. The node that receives such a write
+// gives it a request id (HeaderRequestID) or takes the client's
+// HeaderIdempotencyKey; the leader serves it with its session (see
+// store.WithSession), so that the state machine applies it at most once;
+// and a follower whose leader failed while it had the request sends it
+// again to the next leader, as it does with the idempotent methods.
+//
+// With a filter, only the writes for which it reports true get an id and
+// are resent: e.g. not a request that acts outside the state (a test
+// event that runs actions), which the state machine cannot deduplicate.
+func RequestIDs(filter ...func(r *http.Request) bool) MountOption {
+	return func(o *mountOptions) {
+		o.requestIDs = func(r *http.Request) bool {
+			for _, f := range filter {
+				if !f(r) {
+					return false
+				}
+			}
+			return true
+		}
+	}
 }
 
 // IdempotentMethods declares that the handler's requests of these methods
 // (besides GET, HEAD and OPTIONS, which always are) change nothing when
 // they are applied again, even after other writes: e.g. an insert that
 // deduplicates by content. (A PUT or PATCH that sets values is not: sent
-// again after another client's write, it would undo that write.) When a leader fails while it has such
+// again after another client's write, it would undo that write; such
+// writes are resent safely with RequestIDs.) When a leader fails while it has such
 // a request, the follower that forwarded it sends it again to the next
 // leader instead of answering 503 LEADER_LOST.
 func IdempotentMethods(methods ...string) MountOption {
@@ -263,12 +293,15 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement, opts ...Moun
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.requestIDs != nil && p != OnAnyNode {
+		h = s.sessions(h, o.idempotent)
+	}
 	switch p {
 	case OnAnyNode:
 	case OnLeader:
-		h = s.onLeader(h, false, true, o.idempotent...)
+		h = s.onLeader(h, false, true, o.requestIDs, o.idempotent...)
 	case OnLeaderWrite:
-		h = s.onLeader(h, true, true, o.idempotent...)
+		h = s.onLeader(h, true, true, o.requestIDs, o.idempotent...)
 	default:
 		return fmt.Errorf("mount %s: unknown placement %d", pattern, p)
 	}

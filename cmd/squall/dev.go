@@ -236,11 +236,11 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	defer testActions.Close()
 	apiCfg := api.Default()
 	apiCfg.Hostname = "squall-dev"
-	if err := srv.Mount(api.Prefix, api.New(apiCfg, srv.Store(), srv.Verifier(), testActions, logger).Handler(), master.OnLeader); err != nil {
+	if err := srv.Mount(api.Prefix, api.New(apiCfg, srv.Store(), srv.Verifier(), testActions, logger).Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	fa := findings.New(findings.Default(), srv.Store(), srv.Verifier(), logger)
-	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut)); err != nil {
+	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	fl, err := mountConsole(srv, o.fleet, logger)

@@ -110,7 +110,7 @@ given on the command line wins; empty variables are ignored.`,
 				apiCfg.Hostname = host // names export files
 			}
 			a := api.New(apiCfg, srv.Store(), srv.Verifier(), actions, logger)
-			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
+			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 				return err
 			}
 			// The findings API runs on the leader too; with --findings-key
@@ -124,7 +124,7 @@ given on the command line wins; empty variables are ignored.`,
 			fa := findings.New(fcfg, srv.Store(), srv.Verifier(), logger)
 			// An insert (PUT) deduplicates by content: sending it again
 			// after a leader failed changes nothing more.
-			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut)); err != nil {
+			if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 				return err
 			}
 			if err := checkFleetList(fleetCfg); err != nil {

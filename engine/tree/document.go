@@ -12,7 +12,7 @@ import (
 // document is an event's payload and metadata as parsed, in one flat
 // slice of nodes: accessors walk it and only the values they reach become
 // Go values, instead of the whole event being turned into maps first
-// (docs/decisions.md decision 36).
+// (docs/decisions.md decision 35).
 //
 // A node's children follow it; each child's end is where its next sibling
 // starts, and the node's own end is past its last descendant. Object

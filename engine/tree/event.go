@@ -51,7 +51,7 @@ var ErrInvalidEvent = errors.New("invalid event")
 //
 // The payload and the metadata are checked whole but kept in their parsed
 // form: evaluation turns into Go values only what it reads
-// (docs/decisions.md decision 36).
+// (docs/decisions.md decision 35).
 func DecodeEvent(data []byte) (*Event, error) {
 	// The event and its document in one allocation, the arena in another,
 	// the nodes in a third.

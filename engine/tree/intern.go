@@ -9,7 +9,7 @@ import (
 	"github.com/squallhq/squall/config"
 )
 
-// Compilation shares what rules repeat (docs/decisions.md decision 37):
+// Compilation shares what rules repeat (docs/decisions.md decision 36):
 // identical operators, extractors, action payloads and variable name
 // lists compile once per tree, so that a large tree is small and the rule
 // an event reaches touches memory other rules keep warm. The keys below

@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// The decoder before the flat document (docs/decisions.md decision 36):
+// The decoder before the flat document (docs/decisions.md decision 35):
 // fastjson, then the whole payload and metadata converted into Go maps.
 // The differential tests hold the new decoder and evaluation to it.
 

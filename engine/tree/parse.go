@@ -19,7 +19,7 @@ const maxDepth = 300
 // parser reads an event's JSON in one pass into a document. It accepts
 // exactly what the decoder accepted before it (valyala/fastjson, whose
 // grammar it follows, with the numbers of the payload and the metadata
-// checked against the JSON grammar; docs/decisions.md decision 36):
+// checked against the JSON grammar; docs/decisions.md decision 35):
 //
 //   - whitespace is space, tab, CR and LF;
 //   - a string ends at the first quote not escaped by a backslash; its

@@ -82,7 +82,7 @@ type rule struct {
 	actions  []actionTemplate
 
 	// The parts of a small rule that are its own, in the rule's memory:
-	// evaluating it touches a few adjacent cache lines (decision 37).
+	// evaluating it touches a few adjacent cache lines (decision 36).
 	ext1   [1]*extractor
 	where2 [2]cond
 	eq     equalsString

@@ -27,7 +27,9 @@ type Store interface {
 	// DraftView returns the draft without copying its tree, which the
 	// API never modifies.
 	DraftView() (*store.Draft, error)
-	CreateDraft(ctx context.Context, owner string) (string, error)
+	// NewDraftID returns a new draft id for CreateDraftID.
+	NewDraftID() (string, error)
+	CreateDraftID(ctx context.Context, id, owner string) error
 	EditDraftPart(ctx context.Context, id, user string, e *config.Edit) error
 	TakeOver(ctx context.Context, id, user string) error
 	DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error)
@@ -35,6 +37,15 @@ type Store interface {
 }
 
 var _ Store = (*store.Store)(nil)
+
+// StateWrite reports whether r is a write whose whole effect is one
+// change of the replicated state: every write but the test events (whose
+// actions act outside it). The master gives those writes request ids
+// (master.RequestIDs(StateWrite)), applied once however often they are
+// sent.
+func StateWrite(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/api/v2_beta/event/")
+}
 
 // Verifier authenticates Authorization headers. *auth.Verifier implements it.
 type Verifier interface {
@@ -309,6 +320,9 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
 	case httpguard.IsTimeout(err):
 		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
+	case errors.Is(err, store.ErrRequestMismatch):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "IDEMPOTENCY_KEY_REUSED", Message: err.Error() +
+			": an Idempotency-Key names one request (method, path and body); use a new key for a new request"}
 	case errors.Is(err, store.ErrLeadershipLost):
 		// This node led when it proposed the command and lost the
 		// leadership before the command committed: the next leader may

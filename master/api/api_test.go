@@ -67,7 +67,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 			}
 			t.Cleanup(func() { _ = reg.Close() })
 			a := New(cfg, s.Store(), s.Verifier(), reg, nil)
-			if err := s.Mount(Prefix, a.Handler(), master.OnLeader); err != nil {
+			if err := s.Mount(Prefix, a.Handler(), master.OnLeader, master.RequestIDs(StateWrite)); err != nil {
 				t.Fatal(err)
 			}
 		}))

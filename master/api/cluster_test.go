@@ -20,7 +20,7 @@ func TestAPI_cluster(t *testing.T) {
 	t.Parallel()
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
 		a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
-		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader); err != nil {
+		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 			t.Fatal(err)
 		}
 	}))

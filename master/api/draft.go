@@ -44,16 +44,21 @@ func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	a.edits.Lock()
 	defer a.edits.Unlock()
-	id, err := a.store.CreateDraft(r.Context(), s.User)
+	id, err := a.store.NewDraftID()
 	if err != nil {
+		return nil, err
+	}
+	setAnswer(r, DraftID{ID: id})
+	if err := a.store.CreateDraftID(r.Context(), id, s.User); err != nil {
 		return nil, err
 	}
 	return DraftID{ID: id}, nil
 }
 
 func (a *API) deleteDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
-		return a.store.DeleteDraft(ctx, id, s.User)
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
+		setAnswer(r, nil)
+		return nil, a.store.DeleteDraft(ctx, d.ID, s.User)
 	})
 }
 
@@ -68,6 +73,7 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := a.draft(id); err != nil {
 		return nil, err
 	}
+	setAnswer(r, nil)
 	return nil, a.store.TakeOver(r.Context(), id, s.User)
 }
 
@@ -76,21 +82,16 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 // below its node (docs/decisions.md decision 19); the store checks it when the
 // deploy is applied.
 func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var deployed *config.Node
-	_, err := a.draftOp(r, func(ctx context.Context, s *auth.Scope, id string) error {
-		if _, err := a.store.DeployScoped(ctx, id, s.User, editScope(s)); err != nil {
-			return err
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
+		// The tree deployed is d's: draft changes are serialized by
+		// a.edits, and d was read after the consistent read.
+		ans := withWarnings(action.UnsupportedInTree(d.Tree, nil))
+		setAnswer(r, ans)
+		if _, err := a.store.DeployScoped(ctx, d.ID, s.User, editScope(s)); err != nil {
+			return nil, err
 		}
-		d, err := a.store.DraftView()
-		if err == nil && d.ID == id {
-			deployed = d.Tree
-		}
-		return nil
+		return ans, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return withWarnings(action.UnsupportedInTree(deployed, nil)), nil
 }
 
 // editAnswer is the answer of an edit, import or deploy that deserves a
@@ -126,8 +127,9 @@ func unsupportedIn(e *config.Edit) []action.Unsupported {
 	return nil
 }
 
-// draftOp runs a store operation on the caller's draft.
-func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scope, id string) error) (any, error) {
+// draftOp runs a store operation on the caller's draft and returns its
+// answer.
+func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error)) (any, error) {
 	s, err := a.scope(r, auth.Edit)
 	if err != nil {
 		return nil, err
@@ -138,7 +140,7 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scop
 	if err != nil {
 		return nil, err
 	}
-	return nil, op(r.Context(), s, d.ID)
+	return op(r.Context(), s, d)
 }
 
 // edit runs a change of the caller's draft: fn gets the draft's tree
@@ -163,10 +165,25 @@ func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*
 	if err != nil {
 		return nil, err
 	}
+	ans := withWarnings(unsupportedIn(e))
+	setAnswer(r, ans)
 	if err := a.store.EditDraftPart(r.Context(), d.ID, s.User, e); err != nil {
 		return nil, err
 	}
-	return withWarnings(unsupportedIn(e)), nil
+	return ans, nil
+}
+
+// setAnswer records the answer a write gives once its command is applied,
+// before it submits the command, so that the same request sent again
+// (after a leader failed while it had it, or by a client with the same
+// Idempotency-Key) is answered alike (see store.SetAnswer).
+func setAnswer(r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Not recorded: a resend runs the handler again.
+		return
+	}
+	store.SetAnswer(r.Context(), http.StatusOK, append(b, '\n'))
 }
 
 // decodeBody reads a JSON body and decodes it; a decoding error is a 400.

@@ -41,7 +41,7 @@ func TestClientErrorsNotLoggedAtInfo(t *testing.T) {
 	c := mastertest.TestCluster(t, 1,
 		mastertest.WithConfig(func(_ int, cfg *master.Config) { cfg.Logger = logger }),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
-			if err := s.Mount(Prefix, New(Config{}, s.Store(), s.Verifier(), nil, logger).Handler(), master.OnLeader); err != nil {
+			if err := s.Mount(Prefix, New(Config{}, s.Store(), s.Verifier(), nil, logger).Handler(), master.OnLeader, master.RequestIDs(StateWrite)); err != nil {
 				t.Fatal(err)
 			}
 		}))

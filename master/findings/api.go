@@ -310,6 +310,9 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
 	case httpguard.IsTimeout(err):
 		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
+	case errors.Is(err, store.ErrRequestMismatch):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "IDEMPOTENCY_KEY_REUSED", Message: err.Error() +
+			": an Idempotency-Key names one request (method, path and body); use a new key for a new request"}
 	case errors.Is(err, store.ErrLeadershipLost):
 		// This node led when it proposed the command and lost the
 		// leadership before the command committed: the next leader may

@@ -60,7 +60,7 @@ func newEnv(t *testing.T, opts ...mastertest.Option) *env {
 		cfg := findings.Default()
 		cfg.Now = func() time.Time { return time.Unix(e.clock.Load(), 0) }
 		a := findings.New(cfg, s.Store(), s.Verifier(), logger)
-		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite); err != nil {
+		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 			t.Fatal(err)
 		}
 	}))...)
@@ -621,8 +621,14 @@ func TestAPI_LeaderKill(t *testing.T) {
 		}
 	}
 	// Retrying everything is safe: the acknowledged ones keep their uids.
+	// (The restarted node may still cause an election: a 503 is retried,
+	// as clients do, a bounded number of times.)
 	for uid, n := range log.acked {
 		r := e.do(t, followers[1], "PUT", "/findings/credentials", e.tokA, "", credential(n))
+		for try := 0; r.status == http.StatusServiceUnavailable && try < 20; try++ {
+			t.Logf("retry of %d answered 503 (%s): again", n, r.body)
+			r = e.do(t, followers[1], "PUT", "/findings/credentials", e.tokA, "", credential(n))
+		}
 		var u struct{ UID string }
 		r.decode(t, &u)
 		if r.status != http.StatusOK || u.UID != uid {

@@ -77,6 +77,8 @@ func (t cmdType) String() string {
 		return "deploy_scoped"
 	case typeDraftEdit:
 		return "draft_edit"
+	case typeSession:
+		return "session"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -438,6 +440,9 @@ func decodeCommand(data []byte) (decoded, error) {
 			d.batch = append(d.batch, c)
 		}
 		return d, nil
+	}
+	if t == typeSession {
+		return decodeSession(data[1], data[2:])
 	}
 	return decodePayload(t, data[1], data[2:])
 }

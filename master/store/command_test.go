@@ -128,7 +128,7 @@ func TestCommand_Format(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Version 2, binary: count, then each field (docs/decisions.md decision 40).
+	// Version 2, binary: count, then each field (docs/decisions.md decision 39).
 	want = "\x0b\x02\x01" + "\x02u1" + "\x01t" + "\x0e\x00\x06" + "\x02tc" + "\x0ahttps://h/" + "\x01n" + "\x01p" +
 		"\x00\x00" + "\x0aUnassigned" + "\x00\x00\x00"
 	if string(data) != want {

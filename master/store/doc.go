@@ -28,6 +28,13 @@
 // on deploy. [DeployScoped] refuses a deploy whose draft differs from the
 // active tree outside the deployer's node.
 //
+// A request that may reach the leader more than once (sent again after a
+// leader failed while it had it, or retried by its client) carries a
+// [Session] in the context of its Apply ([WithSession]): its command is
+// wrapped with the request's key, and the state machine applies a key
+// once, returning Result.Replayed for the later ones; a bounded table of
+// applied keys ([SessionWindow], [MaxSessions]) is part of the state.
+//
 // # State
 //
 // The state machine keeps its state in its own bbolt file, fsm.db, beside

@@ -8,7 +8,7 @@ import (
 )
 
 // insertFindingsBinaryVersion is the payload version of InsertFindings
-// entries in their compact binary form (docs/decisions.md decision 40).
+// entries in their compact binary form (docs/decisions.md decision 39).
 // Version 1 (payloadVersion, JSON) is still read, and still written when a
 // finding holds a string that is not valid UTF-8, which JSON would change.
 //

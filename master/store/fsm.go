@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,6 +35,9 @@ type Result struct {
 	// Findings holds, for an InsertFindings command, the outcome of each
 	// finding in the command's order.
 	Findings []FindingOutcome
+	// Replayed is set when the command carried a request id that the
+	// state had applied before (see WithSession): it changed nothing now.
+	Replayed bool
 }
 
 // fsm is the raft state machine: the state file (bbolt, separate from the
@@ -56,6 +60,11 @@ type fsm struct {
 	// keys is the dedupe index of the findings in db, used and replaced
 	// (with db) only by raft's FSM goroutine.
 	keys *findingKeys
+	// sessionCap bounds the request table (0: MaxSessions); tests lower it.
+	sessionCap uint64
+	// sessions indexes the request table by key; nil until first used
+	// after open or a restore (see sessionIndexOf).
+	sessions atomic.Pointer[sessionIndex]
 
 	mu       sync.RWMutex
 	st       state
@@ -293,6 +302,9 @@ func (f *fsm) applyOne(b *bolt.Bucket, st *state, idx uint64, d decoded) (any, e
 		}
 		f.metrics.fsmCommands.WithLabelValues(typeBatch.String(), resultOK).Inc()
 		return results, nil
+	}
+	if d.typ == typeSession {
+		return f.applySession(b, st, idx, d)
 	}
 	return f.applyCommand(b, st, idx, d)
 }
@@ -714,6 +726,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		panic(fmt.Sprintf("store: restore: reopen %s: %v", f.path, err))
 	}
 	f.db, f.keys = db, keys
+	f.sessions.Store(nil)
 	f.mu.Lock()
 	f.restores++
 	f.mu.Unlock()

@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"command"}),
 		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_store_fsm_commands_total",
-			Help: "Commands applied by the state machine, by command type and outcome (ok or refused).",
+			Help: "Commands applied by the state machine, by command type and outcome (ok or refused; command session, result replayed: a request applied before).",
 		}, []string{"command", "result"}),
 		fsmRestores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "squall_store_fsm_restores_total",

@@ -688,11 +688,12 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
 	if cmd == nil {
 		return Result{}, fmt.Errorf("%w: nil command", ErrInvalidCommand)
 	}
-	data, err := encodeCommand(cmd)
+	label := cmd.cmdType().String()
+	data, err := encodeCommand(s.withSession(ctx, cmd))
 	if err != nil {
 		return Result{}, err
 	}
-	resp, err := s.submit(ctx, cmd.cmdType().String(), data)
+	resp, err := s.submit(ctx, label, data)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", cmd.cmdType(), err)
 	}
@@ -744,10 +745,20 @@ func (s *Store) CreateDraft(ctx context.Context, owner string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.do(ctx, CreateDraft{ID: id, Owner: owner, Now: s.now()}); err != nil {
+	if err := s.CreateDraftID(ctx, id, owner); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// NewDraftID returns a new draft id, for CreateDraftID.
+func (s *Store) NewDraftID() (string, error) { return s.newID() }
+
+// CreateDraftID is CreateDraft with the id chosen by the caller (with
+// NewDraftID), e.g. to record its answer before (see SetAnswer).
+func (s *Store) CreateDraftID(ctx context.Context, id, owner string) error {
+	_, err := s.do(ctx, CreateDraft{ID: id, Owner: owner, Now: s.now()})
+	return err
 }
 
 // EditDraft replaces the tree of draft id, owned by user. See [EditDraft].

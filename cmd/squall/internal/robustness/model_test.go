@@ -22,7 +22,9 @@ type findingState struct {
 // it, whose first attempt may have stored it: master.HeaderResent), a
 // get answers 404 before it exists and then its ticket, a patch sets the
 // ticket (404 when it does not exist). What a successful patch answers
-// is checked as a read during the patch (see Porcupine).
+// is checked as a read during the patch (see Porcupine). A patch sent
+// again after a leader failed (master.HeaderResent) is one patch: the
+// state machine applies a request id once.
 // An unknown outcome may or may not have taken effect.
 var FindingModel = porcupine.Model{
 	Partition: partitionByKey,
@@ -92,6 +94,8 @@ const ConfigInit = "init"
 // used by the workload: one draft node whose description is a register
 // (edited with PUT, read with GET on the draft), deploys that copy the
 // draft to the active tree, and reads of the active node's description.
+// An edit or deploy sent again after a leader failed is one operation,
+// like a patch (see FindingModel).
 var ConfigModel = porcupine.Model{
 	Init: func() any { return configState{draft: ConfigInit, active: ConfigInit} },
 	Step: func(state, input, output any) (bool, any) {
@@ -215,6 +219,44 @@ func TestModels(t *testing.T) {
 			op(0, OpPatch, "u1", "a", 11, 20, 200, "a"),
 			op(0, OpPatch, "u1", "b", 21, 30, 200, "b"),
 			op(1, OpPatch, "u1", "c", 31, 40, 200, "a"),
+		}, false},
+		// A PATCH, edit or deploy whose leader failed is sent again to the
+		// next leader with its request id: the state machine applies it
+		// once, so its resent answer is one operation. Applied a second
+		// time after a later write, it would undo that write.
+		{"finding: a resent patch is one patch", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
+			resent(op(0, OpPatch, "u1", "a", 11, 30, 200, "a")),
+			op(1, OpPatch, "u1", "b", 31, 40, 200, "b"),
+			op(1, OpGet, "u1", "", 41, 50, 200, "b"),
+		}, true},
+		{"finding: a resent patch applied again after a later patch", FindingModel, []Op{
+			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
+			resent(op(0, OpPatch, "u1", "a", 11, 30, 200, "a")),
+			op(1, OpPatch, "u1", "b", 31, 40, 200, "b"),
+			op(1, OpGet, "u1", "", 41, 50, 200, "a"),
+		}, false},
+		{"config: a resent edit is one edit", ConfigModel, []Op{
+			resent(op(0, OpEdit, "config", "v1", 0, 10, 200, "")),
+			op(1, OpEdit, "config", "v2", 11, 20, 200, ""),
+			op(2, OpReadDraft, "config", "", 21, 30, 200, "v2"),
+		}, true},
+		{"config: a resent edit applied again after a later edit", ConfigModel, []Op{
+			resent(op(0, OpEdit, "config", "v1", 0, 10, 200, "")),
+			op(1, OpEdit, "config", "v2", 11, 20, 200, ""),
+			op(2, OpReadDraft, "config", "", 21, 30, 200, "v1"),
+		}, false},
+		{"config: a resent deploy is one deploy", ConfigModel, []Op{
+			op(0, OpEdit, "config", "v1", 0, 10, 200, ""),
+			resent(op(0, OpDeploy, "config", "", 11, 20, 200, "")),
+			op(1, OpEdit, "config", "v2", 21, 30, 200, ""),
+			op(2, OpReadActive, "config", "", 31, 40, 200, "v1"),
+		}, true},
+		{"config: a resent deploy applied again after a later edit", ConfigModel, []Op{
+			op(0, OpEdit, "config", "v1", 0, 10, 200, ""),
+			resent(op(0, OpDeploy, "config", "", 11, 20, 200, "")),
+			op(1, OpEdit, "config", "v2", 21, 30, 200, ""),
+			op(2, OpReadActive, "config", "", 31, 40, 200, "v2"),
 		}, false},
 		{"finding: lost insert", FindingModel, []Op{
 			op(0, OpInsert, "u1", "", 0, 10, 201, ""),
