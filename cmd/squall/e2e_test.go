@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -550,8 +551,21 @@ type restartableBroker struct {
 
 func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
 	t.Helper()
-	b := &restartableBroker{t: t, addr: fixedPort(t), dataDir: dataDir}
-	b.start()
+	b := &restartableBroker{t: t, dataDir: dataDir}
+	// The port was free when fixedPort looked; another test process may
+	// take it before the broker listens. Nobody knows the address yet, so
+	// the first start may move to another one.
+	for attempt := 1; ; attempt++ {
+		b.addr = fixedPort(t)
+		err := b.listen()
+		if err == nil {
+			break
+		}
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || attempt == 10 {
+			t.Fatalf("start broker on %s: %v", b.addr, err)
+		}
+	}
 	t.Cleanup(b.stop)
 	return b
 }
@@ -584,17 +598,25 @@ func fixedPort(t *testing.T) string {
 // start starts the broker on its port, with the data of an earlier run.
 func (b *restartableBroker) start() {
 	b.t.Helper()
+	if err := b.listen(); err != nil {
+		b.t.Fatalf("start broker on %s: %v", b.addr, err)
+	}
+}
+
+// listen starts the broker on b.addr.
+func (b *restartableBroker) listen() error {
 	_, portText, _ := net.SplitHostPort(b.addr)
 	port, _ := strconv.Atoi(portText)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(b.dataDir),
 		kfake.SeedTopics(e2ePartitions, e2eTopic, e2eDLQTopic),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, b.addr) }))
 	if err != nil {
-		b.t.Fatalf("start broker on %s: %v", b.addr, err)
+		return err
 	}
 	b.mu.Lock()
 	b.c = c
 	b.mu.Unlock()
+	return nil
 }
 
 // stop closes the broker; its data stays.
