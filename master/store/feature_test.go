@@ -180,8 +180,30 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 	if got := leaderOf(t, nodes).ClusterFeatureLevel(); got != FeatureLevel {
 		t.Fatalf("cluster level %d on the leader after the upgrade, want %d", got, FeatureLevel)
 	}
+	// The extensions replicate: every node records the level the
+	// upgraded member registered.
+	for _, s := range nodes {
+		if got := s.MemberLevel(cfg.NodeID); got != FeatureLevel {
+			t.Fatalf("%s records level %d for the upgraded member", s.ID(), got)
+		}
+	}
 	forms = writes(nodes)
 	if !has(forms, typeSession, payloadVersion) || !has(forms, typeInsertFindings, insertFindingsBinaryVersion) {
 		t.Fatalf("upgraded cluster: entries %v, want a session entry and a binary insert", forms)
+	}
+}
+
+// BenchmarkClusterFeatureLevel is the leader's cost of the gate per
+// command (a cache hit).
+func BenchmarkClusterFeatureLevel(b *testing.B) {
+	cfg := testConfig(b, "node0")
+	cfg.Bootstrap = true
+	s := openStore(b, cfg)
+	waitReady(b, s)
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.ClusterFeatureLevel() != FeatureLevel {
+			b.Fatal("level")
+		}
 	}
 }
