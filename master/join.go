@@ -131,7 +131,14 @@ func (s *Server) keepLevel(ctx context.Context, req JoinRequest) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.logger.Debug("registering the feature level failed; retrying", keyError, err)
+			level := slog.LevelDebug
+			var refused *JoinRefusedError
+			if errors.As(err, &refused) {
+				// E.g. a join secret that differs from the leader's: the
+				// cluster stays below this binary's level meanwhile.
+				level = slog.LevelWarn
+			}
+			s.logger.Log(ctx, level, "registering the feature level failed; retrying", keyError, err)
 		} else {
 			s.logger.Debug("sent the feature level again", "feature_level", s.store.FeatureLevel())
 			again = false
@@ -147,9 +154,11 @@ func (s *Server) registered(ctx context.Context, req JoinRequest) bool {
 	if err != nil {
 		return false
 	}
+	// The feature level is left to keepLevel, whose refused joins do not
+	// stop the server (a member upgraded from a version without join
+	// secrets may have its own secret: see docs/operations.md).
 	return slices.ContainsFunc(st.Members, func(m store.Member) bool {
-		return m.ID == req.ID && m.Voter && m.Addr == req.RaftAddr && m.HTTPAddr == req.HTTPAddr &&
-			m.FeatureLevel == s.store.FeatureLevel()
+		return m.ID == req.ID && m.Voter && m.Addr == req.RaftAddr && m.HTTPAddr == req.HTTPAddr
 	})
 }
 
