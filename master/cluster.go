@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ type ClusterInfo struct {
 	ActiveIndex uint64 `json:"active_index"`
 	// Members are the raft configuration's servers, sorted by id.
 	Members []MemberInfo `json:"members"`
+	// FeatureLevel is the cluster's level of log entry forms, the lowest
+	// its members advertise: the leader writes request ids and binary
+	// finding entries from level 1 on, once every member runs a binary
+	// that applies them (store.FeatureLevel; docs/decisions.md decision 40).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // MemberInfo is one member of the cluster.
@@ -49,6 +55,9 @@ type MemberInfo struct {
 	// Suffrage is "voter" or "nonvoter".
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// FeatureLevel is the level the member advertised when it registered
+	// (0: none, as a master without levels registers).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // JoinRequest is the body of POST /squall/v1/cluster/join: the node that
@@ -61,6 +70,12 @@ type JoinRequest struct {
 
 // HeaderJoinToken carries the join secret of POST /squall/v1/cluster/join.
 const HeaderJoinToken = "X-Squall-Join-Token"
+
+// HeaderFeatureLevel carries, on POST /squall/v1/cluster/join, the
+// feature level of the joining node's binary (store.FeatureLevel): a
+// header, not a field of the body, since masters without levels refuse
+// unknown fields and ignore unknown headers. Absent: level 0.
+const HeaderFeatureLevel = "X-Squall-Feature-Level"
 
 // maxJoinBody bounds join request bodies; maxRestoreBody backup files.
 const (
@@ -131,14 +146,15 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
 		NodeID: st.NodeID, State: st.State, Version: s.cfg.Version, LeaderID: st.LeaderID, Term: st.Term,
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 		StateIndex: st.StateIndex, ActiveIndex: st.ActiveIndex,
-		Members: []MemberInfo{},
+		Members: []MemberInfo{}, FeatureLevel: st.FeatureLevel,
 	}
 	for _, m := range st.Members {
 		suffrage := "voter"
 		if !m.Voter {
 			suffrage = "nonvoter"
 		}
-		info.Members = append(info.Members, MemberInfo{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader})
+		info.Members = append(info.Members, MemberInfo{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader,
+			FeatureLevel: m.FeatureLevel})
 	}
 	slices.SortFunc(info.Members, func(a, b MemberInfo) int { return strings.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, info)
@@ -204,11 +220,20 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, codeBadRequest, "join: %s %q is not host:port", a.name, a.v)
 		}
 	}
+	level := 0
+	if v := r.Header.Get(HeaderFeatureLevel); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errorf(http.StatusBadRequest, codeBadRequest, "join: %s %q is not a level", HeaderFeatureLevel, v)
+		}
+		level = n
+	}
 	start := time.Now()
-	if err := s.store.Join(r.Context(), req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+	if err := s.store.JoinLevel(r.Context(), req.ID, req.RaftAddr, req.HTTPAddr, level); err != nil {
 		return err
 	}
-	s.logger.Info("member joined", "member", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, keyDuration, time.Since(start))
+	s.logger.Info("member joined", "member", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr,
+		"feature_level", level, keyDuration, time.Since(start))
 	writeJSON(w, http.StatusOK, req)
 	return nil
 }

@@ -104,7 +104,11 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Re
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		direct := writes && !readMethod(r.Method)
 		safe := retrySafe(r.Method, idempotent)
-		if ids != nil && !safe && !readMethod(r.Method) && ids(r) {
+		// Request ids need session entries, which the leader writes only
+		// at the cluster's feature level for them (docs/decisions.md
+		// decision 40): below it such a write is resent only when it
+		// certainly was not applied.
+		if ids != nil && !safe && !readMethod(r.Method) && s.store.ClusterFeatureLevel() >= store.LevelSessions && ids(r) {
 			ensureRequestID(r)
 			safe = true
 		}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,12 @@ const (
 	joinBackoffMin = 100 * time.Millisecond
 	joinBackoffMax = 5 * time.Second
 	joinAttempt    = 30 * time.Second
+	// A registered node checks its recorded feature level every
+	// levelCheckMin; while registering again does not record it (the
+	// leader runs a binary without levels) the wait doubles up to
+	// levelCheckMax, and starts again when the leader changes.
+	levelCheckMin = 2 * time.Second
+	levelCheckMax = time.Minute
 )
 
 // JoinRefusedError is a join the cluster refused for good (a wrong join
@@ -52,6 +59,7 @@ func (s *Server) register(ctx context.Context) {
 		// need of the leader (a member keeps working even while its join
 		// secret differs from the leader's, as after an upgrade).
 		s.logger.Info("already a voter with these addresses", "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr)
+		s.keepLevel(ctx, req)
 		return
 	}
 	backoff := joinBackoffMin
@@ -64,6 +72,7 @@ func (s *Server) register(ctx context.Context) {
 			err := s.join(ctx, u, req)
 			if err == nil {
 				s.logger.Info("registered with the cluster", keyURL, u, "rounds", round)
+				s.keepLevel(ctx, req)
 				return
 			}
 			if ctx.Err() != nil {
@@ -91,6 +100,53 @@ func (s *Server) register(ctx context.Context) {
 	}
 }
 
+// keepLevel registers this node again, through itself (it forwards to the
+// leader), whenever its state records another feature level for it than
+// its binary's, and once after each change of leader: a node that
+// registered through a leader without levels, during a rolling upgrade,
+// has none recorded, and a leader that ran such a binary when the others
+// registered has none of theirs in its state (that binary ignored them).
+// The cluster's level rises only once the leader has every member's. A
+// join that changes nothing writes nothing. It returns when ctx ends.
+func (s *Server) keepLevel(ctx context.Context, req JoinRequest) {
+	wait := levelCheckMin
+	leader, _ := s.store.Leader()
+	again := false
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if l, _ := s.store.Leader(); l != leader {
+			leader, wait, again = l, levelCheckMin, l != ""
+		}
+		if !again && !s.levelStale(ctx, req) {
+			wait = levelCheckMin
+			continue
+		}
+		if err := s.join(ctx, s.URL(), req); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			level := slog.LevelDebug
+			var refused *JoinRefusedError
+			if errors.As(err, &refused) {
+				// E.g. a join secret that differs from the leader's: the
+				// cluster stays below this binary's level meanwhile.
+				level = slog.LevelWarn
+			}
+			s.logger.Log(ctx, level, "registering the feature level failed; retrying", keyError, err)
+		} else {
+			s.logger.Debug("sent the feature level again", "feature_level", s.store.FeatureLevel())
+			again = false
+		}
+		wait = min(2*wait, levelCheckMax)
+	}
+}
+
 // registered reports whether this node's state already has it as a
 // voter with the raft and HTTP addresses of req.
 func (s *Server) registered(ctx context.Context, req JoinRequest) bool {
@@ -98,8 +154,26 @@ func (s *Server) registered(ctx context.Context, req JoinRequest) bool {
 	if err != nil {
 		return false
 	}
+	// The feature level is left to keepLevel, whose refused joins do not
+	// stop the server (a member upgraded from a version without join
+	// secrets may have its own secret: see docs/operations.md).
 	return slices.ContainsFunc(st.Members, func(m store.Member) bool {
 		return m.ID == req.ID && m.Voter && m.Addr == req.RaftAddr && m.HTTPAddr == req.HTTPAddr
+	})
+}
+
+// levelStale reports whether this node's state has it as a voter with
+// the addresses of req but not with its binary's feature level: it
+// registered through a leader without levels (a rolling upgrade), which
+// recorded none.
+func (s *Server) levelStale(ctx context.Context, req JoinRequest) bool {
+	st, err := s.store.Stats(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(st.Members, func(m store.Member) bool {
+		return m.ID == req.ID && m.Voter && m.Addr == req.RaftAddr && m.HTTPAddr == req.HTTPAddr &&
+			m.FeatureLevel != s.store.FeatureLevel()
 	})
 }
 
@@ -130,6 +204,7 @@ func (s *Server) join(ctx context.Context, base string, jr JoinRequest) error {
 		return &JoinRefusedError{URL: base, Message: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderFeatureLevel, strconv.Itoa(s.store.FeatureLevel()))
 	if js := s.joinSecret.Load(); js != nil {
 		req.Header.Set(HeaderJoinToken, string(js.secret))
 	}

@@ -278,3 +278,47 @@ func postJoinThroughElections(t *testing.T, c *mastertest.Cluster, i int, body s
 		c.WaitConverged()
 	}
 }
+
+// TestCluster_FeatureLevel: the masters register their feature level, and
+// the cluster info shows it. A member registered again without a level (as
+// a master of an older version registers) takes the cluster down to level
+// 0; that member's master notices its record and registers its level
+// again, and the cluster goes back up.
+func TestCluster_FeatureLevel(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 3)
+	level := func(i int) (master.ClusterInfo, bool) {
+		_, body := c.Get(i, "/squall/v1/cluster", c.AdminToken)
+		var info master.ClusterInfo
+		return info, json.Unmarshal(body, &info) == nil
+	}
+	atLevel := func(want int) func() bool {
+		return func() bool {
+			info, ok := level(c.Leader())
+			if !ok || info.FeatureLevel != want {
+				return false
+			}
+			for _, m := range info.Members {
+				if want == store.FeatureLevel && m.FeatureLevel != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	mastertest.WaitFor(t, 10*time.Second, atLevel(store.FeatureLevel), "every member at the binary's level")
+
+	f := c.Server(c.Followers()[0])
+	old := `{"id":"` + f.ID() + `","raft_addr":"` + f.RaftAddr() + `","http_addr":"` + f.HTTPAdvertise() + `"}`
+	leader := c.Leader()
+	resp, body := postJoin(t, c.URL(leader), c.JoinToken(), old)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("join without a level: %d %s", resp.StatusCode, body)
+	}
+	// The member registers again only levelCheckMin later (or after a
+	// change of leader, which an election under load may bring).
+	if got := c.Server(leader).Store().MemberLevel(f.ID()); got != 0 && c.Leader() == leader {
+		t.Fatalf("member level %d right after a join without level", got)
+	}
+	mastertest.WaitFor(t, 15*time.Second, atLevel(store.FeatureLevel), "the member's level registered again")
+}

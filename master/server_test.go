@@ -187,13 +187,14 @@ func TestServer_SingleNode(t *testing.T) {
 		t.Fatalf("cluster info %+v", info)
 	}
 	m := info.Members[0]
-	if m != (master.MemberInfo{ID: "node0", RaftAddr: srv.RaftAddr(), HTTPAddr: srv.HTTPAddr(), Suffrage: "voter", Leader: true}) {
+	if m != (master.MemberInfo{ID: "node0", RaftAddr: srv.RaftAddr(), HTTPAddr: srv.HTTPAddr(), Suffrage: "voter", Leader: true,
+		FeatureLevel: store.FeatureLevel}) || info.FeatureLevel != store.FeatureLevel {
 		t.Fatalf("member %+v", m)
 	}
 
 	resp, body = c.Get(0, "/metrics", "")
 	for _, want := range []string{
-		"squall_store_apply_duration_seconds", "squall_store_raft_leader 1",
+		"squall_store_apply_duration_seconds", "squall_store_raft_leader 1", "squall_store_cluster_feature_level 1",
 		`squall_master_http_requests_total{code="200",method="POST",route="/api/v2_beta/test/"}`,
 		"squall_master_http_request_duration_seconds_bucket",
 	} {

@@ -178,6 +178,10 @@ type DeleteDraft struct {
 type SetMember struct {
 	ID       string
 	HTTPAddr string
+	// FeatureLevel is the level of log entry forms the member applies
+	// (see [FeatureLevel]): 0 when it advertises none. It travels in the
+	// entry's raft extensions, which binaries without levels ignore.
+	FeatureLevel int
 }
 
 // DeleteMember forgets the HTTP address of member ID; deleting an unknown
@@ -224,6 +228,9 @@ type (
 	setMemberPayload struct {
 		ID       string `json:"id"`
 		HTTPAddr string `json:"http_addr"`
+		// level is the level the entry's extension advertises (never
+		// in the JSON payload, which every master must read).
+		level int
 	}
 	memberPayload struct {
 		ID string `json:"id"`
@@ -301,7 +308,7 @@ func (c SetMember) payload() (any, error) {
 	if c.ID == "" || c.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: set member needs an id and an HTTP address", ErrInvalidCommand)
 	}
-	return setMemberPayload(c), nil
+	return setMemberPayload{ID: c.ID, HTTPAddr: c.HTTPAddr}, nil
 }
 
 func (c DeleteMember) payload() (any, error) {
@@ -355,10 +362,15 @@ func decodeTree(raw json.RawMessage) (*config.Node, error) {
 	return ex.Node, nil
 }
 
-// encodeCommand returns the log entry of one command:
-// type byte, version byte, JSON payload.
-func encodeCommand(c Command) ([]byte, error) {
-	if c, ok := c.(InsertFindings); ok {
+// encodeCommand returns the log entry of one command, in the forms of
+// this binary's FeatureLevel.
+func encodeCommand(c Command) ([]byte, error) { return encodeCommandAt(c, FeatureLevel) }
+
+// encodeCommandAt returns the log entry of one command in the forms of
+// feature level level: type byte, version byte, payload (JSON, or binary
+// for InsertFindings from LevelSessions on).
+func encodeCommandAt(c Command, level int) ([]byte, error) {
+	if c, ok := c.(InsertFindings); ok && level >= LevelSessions {
 		return c.appendEntry()
 	}
 	p, err := c.payload()

@@ -60,6 +60,10 @@ type fsm struct {
 	// keys is the dedupe index of the findings in db, used and replaced
 	// (with db) only by raft's FSM goroutine.
 	keys *findingKeys
+	// legacy makes the node apply entries as a binary without feature
+	// levels would (tests): it ignores the members' levels and panics on
+	// the entry forms of level 1.
+	legacy bool
 	// sessionCap bounds the request table (0: MaxSessions); tests lower it.
 	sessionCap uint64
 	// sessions indexes the request table by key; nil until first used
@@ -241,7 +245,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		if f.legacy && legacyRefuses(l.Data) {
+			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %s version %d "+
+				"(this node behaves as a binary without feature levels)", l.Index, l.Term, cmdType(l.Data[0]), l.Data[1]))
+		}
 		d, err := decodeCommand(l.Data)
+		if err == nil && d.typ == typeSetMember && !f.legacy {
+			d.p.(*setMemberPayload).level = decodeMemberExt(l.Extensions)
+		}
 		if err != nil {
 			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %v; "+
 				"refusing to skip it, which would make this node's state diverge", l.Index, l.Term, err))
@@ -438,6 +449,12 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			return Result{}, err
 		}
 		st.members = m
+		if l := st.levels.with(p.ID, p.level); l != st.levels {
+			if err := putLevels(b, l); err != nil {
+				return Result{}, err
+			}
+			st.levels = l
+		}
 		return changed()
 
 	case *memberPayload:
@@ -450,6 +467,12 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			return Result{}, err
 		}
 		st.members = m
+		if l := st.levels.with(p.ID, 0); l != st.levels {
+			if err := putLevels(b, l); err != nil {
+				return Result{}, err
+			}
+			st.levels = l
+		}
 		return changed()
 
 	case *restorePayload:

@@ -157,8 +157,24 @@ func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
 			t.Fatalf("join %s: %v", cfg.NodeID, err)
 		}
 	}
+	registerLevels(t, nodes)
 	waitConverged(t, nodes)
 	return nodes
+}
+
+// registerLevels records, as the masters do when they register, each
+// node's feature level with an HTTP address (a placeholder: store tests
+// serve no HTTP).
+func registerLevels(t testing.TB, nodes []*Store) {
+	t.Helper()
+	for i, s := range nodes {
+		err := onLeader(t, nodes, func(ctx context.Context, l *Store) error {
+			return l.SetMemberLevel(ctx, s.ID(), fmt.Sprintf("127.0.0.1:%d", 10+i), s.FeatureLevel())
+		})
+		if err != nil {
+			t.Fatalf("register %s: %v", s.ID(), err)
+		}
+	}
 }
 
 // waitConverged waits until every node knows the same leader, has the

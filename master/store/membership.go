@@ -44,7 +44,17 @@ const catchUpPoll = 25 * time.Millisecond
 // they were. Joining a member again as it is changes nothing. A different
 // member recorded at raftAddr (a node that came back under a new id) is
 // removed once the joining node answered there.
+//
+// The member advertises no feature level: see JoinLevel.
 func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
+	return s.JoinLevel(ctx, id, raftAddr, httpAddr, 0)
+}
+
+// JoinLevel is Join for a member that advertises feature level level
+// (see [FeatureLevel]), recorded with its HTTP address (so not when
+// httpAddr is empty). Joining again as it is, with another level,
+// records the new level.
+func (s *Store) JoinLevel(ctx context.Context, id, raftAddr, httpAddr string, level int) error {
 	r, err := s.leaderNode()
 	if err != nil {
 		return err
@@ -66,7 +76,7 @@ func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 		}
 	}
 	sameRaft := prior != nil && prior.Address == raft.ServerAddress(raftAddr) && prior.Suffrage == raft.Voter
-	if sameRaft && (httpAddr == "" || s.HTTPAddr(id) == httpAddr) {
+	if sameRaft && (httpAddr == "" || s.HTTPAddr(id) == httpAddr && s.MemberLevel(id) == max(level, 0)) {
 		return nil
 	}
 	if id == s.cfg.NodeID {
@@ -85,7 +95,7 @@ func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 				return fmt.Errorf("join %s: %w", id, raftError(r, err))
 			}
 		}
-		return s.setHTTPAddr(ctx, id, httpAddr)
+		return s.setHTTPAddr(ctx, id, httpAddr, level)
 	}
 	if err := s.verifyPeer(ctx, r, id, raftAddr); err != nil {
 		return fmt.Errorf("join %s: %w", id, err)
@@ -93,7 +103,7 @@ func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 	if sameRaft {
 		// Only the HTTP address changes; the member answered as raft at
 		// its recorded address.
-		return s.setHTTPAddr(ctx, id, httpAddr)
+		return s.setHTTPAddr(ctx, id, httpAddr, level)
 	}
 	d, err := timeout(ctx, s.cfg.ApplyTimeout)
 	if err != nil {
@@ -113,20 +123,20 @@ func (s *Store) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 			return fmt.Errorf("join %s: %w", id, raftError(r, err))
 		}
 		s.logger.Info("member moved", "member", id, "from", prior.Address, "addr", raftAddr)
-		return s.setHTTPAddr(ctx, id, httpAddr)
+		return s.setHTTPAddr(ctx, id, httpAddr, level)
 	}
-	return s.addMember(ctx, r, prior, id, raftAddr, httpAddr)
+	return s.addMember(ctx, r, prior, id, raftAddr, httpAddr, level)
 }
 
 // addMember adds id as a non-voter, waits until it caught up, records its
 // HTTP address and promotes it. On failure it restores prior (nil: no
 // such member) and the HTTP address it had.
-func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server, id, raftAddr, httpAddr string) (err error) {
+func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server, id, raftAddr, httpAddr string, level int) (err error) {
 	d, err := timeout(ctx, s.cfg.ApplyTimeout)
 	if err != nil {
 		return fmt.Errorf("join %s: %w", id, err)
 	}
-	oldHTTP := s.HTTPAddr(id)
+	oldHTTP, oldLevel := s.HTTPAddr(id), s.MemberLevel(id)
 	f := r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)
 	if err := await(ctx, f); err != nil {
 		return fmt.Errorf("join %s: add non-voter: %w", id, raftError(r, err))
@@ -135,14 +145,14 @@ func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server,
 	s.logger.Info("added non-voter", "member", id, "addr", raftAddr, "index", target)
 	defer func() {
 		if err != nil {
-			s.undoJoin(context.WithoutCancel(ctx), r, prior, id, oldHTTP)
+			s.undoJoin(context.WithoutCancel(ctx), r, prior, id, oldHTTP, oldLevel)
 		}
 	}()
 	start := time.Now()
 	if err := s.catchUp(ctx, r, id, raftAddr, target); err != nil {
 		return fmt.Errorf("join %s: %w", id, err)
 	}
-	if err := s.setHTTPAddr(ctx, id, httpAddr); err != nil {
+	if err := s.setHTTPAddr(ctx, id, httpAddr, level); err != nil {
 		return err
 	}
 	if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
@@ -153,7 +163,7 @@ func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server,
 }
 
 // undoJoin puts back the member as it was before a failed addMember.
-func (s *Store) undoJoin(ctx context.Context, r *raft.Raft, prior *raft.Server, id, oldHTTP string) {
+func (s *Store) undoJoin(ctx context.Context, r *raft.Raft, prior *raft.Server, id, oldHTTP string, oldLevel int) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	var f raft.IndexFuture
@@ -165,26 +175,27 @@ func (s *Store) undoJoin(ctx context.Context, r *raft.Raft, prior *raft.Server, 
 	if err := await(ctx, f); err != nil {
 		s.logger.Warn("failed join not undone", "member", id, "error", raftError(r, err))
 	}
-	if s.HTTPAddr(id) == oldHTTP {
+	if s.HTTPAddr(id) == oldHTTP && s.MemberLevel(id) == oldLevel {
 		return
 	}
 	var err error
 	if oldHTTP == "" {
 		_, err = s.Apply(ctx, DeleteMember{ID: id})
 	} else {
-		_, err = s.Apply(ctx, SetMember{ID: id, HTTPAddr: oldHTTP})
+		_, err = s.Apply(ctx, SetMember{ID: id, HTTPAddr: oldHTTP, FeatureLevel: oldLevel})
 	}
 	if err != nil {
 		s.logger.Warn("HTTP address of a failed join not restored", "member", id, "error", err)
 	}
 }
 
-// setHTTPAddr records member id's HTTP address; empty changes nothing.
-func (s *Store) setHTTPAddr(ctx context.Context, id, httpAddr string) error {
+// setHTTPAddr records member id's HTTP address and feature level; an
+// empty address changes nothing.
+func (s *Store) setHTTPAddr(ctx context.Context, id, httpAddr string, level int) error {
 	if httpAddr == "" {
 		return nil
 	}
-	if err := s.SetMember(ctx, id, httpAddr); err != nil {
+	if err := s.SetMemberLevel(ctx, id, httpAddr, level); err != nil {
 		return fmt.Errorf("join %s: record http address: %w", id, err)
 	}
 	return nil

@@ -81,8 +81,10 @@ func (m *metrics) unregister() {
 // raftCollector reports raft's state when scraped.
 type raftCollector struct {
 	raft atomic.Pointer[raft.Raft]
+	// store is the open store, for the cluster's feature level.
+	store atomic.Pointer[Store]
 
-	leader, hasLeader, term, commitIndex, appliedIndex, lastLogIndex, snapshotIndex, voters *prometheus.Desc
+	leader, hasLeader, term, commitIndex, appliedIndex, lastLogIndex, snapshotIndex, voters, featureLevel *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*raftCollector)(nil)
@@ -100,12 +102,14 @@ func newRaftCollector() *raftCollector {
 		lastLogIndex:  d("last_log_index", "Index of the last entry in the raft log or snapshot."),
 		snapshotIndex: d("last_snapshot_index", "Index of the last raft snapshot."),
 		voters:        d("voters", "Number of voting members in the latest configuration."),
+		featureLevel: prometheus.NewDesc("squall_store_cluster_feature_level",
+			"Level of log entry forms the cluster's leader may write: the lowest level its members advertise (1: request ids and binary finding entries).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.hasLeader, c.term, c.commitIndex, c.appliedIndex, c.lastLogIndex, c.snapshotIndex, c.voters} {
+	for _, d := range []*prometheus.Desc{c.leader, c.hasLeader, c.term, c.commitIndex, c.appliedIndex, c.lastLogIndex, c.snapshotIndex, c.voters, c.featureLevel} {
 		ch <- d
 	}
 }
@@ -133,6 +137,9 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.appliedIndex, float64(r.AppliedIndex()))
 	gauge(c.lastLogIndex, float64(r.LastIndex()))
 	gauge(c.snapshotIndex, float64(statUint(r.Stats(), "last_snapshot_index")))
+	if s := c.store.Load(); s != nil {
+		gauge(c.featureLevel, float64(s.ClusterFeatureLevel()))
+	}
 	if f := r.GetConfiguration(); f.Error() == nil {
 		n := 0
 		for _, s := range f.Configuration().Servers {

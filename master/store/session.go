@@ -264,10 +264,13 @@ type sessionPayload struct {
 }
 
 // withSession wraps cmd with the session ctx carries, the first time only,
-// and only for the commands a request's handler submits.
-func (s *Store) withSession(ctx context.Context, cmd Command) Command {
+// and only for the commands a request's handler submits, when the
+// cluster's feature level is that of session entries (level): below it
+// the command goes unwrapped, as a master without request ids would
+// submit it.
+func (s *Store) withSession(ctx context.Context, cmd Command, level int) Command {
 	sess, _ := ctx.Value(sessionKey{}).(*Session)
-	if sess == nil {
+	if sess == nil || level < LevelSessions {
 		return cmd
 	}
 	switch cmd.(type) {

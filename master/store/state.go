@@ -58,6 +58,8 @@ type state struct {
 	// members maps member ids to their HTTP addresses. Like the trees it
 	// is never modified in place: a change installs a new map.
 	members map[string]string
+	// levels holds the feature levels the members advertised.
+	levels *levelMap
 }
 
 // The state file: one bucket, a few keys.
@@ -71,6 +73,9 @@ var (
 	keyActiveIndex = []byte("active_index") // uint64 big-endian
 	keyDraft       = []byte("draft")        // draftRecord JSON
 	keyMembers     = []byte("members")      // JSON object: member id -> HTTP address
+	// JSON object: member id -> feature level (absent: 0). Binaries
+	// without levels never read it.
+	keyMemberLevels = []byte("member_levels")
 )
 
 // stateFormat is the version of the state file layout. Snapshots are state
@@ -185,6 +190,13 @@ func readState(db *bolt.DB) (state, error) {
 				return fmt.Errorf("members: %w", err)
 			}
 		}
+		if v := b.Get(keyMemberLevels); v != nil {
+			l := &levelMap{}
+			if err := json.Unmarshal(v, &l.m); err != nil {
+				return fmt.Errorf("member levels: %w", err)
+			}
+			st.levels = l
+		}
 		return nil
 	})
 	if err != nil {
@@ -209,6 +221,15 @@ func putMembers(b *bolt.Bucket, m map[string]string) error {
 		return err
 	}
 	return b.Put(keyMembers, v)
+}
+
+// putLevels stores the member levels.
+func putLevels(b *bolt.Bucket, l *levelMap) error {
+	v, err := json.Marshal(l.mapOrNil())
+	if err != nil {
+		return err
+	}
+	return b.Put(keyMemberLevels, v)
 }
 
 // putDraft stores d with tree as its export file.

@@ -54,6 +54,9 @@ type Store struct {
 
 	raft atomic.Pointer[raft.Raft]
 	fsm  atomic.Pointer[fsm]
+	// levelCache is the cluster's feature level as last computed (see
+	// ClusterFeatureLevel).
+	levelCache atomic.Pointer[levelCache]
 
 	// findingBatch groups concurrent InsertFinding calls into one entry.
 	findingBatch findingBatcher
@@ -231,6 +234,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	f.legacy = c.legacyLog
 	cleanup = append(cleanup, f.close)
 	if err := restoreIfBehind(f, snaps); err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -280,6 +284,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	s.fsm.Store(f)
 	s.raft.Store(r)
 	s.metrics.raft.raft.Store(r)
+	s.metrics.raft.store.Store(s)
 	s.wg.Add(2)
 	go s.leaderLoop(r)
 	go s.observeLoop(obsCh)
@@ -390,6 +395,7 @@ func (s *Store) Close() error {
 		errs = append(errs, fmt.Errorf("close state file: %w", err))
 	}
 	s.metrics.raft.raft.Store(nil)
+	s.metrics.raft.store.Store(nil)
 	s.metrics.unregister()
 	s.logger.Info("store closed")
 	if err := errors.Join(errs...); err != nil {
@@ -647,7 +653,8 @@ func (s *Store) leaderNode() (*raft.Raft, error) {
 
 // submit appends an entry to the raft log on the leader and returns the
 // state machine's response once the entry is committed and applied here.
-func (s *Store) submit(ctx context.Context, label string, data []byte) (any, error) {
+// ext, if not nil, becomes the entry's raft extensions (see memberExt).
+func (s *Store) submit(ctx context.Context, label string, data, ext []byte) (any, error) {
 	r, err := s.leaderNode()
 	if err != nil {
 		return nil, err
@@ -663,7 +670,12 @@ func (s *Store) submit(ctx context.Context, label string, data []byte) (any, err
 		defer span.End()
 	}
 	start := time.Now()
-	f := r.Apply(data, d)
+	var f raft.ApplyFuture
+	if ext != nil {
+		f = r.ApplyLog(raft.Log{Data: data, Extensions: ext}, d)
+	} else {
+		f = r.Apply(data, d)
+	}
 	if err := await(ctx, f); err != nil {
 		err = raftError(r, err)
 		if span != nil {
@@ -689,11 +701,16 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%w: nil command", ErrInvalidCommand)
 	}
 	label := cmd.cmdType().String()
-	data, err := encodeCommand(s.withSession(ctx, cmd))
+	level := s.ClusterFeatureLevel()
+	data, err := encodeCommandAt(s.withSession(ctx, cmd, level), level)
 	if err != nil {
 		return Result{}, err
 	}
-	resp, err := s.submit(ctx, label, data)
+	var ext []byte
+	if m, ok := cmd.(SetMember); ok {
+		ext = encodeMemberExt(m.FeatureLevel)
+	}
+	resp, err := s.submit(ctx, label, data, ext)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", cmd.cmdType(), err)
 	}
@@ -713,7 +730,7 @@ func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, typeBatch.String(), data)
+	resp, err := s.submit(ctx, typeBatch.String(), data, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apply batch: %w", err)
 	}
@@ -914,18 +931,34 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// SetMember records the HTTP address of member id (see [SetMember]). It
-// submits nothing when this node's state already has that address. Only
-// the leader can.
+// SetMember records the HTTP address of member id (see [SetMember]), which
+// advertises no feature level (see SetMemberLevel). Only the leader can.
 func (s *Store) SetMember(ctx context.Context, id, httpAddr string) error {
-	if f := s.fsm.Load(); f != nil && id != "" && f.httpAddr(id) == httpAddr {
+	return s.SetMemberLevel(ctx, id, httpAddr, 0)
+}
+
+// SetMemberLevel records the HTTP address of member id and the feature
+// level it advertises (see [SetMember]). It submits nothing when this
+// node's state already has both. Only the leader can.
+func (s *Store) SetMemberLevel(ctx context.Context, id, httpAddr string, level int) error {
+	if f := s.fsm.Load(); f != nil && id != "" && f.httpAddr(id) == httpAddr && f.levels().get(id) == max(level, 0) {
 		if _, err := s.leaderNode(); err != nil {
 			return err
 		}
 		return nil
 	}
-	_, err := s.do(ctx, SetMember{ID: id, HTTPAddr: httpAddr})
+	_, err := s.do(ctx, SetMember{ID: id, HTTPAddr: httpAddr, FeatureLevel: level})
 	return err
+}
+
+// MemberLevel returns the feature level member id advertised, in this
+// node's state (0: none).
+func (s *Store) MemberLevel(id string) int {
+	f := s.fsm.Load()
+	if f == nil {
+		return 0
+	}
+	return f.levels().get(id)
 }
 
 // DeleteMember forgets the HTTP address of member id. Only the leader can.
@@ -1082,6 +1115,9 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	// FeatureLevel is the level of log entry forms the member advertised
+	// when it registered (see [FeatureLevel]; 0: none).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // Stats is a view of this node's raft and state machine.
@@ -1103,6 +1139,9 @@ type Stats struct {
 	StateIndex  uint64   `json:"state_index"`
 	ActiveIndex uint64   `json:"active_index"`
 	Members     []Member `json:"members"`
+	// FeatureLevel is the cluster's level of log entry forms: the lowest
+	// its members advertise (see [Store.ClusterFeatureLevel]).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // Stats returns this node's view of the cluster.
@@ -1128,11 +1167,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		LastLogIndex:      r.LastIndex(),
 		LastSnapshotIndex: statUint(r.Stats(), "last_snapshot_index"),
 	}
-	var httpAddrs map[string]string
+	var (
+		httpAddrs map[string]string
+		levels    *levelMap
+	)
 	if f := s.fsm.Load(); f != nil {
 		st.StateIndex, st.ActiveIndex = f.indexes()
 		httpAddrs = f.members()
+		levels = f.levels()
 	}
+	st.FeatureLevel = s.ClusterFeatureLevel()
 	for _, srv := range servers {
 		st.Members = append(st.Members, Member{
 			ID:       string(srv.ID),
@@ -1140,6 +1184,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			HTTPAddr: httpAddrs[string(srv.ID)],
 			Voter:    srv.Suffrage == raft.Voter,
 			Leader:   srv.ID == li,
+
+			FeatureLevel: levels.get(string(srv.ID)),
 		})
 	}
 	return st, nil

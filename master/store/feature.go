@@ -1,0 +1,168 @@
+package store
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/hashicorp/raft"
+)
+
+// FeatureLevel is the level of log entry forms this binary applies
+// (docs/decisions.md decision 40):
+//
+//   - 0: the forms every master applies (JSON payloads of version 1);
+//   - 1: also session entries (type 22, request ids) and InsertFindings
+//     entries in their binary form (version 2).
+//
+// Every member advertises its level when it registers (SetMember, in the
+// entry's raft extensions, which a binary without levels ignores); the
+// leader writes the forms of a level only once every member of the raft
+// configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
+// stays able to read every form at every level.
+const FeatureLevel = 1
+
+// LevelSessions is the level from which session entries and binary
+// InsertFindings entries are written.
+const LevelSessions = 1
+
+// memberExt is the raft log extension of a SetMember entry: what the
+// member advertises. The entry's data is the SetMember payload every
+// master applies; a master without levels never reads the extension.
+type memberExt struct {
+	FeatureLevel int `json:"feature_level"`
+}
+
+// encodeMemberExt returns the extension of a SetMember entry (nil for
+// level 0, which is what no extension means).
+func encodeMemberExt(level int) []byte {
+	if level <= 0 {
+		return nil
+	}
+	b, _ := json.Marshal(memberExt{FeatureLevel: level}) // cannot fail
+	return b
+}
+
+// decodeMemberExt returns the level an extension advertises. An absent or
+// unreadable extension (written by a later binary in a form this one does
+// not know) reads as level 0, "knows nothing new": the same on every node
+// of one version, and the safe side.
+func decodeMemberExt(ext []byte) int {
+	if len(ext) == 0 {
+		return 0
+	}
+	var e memberExt
+	if err := json.Unmarshal(ext, &e); err != nil || e.FeatureLevel < 0 {
+		return 0
+	}
+	return e.FeatureLevel
+}
+
+// levelMap maps member ids to the feature level they advertised (members
+// advertising 0 are absent). Like the member map it is never modified in
+// place: a change installs a new one, so its pointer identifies it.
+type levelMap struct {
+	m map[string]int
+}
+
+// get returns member id's level (0 when m is nil or has none).
+func (m *levelMap) get(id string) int {
+	if m == nil {
+		return 0
+	}
+	return m.m[id]
+}
+
+// with returns the map with id's level set to level (0 deletes it), or m
+// itself when that changes nothing.
+func (m *levelMap) with(id string, level int) *levelMap {
+	if m.get(id) == level {
+		return m
+	}
+	n := &levelMap{m: make(map[string]int, len(m.mapOrNil())+1)}
+	for k, v := range m.mapOrNil() {
+		n.m[k] = v
+	}
+	if level > 0 {
+		n.m[id] = level
+	} else {
+		delete(n.m, id)
+	}
+	return n
+}
+
+func (m *levelMap) mapOrNil() map[string]int {
+	if m == nil {
+		return nil
+	}
+	return m.m
+}
+
+// levelCache is the cluster's level as last computed: valid while the
+// raft configuration has the same servers and the state the same levels.
+type levelCache struct {
+	levels  *levelMap
+	servers []raft.Server
+	level   int
+}
+
+// FeatureLevel returns the level this node advertises: FeatureLevel, or
+// 0 for a store that behaves as a binary without levels (tests).
+func (s *Store) FeatureLevel() int {
+	if s.cfg.legacyLog {
+		return 0
+	}
+	return FeatureLevel
+}
+
+// ClusterFeatureLevel returns the level of log entry forms the leader may
+// write: the lowest level advertised by the members of the latest raft
+// configuration, voters and non-voters alike (both apply every entry),
+// this node's own level counted as it is. A member that has not
+// advertised one (it registered with a binary without levels, or has not
+// registered yet) counts as 0. It is computed again only when the
+// configuration or the advertised levels change.
+func (s *Store) ClusterFeatureLevel() int {
+	r, f := s.raft.Load(), s.fsm.Load()
+	if r == nil || f == nil {
+		return 0
+	}
+	servers := r.GetConfiguration().Configuration().Servers
+	levels := f.levels()
+	if c := s.levelCache.Load(); c != nil && c.levels == levels && sameServers(c.servers, servers) {
+		return c.level
+	}
+	level := s.FeatureLevel()
+	if len(servers) == 0 {
+		level = 0
+	}
+	for _, srv := range servers {
+		if string(srv.ID) != s.cfg.NodeID {
+			level = min(level, levels.get(string(srv.ID)))
+		}
+	}
+	s.levelCache.Store(&levelCache{levels: levels, servers: slices.Clone(servers), level: level})
+	return level
+}
+
+// sameServers reports whether a and b list the same members.
+func sameServers(a, b []raft.Server) bool {
+	return slices.EqualFunc(a, b, func(x, y raft.Server) bool { return x.ID == y.ID })
+}
+
+// levels returns the advertised levels of this node's state.
+func (f *fsm) levels() *levelMap {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.levels
+}
+
+// legacyRefuses reports why a binary without levels could not apply the
+// entry data: the entry forms of level 1. A store configured to behave as
+// such a binary (tests) panics on them as that binary would.
+func legacyRefuses(data []byte) bool {
+	if len(data) < 2 {
+		return false
+	}
+	t := cmdType(data[0])
+	return t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion)
+}

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestMemberExt(t *testing.T) {
+	for _, tc := range []struct {
+		ext  []byte
+		want int
+	}{
+		{nil, 0},
+		{encodeMemberExt(0), 0},
+		{encodeMemberExt(1), 1},
+		{encodeMemberExt(7), 7},
+		{[]byte(`{"feature_level":2,"later":"field"}`), 2},
+		{[]byte(`{"feature_level":-1}`), 0},
+		{[]byte("not json"), 0},
+	} {
+		if got := decodeMemberExt(tc.ext); got != tc.want {
+			t.Errorf("decodeMemberExt(%q) = %d, want %d", tc.ext, got, tc.want)
+		}
+	}
+}
+
+// TestFSM_MemberLevels: a SetMember entry's extension records the level; one
+// without (a master without levels registered it) reads as 0; the levels
+// survive a reopen and go with DeleteMember.
+func TestFSM_MemberLevels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), fsmDBName)
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := openFSM(path, testLogger(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(idx uint64, cmd SetMember) {
+		t.Helper()
+		data, err := encodeCommand(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(cmd.FeatureLevel)}
+		if r := f.ApplyBatch([]*raft.Log{l})[0].(Result); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	apply(1, SetMember{ID: "n1", HTTPAddr: "h:1", FeatureLevel: 1})
+	apply(2, SetMember{ID: "n2", HTTPAddr: "h:2"})
+	if a, b := f.levels().get("n1"), f.levels().get("n2"); a != 1 || b != 0 {
+		t.Fatalf("levels n1 %d n2 %d, want 1 and 0", a, b)
+	}
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = openFSM(path, testLogger(t), m); err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	if got := f.levels().get("n1"); got != 1 {
+		t.Fatalf("after reopen: n1 at level %d, want 1", got)
+	}
+	// Registered again by a binary without levels: back to 0.
+	apply(3, SetMember{ID: "n1", HTTPAddr: "h:1"})
+	if got := f.levels().get("n1"); got != 0 {
+		t.Fatalf("n1 at level %d after a registration without level", got)
+	}
+	apply(4, SetMember{ID: "n2", HTTPAddr: "h:2", FeatureLevel: 1})
+	fsmApply(t, f, 5, DeleteMember{ID: "n2"})
+	if got := f.levels().get("n2"); got != 0 {
+		t.Fatalf("deleted member at level %d", got)
+	}
+}
+
+// entryForms returns the type and version bytes of the command entries
+// of s's raft log after index from.
+func entryForms(t *testing.T, s *Store, from uint64) [][2]byte {
+	t.Helper()
+	last, err := s.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forms [][2]byte
+	for i := from + 1; i <= last; i++ {
+		var l raft.Log
+		if err := s.logs.GetLog(i, &l); err != nil {
+			t.Fatalf("log entry %d: %v", i, err)
+		}
+		if l.Type == raft.LogCommand && len(l.Data) >= 2 {
+			forms = append(forms, [2]byte{l.Data[0], l.Data[1]})
+		}
+	}
+	return forms
+}
+
+// TestFeatureGate_RollingUpgrade: in a cluster where one member runs a
+// binary without feature levels (simulated: it panics on the entry forms
+// of level 1, as that binary does), the leader writes the old forms and
+// that member keeps applying every entry; once it runs the new binary and
+// registers its level, the new forms are written.
+func TestFeatureGate_RollingUpgrade(t *testing.T) {
+	const old = 2
+	nodes := newCluster(t, 3, func(i int, c *Config) { c.legacyLog = i == old })
+	waitFor(t, 10*time.Second, func() bool { return leaderOf(t, nodes).ClusterFeatureLevel() == 0 }, "the cluster at level 0")
+
+	ms := time.Now().UnixMilli()
+	n := 0
+	// writes submits a request-id write and a findings insert, and
+	// returns the forms of the entries written.
+	writes := func(nodes []*Store) [][2]byte {
+		t.Helper()
+		from, err := nodes[0].logs.LastIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = onLeader(t, nodes, func(ctx context.Context, l *Store) error {
+			id, err := l.CreateDraft(ctx, "alice")
+			if err != nil {
+				return err
+			}
+			edit := EditDraft{ID: id, User: "alice", Tree: treeWith("x"), Now: time.Now()}
+			if _, err := l.Apply(WithSession(ctx, session(fmt.Sprint("edit", n), "body")), edit); err != nil {
+				return err
+			}
+			n++
+			_, err = l.InsertFindings(ctx, []Finding{testFinding("t", n, ms)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitConverged(t, nodes)
+		return entryForms(t, nodes[0], from)
+	}
+	has := func(forms [][2]byte, typ cmdType, version byte) bool {
+		for _, f := range forms {
+			if f == [2]byte{byte(typ), version} {
+				return true
+			}
+		}
+		return false
+	}
+
+	forms := writes(nodes)
+	if has(forms, typeSession, payloadVersion) || has(forms, typeInsertFindings, insertFindingsBinaryVersion) {
+		t.Fatalf("level 0 cluster wrote forms of level 1: %v", forms)
+	}
+	if !has(forms, typeEditDraft, payloadVersion) || !has(forms, typeInsertFindings, payloadVersion) {
+		t.Fatalf("entries %v: want an unwrapped edit and a JSON insert", forms)
+	}
+	for _, s := range nodes {
+		if got := s.MemberLevel(nodes[old].ID()); got != 0 {
+			t.Fatalf("%s records level %d for the old member", s.ID(), got)
+		}
+	}
+
+	// The old member is upgraded: restarted with the new binary on its
+	// address, it registers its level (as the master does when its
+	// record's level is not its binary's).
+	cfg := nodes[old].cfg
+	cfg.BindAddr, cfg.Registerer, cfg.legacyLog = nodes[old].Addr(), prometheus.NewRegistry(), false
+	if err := nodes[old].Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[old] = openStore(t, cfg)
+	// The members register again, as the masters do after a change of
+	// leader: a leader that was the old member has no levels in its
+	// state (its old binary ignored them).
+	registerLevels(t, nodes)
+	waitConverged(t, nodes)
+	if got := leaderOf(t, nodes).ClusterFeatureLevel(); got != FeatureLevel {
+		t.Fatalf("cluster level %d on the leader after the upgrade, want %d", got, FeatureLevel)
+	}
+	// The extensions replicate: every node records the level the
+	// upgraded member registered.
+	for _, s := range nodes {
+		if got := s.MemberLevel(cfg.NodeID); got != FeatureLevel {
+			t.Fatalf("%s records level %d for the upgraded member", s.ID(), got)
+		}
+	}
+	forms = writes(nodes)
+	if !has(forms, typeSession, payloadVersion) || !has(forms, typeInsertFindings, insertFindingsBinaryVersion) {
+		t.Fatalf("upgraded cluster: entries %v, want a session entry and a binary insert", forms)
+	}
+}
+
+// BenchmarkClusterFeatureLevel is the leader's cost of the gate per
+// command (a cache hit).
+func BenchmarkClusterFeatureLevel(b *testing.B) {
+	cfg := testConfig(b, "node0")
+	cfg.Bootstrap = true
+	s := openStore(b, cfg)
+	waitReady(b, s)
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.ClusterFeatureLevel() != FeatureLevel {
+			b.Fatal("level")
+		}
+	}
+}
