@@ -19,23 +19,21 @@ import (
 )
 
 // refusingDialer dials addresses for real, except that while refuse is
-// positive each dial goes to a closed port instead: a real "connection
-// refused", as from a leader that just died.
+// positive each dial goes to a port that refuses connections instead: a
+// real "connection refused", as from a leader that just died.
 type refusingDialer struct {
 	refuse  atomic.Int32
 	refused atomic.Int32
-	closed  string // a port nothing listens on
+	closed  string // a port whose connections are refused
 }
 
+// newRefusingDialer's refused port stays bound (see
+// mastertest.RefusedAddr): a port freed by closing a listener was taken
+// by a node of a test running alongside, which answered 200 to the
+// "refused" request.
 func newRefusingDialer(t *testing.T) *refusingDialer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &refusingDialer{closed: ln.Addr().String()}
-	ln.Close()
-	return d
+	return &refusingDialer{closed: mastertest.RefusedAddr(t)}
 }
 
 func (d *refusingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/cmd/squall/internal/bench"
+	"github.com/squallhq/squall/master/mastertest"
 )
 
 // benchJSON runs squall bench webhook --json with args and decodes its
@@ -134,12 +135,10 @@ func TestBenchWebhookStatus(t *testing.T) {
 // cannot start or never get an answer.
 func TestBenchWebhookRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	// A port that refuses connections and stays bound: a port freed by
+	// closing a listener may be taken by a server of a test running
+	// alongside.
+	closed := mastertest.RefusedAddr(t)
 	// A target that accepts connections and closes them without a word.
 	mute, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -259,7 +259,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	})
 	cleanup = append(cleanup, trans.Close)
 
-	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, trans)
+	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, unpipelined{trans})
 	if err != nil {
 		return fmt.Errorf("open store: start raft: %w", err)
 	}
@@ -357,10 +357,10 @@ func (s *Store) Close() error {
 	var errs []error
 	s.stopVerifies()
 	// Raft's shutdown waits for its goroutines. A pipelined replication
-	// goroutine of a leader that just stepped down has been seen stuck for
-	// good (hashicorp/raft v1.7.3, after a leadership transfer, once in
-	// about fifty test runs under load): the wait is bounded, so that the
-	// process can still stop.
+	// goroutine of a leader that just stepped down was seen stuck for
+	// good (hashicorp/raft v1.7.3's pipeline deadlock, now avoided: see
+	// unpipelined); the wait stays bounded, so that the process can still
+	// stop whatever else may hang.
 	shut := make(chan error, 1)
 	go func() { shut <- r.Shutdown().Error() }()
 	wait := time.NewTimer(raftShutdownWait)

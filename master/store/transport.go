@@ -399,3 +399,20 @@ func (c *serverConn) Write(b []byte) (int, error) {
 	}
 	return c.Conn.Write(b)
 }
+
+// unpipelined is raft's network transport without pipelined replication:
+// raft then sends a follower one AppendEntries at a time (each still
+// carries up to raft's MaxAppendEntries entries) and waits for its
+// answer. hashicorp/raft v1.7.3's pipeline can deadlock: when a follower
+// answers with a newer term or a refusal, the goroutine that reads the
+// answers stops, and the one that sends may already be blocked handing
+// over its next request, while the pipeline's reader waits to hand over
+// the previous answer. The leader then never replicates to that follower
+// again, and raft's shutdown waits for the two goroutines for good (seen
+// under load after elections and leadership transfers).
+type unpipelined struct{ *raft.NetworkTransport }
+
+// AppendEntriesPipeline refuses: raft falls back to plain AppendEntries.
+func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"reflect"
@@ -167,5 +170,39 @@ func TestConfig_SourceIP(t *testing.T) {
 	c.SourceIP = "127.0.0.2"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStore_NoPipelinedReplication: raft replicates without its pipeline
+// (see unpipelined), and writes still reach every node. The pipeline
+// logs "pipelining replication" when it starts.
+func TestStore_NoPipelinedReplication(t *testing.T) {
+	t.Parallel()
+	logs := make([]*testLog, 3)
+	nodes := newCluster(t, 3, func(i int, c *Config) {
+		logs[i] = &testLog{}
+		c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range logs {
+				t.Logf("log of node%d:\n%s", i, l.String())
+			}
+		}
+	})
+	for i := range 5 {
+		err := onLeader(t, nodes, func(ctx context.Context, l *Store) error {
+			_, err := l.CreateDraft(ctx, fmt.Sprintf("user%d", i))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitConverged(t, nodes)
+	for i, l := range logs {
+		if strings.Contains(l.String(), "pipelining replication") {
+			t.Errorf("node %d replicates through raft's pipeline", i)
+		}
 	}
 }
