@@ -7,7 +7,7 @@
 //	leader := c.Leader()
 //	resp := c.Get(t, c.Followers()[0], "/squall/v1/cluster", c.AdminToken)
 //
-// Nodes run with short raft timeouts (elections in well under a second)
+// Nodes run with the production raft timeouts (600 ms: elections in about a second)
 // and without fsync of the raft log (an in-process kill loses nothing
 // that was written). Tokens are HS256 JWTs signed with a key generated
 // for the cluster: AdminToken has admin on root; Token mints others.
