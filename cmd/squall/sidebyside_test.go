@@ -21,9 +21,7 @@ func TestSideBySide(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("run.sh reads CPU times from /proc")
 	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("run.sh needs curl")
-	}
+	needCurl(t)
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -67,9 +65,7 @@ func TestSideBySide_Findings(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("run.sh reads CPU times from /proc")
 	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("run.sh needs curl")
-	}
+	needCurl(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
@@ -87,5 +83,17 @@ func TestSideBySide_Findings(t *testing.T) {
 		if !want.MatchString(text) {
 			t.Errorf("no %s in the output:\n%s", want, text)
 		}
+	}
+}
+
+// needCurl skips a test of run.sh where curl is missing, and fails it in
+// CI, whose .ci/run installs curl.
+func needCurl(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("run.sh needs curl (.ci/run installs it)")
+		}
+		t.Skip("run.sh needs curl")
 	}
 }
