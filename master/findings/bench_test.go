@@ -7,10 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -118,54 +116,10 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 }
 
 // benchInserts runs b.N inserts from clients goroutines, each with its own
-// client from newClient, and reports throughput, latency and CPU.
+// client from newClient, and reports throughput, latency and CPU (clients,
+// HTTP and all three nodes, per insert).
 func benchInserts(b *testing.B, clients int, newClient func() (insert func(i int64) error, close func(), err error)) {
-	inserts := make([]func(int64) error, clients)
-	for k := range inserts {
-		insert, closeFn, err := newClient()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(closeFn)
-		inserts[k] = insert
-	}
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	b.ReportAllocs()
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime(b)
-	var wg sync.WaitGroup
-	for _, insert := range inserts {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := insert(i); err != nil {
-					err = fmt.Errorf("insert %d: %w", i, err)
-					failed.Store(&err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "inserts/s")
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	// Clients, HTTP and all three nodes, per insert.
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/insert")
+	benchOps(b, clients, "inserts/s", "cpu-us/insert", newClient)
 }
 
 // checkCreated reads and closes resp, and checks it is a 201.
