@@ -1,0 +1,187 @@
+package satellite
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/squallhq/squall/satellite/intake"
+)
+
+// newServer returns the HTTP server of the satellite's own listener
+// (docs/decisions.md decision 44): fasthttp, the webhook endpoint served
+// natively by the intake, every other route (/healthz, /readyz, /metrics,
+// the 404 of unknown paths) by the net/http mux through fasthttpadaptor.
+func (s *Satellite) newServer() *fasthttp.Server {
+	fallback := fasthttpadaptor.NewFastHTTPHandler(detached(s.mux))
+	srv := &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			if refuseFraming(ctx) {
+				return
+			}
+			id, ok, err := intake.FastRoute(ctx.URI().PathOriginal())
+			switch {
+			case err != nil:
+				answerText(ctx, http.StatusBadRequest, "invalid URL escape")
+			case ok:
+				s.intake.ServeFast(ctx, id)
+			default:
+				// No other route reads a body: keep the adaptor from
+				// reading it whole. The server drains or closes.
+				ctx.Request.SetBodyRaw([]byte{})
+				fallback(ctx)
+			}
+		},
+		ErrorHandler: answerParseError,
+		// The headers get ReadHeaderTimeout from their first byte; the
+		// body, ReadTimeout from the end of the headers.
+		ReadTimeout: s.cfg.ReadHeaderTimeout,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout}
+		},
+		IdleTimeout:    s.cfg.IdleTimeout,
+		ReadBufferSize: s.cfg.MaxHeaderBytes,
+		// Bodies are streamed to the handler, which reads them only after
+		// the checks that come first, up to the webhook's limit; at most
+		// 8 KiB of a body is read ahead with the headers.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		CloseOnShutdown:              true,
+		Logger:                       fastLogger{s.logger},
+	}
+	if s.cfg.TLS != nil {
+		srv.TLSConfig = http11Only(s.cfg.TLS)
+	}
+	return srv
+}
+
+// http11Only returns a copy of cfg that offers HTTP/1.1 alone through ALPN:
+// the satellite's server does not speak HTTP/2.
+func http11Only(cfg *tls.Config) *tls.Config {
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	if get := cfg.GetConfigForClient; get != nil {
+		cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := get(hello)
+			if c == nil || err != nil {
+				return c, err
+			}
+			c = c.Clone()
+			c.NextProtos = []string{"http/1.1"}
+			return c, nil
+		}
+	}
+	return cfg
+}
+
+// refuseFraming answers 400 and closes the connection when a request's body
+// framing is ambiguous, a request smuggling attempt: Transfer-Encoding
+// with Content-Length, or a Transfer-Encoding other than chunked (which
+// fasthttp would take as no body). fasthttp refuses repeated
+// Content-Length and Transfer-Encoding fields itself. The raw headers are
+// looked at only when the parsed ones leave room for doubt.
+func refuseFraming(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	if n := h.ContentLength(); n > 0 && !h.ConnectionClose() {
+		return false
+	}
+	var lengths, encodings int
+	chunked := false
+	for line := range bytes.SplitSeq(h.RawHeaders(), []byte("\n")) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch {
+		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")):
+			lengths++
+		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Transfer-Encoding")):
+			encodings++
+			chunked = bytes.EqualFold(bytes.TrimSpace(value), []byte("chunked"))
+		}
+	}
+	if encodings == 0 || (lengths == 0 && encodings == 1 && chunked) {
+		return false
+	}
+	ctx.SetConnectionClose()
+	answerText(ctx, http.StatusBadRequest, "ambiguous body framing: Transfer-Encoding must be chunked, without Content-Length")
+	return true
+}
+
+// answerParseError answers a request the server could not read, as
+// net/http does: 431 for headers over the read buffer, 408 for a request
+// that did not arrive in time, 400 otherwise; the server then closes the
+// connection.
+func answerParseError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		answerText(ctx, http.StatusRequestHeaderFieldsTooLarge, "")
+	case errors.As(err, &ne) && ne.Timeout():
+		answerText(ctx, http.StatusRequestTimeout, "")
+	default:
+		answerText(ctx, http.StatusBadRequest, "")
+	}
+}
+
+// answerText answers status with a plain text body: the status, and
+// detail when not empty.
+func answerText(ctx *fasthttp.RequestCtx, status int, detail string) {
+	body := fmt.Sprintf("%d %s", status, http.StatusText(status))
+	if detail != "" {
+		body += ": " + detail
+	}
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(body)
+}
+
+// detached passes h a copy of each request whose strings are its own:
+// fasthttpadaptor's point into the server's buffers, reused once the
+// request is answered.
+func detached(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := *r
+		d.Method = strings.Clone(r.Method)
+		d.Proto = strings.Clone(r.Proto)
+		d.Host = strings.Clone(r.Host)
+		d.RequestURI = strings.Clone(r.RequestURI)
+		d.RemoteAddr = strings.Clone(r.RemoteAddr)
+		d.TransferEncoding = slices.Clone(r.TransferEncoding)
+		for i, v := range d.TransferEncoding {
+			d.TransferEncoding[i] = strings.Clone(v)
+		}
+		if u, err := url.ParseRequestURI(d.RequestURI); err == nil {
+			d.URL = u
+		}
+		d.Header = make(http.Header, len(r.Header))
+		for k, vs := range r.Header {
+			c := make([]string, len(vs))
+			for i, v := range vs {
+				c[i] = strings.Clone(v)
+			}
+			d.Header[strings.Clone(k)] = c
+		}
+		h.ServeHTTP(w, &d)
+	})
+}
+
+// fastLogger logs fasthttp's messages at warning level.
+type fastLogger struct{ logger *slog.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.logger.Warn("http server", "message", fmt.Sprintf(format, args...))
+}
