@@ -11,6 +11,7 @@ import (
 
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/dedupe"
+	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/satellite/spool"
@@ -27,7 +28,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = time.Minute
 	DefaultIdleTimeout       = 2 * time.Minute
-	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultMaxHeaderBytes    = intake.DefaultMaxHeaderBytes
 	DefaultRetryBackoffMin   = 100 * time.Millisecond
 	DefaultRetryBackoffMax   = 5 * time.Second
 	DefaultHealthInterval    = 10 * time.Second

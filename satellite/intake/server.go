@@ -1,4 +1,4 @@
-package satellite
+package intake
 
 import (
 	"bytes"
@@ -11,57 +11,107 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
-
-	"github.com/squallhq/squall/satellite/intake"
 )
 
-// newServer returns the HTTP server of the satellite's own listener
-// (docs/decisions.md decision 44): fasthttp, the webhook endpoint served
-// natively by the intake, every other route (/healthz, /readyz, /metrics,
-// the 404 of unknown paths) by the net/http mux through fasthttpadaptor.
-func (s *Satellite) newServer() *fasthttp.Server {
-	fallback := fasthttpadaptor.NewFastHTTPHandler(detached(s.mux))
+// ServerConfig configures [Intake.NewServer]. Zero durations and sizes take
+// their defaults.
+type ServerConfig struct {
+	// HeaderTimeout bounds reading a request's line and headers, from its
+	// first byte (default 10 s); BodyTimeout, reading its body, from the
+	// end of the headers (default 1 min); IdleTimeout, the wait for the
+	// next request on a kept-alive connection (default 2 min).
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers (default 16 KiB):
+	// larger ones are answered 431. It is each connection's read buffer.
+	MaxHeaderBytes int
+	// TLS, when set, is the configuration of an HTTPS listener: give the
+	// server a listener made with tls.NewListener(ln, server.TLSConfig).
+	// The server offers HTTP/1.1 only, whatever TLS.NextProtos says.
+	TLS *tls.Config
+	// Logger takes the server's own messages (at warning level).
+	Logger *slog.Logger
+}
+
+// Defaults of ServerConfig.
+const (
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultBodyTimeout    = time.Minute
+	DefaultIdleTimeout    = 2 * time.Minute
+	DefaultMaxHeaderBytes = 16 << 10
+)
+
+// NewServer returns a fasthttp server for the intake (docs/decisions.md
+// decision 44): webhook calls served natively by [Intake.ServeFast], every
+// other route by fallback, a net/http handler (the satellite's mux with
+// /healthz, /readyz, /metrics and its 404), through fasthttpadaptor. The
+// answers are those of fallback with the intake registered on it
+// ([Intake.Register]), but for requests whose body framing is ambiguous:
+// they are refused (400, connection closed). Serve it with Serve and stop
+// it with ShutdownWithContext; it drains the calls in progress.
+func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.Server {
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	others := fasthttpadaptor.NewFastHTTPHandler(detached(fallback))
 	srv := &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			if refuseFraming(ctx) {
 				return
 			}
-			id, ok, err := intake.FastRoute(ctx.URI().PathOriginal())
+			id, ok, err := FastRoute(ctx.URI().PathOriginal())
 			switch {
 			case err != nil:
 				answerText(ctx, http.StatusBadRequest, "invalid URL escape")
 			case ok:
-				s.intake.ServeFast(ctx, id)
+				in.ServeFast(ctx, id)
 			default:
 				// No other route reads a body: keep the adaptor from
 				// reading it whole. The server drains or closes.
 				ctx.Request.SetBodyRaw([]byte{})
-				fallback(ctx)
+				others(ctx)
 			}
 		},
 		ErrorHandler: answerParseError,
 		// The headers get ReadHeaderTimeout from their first byte; the
 		// body, ReadTimeout from the end of the headers.
-		ReadTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout: cfg.HeaderTimeout,
 		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
-			return fasthttp.RequestConfig{ReadTimeout: s.cfg.ReadTimeout}
+			return fasthttp.RequestConfig{ReadTimeout: cfg.BodyTimeout}
 		},
-		IdleTimeout:    s.cfg.IdleTimeout,
-		ReadBufferSize: s.cfg.MaxHeaderBytes,
+		IdleTimeout:    cfg.IdleTimeout,
+		ReadBufferSize: cfg.MaxHeaderBytes,
 		// Bodies are streamed to the handler, which reads them only after
-		// the checks that come first, up to the webhook's limit; at most
-		// 8 KiB of a body is read ahead with the headers.
+		// the checks that come first, up to the webhook's limit. The
+		// server reads ahead at most MaxRequestBodySize bytes of a body
+		// (and 8 KiB) before it calls the handler: one byte. A larger
+		// value would hold the answer to a call refused before its body
+		// until that much of the body came.
 		StreamRequestBody:            true,
+		MaxRequestBodySize:           1,
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		CloseOnShutdown:              true,
-		Logger:                       fastLogger{s.logger},
+		Logger:                       fastLogger{logger},
 	}
-	if s.cfg.TLS != nil {
-		srv.TLSConfig = http11Only(s.cfg.TLS)
+	if cfg.TLS != nil {
+		srv.TLSConfig = http11Only(cfg.TLS)
 	}
 	return srv
 }
