@@ -78,7 +78,8 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 			id, ok, err := FastRoute(ctx.URI().PathOriginal())
 			switch {
 			case err != nil:
-				answerText(ctx, http.StatusBadRequest, "invalid URL escape")
+				answerText(ctx, http.StatusBadRequest, "") // as net/http
+				ctx.SetConnectionClose()
 			case ok:
 				in.ServeFast(ctx, id)
 			default:
@@ -164,8 +165,8 @@ func refuseFraming(ctx *fasthttp.RequestCtx) bool {
 	if encodings == 0 || (lengths == 0 && encodings == 1 && chunked) {
 		return false
 	}
-	ctx.SetConnectionClose()
 	answerText(ctx, http.StatusBadRequest, "ambiguous body framing: Transfer-Encoding must be chunked, without Content-Length")
+	ctx.SetConnectionClose()
 	return true
 }
 
