@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 	others := fasthttpadaptor.NewFastHTTPHandler(detached(fallback))
 	srv := &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
+			// fasthttp does not recover a handler's panic: it would stop
+			// the process. net/http logs it and closes the connection.
+			defer recoverPanic(ctx, logger)
 			if refuseFraming(ctx) {
 				return
 			}
@@ -108,8 +112,11 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 		MaxRequestBodySize:           1,
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
-		CloseOnShutdown:              true,
-		Logger:                       fastLogger{logger},
+		// Nothing reads the request's time (RequestCtx.Time): fasthttp
+		// then reads no clock for it.
+		LazyRequestTime: true,
+		CloseOnShutdown: true,
+		Logger:          fastLogger{logger},
 	}
 	if cfg.TLS != nil {
 		srv.TLSConfig = http11Only(cfg.TLS)
@@ -168,6 +175,19 @@ func refuseFraming(ctx *fasthttp.RequestCtx) bool {
 	answerText(ctx, http.StatusBadRequest, "ambiguous body framing: Transfer-Encoding must be chunked, without Content-Length")
 	ctx.SetConnectionClose()
 	return true
+}
+
+// recoverPanic, deferred by a handler, turns its panic into a logged error
+// and a 500 answer after which the connection closes.
+func recoverPanic(ctx *fasthttp.RequestCtx, logger *slog.Logger) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	logger.Error("panic serving a request", "remote", ctx.RemoteAddr().String(), "panic", fmt.Sprint(v),
+		"stack", string(debug.Stack()))
+	answerText(ctx, http.StatusInternalServerError, "")
+	ctx.SetConnectionClose()
 }
 
 // answerParseError answers a request the server could not read, as

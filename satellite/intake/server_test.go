@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,4 +209,46 @@ func TestServer_Limits(t *testing.T) {
 	if a.resp.StatusCode != http.StatusOK {
 		t.Errorf("chunked, signed: %d %s", a.resp.StatusCode, a.body)
 	}
+}
+
+// TestServer_Panic: a handler's panic is answered 500 and logged; the
+// server (and the process) go on.
+func TestServer_Panic(t *testing.T) {
+	t.Parallel()
+	in, err := New(Config{Source: "sat-1"}, testDirectory(t), &recorder{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := satelliteMux(in)
+	mux.HandleFunc("GET /panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
+	var logs syncBuffer
+	srv := serveFront(t, frontFastHTTP, in, mux, ServerConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a := rawCall(t, srv.Addr, "GET /panic HTTP/1.1\r\nHost: x\r\n\r\n", true)
+	if a.resp.StatusCode != http.StatusInternalServerError || !a.closed {
+		t.Fatalf("panic: %d (closed %v) %s", a.resp.StatusCode, a.closed, a.body)
+	}
+	if !strings.Contains(logs.String(), "boom") {
+		t.Errorf("panic not logged: %s", logs.String())
+	}
+	if a := rawCall(t, srv.Addr, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", false); a.resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the panic: %d %s", a.resp.StatusCode, a.body)
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
