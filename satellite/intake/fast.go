@@ -167,8 +167,10 @@ func (f *fastFront) readBody(buf *bytes.Buffer, limit int64) error {
 }
 
 // discard reads and drops at most n more bytes of the body, for at most d;
-// the server then answers and closes the connection, without reading the
-// rest.
+// the answer then goes out with Connection: close and the connection closes
+// without the rest being read. Like net/http, it closes gently: a client
+// still sending would otherwise get a reset, which can destroy the answer
+// before it reads it.
 func (f *fastFront) discard(n int64, d time.Duration) {
 	rc := f.rc()
 	rc.SetConnectionClose()
@@ -180,4 +182,31 @@ func (f *fastFront) discard(n int64, d time.Duration) {
 		_ = rc.SetReadDeadline(time.Now().Add(d))
 	}
 	_, _ = io.CopyN(io.Discard, r, n)
+	if conn := rc.Conn(); conn != nil {
+		rc.HijackSetNoResponse(true)
+		rc.Hijack(func(c net.Conn) { answerAndLinger(rc, conn, c) })
+	}
+}
+
+// lingerTime and lingerBytes bound how long and how much of a refused body
+// is read and dropped after the answer, before the connection closes.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+// answerAndLinger writes the answer of rc on c, the hijacked connection
+// (conn underneath), shuts its writing side, and reads and drops what the
+// client still sends, for lingerTime and lingerBytes at most, so that the
+// client reads the answer before the connection closes.
+func answerAndLinger(rc *fasthttp.RequestCtx, conn, c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(lingerTime))
+	if _, err := rc.Response.WriteTo(c); err != nil {
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, c, lingerBytes)
 }
