@@ -108,6 +108,9 @@ func TestFronts_SameAnswers(t *testing.T) {
 		post("/elsewhere", `{}`),
 		post("/engine/webhook/event/%zz?token=tok", `{}`),
 		"GET /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST http://x/engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /engine/webhook/event/plain?token=tok HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
 		"DELETE /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n0\r\n\r\n",
 	} {
@@ -127,8 +130,8 @@ func TestFronts_SameAnswers(t *testing.T) {
 }
 
 // TestServer_Framing: requests whose body framing is ambiguous, a request
-// smuggling attempt, are refused with 400 and the connection closed; none
-// reaches the sink.
+// smuggling attempt, and HTTP/1.1 requests without Host are refused with
+// 400 and the connection closed; none reaches the sink.
 func TestServer_Framing(t *testing.T) {
 	t.Parallel()
 	sink := &recorder{}
@@ -146,6 +149,7 @@ func TestServer_Framing(t *testing.T) {
 		{"two encodings", target + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
 		{"chunked in HTTP/1.0", strings.Replace(target, "HTTP/1.1", "HTTP/1.0", 1) + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
 		{"bad length", target + "Content-Length: +2\r\n\r\n{}" + next},
+		{"no host", "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}" + next},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := rawCall(t, srv.Addr, tc.req, true)
