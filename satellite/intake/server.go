@@ -2,6 +2,7 @@ package intake
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -33,7 +34,8 @@ type ServerConfig struct {
 	// server a listener made with tls.NewListener(ln, server.TLSConfig).
 	// The server offers HTTP/1.1 only, whatever TLS.NextProtos says.
 	TLS *tls.Config
-	// Logger takes the server's own messages (at warning level).
+	// Logger takes the server's own messages (at warning level; the
+	// errors of single connections at debug level).
 	Logger *slog.Logger
 }
 
@@ -250,9 +252,16 @@ func detached(h http.Handler) http.Handler {
 	})
 }
 
-// fastLogger logs fasthttp's messages at warning level.
+// fastLogger logs fasthttp's messages at warning level, but for the error
+// of each connection that ended badly (a malformed request, a failed TLS
+// handshake): at debug level, so that a client cannot fill the log, as
+// net/http answers a malformed request without a line.
 type fastLogger struct{ logger *slog.Logger }
 
 func (l fastLogger) Printf(format string, args ...any) {
-	l.logger.Warn("http server", "message", fmt.Sprintf(format, args...))
+	level := slog.LevelWarn
+	if strings.HasPrefix(format, "error when serving connection") {
+		level = slog.LevelDebug
+	}
+	l.logger.Log(context.Background(), level, "http server", "message", fmt.Sprintf(format, args...))
 }
