@@ -256,3 +256,62 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestServer_Timeouts: headers that do not come in HeaderTimeout, a body
+// that does not come in BodyTimeout, and a connection idle for IdleTimeout
+// are cut.
+func TestServer_Timeouts(t *testing.T) {
+	t.Parallel()
+	sink := &recorder{}
+	in, err := New(Config{Source: "sat-1"}, testDirectory(t), sink, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const d = 200 * time.Millisecond
+	srv := serveFront(t, frontFastHTTP, in, satelliteMux(in), ServerConfig{HeaderTimeout: d, BodyTimeout: d, IdleTimeout: d})
+	dial := func(head string) (net.Conn, *bufio.Reader) {
+		conn, err := net.Dial("tcp", srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		return conn, bufio.NewReader(conn)
+	}
+	// closedAfter reads what is left: the connection must end (EOF or a
+	// reset), not the client's 10 s deadline.
+	closed := func(br *bufio.Reader) bool {
+		_, err := io.ReadAll(br)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	_, br := dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n")
+	if resp, err := http.ReadResponse(br, nil); err == nil && resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("slow headers: %d", resp.StatusCode)
+	}
+	if !closed(br) {
+		t.Error("slow headers: the connection stayed open")
+	}
+
+	_, br = dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("cannot read the body")) || !closed(br) {
+		t.Errorf("slow body: %d %s", resp.StatusCode, body)
+	}
+
+	_, br = dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("call: %v %v", resp, err)
+	}
+	if !closed(br) {
+		t.Error("idle connection: still open")
+	}
+}
