@@ -196,9 +196,10 @@ const (
 )
 
 // answerAndLinger writes the answer of rc on c, the hijacked connection
-// (conn underneath), shuts its writing side, and reads and drops what the
-// client still sends, for lingerTime and lingerBytes at most, so that the
-// client reads the answer before the connection closes.
+// (conn underneath), shuts its writing side, and keeps the connection for
+// lingerTime, or until the client closes it, reading and dropping at most
+// lingerBytes of what it still sends, so that the client reads the answer
+// before the connection closes (net/http waits 500 ms too).
 func answerAndLinger(rc *fasthttp.RequestCtx, conn, c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(lingerTime))
 	if _, err := rc.Response.WriteTo(c); err != nil {
@@ -207,6 +208,12 @@ func answerAndLinger(rc *fasthttp.RequestCtx, conn, c net.Conn) {
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_ = c.SetReadDeadline(time.Now().Add(lingerTime))
-	_, _ = io.CopyN(io.Discard, c, lingerBytes)
+	end := time.Now().Add(lingerTime)
+	_ = c.SetReadDeadline(end)
+	if _, err := io.CopyN(io.Discard, c, lingerBytes); err == nil {
+		// The client sends on: stop reading, so that its writes block
+		// rather than fail, until the end of the linger. Closing now
+		// would reset the connection under the answer.
+		time.Sleep(time.Until(end))
+	}
 }
