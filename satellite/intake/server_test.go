@@ -3,6 +3,7 @@ package intake
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -313,5 +315,26 @@ func TestServer_Timeouts(t *testing.T) {
 	}
 	if !closed(br) {
 		t.Error("idle connection: still open")
+	}
+}
+
+// TestHTTP11Only: the server's TLS configuration offers HTTP/1.1 alone,
+// also through GetConfigForClient, and leaves the caller's configuration
+// as it was.
+func TestHTTP11Only(t *testing.T) {
+	t.Parallel()
+	inner := &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+	cfg := &tls.Config{NextProtos: []string{"h2", "http/1.1"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return inner, nil }}
+	got := http11Only(cfg)
+	c, err := got.GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.NextProtos, []string{"http/1.1"}) || !slices.Equal(c.NextProtos, []string{"http/1.1"}) {
+		t.Fatalf("offered %v and %v", got.NextProtos, c.NextProtos)
+	}
+	if len(cfg.NextProtos) != 2 || len(inner.NextProtos) != 2 {
+		t.Fatal("the caller's configurations changed")
 	}
 }
