@@ -24,7 +24,8 @@ const benchConnections = 64
 
 // BenchmarkIntake compares, on loopback, a plain net/http handler that only
 // reads the body with the satellite's intake answering after Kafka's
-// acknowledgement (acks=all, in-process kfake broker). The load generator
+// acknowledgement (acks=all, in-process kfake broker): "intake" on the
+// satellite's own server (fasthttp), "intake-nethttp" on a net/http server. The load generator
 // keeps 64 connections busy. Each sub-benchmark reports requests (events)
 // per second, the 50th and 99th percentile latencies, and the CPU time of
 // the whole process (load generator, server and broker) per request.
@@ -43,6 +44,19 @@ func BenchmarkIntake(b *testing.B) {
 	b.Run("intake", func(b *testing.B) {
 		s := startBenchSatellite(b)
 		runLoad(b, newLoadClient(), s.url+"/engine/webhook/event/plain?token=tok")
+		reportSatellite(b, s)
+	})
+	b.Run("intake-nethttp", func(b *testing.B) {
+		// The same intake on a net/http server, as the master and squall
+		// dev mount it, and as the satellite served it before
+		// docs/decisions.md decision 44.
+		broker := kafkatest.Start(b, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
+		cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook}), "")
+		cfg.AckTimeout = DefaultAckTimeout
+		cfg.HTTPAddr = ""
+		s := start(b, cfg)
+		url := serveNetHTTP(b, s.Handler())
+		runLoad(b, newLoadClient(), url+"/engine/webhook/event/plain?token=tok")
 		reportSatellite(b, s)
 	})
 	b.Run("ratio", func(b *testing.B) {
@@ -118,6 +132,25 @@ func startPlain(b *testing.B) string {
 		}
 	})
 	return "http://" + ln.Addr().String() + "/engine/webhook/event/plain?token=tok"
+}
+
+// serveNetHTTP serves h on a net/http server on loopback and returns its
+// URL.
+func serveNetHTTP(b *testing.B, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	b.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			b.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // startBenchSatellite runs a satellite writing to an in-process broker.

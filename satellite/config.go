@@ -11,6 +11,7 @@ import (
 
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/dedupe"
+	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/satellite/spool"
@@ -27,6 +28,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = time.Minute
 	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = intake.DefaultMaxHeaderBytes
 	DefaultRetryBackoffMin   = 100 * time.Millisecond
 	DefaultRetryBackoffMax   = 5 * time.Second
 	DefaultHealthInterval    = 10 * time.Second
@@ -48,11 +50,11 @@ type Config struct {
 	// caller mounts [Satellite.Handler] or [Satellite.WebhookHandler] on
 	// its own server.
 	HTTPAddr string
-	// TLS, when set, makes the listener of HTTPAddr serve HTTPS (HTTP/2
-	// and HTTP/1.1) with this configuration, which must provide a
-	// certificate (Certificates, GetCertificate or GetConfigForClient;
-	// tlscert.Reloader.TLSConfig gives one that follows rotated files).
-	// Nil serves plain HTTP.
+	// TLS, when set, makes the listener of HTTPAddr serve HTTPS (HTTP/1.1
+	// only: the listener offers no HTTP/2, whatever NextProtos says) with
+	// this configuration, which must provide a certificate (Certificates,
+	// GetCertificate or GetConfigForClient; tlscert.Reloader.TLSConfig
+	// gives one that follows rotated files). Nil serves plain HTTP.
 	TLS *tls.Config
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration
@@ -62,6 +64,10 @@ type Config struct {
 	// IdleTimeout closes kept-alive connections idle for longer (default
 	// 2 min).
 	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and headers together on
+	// HTTPAddr (default 16 KiB); larger ones are answered 431. It is the
+	// read buffer of each connection.
+	MaxHeaderBytes int
 	// ShutdownTimeout bounds the graceful shutdown: answering the calls in
 	// progress and flushing Kafka (default 30 s).
 	ShutdownTimeout time.Duration
@@ -116,6 +122,7 @@ func Default() Config {
 		ReadHeaderTimeout:   DefaultReadHeaderTimeout,
 		ReadTimeout:         DefaultReadTimeout,
 		IdleTimeout:         DefaultIdleTimeout,
+		MaxHeaderBytes:      DefaultMaxHeaderBytes,
 		ShutdownTimeout:     DefaultShutdownTimeout,
 		AckTimeout:          DefaultAckTimeout,
 		RetryAfter:          DefaultRetryAfter,
@@ -175,6 +182,9 @@ func (c Config) Validate() error {
 	positive("read_timeout", c.ReadTimeout)
 	positive("idle_timeout", c.IdleTimeout)
 	positive("shutdown_timeout", c.ShutdownTimeout)
+	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
+		add("max_header_bytes", fmt.Errorf("%d is not between 4096 and 1048576", c.MaxHeaderBytes))
+	}
 	positive("ack_timeout", c.AckTimeout)
 	positive("retry_after", c.RetryAfter)
 	positive("retry_backoff_min", c.RetryBackoffMin)

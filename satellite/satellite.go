@@ -2,6 +2,7 @@ package satellite
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
 
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/dedupe"
@@ -189,7 +191,7 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	}
 	background.Go(func() { s.fwd.run(fctx) })
 
-	var srv *http.Server
+	var srv *fasthttp.Server
 	serveErr := make(chan error, 1)
 	if s.cfg.HTTPAddr != "" {
 		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
@@ -197,26 +199,15 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("listen: %w", err)
 		}
 		s.addr = ln.Addr().String()
-		srv = &http.Server{
-			Handler:           s.mux,
-			ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-			ReadTimeout:       s.cfg.ReadTimeout,
-			IdleTimeout:       s.cfg.IdleTimeout,
-			ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
-		}
-		if s.cfg.TLS != nil {
-			// ServeTLS offers HTTP/2 and takes the certificate from
-			// the configuration (no files).
-			srv.TLSConfig = s.cfg.TLS.Clone()
+		srv = s.intake.NewServer(s.mux, intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
+			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger})
+		if srv.TLSConfig != nil {
+			ln = tls.NewListener(ln, srv.TLSConfig)
 		}
 		background.Go(func() {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(ln, "", "")
-			} else {
-				err = srv.Serve(ln)
-			}
-			if !errors.Is(err, http.ErrServerClosed) {
+			// Serve returns nil once ShutdownWithContext closed the
+			// listener.
+			if err := srv.Serve(ln); err != nil {
 				serveErr <- err
 			}
 		})
@@ -246,9 +237,11 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if srv != nil {
-		if err := srv.Shutdown(sctx); err != nil {
+		// The listener closes; idle connections close; the calls in
+		// progress are answered (with Connection: close), then their
+		// connections close.
+		if err := srv.ShutdownWithContext(sctx); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
-			srv.Close()
 		}
 	}
 	if err := s.intake.Drain(sctx); err != nil {

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,7 @@ func TestParse_CredentialSources(t *testing.T) {
 		}
 	}
 	// The file's secret (entry 1) verifies GitHub's documented example.
-	h := map[string][]string{"X-Hub-Signature-256": {"sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}}
+	h := http.Header{"X-Hub-Signature-256": {"sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}}
 	if index, err := w.Signature.Verify(h, []byte("Hello, World!"), now); err != nil || index != 1 {
 		t.Errorf("Verify = %d %v, want 1", index, err)
 	}

@@ -56,7 +56,8 @@ its own: a master that fails is skipped, and failures only delay the next
 heartbeat (logged once, then once a minute); webhook calls never wait for it.
 
 With --tls-cert-file and --tls-key-file that address serves HTTPS (TLS 1.2
-or later, HTTP/2) instead of plain HTTP. The files are checked every ten
+or later, HTTP/1.1 only: the satellite's server offers no HTTP/2) instead of
+plain HTTP. The files are checked every ten
 seconds: a rotated pair is served from the next handshake on, and a pair
 that does not load leaves the previous one in place (logged).
 
@@ -121,6 +122,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "HTTP listen address of the webhook endpoints and the probes (HTTPS with --tls-cert-file)")
 	f.StringVar(&tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) to serve HTTPS with; reloaded when the file changes")
 	f.StringVar(&tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file; reloaded with it")
+	f.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", cfg.MaxHeaderBytes, "bound of a request's line and headers on --http, in bytes (4096 to 1048576); larger ones are answered 431")
 	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
 	f.StringVar(&cfg.Kafka.Topic, "topic", cfg.Kafka.Topic, "Kafka topic of the events")
 	f.StringVar(&cfg.TenantID, "tenant-id", cfg.TenantID, "tenant of events whose webhook file names none")

@@ -95,11 +95,25 @@ func (r *Resolver) Trusts(addr netip.Addr) bool {
 // parse (obfuscated, "unknown", garbage) stops the walk and the last
 // trusted hop is the client. When every entry is trusted, the leftmost is.
 func (r *Resolver) Client(req *http.Request) netip.Addr {
-	peer := parsePeer(req.RemoteAddr)
+	return r.ClientOf(parsePeer(req.RemoteAddr), req.Header)
+}
+
+// Header gives all the values of a request's header field (any case);
+// [http.Header] is one, and so is a view of another HTTP server's request.
+type Header interface {
+	Values(name string) []string
+}
+
+// ClientOf is [Resolver.Client] for a request from peer (the zero Addr when
+// it is not an IP address) with headers h.
+func (r *Resolver) ClientOf(peer netip.Addr, h Header) netip.Addr {
+	if peer.IsValid() {
+		peer = peer.Unmap().WithZone("")
+	}
 	if !peer.IsValid() || !r.Trusts(peer) {
 		return peer
 	}
-	hops := r.hops(req.Header)
+	hops := r.hops(h)
 	client := peer
 	for i := len(hops) - 1; i >= 0 && i >= len(hops)-maxHops; i-- {
 		a, ok := parseHop(hops[i], r.header == HeaderForwarded)
@@ -116,7 +130,7 @@ func (r *Resolver) Client(req *http.Request) netip.Addr {
 
 // hops returns the entries of the forwarding header, in order, across all
 // its lines.
-func (r *Resolver) hops(h http.Header) []string {
+func (r *Resolver) hops(h Header) []string {
 	var hops []string
 	for _, line := range h.Values(r.header) {
 		for part := range strings.SplitSeq(line, ",") {

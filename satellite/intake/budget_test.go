@@ -2,7 +2,6 @@ package intake
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,38 +17,39 @@ import (
 // fields still pass.
 func TestIntake_OutputBudget(t *testing.T) {
 	t.Parallel()
-	expr := "${to_string(@" + strings.Repeat(" | [@, @]", 40) + ")}"
-	dir := directory{
-		"bomb": mustParse(t, `{"id": "bomb", "token": "tok",
+	forFronts(t, func(t *testing.T, front string) {
+		expr := "${to_string(@" + strings.Repeat(" | [@, @]", 40) + ")}"
+		dir := directory{
+			"bomb": mustParse(t, `{"id": "bomb", "token": "tok",
 			"collector_config": {"event_type": "e", "payload": {"host": "${host}", "all": "${@}"}}}`),
-	}
-	dir["bomb2"] = mustParse(t, `{"id": "bomb2", "token": "tok",
+		}
+		dir["bomb2"] = mustParse(t, `{"id": "bomb2", "token": "tok",
 		"collector_config": {"event_type": "e", "payload": {"v": "`+expr+`"}}}`)
-	sink := &recorder{}
-	in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: time.Second}, dir, sink, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+		sink := &recorder{}
+		in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: time.Second}, dir, sink, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		in.Register(mux)
+		srv := serveFront(t, front, in, mux, ServerConfig{})
 
-	body := `{"host": "web-1", "message": "` + strings.Repeat("x", 1400) + `"}`
-	a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb2?token=tok", strings.NewReader(body),
-		http.Header{"Content-Type": {"application/json"}})
-	if a.status != http.StatusUnprocessableEntity || a.body.Code != CodeTemplate || a.body.Params["field"] != "collector_config.payload.v" ||
-		!strings.Contains(a.body.Message, "output budget exceeded") || !strings.Contains(a.body.Message, strconv.Itoa(len(body))+"-byte body") {
-		t.Fatalf("crafted expression: %d %s", a.status, a.raw)
-	}
-	sink.mu.Lock()
-	n := len(sink.records)
-	sink.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d records published for a refused call", n)
-	}
-	if a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb?token=tok", strings.NewReader(body),
-		http.Header{"Content-Type": {"application/json"}}); a.status != http.StatusOK {
-		t.Fatalf("ordinary expressions: %d %s", a.status, a.raw)
-	}
+		body := `{"host": "web-1", "message": "` + strings.Repeat("x", 1400) + `"}`
+		a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb2?token=tok", strings.NewReader(body),
+			http.Header{"Content-Type": {"application/json"}})
+		if a.status != http.StatusUnprocessableEntity || a.body.Code != CodeTemplate || a.body.Params["field"] != "collector_config.payload.v" ||
+			!strings.Contains(a.body.Message, "output budget exceeded") || !strings.Contains(a.body.Message, strconv.Itoa(len(body))+"-byte body") {
+			t.Fatalf("crafted expression: %d %s", a.status, a.raw)
+		}
+		sink.mu.Lock()
+		n := len(sink.records)
+		sink.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d records published for a refused call", n)
+		}
+		if a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb?token=tok", strings.NewReader(body),
+			http.Header{"Content-Type": {"application/json"}}); a.status != http.StatusOK {
+			t.Fatalf("ordinary expressions: %d %s", a.status, a.raw)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/squallhq/squall/satellite/dedupe"
@@ -47,11 +48,11 @@ const HeaderDeduplicated = "Squall-Deduplicated"
 // checkAddress refuses a call whose client address is not in the
 // webhook's allow_ips; it returns the client address (needed by per-client
 // rate limits).
-func (in *Intake) checkAddress(r *http.Request, wh *webhooks.Webhook) (netip.Addr, error) {
+func (in *Intake) checkAddress(c *request, wh *webhooks.Webhook) (netip.Addr, error) {
 	if len(wh.AllowIPs) == 0 && (wh.RateLimit == nil || !wh.RateLimit.PerClient) {
 		return netip.Addr{}, nil
 	}
-	client := in.cfg.Clients.Client(r)
+	client := in.cfg.Clients.ClientOf(c.front.peer(), c.header)
 	if !wh.Allows(client) {
 		return client, &apiError{status: http.StatusForbidden, code: CodeAddressNotAllowed, reason: ReasonAddress,
 			params: map[string]any{"address": client.String()}, message: "calls from this address are not allowed"}
@@ -78,14 +79,16 @@ func (in *Intake) checkRate(wh *webhooks.Webhook, client netip.Addr, now time.Ti
 // claim finds the delivery id of a call of a webhook with "dedupe" and
 // claims it. A nil claim and nil error: the webhook has no dedupe. A
 // duplicate claim carries the first call's event id.
-func (in *Intake) claim(r *http.Request, wh *webhooks.Webhook, body []byte, now time.Time) (*dedupe.Claim, error) {
+func (in *Intake) claim(c *request, wh *webhooks.Webhook, body []byte, now time.Time) (*dedupe.Claim, error) {
 	d := wh.Dedupe
 	if d == nil {
 		return nil, nil
 	}
 	var header string
 	if d.Header != "" {
-		header = r.Header.Get(d.Header)
+		// A copy: the delivery id may be remembered, and the front
+		// end's header values may live in a buffer it reuses.
+		header = strings.Clone(c.header.Get(d.Header))
 	}
 	key, err := d.Key(header, body)
 	if err != nil {
@@ -108,10 +111,10 @@ func (in *Intake) claim(r *http.Request, wh *webhooks.Webhook, body []byte, now 
 	if in.cfg.Dedupe == nil {
 		return nil, errors.New("webhook with dedupe, intake without a dedupe store")
 	}
-	c, err := in.cfg.Dedupe.Begin(r.Context(), wh.ID, key, now)
+	cl, err := in.cfg.Dedupe.Begin(c.ctx, wh.ID, key, now)
 	if err != nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: in.cfg.RetryAfter,
 			message: "the delivery id could not be checked", err: err}
 	}
-	return c, nil
+	return cl, nil
 }

@@ -47,7 +47,7 @@
 //	503 UNAVAILABLE         the event could not be stored
 //
 // The checks run in this order, so an unauthenticated caller never gets its
-// body read. Accepted events are counted per webhook in
+// body read (but for the one byte the fasthttp server reads ahead). Accepted events are counted per webhook in
 // squall_intake_accepted_total, repeated deliveries in
 // squall_intake_deduplicated_total, refused calls of a known webhook by
 // reason (token, signature, timestamp, address, rate, size, delivery_id) in
@@ -55,4 +55,11 @@
 // verified a call, in squall_intake_credential_verified_total. 503 answers carry Retry-After. Connections are kept alive; after
 // a 413 whose body was cut short the server closes the connection rather
 // than read the rest.
+//
+// The intake has two front ends over one core: [Intake.ServeHTTP] for a
+// net/http server (the master's and squall dev's), and [Intake.ServeFast] on
+// the fasthttp server [Intake.NewServer] builds for the satellite's own
+// listener (docs/decisions.md decision 44), which sends the other routes to
+// a net/http handler and refuses requests whose body framing is ambiguous.
+// Both give the same answers.
 package intake

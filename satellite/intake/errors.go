@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -82,17 +83,32 @@ type errorBody struct {
 	Message string         `json:"message"`
 }
 
-// writeError writes e as the answer.
-func writeError(w http.ResponseWriter, e *apiError) {
+// headerSetter sets a header of an answer; http.Header and fasthttp's
+// response header are ones.
+type headerSetter interface {
+	Set(key, value string)
+}
+
+// setHeaders sets the headers of the answer e other than Content-Type and
+// Content-Length: Retry-After, Allow.
+func (e *apiError) setHeaders(h headerSetter) {
 	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+		h.Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
 	}
 	if e.status == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", http.MethodPost)
+		h.Set("Allow", http.MethodPost)
 	}
+}
+
+// body returns the JSON body of the answer e, with a final newline.
+func (e *apiError) body() []byte {
 	params := e.params
 	if params == nil {
 		params = map[string]any{}
 	}
-	writeJSON(w, e.status, errorBody{Code: e.code, Params: params, Message: e.message})
+	b, err := json.Marshal(errorBody{Code: e.code, Params: params, Message: e.message})
+	if err != nil {
+		b = []byte(`{"code":"INTERNAL","params":{},"message":"encode answer"}`)
+	}
+	return append(b, '\n')
 }

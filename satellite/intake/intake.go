@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -139,8 +138,6 @@ type Intake struct {
 	idle     chan struct{} // closed when closed and inflight is 0
 }
 
-var _ http.Handler = (*Intake)(nil)
-
 // New builds an Intake whose metrics are registered with reg (nil registers
 // nothing).
 func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg prometheus.Registerer) (*Intake, error) {
@@ -180,107 +177,171 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	}, nil
 }
 
-// Register adds the webhook endpoint to mux.
-func (in *Intake) Register(mux *http.ServeMux) { mux.Handle(Pattern, in) }
+// request is a webhook call as the intake's core sees it, whichever HTTP
+// server took it: [Intake.ServeHTTP] (net/http) and [Intake.ServeFast]
+// (fasthttp) each fill one in.
+type request struct {
+	// ctx is the call's context; it carries the call's span when tracing.
+	ctx    context.Context
+	method string
+	// id is the {id} of the path, and query the raw query string.
+	id, query string
+	// contentLength is the body's declared length, -1 when unknown
+	// (chunked).
+	contentLength int64
+	header        headers
+	front         front
+}
 
-// ServeHTTP handles one webhook call. It answers 200 {"event_id": …} once the
-// sink took the event, or an error with a JSON body.
-func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	id := r.PathValue("id")
-	if id == "" {
-		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
+// headers gives the values of a call's header fields, looked up in any
+// case; [http.Header] is one.
+type headers interface {
+	// Get returns the first value of the field name, or "".
+	Get(name string) string
+	// Values returns all the values of the field name.
+	Values(name string) []string
+}
+
+// front is what the core needs of the HTTP server that took a call.
+type front interface {
+	// peer returns the address of the connection's peer; the zero Addr
+	// when it is not an IP address.
+	peer() netip.Addr
+	// remoteAddr returns the peer as host:port, for logs.
+	remoteAddr() string
+	// readBody appends the body to buf, or fails with errBodyTooLarge as
+	// soon as it is longer than limit bytes.
+	readBody(buf *bytes.Buffer, limit int64) error
+	// discard reads and drops at most n bytes of what is left of the
+	// body, for at most d, and makes the server close the connection
+	// after the answer.
+	discard(n int64, d time.Duration)
+}
+
+// errBodyTooLarge is the error of front.readBody past the limit.
+var errBodyTooLarge = errors.New("body too large")
+
+// result is the outcome of a call, for its front end to answer.
+type result struct {
+	// known reports whether the id named a webhook.
+	known bool
+	// wh is the webhook, when known.
+	wh *webhooks.Webhook
+	// eventID is the event's id (200 answers).
+	eventID string
+	// deduplicated reports a repeated delivery (200, Squall-Deduplicated).
+	deduplicated bool
+	// err is the answer other than 200; nil for 200.
+	err *apiError
+}
+
+// status is the HTTP status of the answer.
+func (r *result) status() int {
+	if r.err != nil {
+		return r.err.status
+	}
+	return http.StatusOK
+}
+
+// okPrefix and okSuffix frame the event id in the body of a 200 answer:
+// {"event_id":"…"}; a UUID needs no escaping.
+const okPrefix, okSuffix = `{"event_id":"`, "\"}\n"
+
+// begin starts a call: its span, when tracing.
+func (in *Intake) begin(c *request) trace.Span {
+	if in.tracer == nil {
+		return nil
 	}
 	var span trace.Span
-	if in.tracer != nil {
-		r, span = in.startSpan(r)
-	}
-	known, eventID, err := in.serve(w, r, id, start)
-	status, reason := http.StatusOK, ""
+	c.ctx, span = in.startSpan(c.ctx, c.header)
+	return span
+}
+
+// handle runs a call through the checks and the sink, and logs a refusal.
+func (in *Intake) handle(c *request, start time.Time) result {
+	res, err := in.serve(c, start)
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			ae = &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error", err: err}
 		}
-		status, reason = ae.status, ae.reason
-		if span != nil && span.IsRecording() {
-			span.SetAttributes(attribute.String(attrErrorType, ae.code))
-			if status >= 500 {
-				span.SetStatus(codes.Error, ae.message)
-			}
-		}
-		in.logAnswer(r, id, ae)
-		writeError(w, ae)
-	} else {
-		// {"event_id":"…"}: a UUID needs no escaping.
-		const prefix, suffix = `{"event_id":"`, "\"}\n"
-		values := make([]string, 3) // one allocation for the three headers
-		values[0], values[1], values[2] = eventID, "application/json", strconv.Itoa(len(prefix)+len(eventID)+len(suffix))
-		h := w.Header()
-		h["Squall-Event-Id"] = values[0:1:1]
-		h["Content-Type"] = values[1:2:2]
-		h["Content-Length"] = values[2:3:3]
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, prefix)
-		io.WriteString(w, eventID)
-		io.WriteString(w, suffix)
+		res.err = ae
+		res.eventID, res.deduplicated = "", false
+		in.logAnswer(c, ae)
+	}
+	return res
+}
+
+// finish counts an answered call in the metrics and ends its span.
+func (in *Intake) finish(c *request, span trace.Span, start time.Time, res *result) {
+	status, reason := http.StatusOK, ""
+	if res.err != nil {
+		status, reason = res.err.status, res.err.reason
 	}
 	label := ""
-	if known {
-		label = id // only ids of the current set: unknown ids cannot grow the series
+	if res.known {
+		label = res.wh.ID // only ids of the current set: unknown ids cannot grow the series
 		if reason != "" {
-			in.m.refused.WithLabelValues(id, reason).Inc()
+			in.m.refused.WithLabelValues(label, reason).Inc()
 		}
 	}
-	if known && status == http.StatusOK {
-		in.m.webhook(id).ok.Inc()
+	if res.known && status == http.StatusOK {
+		in.m.webhook(label).ok.Inc()
 	} else {
 		in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	}
 	in.m.duration.Observe(time.Since(start).Seconds())
-	if span != nil {
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String(attrHTTPMethod, r.Method), attribute.String(attrHTTPRoute, Pattern),
-				attribute.Int(attrHTTPStatus, status))
-			if known {
-				span.SetAttributes(attribute.String(attrWebhook, id))
-			}
-			if eventID != "" {
-				span.SetAttributes(attribute.String(attrEventID, eventID))
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		if res.err != nil {
+			span.SetAttributes(attribute.String(attrErrorType, res.err.code))
+			if status >= 500 {
+				span.SetStatus(codes.Error, res.err.message)
 			}
 		}
-		span.End()
+		span.SetAttributes(attribute.String(attrHTTPMethod, c.method), attribute.String(attrHTTPRoute, Pattern),
+			attribute.Int(attrHTTPStatus, status))
+		if res.known {
+			span.SetAttributes(attribute.String(attrWebhook, res.wh.ID))
+		}
+		if res.eventID != "" {
+			span.SetAttributes(attribute.String(attrEventID, res.eventID))
+		}
 	}
+	span.End()
 }
 
-// serve runs the checks in order and hands the event to the sink. known
-// reports whether id named a webhook.
-func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now time.Time) (known bool, eventID string, err error) {
-	if r.Method != http.MethodPost {
-		return false, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
-			params: map[string]any{"method": r.Method}, message: "only POST is allowed"}
+// serve runs the checks in order and hands the event to the sink.
+func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
+	if c.method != http.MethodPost {
+		return res, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+			params: map[string]any{"method": strings.Clone(c.method)}, message: "only POST is allowed"}
 	}
 	if !in.enter() {
-		return false, "", &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
+		return res, &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
 			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
 	}
 	defer in.leave()
 	in.m.inflight.Inc()
 	defer in.m.inflight.Dec()
 
-	wh := in.dir.Lookup(id)
+	wh := in.dir.Lookup(c.id)
 	if wh == nil {
+		id := c.id
 		if len(id) > webhooks.MaxIDLen {
 			id = id[:webhooks.MaxIDLen]
 		}
-		return false, "", &apiError{status: http.StatusNotFound, code: CodeNotFound,
-			params: map[string]any{"id": id}, message: "no webhook with this id"}
+		return res, &apiError{status: http.StatusNotFound, code: CodeNotFound,
+			params: map[string]any{"id": strings.Clone(id)}, message: "no webhook with this id"}
 	}
-	client, err := in.checkAddress(r, wh)
+	res.known, res.wh = true, wh
+	client, err := in.checkAddress(c, wh)
 	if err != nil {
-		return true, "", err
+		return res, err
 	}
-	token, tokens := queryToken(r.URL)
+	token, tokens := queryToken(c.query)
 	tokenIndex, ok := -1, false
 	if tokens == 1 {
 		tokenIndex, ok = wh.MatchToken(token, now)
@@ -290,26 +351,25 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		if tokens == 0 {
 			msg = "missing token"
 		}
-		return true, "", &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
+		return res, &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
 	}
 	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
 	if err := in.checkRate(wh, client, now); err != nil {
-		return true, "", err
+		return res, err
 	}
 
 	limit := wh.MaxPayloadSize
-	rawBody := r.Body
 	tooLarge := func() *apiError {
 		// Clients that write the whole body before they read the
 		// answer would see a broken pipe if the connection closed now:
 		// read and drop up to twice the limit, for a bounded time,
 		// then answer and close.
-		httpguard.Discard(w, rawBody, in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
+		c.front.discard(in.cfg.discardBytes(limit), in.cfg.DiscardTimeout)
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge, reason: ReasonSize,
 			params: map[string]any{"limit": limit}, message: fmt.Sprintf("the body is larger than %d bytes", limit)}
 	}
-	if r.ContentLength > limit {
-		return true, "", tooLarge() // no byte of the body is kept
+	if c.contentLength > limit {
+		return res, tooLarge() // no byte of the body is kept
 	}
 	buf := in.bufs.Get().(*bytes.Buffer)
 	defer func() {
@@ -319,31 +379,28 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		}
 	}()
 	buf.Reset()
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	if c.contentLength > 0 {
+		buf.Grow(int(c.contentLength))
 	}
-	// MaxBytesReader stops at the limit and makes the server close the
-	// connection instead of reading the rest.
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return true, "", tooLarge()
+	if err := c.front.readBody(buf, limit); err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return res, tooLarge()
 		}
-		return true, "", &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
+		return res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
 	}
 	body := buf.Bytes()
 
 	if sig := wh.Signature; sig != nil {
-		index, err := sig.Verify(r.Header, body, now)
+		index, err := sig.Verify(c.header, body, now)
 		if err != nil {
-			return true, "", signatureError(sig, err)
+			return res, signatureError(sig, err)
 		}
 		in.m.credentialVerified(wh.ID, credentialSecret, index)
 	}
 
-	claim, err := in.claim(r, wh, body, now)
+	claim, err := in.claim(c, wh, body, now)
 	if err != nil {
-		return true, "", err
+		return res, err
 	}
 	if claim != nil {
 		if claim.Duplicate {
@@ -351,8 +408,8 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 			// Also among the refusals by reason: the repeat made no
 			// event, though it is answered 200 with the first event id.
 			in.m.refused.WithLabelValues(wh.ID, ReasonDuplicate).Inc()
-			w.Header().Set(HeaderDeduplicated, "true")
-			return true, claim.EventID, nil
+			res.eventID, res.deduplicated = claim.EventID, true
+			return res, nil
 		}
 		defer claim.Abort() // unless committed below
 	}
@@ -365,25 +422,26 @@ func (in *Intake) serve(w http.ResponseWriter, r *http.Request, id string, now t
 		var te *webhooks.TemplateError
 		switch {
 		case errors.Is(err, webhooks.ErrBodyNotJSON):
-			return true, "", &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
+			return res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
 		case errors.As(err, &te):
-			return true, "", &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
+			return res, &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
 				params: map[string]any{"field": te.Field}, message: te.Error()}
 		}
-		return true, "", fmt.Errorf("collect: %w", err)
+		return res, fmt.Errorf("collect: %w", err)
 	}
 
-	rec := in.record(r, wh, value, tenant, now)
+	rec := in.record(c, wh, value, tenant, now)
 	// The caller hanging up does not stop the event: it may be accepted
 	// anyway, and the caller will retry (at least once).
-	if err := in.sink.Publish(context.WithoutCancel(r.Context()), rec); err != nil {
-		return true, "", in.sinkError(err)
+	if err := in.sink.Publish(context.WithoutCancel(c.ctx), rec); err != nil {
+		return res, in.sinkError(err)
 	}
 	if claim != nil {
 		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
 	}
 	in.m.webhook(wh.ID).accepted.Inc()
-	return true, rec.EventID, nil
+	res.eventID = rec.EventID
+	return res, nil
 }
 
 // signatureError maps a refused signature to the answer.
@@ -413,7 +471,7 @@ func signatureError(sig *signing.Verifier, err error) *apiError {
 
 // record builds the Kafka record of an event whose JSON is value. The header
 // values go after value, in its spare capacity when it has some.
-func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, tenant string, now time.Time) Record {
+func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant string, now time.Time) Record {
 	b := value[len(value):] // empty, with the spare capacity
 	value = value[:len(value):len(value)]
 	var random [randomLen]byte
@@ -423,12 +481,12 @@ func (in *Intake) record(r *http.Request, wh *webhooks.Webhook, value []byte, te
 	b = in.ids.appendNew(b, now, random[:8])
 	eventID := len(b)
 	var tracestate string
-	if sc := in.spanContext(r); sc.IsValid() {
+	if sc := in.spanContext(c.ctx); sc.IsValid() {
 		// The call's span is the parent of what follows.
 		b = tracing.AppendTraceparent(b, sc)
 		tracestate = sc.TraceState().String()
 	} else {
-		b, tracestate = appendTraceparent(b, r.Header, random[8:])
+		b, tracestate = appendTraceparent(b, c.header, random[8:])
 	}
 	traceparent := len(b)
 	b = append(b, tracestate...)
@@ -469,19 +527,19 @@ func (in *Intake) sinkError(err error) *apiError {
 // logAnswer logs an error answer once: server-side failures as errors,
 // refused calls at debug level, with a summary of them at info level once
 // a minute.
-func (in *Intake) logAnswer(r *http.Request, id string, e *apiError) {
+func (in *Intake) logAnswer(c *request, e *apiError) {
 	if e.status < 500 {
-		in.clientErrs.Record(r.Context(), e.status, e.code, "webhook call refused", "webhook", id, "remote", r.RemoteAddr)
+		in.clientErrs.Record(c.ctx, e.status, e.code, "webhook call refused", "webhook", c.id, "remote", c.front.remoteAddr())
 		return
 	}
-	if !in.logger.Enabled(r.Context(), slog.LevelError) {
+	if !in.logger.Enabled(c.ctx, slog.LevelError) {
 		return
 	}
-	attrs := []any{"webhook", id, "status", e.status, "code", e.code, "remote", r.RemoteAddr}
+	attrs := []any{"webhook", c.id, "status", e.status, "code", e.code, "remote", c.front.remoteAddr()}
 	if e.err != nil {
 		attrs = append(attrs, "error", e.err)
 	}
-	in.logger.Log(r.Context(), slog.LevelError, "webhook call refused", attrs...)
+	in.logger.Log(c.ctx, slog.LevelError, "webhook call refused", attrs...)
 }
 
 // enter counts a call in, unless the intake is closed.
@@ -537,27 +595,14 @@ func (in *Intake) Drain(ctx context.Context) error {
 	}
 }
 
-// writeJSON writes v as the JSON answer.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"code":"INTERNAL","params":{},"message":"encode answer"}`)
-	}
-	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
 // queryToken returns the value of the token query parameter and the number
 // of times it is given, as the URL's parsed query would have it.
-func queryToken(u *url.URL) (string, int) {
-	q := u.RawQuery
+func queryToken(q string) (string, int) {
 	if strings.ContainsAny(q, "%+;") || strings.Count(q, "&") >= 100 {
 		// Escapes, separators url.ParseQuery refuses, many parameters:
 		// leave them to it.
-		tokens := u.Query()["token"]
+		values, _ := url.ParseQuery(q)
+		tokens := values["token"]
 		if len(tokens) == 0 {
 			return "", 0
 		}

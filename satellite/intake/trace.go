@@ -1,7 +1,7 @@
 package intake
 
 import (
-	"net/http"
+	"context"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -63,19 +63,19 @@ func (g *eventIDs) appendNew(b []byte, now time.Time, random []byte) []byte {
 // traceparent is kept and the tracestate is valid. It serves when tracing
 // is off: the intake records no span of its own, so the caller's span stays
 // the parent of whatever processes the event.
-func appendTraceparent(b []byte, h http.Header, random []byte) ([]byte, string) {
-	if v := h["Traceparent"]; len(v) > 0 {
-		if tid, sid, flags, ok := parseTraceparent(v[0]); ok {
+func appendTraceparent(b []byte, h headers, random []byte) ([]byte, string) {
+	if v := h.Get("Traceparent"); v != "" {
+		if tid, sid, flags, ok := parseTraceparent(v); ok {
 			b = append(b, "00-"...)
 			b = append(b, tid...)
 			b = append(b, '-')
 			b = append(b, sid...)
 			b = append(b, '-', '0', hexDigits[flags])
 			var tracestate string
-			if ts := h["Tracestate"]; len(ts) > 0 {
+			if ts := h.Get("Tracestate"); ts != "" {
 				// A tracestate that does not parse is dropped, and
 				// does not affect the traceparent (W3C Trace Context).
-				state, _ := trace.ParseTraceState(ts[0])
+				state, _ := trace.ParseTraceState(ts)
 				tracestate = state.String()
 			}
 			return b, tracestate
@@ -154,21 +154,20 @@ const (
 const spanName = "POST " + Pattern
 
 // startSpan starts the server span of a webhook call, the child of the
-// caller's traceparent if it sent a valid one, and returns the request
+// caller's traceparent if it sent a valid one, and returns the context
 // carrying it.
-func (in *Intake) startSpan(r *http.Request) (*http.Request, trace.Span) {
-	ctx := tracing.Extract(r.Context(), r.Header)
+func (in *Intake) startSpan(ctx context.Context, h headers) (context.Context, trace.Span) {
+	ctx = tracing.Extract(ctx, h)
 	// Attributes are set at the end, only on a recording span: a span
 	// not sampled costs no attribute.
-	ctx, span := in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
-	return r.WithContext(ctx), span
+	return in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
 }
 
 // spanContext returns the span context of the call's span, or an invalid
-// one when tracing is off (without looking at the request's context).
-func (in *Intake) spanContext(r *http.Request) trace.SpanContext {
+// one when tracing is off (without looking at the call's context).
+func (in *Intake) spanContext(ctx context.Context) trace.SpanContext {
 	if in.tracer == nil {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(r.Context())
+	return trace.SpanContextFromContext(ctx)
 }

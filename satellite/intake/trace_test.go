@@ -125,7 +125,7 @@ func checkQueryToken(t *testing.T, q string) {
 	t.Helper()
 	u := &url.URL{RawQuery: q}
 	want := u.Query()["token"]
-	got, n := queryToken(u)
+	got, n := queryToken(u.RawQuery)
 	if n != len(want) || n > 0 && got != want[0] {
 		t.Fatalf("query %q: got %q ×%d, want %q", q, got, n, want)
 	}

@@ -88,13 +88,28 @@ func fromHex(c byte) (byte, bool) {
 	return 0, false
 }
 
+// Headers gives the values of a request's header fields; [http.Header] is
+// one, and so is a view of another HTTP server's request.
+type Headers interface {
+	// Get returns the first value of the field name (any case), or "".
+	Get(name string) string
+	// Values returns all the values of the field name (any case).
+	Values(name string) []string
+}
+
+// has reports whether h has the field name, even with an empty value. Only
+// an empty or missing first value asks for all of them.
+func has(h Headers, name string) bool {
+	return h.Get(name) != "" || len(h.Values(name)) > 0
+}
+
 // Verify checks the signature of a request with headers h and raw body at
 // time now. It returns the index of the key that verified, or an [*Error]
 // wrapping ErrMissing, ErrMalformed, ErrMismatch or ErrTimestamp. Keys past
 // their NotAfter verify nothing. The timestamp is checked after the
 // signature, so that ErrTimestamp means a genuine but stale (or
 // future) request, a replay.
-func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error) {
+func (v *Verifier) Verify(h Headers, body []byte, now time.Time) (int, error) {
 	var m message
 	if err := v.parse(h, &m); err != nil {
 		return -1, err
@@ -135,7 +150,7 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (int, error
 }
 
 // parse reads the headers of the scheme into m.
-func (v *Verifier) parse(h http.Header, m *message) error {
+func (v *Verifier) parse(h Headers, m *message) error {
 	if v.scheme == SchemeStandardWebhooks {
 		return parseStandard(h, m)
 	}
@@ -161,7 +176,7 @@ func (v *Verifier) parse(h http.Header, m *message) error {
 }
 
 // parseTimestamp reads the timestamp header name into m.
-func parseTimestamp(h http.Header, name string, m *message) error {
+func parseTimestamp(h Headers, name string, m *message) error {
 	value, err := headerValue(h, name)
 	if err != nil {
 		return err
@@ -184,9 +199,9 @@ var (
 // parseStandard reads the Standard Webhooks headers into m. The signature
 // header holds space-separated "<version>,<base64>" entries, of which only
 // v1 ones count.
-func parseStandard(h http.Header, m *message) error {
+func parseStandard(h Headers, m *message) error {
 	names := standardHeaders
-	if len(h[HeaderWebhookSignature]) == 0 && len(h[HeaderSvixSignature]) != 0 {
+	if !has(h, HeaderWebhookSignature) && has(h, HeaderSvixSignature) {
 		names = svixHeaders
 	}
 	value, err := headerValue(h, names[2])
@@ -246,7 +261,7 @@ func parseStripe(value string, m *message) error {
 
 // headerValue returns the first value of the header name, trimmed, or an
 // error when it is missing, empty or longer than MaxHeaderLen.
-func headerValue(h http.Header, name string) (string, error) {
+func headerValue(h Headers, name string) (string, error) {
 	value := h.Get(name)
 	if len(value) > MaxHeaderLen {
 		return "", &Error{Header: name, Err: ErrMalformed}

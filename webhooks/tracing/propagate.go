@@ -62,14 +62,33 @@ func Inject(ctx context.Context, h http.Header) {
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
+// Getter gives the first value of a request's header field (any case), or
+// ""; [http.Header] is one, and so is a view of another HTTP server's
+// request.
+type Getter interface {
+	Get(name string) string
+}
+
 // Extract returns ctx with the span context of an incoming request's
 // headers as the remote parent, if they carry a valid one.
-func Extract(ctx context.Context, h http.Header) context.Context {
-	if len(h["Traceparent"]) == 0 {
+func Extract(ctx context.Context, h Getter) context.Context {
+	if h.Get(HeaderTraceparent) == "" {
 		return ctx
 	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+	if hh, ok := h.(http.Header); ok {
+		return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(hh))
+	}
+	return propagation.TraceContext{}.Extract(ctx, getterCarrier{h})
 }
+
+// getterCarrier reads the trace context of a Getter; it sets nothing.
+type getterCarrier struct{ h Getter }
+
+var _ propagation.TextMapCarrier = getterCarrier{}
+
+func (c getterCarrier) Get(key string) string { return c.h.Get(key) }
+func (getterCarrier) Set(string, string)      {}
+func (getterCarrier) Keys() []string          { return []string{HeaderTraceparent, HeaderTracestate} }
 
 // headerCarrier carries the two trace context values of a Kafka record.
 type headerCarrier struct{ traceparent, tracestate string }

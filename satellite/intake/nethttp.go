@@ -1,0 +1,93 @@
+package intake
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/squallhq/squall/webhooks/httpguard"
+)
+
+var _ http.Handler = (*Intake)(nil)
+
+// Register adds the webhook endpoint to mux.
+func (in *Intake) Register(mux *http.ServeMux) { mux.Handle(Pattern, in) }
+
+// ServeHTTP handles one webhook call on a net/http server. It answers 200
+// {"event_id": …} once the sink took the event, or an error with a JSON
+// body.
+func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.PathValue("id")
+	if id == "" {
+		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
+	}
+	c := request{ctx: r.Context(), method: r.Method, id: id, query: r.URL.RawQuery, contentLength: r.ContentLength,
+		header: r.Header, front: &httpFront{w: w, r: r}}
+	if r.ContentLength < 0 {
+		c.contentLength = -1
+	}
+	span := in.begin(&c)
+	res := in.handle(&c, start)
+	h := w.Header()
+	if res.err != nil {
+		res.err.setHeaders(h)
+		b := res.err.body()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(res.err.status)
+		w.Write(b)
+	} else {
+		if res.deduplicated {
+			h.Set(HeaderDeduplicated, "true")
+		}
+		values := make([]string, 3) // one allocation for the three headers
+		values[0], values[1], values[2] = res.eventID, "application/json", strconv.Itoa(len(okPrefix)+len(res.eventID)+len(okSuffix))
+		h["Squall-Event-Id"] = values[0:1:1]
+		h["Content-Type"] = values[1:2:2]
+		h["Content-Length"] = values[2:3:3]
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, okPrefix)
+		io.WriteString(w, res.eventID)
+		io.WriteString(w, okSuffix)
+	}
+	in.finish(&c, span, start, &res)
+}
+
+// httpFront is the net/http server of a call.
+type httpFront struct {
+	w http.ResponseWriter
+	r *http.Request
+}
+
+func (f *httpFront) peer() netip.Addr {
+	if ap, err := netip.ParseAddrPort(f.r.RemoteAddr); err == nil {
+		return ap.Addr()
+	}
+	a, _ := netip.ParseAddr(f.r.RemoteAddr)
+	return a
+}
+
+func (f *httpFront) remoteAddr() string { return f.r.RemoteAddr }
+
+func (f *httpFront) readBody(buf *bytes.Buffer, limit int64) error {
+	// MaxBytesReader stops at the limit and makes the server close the
+	// connection instead of reading the rest.
+	if _, err := buf.ReadFrom(http.MaxBytesReader(f.w, f.r.Body, limit)); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errBodyTooLarge
+		}
+		return err
+	}
+	return nil
+}
+
+func (f *httpFront) discard(n int64, d time.Duration) {
+	httpguard.Discard(f.w, f.r.Body, n, d)
+}
