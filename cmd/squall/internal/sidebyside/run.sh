@@ -32,7 +32,8 @@
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
 # satellite under test only (unset, it runs with its own default, GOGC=400,
 # as users run it). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
-# during its first round (OUT/satellite.perf.data), PROFILE_ENGINE=1 the
+# during its first round (OUT/satellite.perf.data), PROFILE_BROKER=1 the
+# broker during that same round (OUT/broker.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
 # OUT/bareconsumer.perf.data).
 # Every process it starts is stopped when it ends.
@@ -172,6 +173,10 @@ JSON
 				perf record -F 499 -g -p "$sat_pid" -o "$OUT/satellite.perf.data" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
 				perf_pid=$!
 			fi
+			if [[ $t == satellite && $r == 1 && ${PROFILE_BROKER:-} == 1 ]]; then
+				perf record -F 499 -g -p "${pids[0]}" -o "$OUT/broker.perf.data" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
+				perf_broker_pid=$!
+			fi
 			c0=$(cpu "${pid_of[$t]}") b0=$(cpu "${pids[0]}")
 			"$B/squall" bench webhook --url "${url[$t]}" --connections "$CONNECTIONS" --duration "$DURATION" \
 				--body-file "$body" --json >"$f" 2>"$OUT/intake-$r-$t.progress"
@@ -182,6 +187,10 @@ JSON
 			if [[ -n ${perf_pid:-} ]]; then
 				wait "$perf_pid" || true
 				perf_pid=
+			fi
+			if [[ -n ${perf_broker_pid:-} ]]; then
+				wait "$perf_broker_pid" || true
+				perf_broker_pid=
 			fi
 			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s %11.1f %13.1f\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
 				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")"
@@ -206,10 +215,12 @@ JSON
 	echo "median CPU per request, the target and the broker together (us): satellite $(median <"$OUT/cpu-satellite")," \
 		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
 	# records_per_request URL: records per produce request of the satellite
-	# serving URL, from its kafka metrics (all rounds together).
+	# serving URL, from its kafka metrics (all rounds together), and its
+	# produce requests per second during its rounds.
 	records_per_request() {
-		curl -fsS "$1/metrics" | awk '/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
-			END {if (c > 0) printf "%.1f", s/c; else print "nan"}'
+		curl -fsS "$1/metrics" | awk -v secs="$(awk -v r="$ROUNDS" -v d="${DURATION%s}" 'BEGIN {print r*d}')" \
+			'/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
+			END {if (c > 0) printf "%.1f (%.0f requests/s)", s/c, c/secs; else print "nan"}'
 	}
 	batches="satellite $(records_per_request "http://$SAT")"
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
