@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,14 @@ type Sink struct {
 	queues   map[int32]*brokerQueue // by leader
 	flushers sync.WaitGroup
 
+	// dones recycles the channels of WriteWithin's writes (chan error,
+	// buffered, empty): each gets one outcome, from the write's finish.
+	dones sync.Pool
+
+	// current is the layout in use until staleAt (unix nanoseconds);
+	// metaMu orders its refreshes.
+	current    atomic.Pointer[layout]
+	staleAt    atomic.Int64
 	metaMu     sync.Mutex
 	layout     *layout
 	metaAt     time.Time
@@ -166,7 +175,7 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 			return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, m.Size(), s.cfg.MaxMessageBytes)
 		}
 	}
-	l, err := s.partitionLayout(ctx, 0)
+	l, err := s.partitionLayout(ctx, 0, time.Now().UnixNano())
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Add(float64(len(msgs)))
 		return fmt.Errorf("kafka write: %w", err)
@@ -240,13 +249,18 @@ func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message
 		s.m.messages.WithLabelValues(resultRejected).Inc()
 		return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, size, s.cfg.MaxMessageBytes)
 	}
-	l, err := s.partitionLayout(ctx, timeout)
+	now := time.Now().UnixNano()
+	l, err := s.partitionLayout(ctx, timeout, now)
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Inc()
 		return fmt.Errorf("kafka write: %w", err)
 	}
 	p := s.balancer.Balance(kafka.Message{Key: m.Key}, l.partitions...)
-	w := &pendingWrite{partition: p, size: size, done: make(chan error, 1), deadline: time.Now().Add(timeout).UnixNano()}
+	done, _ := s.dones.Get().(chan error)
+	if done == nil {
+		done = make(chan error, 1)
+	}
+	w := &pendingWrite{partition: p, size: size, done: done, deadline: now + int64(timeout)}
 	w.one[0] = m
 	w.msgs = w.one[:]
 	if err := s.enqueue(ctx, l, w); err != nil {
@@ -254,6 +268,8 @@ func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message
 	}
 	select {
 	case err := <-w.done:
+		// Empty again, and finish sends on it only once.
+		s.dones.Put(done)
 		return s.outcome(p, w, err)
 	case <-ctx.Done():
 		w.abandoned.Store(true)
@@ -298,7 +314,10 @@ func size(msgs []Message) int64 {
 // caller while the others go on with the layout they have. A missing topic
 // is created when AllowAutoTopicCreation is set. A fetch takes timeout at
 // most, unless it is 0.
-func (s *Sink) partitionLayout(ctx context.Context, timeout time.Duration) (*layout, error) {
+func (s *Sink) partitionLayout(ctx context.Context, timeout time.Duration, now int64) (*layout, error) {
+	if l := s.current.Load(); l != nil && now < s.staleAt.Load() {
+		return l, nil // no lock for most calls
+	}
 	s.metaMu.Lock()
 	l := s.layout
 	refresh := time.Since(s.metaAt) >= s.cfg.MetadataTTL && !s.refreshing
@@ -327,6 +346,8 @@ func (s *Sink) partitionLayout(ctx context.Context, timeout time.Duration) (*lay
 		return nil, err
 	}
 	s.layout, s.metaAt = nl, time.Now()
+	s.current.Store(nl)
+	s.staleAt.Store(s.metaAt.Add(s.cfg.MetadataTTL).UnixNano())
 	return nl, nil
 }
 

@@ -33,7 +33,8 @@
 # satellite (and engine) then run as a fourth target ("before"), in the same
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
 # satellite under test only (unset, it runs with its own default, GOGC=400,
-# as users run it). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
+# as users run it). SATELLITE_ARGS are more flags for the satellite under
+# test only (e.g. "--kafka-compression lz4"). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
 # during its first round (OUT/satellite.perf.data), PROFILE_BROKER=1 the
 # broker during that same round (OUT/broker.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
@@ -142,7 +143,7 @@ JSON
 	sat_env=()
 	[[ -z ${SATELLITE_GOGC:-} ]] || sat_env=("GOGC=$SATELLITE_GOGC")
 	env "${sat_env[@]}" "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
-		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" 2>"$OUT/satellite.log" &
+		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" ${SATELLITE_ARGS:-} 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
 	"$B/plain" --addr-file "$OUT/plain.addr" 2>"$OUT/plain.log" &
