@@ -47,7 +47,7 @@
 // [Sink.WriteWithin] writes one record and waits at most a timeout for its
 // acknowledgement (the satellite's AckTimeout); a record not yet sent when
 // its time is up is dropped, since the caller keeps it elsewhere (the
-// spool). Its deadline is watched by one timer per partition, not a context
+// spool). Its deadline is watched by one timer per broker, not a context
 // and a timer per call: under a steady load the timer fires about once per
 // timeout, finds the writes it was armed for acknowledged, and is armed
 // again for the oldest write still waiting. A context and a timer per event

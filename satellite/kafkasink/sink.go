@@ -242,7 +242,7 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 // its acknowledgement; after that it returns an error wrapping
 // [ErrAckTimeout] (and context.DeadlineExceeded), and the record, if not yet
 // sent, is dropped. The satellite writes each event with it: one timer per
-// partition serves all the writes waiting, rather than one per call.
+// broker serves all the writes waiting, rather than one per call.
 func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message) error {
 	size := m.Size()
 	if size > s.cfg.MaxMessageBytes {
