@@ -188,7 +188,7 @@ JSON
 		fi
 		local i lpids=()
 		for i in $(seq "$TENANTS"); do
-			"$B/squall" bench webhook --url "${url[$1]/\/bench\?/\/bench-$i?}" --connections $((CONNECTIONS / TENANTS)) \
+			"$B/squall" bench webhook --url "${url[$1]/\/bench\?/\/bench-$i?}" --connections $((CONNECTIONS / TENANTS > 0 ? CONNECTIONS / TENANTS : 1)) \
 				--duration "$DURATION" --body-file "$body" --json >"$2.$i" 2>"$3.$i" &
 			lpids+=($!)
 		done
@@ -201,7 +201,7 @@ JSON
 	}
 	echo
 	echo "intake: $ROUNDS rounds of $DURATION per target, $CONNECTIONS connections, 106-byte body"
-	((TENANTS <= 1)) || echo "($TENANTS tenants: $TENANTS load generators of $((CONNECTIONS / TENANTS)) connections, each on its tenant's webhook)"
+	((TENANTS <= 1)) || echo "($TENANTS tenants: $TENANTS load generators of $((CONNECTIONS / TENANTS > 0 ? CONNECTIONS / TENANTS : 1)) connections, each on its tenant's webhook)"
 	echo "(cpu-us/req: the target's process CPU per answer; broker-us/req: the broker's, in the same round)"
 	printf '%-6s %-10s %10s %9s %9s %7s %11s %13s\n' round target req/s p50-ms p99-ms non2xx cpu-us/req broker-us/req
 	for r in $(seq "$ROUNDS"); do
