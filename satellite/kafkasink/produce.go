@@ -92,13 +92,18 @@ func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
 	// that, the writes wait for the first request in flight to be
 	// acknowledged and go in the next one (a group commit). Fewer, larger
 	// requests cost far less CPU, here and in the brokers.
-	if q.flushers == 0 || q.flushers < s.cfg.MaxInFlight &&
-		(q.records >= min(parallelBatch, s.cfg.BatchSize) || q.bytes >= s.cfg.MaxMessageBytes) {
+	if q.flushers == 0 || q.flushers < s.cfg.MaxInFlight && s.worthAlongside(q) {
 		q.flushers++
 		s.flushers.Add(1)
 		go s.flush(context.WithoutCancel(ctx), q)
 	}
 	return nil
+}
+
+// worthAlongside reports whether the writes waiting in q are worth a
+// request alongside one in flight. Sink.mu is held.
+func (s *Sink) worthAlongside(q *brokerQueue) bool {
+	return q.records >= min(parallelBatch, s.cfg.BatchSize) || q.bytes >= s.cfg.MaxMessageBytes
 }
 
 // watch arms q's timer for w's deadline, unless it is armed for sooner.
@@ -196,7 +201,13 @@ func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 	var taken []*pendingWrite
 	for {
 		s.mu.Lock()
-		if len(q.pending) == 0 {
+		// A flush goroutine beside another goes on only while the
+		// writes waiting are worth a request of their own: otherwise
+		// it would send the few that came since the other took its
+		// batch, and the two would share the load in small requests
+		// (a third of the requests carried one record). The other
+		// takes them once acknowledged.
+		if len(q.pending) == 0 || q.flushers > 1 && !s.worthAlongside(q) {
 			q.flushers--
 			s.mu.Unlock()
 			return
