@@ -25,12 +25,12 @@
 // partition's leader is in flight are sent together, in one request (up to
 // [Config.BatchSize] records, and [Config.MaxMessageBytes] bytes per
 // partition), as soon as one is acknowledged. Another request goes
-// alongside, up to [Config.MaxInFlight] of them, only once 32 records (or a
-// full record batch's bytes) wait: on the intake benchmark, sending every
-// waiting write at once made requests of ~5 records, and kafka-go and the
-// broker then took about a fifth of the CPU; waiting for the
-// acknowledgement makes them ~15 records. Batches grow with the load, and
-// no request waits for a timer.
+// alongside, up to [Config.MaxInFlight] of them, only while 32 records (or a
+// full record batch's bytes) wait; smaller batches wait for the next
+// acknowledgement. On the intake benchmark, sending every waiting write at
+// once made requests of ~5 records, and kafka-go and the broker then took
+// about a fifth of the CPU; waiting for the acknowledgement makes them ~15
+// records. Batches grow with the load, and no request waits for a timer.
 //
 // One produce request carries the records of every partition its broker
 // leads, one record batch per partition, rather than one request per
