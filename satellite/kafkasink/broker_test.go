@@ -320,3 +320,78 @@ func TestSink_PartialFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestSink_SecondFlusherStops checks that a request alongside one in flight
+// is sent only while parallelBatch records wait: once its request is
+// acknowledged, the second flush goroutine leaves fewer waiting records to
+// the first, which sends them in its next request.
+func TestSink_SecondFlusherStops(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
+	s := newTestSink(t, b.Addr, nil)
+	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the next two produce requests, each until its own release.
+	held := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var requests atomic.Int32
+	var sizes sync.Map // request number → records
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		n := requests.Add(1)
+		records := 0
+		for _, t := range req.(*kmsg.ProduceRequest).Topics {
+			for _, p := range t.Partitions {
+				var batch kmsg.RecordBatch
+				if err := batch.ReadFrom(p.Records); err == nil {
+					records += int(batch.NumRecords)
+				}
+			}
+		}
+		sizes.Store(n, records)
+		if n <= 2 {
+			close(held[n-1])
+			b.Cluster().SleepControl(func() { <-release[n-1] })
+		}
+		return nil, nil, false
+	})
+	errs := make(chan error, 1+parallelBatch+5)
+	write := func(v string) {
+		go func() { errs <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte(v)}) }()
+	}
+	state := func() (records, flushers int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		q := s.queues[0]
+		return q.records, q.flushers
+	}
+	write("first")
+	<-held[0]
+	for i := range parallelBatch {
+		write(fmt.Sprint("second-", i))
+	}
+	<-held[1] // sent alongside
+	for i := range 5 {
+		write(fmt.Sprint("third-", i))
+	}
+	waitFor(t, func() bool { r, _ := state(); return r == 5 })
+	// The second request is acknowledged: its goroutine leaves the 5
+	// waiting records to the first request's.
+	close(release[1])
+	waitFor(t, func() bool { _, f := state(); return f == 1 })
+	if r, _ := state(); r != 5 {
+		t.Fatalf("%d records waiting, want 5", r)
+	}
+	close(release[0])
+	for range 1 + parallelBatch + 5 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("%d produce requests, want 3", n)
+	}
+	if got, _ := sizes.Load(int32(3)); got != 5 {
+		t.Fatalf("the third request carried %v records, want 5", got)
+	}
+}
