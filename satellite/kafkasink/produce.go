@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	produceapi "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 )
 
 // parallelBatch is the fewest waiting records worth a produce request
@@ -332,8 +334,7 @@ func (s *Sink) produceWrites(ctx context.Context, writes []*pendingWrite) {
 			}
 		} else {
 			s.produceOnce(ctx, batches)
-			var routing *produceapi.Error
-			if len(batches) > 1 && errors.As(batches[0].err, &routing) {
+			if len(batches) > 1 && routingError(batches[0].err) {
 				// Not sent: kafka-go's view of the leaders is not
 				// ours. One request each, in this attempt.
 				for i := range batches {
@@ -367,6 +368,79 @@ func (s *Sink) produceOnce(ctx context.Context, batches []partitionBatch) {
 			batches[i].err = err
 		}
 	}
+	var req protocol.Message
+	if s.codec == 0 {
+		req = s.rawRequest(batches)
+	} else {
+		req = s.recordsRequest(batches)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	res, err := s.transport.RoundTrip(rctx, s.addr, req)
+	if err != nil {
+		setAll(fmt.Errorf("kafka produce: %w", err))
+		return
+	}
+	resp, ok := res.(*produceapi.Response)
+	if !ok {
+		setAll(fmt.Errorf("kafka produce: unexpected response %T", res))
+		return
+	}
+	setAll(fmt.Errorf("kafka produce: %w", protocol.ErrNoPartition)) // unless answered below
+	for _, t := range resp.Topics {
+		if t.Topic != s.cfg.Topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			for i := range batches {
+				if int32(batches[i].partition) == p.Partition {
+					batches[i].err = partitionError(p)
+				}
+			}
+		}
+	}
+}
+
+// rawRequest builds an uncompressed produce request whose record batches
+// are encoded here (appendRecordBatch), in one buffer: kafka-go encodes a
+// record at a time through readers and interfaces, which cost the satellite
+// more than the rest of the produce path.
+func (s *Sink) rawRequest(batches []partitionBatch) *rawproduce.Request {
+	size := 0
+	for _, b := range batches {
+		size += 4
+		for _, w := range b.writes {
+			size += int(w.size)
+		}
+	}
+	buf := make([]byte, 0, size)
+	ends := make([]int, len(batches))
+	now := time.Now().UnixMilli()
+	for i, b := range batches {
+		// The records field: its length (int32), then the batch.
+		at := len(buf)
+		buf = appendRecordBatch(append(buf, 0, 0, 0, 0), b.writes, b.records, now)
+		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+		ends[i] = len(buf)
+	}
+	readers := make([]bytes.Reader, len(batches))
+	partitions := make([]rawproduce.RequestPartition, len(batches))
+	from := 0
+	for i, b := range batches {
+		readers[i].Reset(buf[from:ends[i]])
+		from = ends[i]
+		partitions[i] = rawproduce.RequestPartition{Partition: int32(b.partition), RecordSet: protocol.RawRecordSet{Reader: &readers[i]}}
+	}
+	return &rawproduce.Request{
+		Acks:    int16(kafka.RequireAll),
+		Timeout: int32(s.cfg.WriteTimeout.Milliseconds()),
+		Topics:  []rawproduce.RequestTopic{{Topic: s.cfg.Topic, Partitions: partitions}},
+	}
+}
+
+// recordsRequest builds a produce request that kafka-go encodes and
+// compresses.
+func (s *Sink) recordsRequest(batches []partitionBatch) *produceapi.Request {
 	// A few allocations per request rather than a few per record.
 	n, nh := 0, 0
 	for _, b := range batches {
@@ -411,34 +485,10 @@ func (s *Sink) produceOnce(ctx context.Context, batches []partitionBatch) {
 			},
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-	defer cancel()
-	res, err := s.transport.RoundTrip(rctx, s.addr, &produceapi.Request{
+	return &produceapi.Request{
 		Acks:    int16(kafka.RequireAll),
 		Timeout: int32(s.cfg.WriteTimeout.Milliseconds()),
 		Topics:  []produceapi.RequestTopic{{Topic: s.cfg.Topic, Partitions: partitions}},
-	})
-	if err != nil {
-		setAll(fmt.Errorf("kafka produce: %w", err))
-		return
-	}
-	resp, ok := res.(*produceapi.Response)
-	if !ok {
-		setAll(fmt.Errorf("kafka produce: unexpected response %T", res))
-		return
-	}
-	setAll(fmt.Errorf("kafka produce: %w", protocol.ErrNoPartition)) // unless answered below
-	for _, t := range resp.Topics {
-		if t.Topic != s.cfg.Topic {
-			continue
-		}
-		for _, p := range t.Partitions {
-			for i := range batches {
-				if int32(batches[i].partition) == p.Partition {
-					batches[i].err = partitionError(p)
-				}
-			}
-		}
 	}
 }
 
@@ -455,6 +505,15 @@ func partitionError(p produceapi.ResponsePartition) error {
 		return fmt.Errorf("%w: record %d: %s", kafka.InvalidRecord, rerr.BatchIndex, rerr.BatchIndexErrorMessage)
 	}
 	return nil
+}
+
+// routingError reports whether err is kafka-go's refusal to send a produce
+// request whose partitions have different leaders, or none, in its view of
+// the cluster: nothing was sent.
+func routingError(err error) bool {
+	var p *produceapi.Error
+	var r *rawproduce.Error
+	return errors.As(err, &p) || errors.As(err, &r)
 }
 
 // retriable reports whether a failed produce request may succeed if sent
