@@ -206,9 +206,8 @@ func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 		// A flush goroutine beside another goes on only while the
 		// writes waiting are worth a request of their own: otherwise
 		// it would send the few that came since the other took its
-		// batch, and the two would share the load in small requests
-		// (a third of the requests carried one record). The other
-		// takes them once acknowledged.
+		// batch, and the two would share the load in small requests.
+		// The other takes them once acknowledged.
 		if len(q.pending) == 0 || q.flushers > 1 && !s.worthAlongside(q) {
 			q.flushers--
 			s.mu.Unlock()
