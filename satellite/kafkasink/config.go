@@ -61,10 +61,12 @@ type Config struct {
 	// Compression is "none" (the default), "gzip", "snappy", "lz4" or
 	// "zstd".
 	Compression string
-	// BatchSize is the most records of one produce request (default
-	// 500). There is no batch timeout: see the package documentation.
+	// BatchSize is the most records of one produce request, all its
+	// partitions together (default 500). There is no batch timeout: see
+	// the package documentation.
 	BatchSize int
-	// MaxMessageBytes bounds one record batch, and so one record (default
+	// MaxMessageBytes bounds one record batch (the records of one
+	// partition in a produce request), and so one record (default
 	// 1 MiB, under Kafka's default message.max.bytes). Larger events are
 	// refused with [ErrRejected].
 	MaxMessageBytes int64
@@ -75,11 +77,13 @@ type Config struct {
 	// MaxAttempts is how many times kafka-go tries a batch before it
 	// gives up (default 3); the satellite then spools the records.
 	MaxAttempts int
-	// MaxInFlight is the most produce requests in flight per partition
-	// (default 5, as Kafka's max.in.flight.requests.per.connection). A
+	// MaxInFlight is the most produce requests in flight per broker
+	// (default 5, as Kafka's max.in.flight.requests.per.connection); a
+	// request carries the records of every partition the broker leads. A
 	// request goes alongside one in flight only when 32 records (or a
-	// request's MaxMessageBytes) wait: smaller batches wait for the next
-	// acknowledgement, which costs far less CPU than many small requests.
+	// record batch's MaxMessageBytes) wait: smaller batches wait for the
+	// next acknowledgement, which costs far less CPU than many small
+	// requests.
 	MaxInFlight int
 	// MetadataTTL is the longest time between two refreshes of the
 	// topic's metadata (default 2 s): how soon a new partition leader, or

@@ -19,32 +19,51 @@
 // one batch in flight at a time. Measured on the intake benchmark, the
 // requests spent ~2.5 ms of their ~4 ms waiting for that timer while the
 // produce request itself took ~0.4 ms. So the Sink batches like a group
-// commit instead, on kafka-go's Client and Transport (connection pooling,
-// leader routing, metadata, TLS, SASL, the wire protocol): a write to an
-// idle partition is sent at once; writes that arrive while a request of
-// their partition is in flight are sent together, in one request (up to
-// [Config.BatchSize] records and [Config.MaxMessageBytes] bytes), as soon as
-// one is acknowledged. Another request goes alongside, up to
-// [Config.MaxInFlight] of them, only once 32 records (or a full request's
-// bytes) wait: on the intake benchmark, sending every waiting write at once
-// made requests of ~5 records, and kafka-go and the broker then took
+// commit instead, on kafka-go's Transport (connection pooling, leader
+// routing, metadata, TLS, SASL, the wire protocol): a write to an idle
+// broker is sent at once; writes that arrive while a request to their
+// partition's leader is in flight are sent together, in one request (up to
+// [Config.BatchSize] records, and [Config.MaxMessageBytes] bytes per
+// partition), as soon as one is acknowledged. Another request goes
+// alongside, up to [Config.MaxInFlight] of them, only while 32 records (or a
+// full record batch's bytes) wait; smaller batches wait for the next
+// acknowledgement. On the intake benchmark, sending every waiting write at
+// once made requests of ~5 records, and kafka-go and the broker then took
 // about a fifth of the CPU; waiting for the acknowledgement makes them ~15
 // records. Batches grow with the load, and no request waits for a timer.
+//
+// One produce request carries the records of every partition its broker
+// leads, one record batch per partition, rather than one request per
+// partition: with the events of many tenants spread over the partitions,
+// requests per partition made batches of ~5 records, and one request per
+// broker makes them as large as with one partition (docs/BENCHMARKS.md,
+// "Session 8: the produce path"). The broker answers for each partition:
+// the writes of an acknowledged partition are done, those of a partition
+// refused with a temporary error are tried again, alone, and those refused
+// for good fail, while the others succeed.
+//
+// # Record batches
+//
+// Uncompressed record batches (the default) are encoded here, in one buffer
+// per request, and sent as kafka-go raw produce requests: kafka-go's own
+// encoder went through a reader and interfaces per record field and cost the
+// satellite several times more CPU per record. Compressed batches are
+// encoded and compressed by kafka-go.
 //
 // # Waiting for the acknowledgement
 //
 // [Sink.WriteWithin] writes one record and waits at most a timeout for its
 // acknowledgement (the satellite's AckTimeout); a record not yet sent when
 // its time is up is dropped, since the caller keeps it elsewhere (the
-// spool). Its deadline is watched by one timer per partition, not a context
+// spool). Its deadline is watched by one timer per broker, not a context
 // and a timer per call: under a steady load the timer fires about once per
 // timeout, finds the writes it was armed for acknowledged, and is armed
 // again for the oldest write still waiting. A context and a timer per event
 // cost about 5% of the satellite's CPU per request in the side-by-side
 // benchmark.
 //
-// The records of one Write keep their order: they go in one request, or in
-// requests sent one after the other. Writes in flight at the same time come
+// The records of one Write keep their order: they go in one record batch,
+// or in requests sent one after the other. Writes in flight at the same time come
 // from concurrent calls, which have no order between them. A request that
 // fails is tried again up to [Config.MaxAttempts] times when the error is
 // temporary (network, leader change).

@@ -3,31 +3,35 @@ package kafkasink
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	produceapi "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 )
 
 // parallelBatch is the fewest waiting records worth a produce request
-// alongside one already in flight to the same partition.
+// alongside one already in flight to the same broker.
 const parallelBatch = 32
 
-// partitionQueue holds the writes waiting for one partition. Up to
-// Config.MaxInFlight produce requests per partition are in flight, each
-// carrying whole writes; the writes that arrive meanwhile form the next
-// batch. There is no batch timer: an idle partition sends at once, a busy one
-// sends everything that waited as soon as a request is acknowledged, and
-// sends another request alongside only once parallelBatch records (or a full
-// request's bytes) wait.
+// brokerQueue holds the writes waiting for the partitions one broker leads.
+// Up to Config.MaxInFlight produce requests per broker are in flight, each
+// carrying whole writes, of any of those partitions; the writes that arrive
+// meanwhile form the next request. There is no batch timer: an idle broker
+// gets a request at once, a busy one gets everything that waited as soon as
+// a request is acknowledged, and another request alongside only once
+// parallelBatch records (or a full record batch's bytes) wait.
 //
 // The records of one write are sent in order, one request after the other.
 // Two writes in flight at once may land in either order: they come from
 // concurrent calls, which have no order between them.
-type partitionQueue struct {
-	id       int
+type brokerQueue struct {
+	leader   int32
 	pending  []*pendingWrite // guarded by Sink.mu
 	records  int             // records in pending; guarded by Sink.mu
 	bytes    int64           // Message.Size of the records in pending; guarded by Sink.mu
@@ -44,12 +48,13 @@ type partitionQueue struct {
 
 // pendingWrite is one Write call's records for one partition.
 type pendingWrite struct {
-	msgs     []Message
-	one      [1]Message // msgs of a WriteWithin
-	size     int64      // Message.Size of msgs
-	deadline int64      // unix nanoseconds; 0: none (Write)
-	done     chan error // receives the outcome once (finish); buffered
-	finished atomic.Bool
+	partition int
+	msgs      []Message
+	one       [1]Message // msgs of a WriteWithin
+	size      int64      // Message.Size of msgs
+	deadline  int64      // unix nanoseconds; 0: none (Write)
+	done      chan error // receives the outcome once (finish); buffered
+	finished  atomic.Bool
 	// abandoned is set when the caller stopped waiting: a write not yet
 	// sent is then dropped, since the caller keeps the records elsewhere
 	// (the spool) and sending them too would only duplicate them.
@@ -63,18 +68,20 @@ func (w *pendingWrite) finish(err error) {
 	}
 }
 
-// enqueue adds w to partition p's queue and starts its flush goroutine if
-// none runs. ctx's values (not its cancellation) go to the flush.
-func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
+// enqueue adds w to the queue of the broker leading its partition, by
+// layout l, and starts a flush goroutine if none runs. ctx's values (not its
+// cancellation) go to the flush.
+func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
+	leader := l.leader(w.partition)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errSinkClosed
 	}
-	q := s.queues[p]
+	q := s.queues[leader]
 	if q == nil {
-		q = &partitionQueue{id: p}
-		s.queues[p] = q
+		q = &brokerQueue{leader: leader}
+		s.queues[leader] = q
 	}
 	q.pending = append(q.pending, w)
 	q.records += len(w.msgs)
@@ -82,13 +89,12 @@ func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
 	if w.deadline != 0 {
 		s.watch(q, w)
 	}
-	// An idle partition sends at once. A busy one sends another request
-	// alongside those in flight only for a batch worth it: below that, the
-	// writes wait for the first request in flight to be acknowledged and
-	// go in the next one (a group commit). Fewer, larger requests cost far
-	// less CPU, here and in the brokers.
-	if q.flushers == 0 || q.flushers < s.cfg.MaxInFlight &&
-		(q.records >= min(parallelBatch, s.cfg.BatchSize) || q.bytes >= s.cfg.MaxMessageBytes) {
+	// An idle broker gets a request at once. A busy one gets another
+	// request alongside those in flight only for a batch worth it: below
+	// that, the writes wait for the first request in flight to be
+	// acknowledged and go in the next one (a group commit). Fewer, larger
+	// requests cost far less CPU, here and in the brokers.
+	if q.flushers == 0 || q.flushers < s.cfg.MaxInFlight && s.worthAlongside(q) {
 		q.flushers++
 		s.flushers.Add(1)
 		go s.flush(context.WithoutCancel(ctx), q)
@@ -96,11 +102,17 @@ func (s *Sink) enqueue(ctx context.Context, p int, w *pendingWrite) error {
 	return nil
 }
 
+// worthAlongside reports whether the writes waiting in q are worth a
+// request alongside one in flight. Sink.mu is held.
+func (s *Sink) worthAlongside(q *brokerQueue) bool {
+	return q.records >= min(parallelBatch, s.cfg.BatchSize) || q.bytes >= s.cfg.MaxMessageBytes
+}
+
 // watch arms q's timer for w's deadline, unless it is armed for sooner.
 // Under a steady load the timer fires about once per timeout, finds the
 // writes it was armed for acknowledged, and is armed again for the oldest
 // write still waiting. Sink.mu is held.
-func (s *Sink) watch(q *partitionQueue, w *pendingWrite) {
+func (s *Sink) watch(q *brokerQueue, w *pendingWrite) {
 	// Forget the writes finished at the head (most finish in order).
 	for len(q.waiting) > 0 && q.waiting[0].finished.Load() {
 		q.waiting[0] = nil
@@ -121,7 +133,7 @@ func (s *Sink) watch(q *partitionQueue, w *pendingWrite) {
 
 // expire ends the writes of q whose deadline passed with ErrAckTimeout, and
 // arms the timer for the next deadline.
-func (s *Sink) expire(q *partitionQueue) {
+func (s *Sink) expire(q *brokerQueue) {
 	now := time.Now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,20 +161,63 @@ func (s *Sink) expire(q *partitionQueue) {
 	}
 }
 
-// flush sends q's pending writes, batch after batch, until none is left.
-func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
+// room tracks the records and bytes a produce request has taken: at most
+// Config.BatchSize records in all, and Config.MaxMessageBytes per partition
+// (one record batch each).
+type room struct {
+	records int
+	bytes   [8]partitionBytes // most requests touch a few partitions
+	more    []partitionBytes
+}
+
+type partitionBytes struct {
+	partition int
+	bytes     int64
+}
+
+// at returns the bytes taken for partition p.
+func (r *room) at(p int) *partitionBytes {
+	for i := range r.bytes {
+		b := &r.bytes[i]
+		if b.partition == p && b.bytes > 0 {
+			return b
+		}
+		if b.bytes == 0 {
+			b.partition = p
+			return b
+		}
+	}
+	for i := range r.more {
+		if r.more[i].partition == p {
+			return &r.more[i]
+		}
+	}
+	r.more = append(r.more, partitionBytes{partition: p})
+	return &r.more[len(r.more)-1]
+}
+
+// flush sends q's pending writes, request after request, until none is
+// left.
+func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 	defer s.flushers.Done()
+	var taken []*pendingWrite
 	for {
 		s.mu.Lock()
-		if len(q.pending) == 0 {
+		// A flush goroutine beside another goes on only while the
+		// writes waiting are worth a request of their own: otherwise
+		// it would send the few that came since the other took its
+		// batch, and the two would share the load in small requests.
+		// The other takes them once acknowledged.
+		if len(q.pending) == 0 || q.flushers > 1 && !s.worthAlongside(q) {
 			q.flushers--
 			s.mu.Unlock()
 			return
 		}
 		// Take every write that fits in one request (at least one),
 		// leaving out those nobody waits for any more.
-		var taken []*pendingWrite
-		records, bytes, used := 0, int64(0), 0
+		taken = taken[:0]
+		var r room
+		used := 0
 		for _, w := range q.pending {
 			if w.abandoned.Load() {
 				used++
@@ -171,43 +226,38 @@ func (s *Sink) flush(ctx context.Context, q *partitionQueue) {
 				w.finish(context.Canceled)
 				continue
 			}
-			size := w.size
-			if len(taken) > 0 && (records+len(w.msgs) > s.cfg.BatchSize || bytes+size > s.cfg.MaxMessageBytes) {
+			pb := r.at(w.partition)
+			if len(taken) > 0 && (r.records+len(w.msgs) > s.cfg.BatchSize || pb.bytes+w.size > s.cfg.MaxMessageBytes) {
 				break
 			}
 			taken = append(taken, w)
 			used++
-			records += len(w.msgs)
-			bytes += size
-		}
-		q.pending = q.pending[used:]
-		for _, w := range taken {
+			r.records += len(w.msgs)
+			pb.bytes += w.size
 			q.records -= len(w.msgs)
 			q.bytes -= w.size
 		}
+		clear(q.pending[:used])
+		q.pending = q.pending[used:]
 		s.mu.Unlock()
-		if len(taken) == 0 {
-			continue
+		switch {
+		case len(taken) == 0:
+		case len(taken) == 1 && (len(taken[0].msgs) > s.cfg.BatchSize || taken[0].size > s.cfg.MaxMessageBytes):
+			// One write too large for a request: in order, one
+			// request after the other.
+			w := taken[0]
+			w.finish(s.produceInOrder(ctx, w.partition, w.msgs))
+		default:
+			s.produceWrites(ctx, taken)
 		}
-
-		msgs := taken[0].msgs
-		if len(taken) > 1 {
-			msgs = make([]Message, 0, records)
-			for _, w := range taken {
-				msgs = append(msgs, w.msgs...)
-			}
-		}
-		err := s.produce(ctx, q.id, msgs)
-		for _, w := range taken {
-			w.finish(err)
-		}
+		clear(taken)
 	}
 }
 
-// produce writes msgs to partition p, in requests of at most BatchSize
-// records and MaxMessageBytes bytes, each tried up to MaxAttempts times. It
+// produceInOrder writes msgs to partition p, in requests of at most
+// BatchSize records and MaxMessageBytes bytes sent one after the other. It
 // stops at the first request that fails for good.
-func (s *Sink) produce(ctx context.Context, p int, msgs []Message) error {
+func (s *Sink) produceInOrder(ctx context.Context, p int, msgs []Message) error {
 	for len(msgs) > 0 {
 		n, size := 0, int64(0)
 		for n < len(msgs) && n < s.cfg.BatchSize {
@@ -217,7 +267,9 @@ func (s *Sink) produce(ctx context.Context, p int, msgs []Message) error {
 			size += msgs[n].Size()
 			n++
 		}
-		if err := s.produceBatch(ctx, p, msgs[:n]); err != nil {
+		w := &pendingWrite{partition: p, msgs: msgs[:n], done: make(chan error, 1)}
+		s.produceWrites(ctx, []*pendingWrite{w})
+		if err := <-w.done; err != nil {
 			return err
 		}
 		msgs = msgs[n:]
@@ -225,74 +277,242 @@ func (s *Sink) produce(ctx context.Context, p int, msgs []Message) error {
 	return nil
 }
 
-// produceBatch sends one produce request with retries.
-func (s *Sink) produceBatch(ctx context.Context, p int, msgs []Message) error {
+// partitionBatch is the records of one partition in a produce request, and
+// the writes they come from.
+type partitionBatch struct {
+	partition int
+	records   int
+	writes    []*pendingWrite
+	err       error // outcome of the last attempt
+}
+
+// produceWrites sends writes in one produce request, which fit in one, and
+// finishes each with its partition's outcome. A partition the broker refuses
+// with a temporary error (leader change, network) is tried again, up to
+// MaxAttempts times, without the partitions already acknowledged.
+func (s *Sink) produceWrites(ctx context.Context, writes []*pendingWrite) {
 	start := time.Now()
-	defer func() { s.m.batch.Observe(float64(len(msgs))) }()
+	batches := make([]partitionBatch, 0, 8)
+	records := 0
+	for _, w := range writes {
+		i := 0
+		for i < len(batches) && batches[i].partition != w.partition {
+			i++
+		}
+		if i == len(batches) {
+			batches = append(batches, partitionBatch{partition: w.partition})
+		}
+		batches[i].writes = append(batches[i].writes, w)
+		batches[i].records += len(w.msgs)
+		records += len(w.msgs)
+	}
+	s.m.batch.Observe(float64(records))
+	defer func() { s.m.duration.Observe(time.Since(start).Seconds()) }()
 	backoff := 50 * time.Millisecond
-	var err error
-	for attempt := range s.cfg.MaxAttempts {
+	for attempt := 0; len(batches) > 0; attempt++ {
 		if attempt > 0 {
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
 			case <-s.closing:
 				t.Stop()
-				return fmt.Errorf("%w (last error: %w)", errSinkClosed, err)
+				for _, b := range batches {
+					for _, w := range b.writes {
+						w.finish(fmt.Errorf("%w (last error: %w)", errSinkClosed, b.err))
+					}
+				}
+				return
 			}
 			backoff = min(2*backoff, 500*time.Millisecond)
 		}
-		err = s.produceOnce(ctx, p, msgs)
-		if err == nil || !retriable(err) {
-			break
+		if attempt > 0 && len(batches) > 1 {
+			// Partitions may have changed leaders: one request each,
+			// which kafka-go sends to each one's leader.
+			for i := range batches {
+				s.produceOnce(ctx, batches[i:i+1])
+			}
+		} else {
+			s.produceOnce(ctx, batches)
+			if len(batches) > 1 && routingError(batches[0].err) {
+				// Not sent: kafka-go's view of the leaders is not
+				// ours. One request each, in this attempt.
+				for i := range batches {
+					s.produceOnce(ctx, batches[i:i+1])
+				}
+			}
 		}
-		s.logger.Debug("kafka produce failed; retrying", "partition", p, "attempt", attempt+1, "error", err)
+		// Finish the writes acknowledged or failed for good; keep the
+		// others for the next attempt.
+		kept := batches[:0]
+		for _, b := range batches {
+			if b.err != nil && retriable(b.err) && attempt+1 < s.cfg.MaxAttempts {
+				s.logger.Debug("kafka produce failed; retrying", "partition", b.partition, "attempt", attempt+1, "error", b.err)
+				kept = append(kept, b)
+				continue
+			}
+			for _, w := range b.writes {
+				w.finish(b.err)
+			}
+		}
+		clear(batches[len(kept):])
+		batches = kept
 	}
-	s.m.duration.Observe(time.Since(start).Seconds())
-	return err
 }
 
-// produceOnce sends one produce request to the partition's leader.
-func (s *Sink) produceOnce(ctx context.Context, p int, msgs []Message) error {
-	// A few allocations per request rather than a few per record.
-	records := make([]kafka.Record, len(msgs))
-	readers := make([]byteReader, 2*len(msgs))
-	n := 0
-	for _, m := range msgs {
-		n += len(m.Headers)
+// produceOnce sends one produce request carrying batches, which belong to
+// partitions of one leader, and sets the outcome of each.
+func (s *Sink) produceOnce(ctx context.Context, batches []partitionBatch) {
+	setAll := func(err error) {
+		for i := range batches {
+			batches[i].err = err
+		}
 	}
-	headers := make([]kafka.Header, n)
-	for i, m := range msgs {
-		hs := headers[:len(m.Headers):len(m.Headers)]
-		headers = headers[len(m.Headers):]
-		for j, h := range m.Headers {
-			hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
-		}
-		t := m.Time
-		if t.IsZero() {
-			t = time.Now()
-		}
-		records[i] = kafka.Record{Time: t, Key: readers[2*i].of(m.Key), Value: readers[2*i+1].of(m.Value), Headers: hs}
+	var req protocol.Message
+	if s.codec == 0 {
+		req = s.rawRequest(batches)
+	} else {
+		req = s.recordsRequest(batches)
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
-	res, err := s.client.Produce(rctx, &kafka.ProduceRequest{
-		Topic:        s.cfg.Topic,
-		Partition:    p,
-		RequiredAcks: kafka.RequireAll,
-		Records:      kafka.NewRecordReader(records...),
-		Compression:  s.codec,
-	})
+	res, err := s.transport.RoundTrip(rctx, s.addr, req)
 	if err != nil {
-		return err
+		setAll(fmt.Errorf("kafka produce: %w", err))
+		return
 	}
-	if res.Error != nil {
-		return res.Error
+	resp, ok := res.(*produceapi.Response)
+	if !ok {
+		setAll(fmt.Errorf("kafka produce: unexpected response %T", res))
+		return
 	}
-	for _, rerr := range res.RecordErrors {
-		return fmt.Errorf("%w: %w", kafka.InvalidRecord, rerr)
+	setAll(fmt.Errorf("kafka produce: %w", protocol.ErrNoPartition)) // unless answered below
+	for _, t := range resp.Topics {
+		if t.Topic != s.cfg.Topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			for i := range batches {
+				if int32(batches[i].partition) == p.Partition {
+					batches[i].err = partitionError(p)
+				}
+			}
+		}
+	}
+}
+
+// rawRequest builds an uncompressed produce request whose record batches
+// are encoded here (appendRecordBatch), in one buffer: kafka-go encodes a
+// record at a time through readers and interfaces, which cost the satellite
+// more than the rest of the produce path.
+func (s *Sink) rawRequest(batches []partitionBatch) *rawproduce.Request {
+	size := 0
+	for _, b := range batches {
+		size += 4
+		for _, w := range b.writes {
+			size += int(w.size)
+		}
+	}
+	buf := make([]byte, 0, size)
+	ends := make([]int, len(batches))
+	now := time.Now().UnixMilli()
+	for i, b := range batches {
+		// The records field: its length (int32), then the batch.
+		at := len(buf)
+		buf = appendRecordBatch(append(buf, 0, 0, 0, 0), b.writes, b.records, now)
+		binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+		ends[i] = len(buf)
+	}
+	readers := make([]bytes.Reader, len(batches))
+	partitions := make([]rawproduce.RequestPartition, len(batches))
+	from := 0
+	for i, b := range batches {
+		readers[i].Reset(buf[from:ends[i]])
+		from = ends[i]
+		partitions[i] = rawproduce.RequestPartition{Partition: int32(b.partition), RecordSet: protocol.RawRecordSet{Reader: &readers[i]}}
+	}
+	return &rawproduce.Request{
+		Acks:    int16(kafka.RequireAll),
+		Timeout: int32(s.cfg.WriteTimeout.Milliseconds()),
+		Topics:  []rawproduce.RequestTopic{{Topic: s.cfg.Topic, Partitions: partitions}},
+	}
+}
+
+// recordsRequest builds a produce request that kafka-go encodes and
+// compresses.
+func (s *Sink) recordsRequest(batches []partitionBatch) *produceapi.Request {
+	// A few allocations per request rather than a few per record.
+	n, nh := 0, 0
+	for _, b := range batches {
+		n += b.records
+		for _, w := range b.writes {
+			for _, m := range w.msgs {
+				nh += len(m.Headers)
+			}
+		}
+	}
+	records := make([]kafka.Record, n)
+	readers := make([]byteReader, 2*n)
+	headers := make([]kafka.Header, nh)
+	partitions := make([]produceapi.RequestPartition, len(batches))
+	now := time.Time{}
+	r := 0
+	for i, b := range batches {
+		first := r
+		for _, w := range b.writes {
+			for _, m := range w.msgs {
+				hs := headers[:len(m.Headers):len(m.Headers)]
+				headers = headers[len(m.Headers):]
+				for j, h := range m.Headers {
+					hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
+				}
+				t := m.Time
+				if t.IsZero() {
+					if now.IsZero() {
+						now = time.Now()
+					}
+					t = now
+				}
+				records[r] = kafka.Record{Time: t, Key: readers[2*r].of(m.Key), Value: readers[2*r+1].of(m.Value), Headers: hs}
+				r++
+			}
+		}
+		partitions[i] = produceapi.RequestPartition{
+			Partition: int32(b.partition),
+			RecordSet: protocol.RecordSet{
+				Attributes: protocol.Attributes(s.codec) & 0x7,
+				Records:    kafka.NewRecordReader(records[first:r]...),
+			},
+		}
+	}
+	return &produceapi.Request{
+		Acks:    int16(kafka.RequireAll),
+		Timeout: int32(s.cfg.WriteTimeout.Milliseconds()),
+		Topics:  []produceapi.RequestTopic{{Topic: s.cfg.Topic, Partitions: partitions}},
+	}
+}
+
+// partitionError returns the error of one partition of a produce response,
+// nil when its records were acknowledged.
+func partitionError(p produceapi.ResponsePartition) error {
+	if p.ErrorCode != 0 {
+		if p.ErrorMessage != "" {
+			return fmt.Errorf("%w: %s", kafka.Error(p.ErrorCode), p.ErrorMessage)
+		}
+		return kafka.Error(p.ErrorCode)
+	}
+	for _, rerr := range p.RecordErrors {
+		return fmt.Errorf("%w: record %d: %s", kafka.InvalidRecord, rerr.BatchIndex, rerr.BatchIndexErrorMessage)
 	}
 	return nil
+}
+
+// routingError reports whether err is kafka-go's refusal to send a produce
+// request whose partitions have different leaders, or none, in its view of
+// the cluster: nothing was sent.
+func routingError(err error) bool {
+	var p *produceapi.Error
+	var r *rawproduce.Error
+	return errors.As(err, &p) || errors.As(err, &r)
 }
 
 // retriable reports whether a failed produce request may succeed if sent

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,7 @@ type Sink struct {
 	logger    *slog.Logger
 	m         *metrics
 	transport *kafka.Transport
+	addr      net.Addr // the bootstrap brokers
 	client    *kafka.Client
 	codec     kafka.Compression
 	balancer  kafka.Murmur2Balancer
@@ -64,13 +67,40 @@ type Sink struct {
 
 	mu       sync.Mutex
 	closed   bool
-	queues   map[int]*partitionQueue
+	queues   map[int32]*brokerQueue // by leader
 	flushers sync.WaitGroup
 
+	// dones recycles the channels of WriteWithin's writes (chan error,
+	// buffered, empty): each gets one outcome, from the write's finish.
+	dones sync.Pool
+
+	// current is the layout in use until staleAt (unix nanoseconds);
+	// metaMu orders its refreshes.
+	current    atomic.Pointer[layout]
+	staleAt    atomic.Int64
 	metaMu     sync.Mutex
-	partitions []int
+	layout     *layout
 	metaAt     time.Time
 	refreshing bool
+}
+
+// layout is the topic's partitions and their leaders.
+type layout struct {
+	partitions []int // sorted
+	leaders    []int32
+}
+
+// leader returns the broker leading partition p.
+func (l *layout) leader(p int) int32 {
+	if p < len(l.partitions) && l.partitions[p] == p {
+		return l.leaders[p] // partitions numbered 0 to n-1, as always
+	}
+	for i, id := range l.partitions {
+		if id == p {
+			return l.leaders[i]
+		}
+	}
+	return -1
 }
 
 var errSinkClosed = errors.New("kafka sink closed")
@@ -107,16 +137,18 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Sink, err
 		TLS:            tlsCfg,
 		SASL:           mech,
 	}
+	addr := kafka.TCP(cfg.Brokers...)
 	return &Sink{
 		cfg:       cfg,
 		logger:    logger.With("component", "kafkasink"),
 		m:         m,
 		transport: transport,
-		client:    &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: transport, Timeout: cfg.WriteTimeout},
+		addr:      addr,
+		client:    &kafka.Client{Addr: addr, Transport: transport, Timeout: cfg.WriteTimeout},
 		codec:     codec,
 		closing:   make(chan struct{}),
 
-		queues: make(map[int]*partitionQueue),
+		queues: make(map[int32]*brokerQueue),
 	}, nil
 }
 
@@ -143,17 +175,17 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 			return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, m.Size(), s.cfg.MaxMessageBytes)
 		}
 	}
-	parts, err := s.partitionIDs(ctx, 0)
+	l, err := s.partitionLayout(ctx, 0, time.Now().UnixNano())
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Add(float64(len(msgs)))
 		return fmt.Errorf("kafka write: %w", err)
 	}
 	// Group by partition, in order. Most writes go to one partition (the
 	// satellite writes one record per call): they need no grouping.
-	p := s.balancer.Balance(kafka.Message{Key: msgs[0].Key}, parts...)
+	p := s.balancer.Balance(kafka.Message{Key: msgs[0].Key}, l.partitions...)
 	one := true
 	for _, m := range msgs[1:] {
-		if s.balancer.Balance(kafka.Message{Key: m.Key}, parts...) != p {
+		if s.balancer.Balance(kafka.Message{Key: m.Key}, l.partitions...) != p {
 			one = false
 			break
 		}
@@ -166,15 +198,15 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		order, writes = append(orderBuf[:0], p), writesBuf[:0]
 		// A copy: the flush may still read an abandoned write's records
 		// after Write returned.
-		w := &pendingWrite{msgs: slices.Clone(msgs), size: size(msgs), done: make(chan error, 1)}
-		if err := s.enqueue(ctx, p, w); err != nil {
+		w := &pendingWrite{partition: p, msgs: slices.Clone(msgs), size: size(msgs), done: make(chan error, 1)}
+		if err := s.enqueue(ctx, l, w); err != nil {
 			return fmt.Errorf("kafka write: %w", err)
 		}
 		writes = append(writes, w)
 	} else {
 		groups := make(map[int][]Message)
 		for _, m := range msgs {
-			p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
+			p := s.balancer.Balance(kafka.Message{Key: m.Key}, l.partitions...)
 			if _, ok := groups[p]; !ok {
 				order = append(order, p)
 			}
@@ -182,8 +214,8 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 		}
 		writes = make([]*pendingWrite, 0, len(order))
 		for _, p := range order {
-			w := &pendingWrite{msgs: groups[p], size: size(groups[p]), done: make(chan error, 1)}
-			if err := s.enqueue(ctx, p, w); err != nil {
+			w := &pendingWrite{partition: p, msgs: groups[p], size: size(groups[p]), done: make(chan error, 1)}
+			if err := s.enqueue(ctx, l, w); err != nil {
 				return fmt.Errorf("kafka write: %w", err)
 			}
 			writes = append(writes, w)
@@ -210,27 +242,34 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 // its acknowledgement; after that it returns an error wrapping
 // [ErrAckTimeout] (and context.DeadlineExceeded), and the record, if not yet
 // sent, is dropped. The satellite writes each event with it: one timer per
-// partition serves all the writes waiting, rather than one per call.
+// broker serves all the writes waiting, rather than one per call.
 func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message) error {
 	size := m.Size()
 	if size > s.cfg.MaxMessageBytes {
 		s.m.messages.WithLabelValues(resultRejected).Inc()
 		return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, size, s.cfg.MaxMessageBytes)
 	}
-	parts, err := s.partitionIDs(ctx, timeout)
+	now := time.Now().UnixNano()
+	l, err := s.partitionLayout(ctx, timeout, now)
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Inc()
 		return fmt.Errorf("kafka write: %w", err)
 	}
-	p := s.balancer.Balance(kafka.Message{Key: m.Key}, parts...)
-	w := &pendingWrite{size: size, done: make(chan error, 1), deadline: time.Now().Add(timeout).UnixNano()}
+	p := s.balancer.Balance(kafka.Message{Key: m.Key}, l.partitions...)
+	done, _ := s.dones.Get().(chan error)
+	if done == nil {
+		done = make(chan error, 1)
+	}
+	w := &pendingWrite{partition: p, size: size, done: done, deadline: now + int64(timeout)}
 	w.one[0] = m
 	w.msgs = w.one[:]
-	if err := s.enqueue(ctx, p, w); err != nil {
+	if err := s.enqueue(ctx, l, w); err != nil {
 		return fmt.Errorf("kafka write: %w", err)
 	}
 	select {
 	case err := <-w.done:
+		// Empty again, and finish sends on it only once.
+		s.dones.Put(done)
 		return s.outcome(p, w, err)
 	case <-ctx.Done():
 		w.abandoned.Store(true)
@@ -270,45 +309,51 @@ func size(msgs []Message) int64 {
 	return n
 }
 
-// partitionIDs returns the topic's partitions, from kafka-go's metadata
-// cache, refreshed at most every MetadataTTL by one caller while the others
-// go on with the list they have. A missing topic is created when
-// AllowAutoTopicCreation is set. A fetch takes timeout at most, unless it
-// is 0.
-func (s *Sink) partitionIDs(ctx context.Context, timeout time.Duration) ([]int, error) {
+// partitionLayout returns the topic's partitions and their leaders, from
+// kafka-go's metadata cache, refreshed at most every MetadataTTL by one
+// caller while the others go on with the layout they have. A missing topic
+// is created when AllowAutoTopicCreation is set. A fetch takes timeout at
+// most, unless it is 0.
+func (s *Sink) partitionLayout(ctx context.Context, timeout time.Duration, now int64) (*layout, error) {
+	if l := s.current.Load(); l != nil && now < s.staleAt.Load() {
+		return l, nil // no lock for most calls
+	}
 	s.metaMu.Lock()
-	parts := s.partitions
+	l := s.layout
 	refresh := time.Since(s.metaAt) >= s.cfg.MetadataTTL && !s.refreshing
 	if refresh {
 		s.refreshing = true
 	}
 	s.metaMu.Unlock()
-	if len(parts) > 0 && !refresh {
-		return parts, nil
+	if l != nil && !refresh {
+		return l, nil
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	ids, err := s.fetchPartitions(ctx)
+	nl, err := s.fetchLayout(ctx)
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	if refresh {
 		s.refreshing = false
 	}
 	if err != nil {
-		if len(parts) > 0 {
-			return parts, nil // the produce request tells whether it is stale
+		if l != nil {
+			return l, nil // the produce request tells whether it is stale
 		}
 		return nil, err
 	}
-	s.partitions, s.metaAt = ids, time.Now()
-	return ids, nil
+	s.layout, s.metaAt = nl, time.Now()
+	s.current.Store(nl)
+	s.staleAt.Store(s.metaAt.Add(s.cfg.MetadataTTL).UnixNano())
+	return nl, nil
 }
 
-// fetchPartitions reads the topic's partitions from kafka-go's metadata.
-func (s *Sink) fetchPartitions(ctx context.Context) ([]int, error) {
+// fetchLayout reads the topic's partitions and leaders from kafka-go's
+// metadata.
+func (s *Sink) fetchLayout(ctx context.Context) (*layout, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.cfg.Topic}})
 		if err != nil {
@@ -338,12 +383,13 @@ func (s *Sink) fetchPartitions(ctx context.Context) ([]int, error) {
 		if len(topic.Partitions) == 0 {
 			return nil, fmt.Errorf("topic %s has no partitions", s.cfg.Topic)
 		}
-		ids := make([]int, len(topic.Partitions))
-		for i, p := range topic.Partitions {
-			ids[i] = p.ID
+		parts := slices.Clone(topic.Partitions)
+		slices.SortFunc(parts, func(a, b kafka.Partition) int { return a.ID - b.ID })
+		l := &layout{partitions: make([]int, len(parts)), leaders: make([]int32, len(parts))}
+		for i, p := range parts {
+			l.partitions[i], l.leaders[i] = p.ID, int32(p.Leader.ID)
 		}
-		slices.Sort(ids)
-		return ids, nil
+		return l, nil
 	}
 }
 

@@ -38,7 +38,7 @@ const topic = "squall.events"
 
 // newTestSink builds a sink for addr, changed by edit, and closes it at the
 // end of the test.
-func newTestSink(t *testing.T, addr string, edit func(*Config)) *Sink {
+func newTestSink(t testing.TB, addr string, edit func(*Config)) *Sink {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Brokers = []string{addr}

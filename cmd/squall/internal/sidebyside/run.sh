@@ -23,6 +23,8 @@
 #    its turn in each round.
 #
 # Settings (environment): ROUNDS (5), DURATION (10s), CONNECTIONS (64),
+# TENANTS (1: every event of one tenant, so one partition; N: the intake's
+# load spread over N webhooks of N tenants, by N load generators),
 # EVENTS (200000), ENGINE_ROUNDS (3), WORKERS (the engine's --workers,
 # default its own), PARTS (any of intake, engine and findings; default
 # "intake engine"), OUT (a
@@ -31,8 +33,10 @@
 # satellite (and engine) then run as a fourth target ("before"), in the same
 # rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
 # satellite under test only (unset, it runs with its own default, GOGC=400,
-# as users run it). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
-# during its first round (OUT/satellite.perf.data), PROFILE_ENGINE=1 the
+# as users run it). SATELLITE_ARGS are more flags for the satellite under
+# test only (e.g. "--kafka-compression lz4"). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
+# during its first round (OUT/satellite.perf.data), PROFILE_BROKER=1 the
+# broker during that same round (OUT/broker.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
 # OUT/bareconsumer.perf.data).
 # Every process it starts is stopped when it ends.
@@ -45,6 +49,7 @@ EVENTS=${EVENTS:-200000}
 ENGINE_ROUNDS=${ENGINE_ROUNDS:-3}
 WORKERS=${WORKERS:-}
 PARTS=${PARTS:-intake engine}
+TENANTS=${TENANTS:-1}
 OUT=${OUT:-$(mktemp -d -t squall-sidebyside.XXXXXX)}
 mkdir -p "$OUT/bin"
 echo "side by side: output in $OUT; $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
@@ -127,10 +132,18 @@ if [[ " $PARTS " == *" intake "* ]]; then
 {"id": "bench", "token": "bench-token", "tenant_id": "bench",
  "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}
 JSON
+	# With TENANTS > 1, one more webhook per tenant (bench-1 ... bench-N),
+	# each with its own tenant, so its own record key.
+	if ((TENANTS > 1)); then
+		for i in $(seq "$TENANTS"); do
+			printf '{"id": "bench-%s", "token": "bench-token", "tenant_id": "tenant-%s",\n "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}\n' \
+				"$i" "$i" >"$OUT/webhooks/bench-$i.json"
+		done
+	fi
 	sat_env=()
 	[[ -z ${SATELLITE_GOGC:-} ]] || sat_env=("GOGC=$SATELLITE_GOGC")
 	env "${sat_env[@]}" "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
-		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" 2>"$OUT/satellite.log" &
+		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" ${SATELLITE_ARGS:-} 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
 	"$B/plain" --addr-file "$OUT/plain.addr" 2>"$OUT/plain.log" &
@@ -161,8 +174,34 @@ JSON
 	fi
 	body=$OUT/body.json
 	printf '%s' '{"id":12345,"source":"github","kind":"push","repo":"acme/widgets","ref":"refs/heads/main","ts":1700000000}' >"$body"
+	# load TARGET JSON PROGRESS: loads TARGET for DURATION with CONNECTIONS
+	# connections and writes the summary to JSON. With TENANTS > 1, TENANTS
+	# load generators share the connections, each posting to its tenant's
+	# webhook (the plain and naive handlers take any path); the summary
+	# then has their answers and throughputs summed, the p50 weighted by
+	# answers and the largest p99.
+	load() {
+		if ((TENANTS <= 1)); then
+			"$B/squall" bench webhook --url "${url[$1]}" --connections "$CONNECTIONS" --duration "$DURATION" \
+				--body-file "$body" --json >"$2" 2>"$3"
+			return
+		fi
+		local i lpids=()
+		for i in $(seq "$TENANTS"); do
+			"$B/squall" bench webhook --url "${url[$1]/\/bench\?/\/bench-$i?}" --connections $((CONNECTIONS / TENANTS > 0 ? CONNECTIONS / TENANTS : 1)) \
+				--duration "$DURATION" --body-file "$body" --json >"$2.$i" 2>"$3.$i" &
+			lpids+=($!)
+		done
+		for i in "${lpids[@]}"; do wait "$i"; done
+		for i in $(seq "$TENANTS"); do
+			printf '%s %s %s %s %s\n' "$(field "$2.$i" answered)" "$(field "$2.$i" non_2xx)" "$(field "$2.$i" throughput)" \
+				"$(field "$2.$i" p50)" "$(field "$2.$i" p99)"
+		done | awk '{a+=$1; n+=$2; t+=$3; p50+=$1*$4; if ($5>p99) p99=$5}
+			END {printf "{\n  \"answered\": %d,\n  \"non_2xx\": %d,\n  \"throughput\": %f,\n  \"p50\": %f,\n  \"p99\": %f\n}\n", a, n, t, p50/a, p99}' >"$2"
+	}
 	echo
 	echo "intake: $ROUNDS rounds of $DURATION per target, $CONNECTIONS connections, 106-byte body"
+	((TENANTS <= 1)) || echo "($TENANTS tenants: $TENANTS load generators of $((CONNECTIONS / TENANTS > 0 ? CONNECTIONS / TENANTS : 1)) connections, each on its tenant's webhook)"
 	echo "(cpu-us/req: the target's process CPU per answer; broker-us/req: the broker's, in the same round)"
 	printf '%-6s %-10s %10s %9s %9s %7s %11s %13s\n' round target req/s p50-ms p99-ms non2xx cpu-us/req broker-us/req
 	for r in $(seq "$ROUNDS"); do
@@ -172,9 +211,12 @@ JSON
 				perf record -F 499 -g -p "$sat_pid" -o "$OUT/satellite.perf.data" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
 				perf_pid=$!
 			fi
+			if [[ $t == satellite && $r == 1 && ${PROFILE_BROKER:-} == 1 ]]; then
+				perf record -F 499 -g -p "${pids[0]}" -o "$OUT/broker.perf.data" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
+				perf_broker_pid=$!
+			fi
 			c0=$(cpu "${pid_of[$t]}") b0=$(cpu "${pids[0]}")
-			"$B/squall" bench webhook --url "${url[$t]}" --connections "$CONNECTIONS" --duration "$DURATION" \
-				--body-file "$body" --json >"$f" 2>"$OUT/intake-$r-$t.progress"
+			load "$t" "$f" "$OUT/intake-$r-$t.progress"
 			c1=$(cpu "${pid_of[$t]}") b1=$(cpu "${pids[0]}")
 			answered=$(field "$f" answered)
 			awk -v a="$c0" -v b="$c1" -v n="$answered" 'BEGIN {print (b-a)*1e6/n}' >"$OUT/intake-$r-$t.cpu"
@@ -182,6 +224,10 @@ JSON
 			if [[ -n ${perf_pid:-} ]]; then
 				wait "$perf_pid" || true
 				perf_pid=
+			fi
+			if [[ -n ${perf_broker_pid:-} ]]; then
+				wait "$perf_broker_pid" || true
+				perf_broker_pid=
 			fi
 			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s %11.1f %13.1f\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
 				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")"
@@ -206,10 +252,12 @@ JSON
 	echo "median CPU per request, the target and the broker together (us): satellite $(median <"$OUT/cpu-satellite")," \
 		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
 	# records_per_request URL: records per produce request of the satellite
-	# serving URL, from its kafka metrics (all rounds together).
+	# serving URL, from its kafka metrics (all rounds together), and its
+	# produce requests per second during its rounds.
 	records_per_request() {
-		curl -fsS "$1/metrics" | awk '/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
-			END {if (c > 0) printf "%.1f", s/c; else print "nan"}'
+		curl -fsS "$1/metrics" | awk -v secs="$(awk -v r="$ROUNDS" -v d="${DURATION%s}" 'BEGIN {print r*d}')" \
+			'/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
+			END {if (c > 0) printf "%.1f (%.0f requests/s)", s/c, c/secs; else print "nan"}'
 	}
 	batches="satellite $(records_per_request "http://$SAT")"
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
