@@ -878,23 +878,16 @@ type findingBatcher struct {
 	mu       sync.Mutex
 	cur      *findingBatch
 	inFlight int // batches submitted and not yet answered
-	lastSize int // findings of the last batch answered
+	lastSize int // findings of the last batch submitted
 	// wait replaces findingBatchWait when set (tests).
 	wait time.Duration
-}
-
-// grace is how long after a batch is answered its callers are expected
-// back: half the window.
-func (b *findingBatcher) grace() time.Duration {
-	return cmp.Or(b.wait, findingBatchWait) / 2
 }
 
 // findingBatch is one group of inserts, submitted once.
 type findingBatch struct {
 	ctx   context.Context // the first caller's, without its cancellation
 	items []Finding
-	timer *time.Timer // guarded by findingBatcher.mu
-	late  bool        // its window ended while another batch was in raft
+	timer *time.Timer
 	once  sync.Once
 	done  chan struct{} // closed when outs and err are set
 	outs  []FindingOutcome
@@ -927,18 +920,17 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	if cur == nil {
 		cur = &findingBatch{ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
-		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.windowEnd(cur) })
+		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
 	}
 	i := len(cur.items)
 	cur.items = append(cur.items, f)
 	full := len(cur.items) >= findingBatchMax
-	timer := cur.timer
 	if full {
 		b.cur = nil
 	}
 	b.mu.Unlock()
 	if full {
-		timer.Stop()
+		cur.timer.Stop()
 		s.flushFindings(cur)
 	}
 	return waitFinding(ctx, cur, i)
@@ -977,42 +969,10 @@ func (s *Store) applyFindings(batch *findingBatch) {
 	ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
-	s.findingsAnswered(len(batch.items))
-	close(batch.done)
-}
-
-// findingsAnswered counts a submitted batch of n findings as answered.
-func (s *Store) findingsAnswered(n int) {
 	b := &s.findingBatch
 	b.mu.Lock()
 	b.inFlight--
-	b.lastSize = n
-	if cur := b.cur; cur != nil && cur.late {
-		// The callers this batch answers come back within about one
-		// HTTP round trip: give them half a window to join the open
-		// batch, whose window has ended.
-		cur.late = false
-		cur.timer = time.AfterFunc(b.grace(), func() { s.flushFindings(cur) })
-	}
+	b.lastSize = len(batch.items)
 	b.mu.Unlock()
-}
-
-// windowEnd ends the window of batch: it is submitted now, unless another
-// batch is in raft. Then it is late: it stays open until a batch in raft
-// is answered and half a window more (applyFindings), or until it is
-// full, so that the callers of the batch in raft, who come back as soon as
-// it is answered, join it instead of forming a batch of their own. A
-// closed loop of clients thus keeps to one batch in raft at a time, as
-// large as the clients are many (up to findingBatchMax), instead of
-// splitting into groups that each wait out the window.
-func (s *Store) windowEnd(batch *findingBatch) {
-	b := &s.findingBatch
-	b.mu.Lock()
-	if b.cur == batch && b.inFlight > 0 {
-		batch.late = true
-		b.mu.Unlock()
-		return
-	}
-	b.mu.Unlock()
-	s.flushFindings(batch)
+	close(batch.done)
 }
