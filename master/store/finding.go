@@ -885,13 +885,14 @@ type findingBatcher struct {
 
 // findingBatch is one group of inserts, submitted once.
 type findingBatch struct {
-	ctx   context.Context // the first caller's, without its cancellation
-	items []Finding
-	timer *time.Timer
-	once  sync.Once
-	done  chan struct{} // closed when outs and err are set
-	outs  []FindingOutcome
-	err   error
+	opened time.Time       // when its first insert came
+	ctx    context.Context // the first caller's, without its cancellation
+	items  []Finding
+	timer  *time.Timer
+	once   sync.Once
+	done   chan struct{} // closed when outs and err are set
+	outs   []FindingOutcome
+	err    error
 }
 
 // InsertFinding stores one finding on the leader, in one log entry with
@@ -910,7 +911,7 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	b := &s.findingBatch
 	b.mu.Lock()
 	if b.cur == nil && b.inFlight == 0 && b.lastSize <= 1 {
-		alone := &findingBatch{ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
+		alone := &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
 		b.inFlight++
 		b.mu.Unlock()
 		go s.applyFindings(alone)
@@ -918,7 +919,7 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	}
 	cur := b.cur
 	if cur == nil {
-		cur = &findingBatch{ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
+		cur = &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
 		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
 	}
@@ -966,6 +967,8 @@ func (s *Store) flushFindings(batch *findingBatch) {
 // applyFindings applies a submitted batch (counted in inFlight) and
 // answers its callers.
 func (s *Store) applyFindings(batch *findingBatch) {
+	s.metrics.findingBatchWait.Observe(time.Since(batch.opened).Seconds())
+	s.metrics.findingBatchSize.Observe(float64(len(batch.items)))
 	ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
