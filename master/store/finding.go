@@ -870,32 +870,44 @@ const (
 
 // findingBatcher collects concurrent InsertFinding calls. It runs no
 // goroutine of its own: a batch is submitted by the timer of its first
-// insert, or by the insert that fills it. While inserts come one at a
-// time (the last batch held one finding) an insert that finds no batch
-// open or in raft is submitted alone at once, so that a lone client does
-// not wait for the window; under load, batches keep their size.
+// insert, or by the insert that fills it. A batch whose window ends while
+// another batch is in raft is late: it is submitted half a window after
+// that batch is answered (or when full), so that the answered callers
+// join it (windowEnd). While inserts come one at a time (the last batch
+// held one finding) an insert that finds no batch open or in raft is
+// submitted alone at once, so that a lone client does not wait for the
+// window; under load, batches keep their size.
 type findingBatcher struct {
 	mu       sync.Mutex
 	cur      *findingBatch
 	inFlight int // batches submitted and not yet answered
-	lastSize int // findings of the last batch submitted
+	lastSize int // findings of the last batch answered
 	// wait replaces findingBatchWait when set (tests).
 	wait time.Duration
 }
 
+// grace is how long after a batch is answered its callers are expected
+// back: half the window.
+func (b *findingBatcher) grace() time.Duration {
+	return cmp.Or(b.wait, findingBatchWait) / 2
+}
+
 // findingBatch is one group of inserts, submitted once.
 type findingBatch struct {
-	ctx   context.Context // the first caller's, without its cancellation
-	items []Finding
-	timer *time.Timer
-	once  sync.Once
-	done  chan struct{} // closed when outs and err are set
-	outs  []FindingOutcome
-	err   error
+	opened time.Time       // when its first insert came
+	ctx    context.Context // the first caller's, without its cancellation
+	items  []Finding
+	timer  *time.Timer // guarded by findingBatcher.mu
+	late   bool        // its window ended while another batch was in raft
+	once   sync.Once
+	done   chan struct{} // closed when outs and err are set
+	outs   []FindingOutcome
+	err    error
 }
 
 // InsertFinding stores one finding on the leader, in one log entry with
-// the other inserts that arrive within about 2 ms (at most 64 per entry;
+// the other inserts that arrive within about 2 ms, longer while another
+// entry of inserts is in raft (at most 64 per entry;
 // while inserts come one at a time, each is submitted at once), and
 // returns its outcome. After a ctx error or ErrLeadershipLost the
 // finding may still be stored; a retry with the same content is
@@ -910,7 +922,7 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	b := &s.findingBatch
 	b.mu.Lock()
 	if b.cur == nil && b.inFlight == 0 && b.lastSize <= 1 {
-		alone := &findingBatch{ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
+		alone := &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
 		b.inFlight++
 		b.mu.Unlock()
 		go s.applyFindings(alone)
@@ -918,19 +930,20 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	}
 	cur := b.cur
 	if cur == nil {
-		cur = &findingBatch{ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
+		cur = &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
-		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.flushFindings(cur) })
+		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.windowEnd(cur) })
 	}
 	i := len(cur.items)
 	cur.items = append(cur.items, f)
 	full := len(cur.items) >= findingBatchMax
+	timer := cur.timer
 	if full {
 		b.cur = nil
 	}
 	b.mu.Unlock()
 	if full {
-		cur.timer.Stop()
+		timer.Stop()
 		s.flushFindings(cur)
 	}
 	return waitFinding(ctx, cur, i)
@@ -966,13 +979,47 @@ func (s *Store) flushFindings(batch *findingBatch) {
 // applyFindings applies a submitted batch (counted in inFlight) and
 // answers its callers.
 func (s *Store) applyFindings(batch *findingBatch) {
+	s.metrics.findingBatchWait.Observe(time.Since(batch.opened).Seconds())
+	s.metrics.findingBatchSize.Observe(float64(len(batch.items)))
 	ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
+	s.findingsAnswered(len(batch.items))
+	close(batch.done)
+}
+
+// findingsAnswered counts a submitted batch of n findings as answered.
+func (s *Store) findingsAnswered(n int) {
 	b := &s.findingBatch
 	b.mu.Lock()
 	b.inFlight--
-	b.lastSize = len(batch.items)
+	b.lastSize = n
+	if cur := b.cur; cur != nil && cur.late {
+		// The callers this batch answers come back within about one
+		// HTTP round trip: give them half a window to join the open
+		// batch, whose window has ended.
+		cur.late = false
+		cur.timer = time.AfterFunc(b.grace(), func() { s.flushFindings(cur) })
+	}
 	b.mu.Unlock()
-	close(batch.done)
+}
+
+// windowEnd ends the window of batch: it is submitted now, unless another
+// batch is in raft. Then it is late: it stays open until a batch in raft
+// is answered and half a window more (applyFindings), or until it is
+// full, so that the callers of the batch in raft, who come back as soon as
+// it is answered, join it instead of forming a batch of their own. A
+// closed loop of clients thus keeps to one batch in raft at a time, as
+// large as the clients are many (up to findingBatchMax), instead of
+// splitting into groups that each wait out the window.
+func (s *Store) windowEnd(batch *findingBatch) {
+	b := &s.findingBatch
+	b.mu.Lock()
+	if b.cur == batch && b.inFlight > 0 {
+		batch.late = true
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	s.flushFindings(batch)
 }

@@ -638,3 +638,60 @@ func TestStore_FindingsReplicated(t *testing.T) {
 		}
 	}
 }
+
+// TestStore_InsertFindingLate: a batch whose window ends while another
+// batch is in raft stays open (the callers of the batch in raft join it
+// when they come back) until that batch is answered, and is submitted
+// half a window after the answer.
+func TestStore_InsertFindingLate(t *testing.T) {
+	s := openStore(t, func() Config { c := testConfig(t, "n1"); c.Bootstrap = true; return c }())
+	waitReady(t, s)
+	ctx := ctxTimeout(t, 20*time.Second)
+	b := &s.findingBatch
+	b.mu.Lock()
+	b.wait = time.Millisecond
+	b.inFlight++ // a batch in raft, answered below
+	b.lastSize = 2
+	b.mu.Unlock()
+	before := s.Index()
+	type answer struct {
+		out FindingOutcome
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		out, err := s.InsertFinding(ctx, testFinding("a", 0, 1))
+		done <- answer{out, err}
+	}()
+	// Until its window ended: it is late, not submitted.
+	for {
+		b.mu.Lock()
+		late := b.cur != nil && b.cur.late
+		b.mu.Unlock()
+		if late {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the batch's window did not end")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("answered while another batch was in raft: %+v", a)
+	default:
+	}
+	if got := s.Index(); got != before {
+		t.Fatalf("index %d, want %d: the late batch was submitted", got, before)
+	}
+	s.findingsAnswered(2)
+	select {
+	case a := <-done:
+		if a.err != nil || !a.out.Created {
+			t.Fatalf("insert: %+v, %v", a.out, a.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the late batch was not submitted after the answer")
+	}
+}

@@ -264,6 +264,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 
 	next := cur
+	start := time.Now()
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketState)
 		for _, j := range jobs {
@@ -279,6 +280,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if err != nil {
 		panic(fmt.Sprintf("store: write state file %s: %v", f.path, err))
 	}
+	f.metrics.fsmApply.Observe(time.Since(start).Seconds())
 	f.install(next)
 	return resps
 }

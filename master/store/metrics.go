@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,11 +17,17 @@ type metrics struct {
 	collectors []prometheus.Collector
 
 	applyDuration *prometheus.HistogramVec
-	fsmCommands   *prometheus.CounterVec
-	fsmRestores   prometheus.Counter
-	stateIndex    prometheus.Gauge
-	activeIndex   prometheus.Gauge
-	raft          *raftCollector
+	// The stages of a write, for finding where its time goes
+	// (docs/BENCHMARKS.md, Findings, "Session 8").
+	logAppend        prometheus.Histogram
+	fsmApply         prometheus.Histogram
+	findingBatchWait prometheus.Histogram
+	findingBatchSize prometheus.Histogram
+	fsmCommands      *prometheus.CounterVec
+	fsmRestores      prometheus.Counter
+	stateIndex       prometheus.Gauge
+	activeIndex      prometheus.Gauge
+	raft             *raftCollector
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
@@ -34,6 +41,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// 250µs to ~4s.
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
 		}, []string{"command"}),
+		logAppend: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "squall_store_raft_log_append_seconds",
+			Help: "Time of each write of entries to this node's raft log, its fsync included (on the leader before it replicates them, on a follower before it answers).",
+			// 50µs to ~1.6s.
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+		fsmApply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "squall_store_fsm_apply_seconds",
+			Help:    "Time of each state-file transaction applying committed entries on this node.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+		findingBatchWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "squall_store_finding_batch_wait_seconds",
+			Help:    "Time from the first insert of a group-commit batch of findings until the batch is submitted to raft (leader).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+		findingBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "squall_store_finding_batch_size",
+			Help:    "Findings per group-commit batch submitted to raft (leader).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 7),
+		}),
 		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_store_fsm_commands_total",
 			Help: "Commands applied by the state machine, by command type and outcome (ok or refused; command session, result replayed: a request applied before).",
@@ -52,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		raft: newRaftCollector(),
 	}
-	m.collectors = []prometheus.Collector{m.applyDuration, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
+	m.collectors = []prometheus.Collector{m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
 	if reg == nil {
 		return m, nil
 	}
@@ -157,4 +185,25 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 func statUint(stats map[string]string, key string) uint64 {
 	v, _ := strconv.ParseUint(stats[key], 10, 64)
 	return v
+}
+
+// timedLogs is a raft log store that observes the time of each write in
+// the squall_store_raft_log_append_seconds histogram. It hides no
+// optional interface raft looks for: raft-boltdb's store implements none
+// (MonotonicLogStore), and the LogCache in front of it asks the store it
+// wraps.
+type timedLogs struct {
+	raft.LogStore
+	append prometheus.Histogram
+}
+
+// StoreLog implements raft.LogStore.
+func (t timedLogs) StoreLog(l *raft.Log) error { return t.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs implements raft.LogStore.
+func (t timedLogs) StoreLogs(logs []*raft.Log) error {
+	start := time.Now()
+	err := t.LogStore.StoreLogs(logs)
+	t.append.Observe(time.Since(start).Seconds())
+	return err
 }

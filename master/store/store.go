@@ -194,7 +194,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open store: raft log: %w", err)
 	}
 	cleanup = append(cleanup, logs.Close)
-	cache, err := raft.NewLogCache(logCacheSize, logs)
+	cache, err := raft.NewLogCache(logCacheSize, timedLogs{LogStore: logs, append: s.metrics.logAppend})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -227,6 +227,17 @@ func TestStore_SingleNode(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "squall_store_apply_duration_seconds"); n < 5 {
 		t.Errorf("apply histogram series %d", n)
 	}
+	// The stages of a write: every entry above was written to the log and
+	// applied; inserted findings go through the group commit.
+	if _, err := s.InsertFinding(ctx, testFinding("a", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"squall_store_raft_log_append_seconds", "squall_store_fsm_apply_seconds",
+		"squall_store_finding_batch_wait_seconds", "squall_store_finding_batch_size"} {
+		if n := histogramCount(t, reg, name); n == 0 {
+			t.Errorf("%s: no observations", name)
+		}
+	}
 	if got := testutil.ToFloat64(s.metrics.fsmCommands.WithLabelValues("deploy", resultOK)); got != 2 {
 		t.Errorf("deploy ok counter %v", got)
 	}
@@ -398,4 +409,19 @@ func TestStore_NotLeaderError(t *testing.T) {
 	if got := (&NotLeaderError{}).Error(); got != "not the leader (no leader)" {
 		t.Fatalf("%q", got)
 	}
+}
+
+func histogramCount(t testing.TB, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return 0
 }

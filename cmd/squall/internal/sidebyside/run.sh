@@ -19,8 +19,11 @@
 #    cluster with fsync) and squall bench findings inserting at the leader
 #    (CONNECTIONS connections, no readers, DURATION per round, ROUNDS
 #    rounds); prints inserts/s, p50, p99 and the three masters' CPU per
-#    insert. With BASELINE_SQUALL, a second cluster of that binary takes
-#    its turn in each round.
+#    insert, then the means of the masters' stage metrics over the rounds
+#    (batch size and wait, submitted -> applied, raft log append and
+#    state-file apply on the leader and a follower). With BASELINE_SQUALL,
+#    a second cluster of that binary takes its turn in each round (the
+#    two go first in turn).
 #
 # Settings (environment): ROUNDS (5), DURATION (10s), CONNECTIONS (64),
 # TENANTS (1: every event of one tenant, so one partition; N: the intake's
@@ -350,6 +353,29 @@ if [[ " $PARTS " == *" engine "* ]]; then
 	fi
 fi
 
+# stage_mean URL METRIC [LABELS]: the mean (sum / count) of the histogram
+# METRIC (the series with LABELS, e.g. {command="x"}) in the /metrics of
+# URL since the process started, "n/a" without it (an older binary).
+stage_mean() {
+	curl -sf -H "Authorization: Bearer $token" "$1/metrics" | awk -v m="$2" -v l="${3:-}" '
+		$1 == m "_sum" l {s = $2} $1 == m "_count" l {n = $2}
+		END {if (n > 0) printf "%.4g\n", s / n; else print "n/a"}'
+}
+
+# ms X: X seconds in milliseconds, "n/a" kept.
+ms() { awk -v x="$1" 'BEGIN {if (x == "n/a") print x; else printf "%.2f\n", x * 1000}'; }
+
+# stages CLUSTER: where the inserts' time went, from the masters' stage
+# metrics over all rounds (docs/BENCHMARKS.md, Findings, "Session 8").
+stages() {
+	local l=${leader_url[$1]} f=${follower_url[$1]}
+	echo "findings stages, $1 (means): batch $(stage_mean "$l" squall_store_finding_batch_size) findings," \
+		"batch wait $(ms "$(stage_mean "$l" squall_store_finding_batch_wait_seconds)") ms," \
+		"submitted -> applied $(ms "$(stage_mean "$l" squall_store_apply_duration_seconds '{command="insert_findings"}')") ms," \
+		"log append $(ms "$(stage_mean "$l" squall_store_raft_log_append_seconds)") ms (follower $(ms "$(stage_mean "$f" squall_store_raft_log_append_seconds)") ms)," \
+		"state-file apply $(ms "$(stage_mean "$l" squall_store_fsm_apply_seconds)") ms (follower $(ms "$(stage_mean "$f" squall_store_fsm_apply_seconds)") ms)"
+}
+
 if [[ " $PARTS " == *" findings "* ]]; then
 	printf '%s\n' 0123456789abcdef0123456789abcdef >"$OUT/hmac.key"
 	printf '%s\n' fedcba9876543210fedcba9876543210 >"$OUT/join.token"
@@ -358,7 +384,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 	token=$(cat "$OUT/findings.token")
 	clusters=(squall)
 	[[ -z ${BASELINE_SQUALL:-} ]] || clusters+=(before)
-	declare -A master_pids leader_url
+	declare -A master_pids leader_url follower_url
 	for c in "${clusters[@]}"; do
 		bin=$B/squall
 		[[ $c == squall ]] || bin=$BASELINE_SQUALL
@@ -386,13 +412,20 @@ if [[ " $PARTS " == *" findings "* ]]; then
 		done
 		[[ -n $leader ]] || { echo "findings: the $c cluster has no leader with 3 voters" >&2; exit 1; }
 		leader_url[$c]=http://$(eval "echo \$addr_${c}_$leader")
+		for n in 1 2 3; do
+			[[ m$n == "$leader" ]] || follower_url[$c]=http://$(eval "echo \$addr_${c}_m$n")
+		done
 	done
 	echo
 	echo "findings: $ROUNDS rounds of $DURATION per cluster, $CONNECTIONS connections inserting at the leader"
 	echo "(cpu-us/insert: the three masters' process CPU per insert answered)"
 	printf '%-6s %-8s %10s %9s %9s %7s %14s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert
 	for r in $(seq "$ROUNDS"); do
-		for c in "${clusters[@]}"; do
+		# The clusters take turns going first: at load 6-7 the same binary
+		# in both clusters measured ~25% slower going first in each round.
+		order=("${clusters[@]}")
+		((r % 2)) || order=("${clusters[@]:1}" "${clusters[0]}")
+		for c in "${order[@]}"; do
 			f=$OUT/findings-$r-$c.json
 			c0=0
 			for pid in ${master_pids[$c]}; do c0=$(awk -v a="$c0" -v b="$(cpu "$pid")" 'BEGIN {print a+b}'); done
@@ -410,6 +443,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 	for c in "${clusters[@]}"; do
 		echo "findings medians, $c: inserts/s $(median <"$OUT/findings-rate-$c"), p99 $(median <"$OUT/findings-p99-$c") ms," \
 			"CPU per insert $(median <"$OUT/findings-cpu-$c") us"
+		stages "$c"
 		for pid in ${master_pids[$c]}; do stop "$pid"; done
 	done
 fi
