@@ -235,14 +235,6 @@ type result struct {
 	err *apiError
 }
 
-// status is the HTTP status of the answer.
-func (r *result) status() int {
-	if r.err != nil {
-		return r.err.status
-	}
-	return http.StatusOK
-}
-
 // okPrefix and okSuffix frame the event id in the body of a 200 answer:
 // {"event_id":"…"}; a UUID needs no escaping.
 const okPrefix, okSuffix = `{"event_id":"`, "\"}\n"
