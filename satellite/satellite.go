@@ -201,6 +201,7 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 		s.addr = ln.Addr().String()
 		srv = s.intake.NewServer(s.mux, intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
 			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger})
+		ln = intake.Listener(ln)
 		if srv.TLSConfig != nil {
 			ln = tls.NewListener(ln, srv.TLSConfig)
 		}

@@ -53,8 +53,9 @@ const (
 // /healthz, /readyz, /metrics and its 404), through fasthttpadaptor. The
 // answers are those of fallback with the intake registered on it
 // ([Intake.Register]), but for requests whose body framing is ambiguous:
-// they are refused (400, connection closed). Serve it with Serve and stop
-// it with ShutdownWithContext; it drains the calls in progress.
+// they are refused (400, connection closed). Serve it with Serve on a
+// listener wrapped by [Listener] and stop it with ShutdownWithContext; it
+// drains the calls in progress.
 func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.Server {
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
