@@ -26,7 +26,7 @@ func tcpPair(t *testing.T) (client net.Conn, server *lazyConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	c, err := Listener(ln).Accept()
+	c, err := Listener(ln, ServerConfig{}).Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +135,10 @@ func TestListener_OneDeadlinePerRequest(t *testing.T) {
 	}
 	var deadlines atomic.Int64
 	const d = 200 * time.Millisecond
-	srv := in.NewServer(satelliteMux(in), ServerConfig{HeaderTimeout: d, BodyTimeout: d, IdleTimeout: time.Minute})
+	cfg := ServerConfig{HeaderTimeout: d, BodyTimeout: d, IdleTimeout: time.Minute}
+	srv := in.NewServer(satelliteMux(in), cfg)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(Listener(countingListener{ln, &deadlines})) }()
+	go func() { served <- srv.Serve(Listener(countingListener{ln, &deadlines}, cfg)) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -201,6 +202,44 @@ func TestListener_OneDeadlinePerRequest(t *testing.T) {
 		_, err := io.ReadAll(br) // the answer, if any, then the end
 		if isTimeout(err) {
 			t.Errorf("slow %s after a call: the connection stayed open", name)
+		}
+	}
+}
+
+// TestListener_Slack: a read deadline later than the connection's by less
+// than the slack leaves it as it is; a later one, an earlier one, or none
+// is applied.
+func TestListener_Slack(t *testing.T) {
+	t.Parallel()
+	client, lc := tcpPair(t)
+	var n atomic.Int64
+	c := &lazyConn{Conn: countingConn{lc.Conn, &n}, slack: time.Second}
+	buf := make([]byte, 8)
+	read := func(deadline time.Time) int64 {
+		t.Helper()
+		_ = c.SetReadDeadline(deadline)
+		if _, err := client.Write([]byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		return n.Load()
+	}
+	base := time.Now().Add(time.Hour)
+	for i, step := range []struct {
+		deadline time.Time
+		applied  int64
+	}{
+		{base, 1},
+		{base.Add(500 * time.Millisecond), 1}, // within the slack
+		{base.Add(2 * time.Second), 2},        // past it
+		{base.Add(time.Second), 3},            // earlier
+		{time.Time{}, 4},                      // none
+		{base, 5},
+	} {
+		if got := read(step.deadline); got != step.applied {
+			t.Fatalf("step %d: %d deadlines applied, want %d", i, got, step.applied)
 		}
 	}
 }
