@@ -80,13 +80,15 @@ func (c *lazyConn) closeEnough() bool {
 
 func (c *lazyConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pending = t
 	if !c.reading {
+		c.mu.Unlock()
 		return nil
 	}
 	c.applied = t
-	return c.Conn.SetReadDeadline(t)
+	err := c.Conn.SetReadDeadline(t)
+	c.mu.Unlock()
+	return err
 }
 
 func (c *lazyConn) SetDeadline(t time.Time) error {

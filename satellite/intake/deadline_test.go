@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -241,5 +242,44 @@ func TestListener_Slack(t *testing.T) {
 		if got := read(step.deadline); got != step.applied {
 			t.Fatalf("step %d: %d deadlines applied, want %d", i, got, step.applied)
 		}
+	}
+}
+
+// BenchmarkLazyConn: the read deadlines of one kept-alive call that
+// arrives whole, as fasthttp sets them (the idle wait, the headers, the
+// body), and a read under them (an empty one: no system call), on a
+// lazyConn and on the connection itself.
+func BenchmarkLazyConn(b *testing.B) {
+	for _, lazy := range []bool{true, false} {
+		b.Run(fmt.Sprintf("lazy=%t", lazy), func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			client, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer client.Close()
+			c, err := Listener(ln, ServerConfig{}).Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if !lazy {
+				c = c.(*lazyConn).Conn
+			}
+			var buf [1]byte
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = c.SetReadDeadline(time.Now().Add(DefaultIdleTimeout))
+				if _, err := c.Read(buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(DefaultHeaderTimeout))
+				_ = c.SetReadDeadline(time.Now().Add(DefaultBodyTimeout))
+			}
+		})
 	}
 }
