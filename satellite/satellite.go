@@ -199,8 +199,10 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("listen: %w", err)
 		}
 		s.addr = ln.Addr().String()
-		srv = s.intake.NewServer(s.mux, intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
-			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger})
+		scfg := intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
+			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger}
+		srv = s.intake.NewServer(s.mux, scfg)
+		ln = intake.Listener(ln, scfg)
 		if srv.TLSConfig != nil {
 			ln = tls.NewListener(ln, srv.TLSConfig)
 		}

@@ -56,7 +56,7 @@ func serveFront(t *testing.T, front string, in *Intake, h http.Handler, cfg Serv
 	}
 	srv := in.NewServer(h, cfg)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(Listener(ln, cfg)) }()
 	tr := &http.Transport{}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()

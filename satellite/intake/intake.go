@@ -424,8 +424,13 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 
 	rec := in.record(c, wh, value, tenant, now)
 	// The caller hanging up does not stop the event: it may be accepted
-	// anyway, and the caller will retry (at least once).
-	if err := in.sink.Publish(context.WithoutCancel(c.ctx), rec); err != nil {
+	// anyway, and the caller will retry (at least once). A context that
+	// cannot end (a fasthttp call's) is passed as it is.
+	ctx := c.ctx
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := in.sink.Publish(ctx, rec); err != nil {
 		return res, in.sinkError(err)
 	}
 	if claim != nil {

@@ -47,15 +47,8 @@ const (
 	DefaultMaxHeaderBytes = 16 << 10
 )
 
-// NewServer returns a fasthttp server for the intake (docs/decisions.md
-// decision 44): webhook calls served natively by [Intake.ServeFast], every
-// other route by fallback, a net/http handler (the satellite's mux with
-// /healthz, /readyz, /metrics and its 404), through fasthttpadaptor. The
-// answers are those of fallback with the intake registered on it
-// ([Intake.Register]), but for requests whose body framing is ambiguous:
-// they are refused (400, connection closed). Serve it with Serve and stop
-// it with ShutdownWithContext; it drains the calls in progress.
-func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.Server {
+// withDefaults returns cfg with the defaults in place of zero values.
+func (cfg ServerConfig) withDefaults() ServerConfig {
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
@@ -68,6 +61,20 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	return cfg
+}
+
+// NewServer returns a fasthttp server for the intake (docs/decisions.md
+// decision 44): webhook calls served natively by [Intake.ServeFast], every
+// other route by fallback, a net/http handler (the satellite's mux with
+// /healthz, /readyz, /metrics and its 404), through fasthttpadaptor. The
+// answers are those of fallback with the intake registered on it
+// ([Intake.Register]), but for requests whose body framing is ambiguous:
+// they are refused (400, connection closed). Serve it with Serve on a
+// listener wrapped by [Listener] (with cfg) and stop it with ShutdownWithContext; it
+// drains the calls in progress.
+func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.Server {
+	cfg = cfg.withDefaults()
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

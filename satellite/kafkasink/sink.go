@@ -266,12 +266,18 @@ func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message
 	if err := s.enqueue(ctx, l, w); err != nil {
 		return fmt.Errorf("kafka write: %w", err)
 	}
+	ended := ctx.Done()
+	if ended == nil { // a context that cannot end: a plain receive, no select
+		err := <-w.done
+		s.dones.Put(done)
+		return s.outcome(p, w, err)
+	}
 	select {
 	case err := <-w.done:
 		// Empty again, and finish sends on it only once.
 		s.dones.Put(done)
 		return s.outcome(p, w, err)
-	case <-ctx.Done():
+	case <-ended:
 		w.abandoned.Store(true)
 		return fmt.Errorf("kafka write: %w", ctx.Err())
 	}
