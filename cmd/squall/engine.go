@@ -25,7 +25,7 @@ import (
 func newEngineCommand() *cobra.Command {
 	cfg := engine.Default()
 	var masters, brokers []string
-	var tokenFile, masterCAFile, saslPasswordFile, logLevel string
+	var tokenFile, masterCAFile, saslPasswordFile, logLevel, cpuProfile string
 	var fl fleetFlags
 	var traceOpts tracingOptions
 	cmd := &cobra.Command{
@@ -69,6 +69,11 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			tr, err := traceOpts.start(cmd.Context(), "", logger)
 			if err != nil {
 				return err
@@ -160,6 +165,7 @@ on the command line wins; empty variables are ignored.`,
 	fl.define(f, true)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tracingFlags(f, &traceOpts, tracing.ServiceEngine)
+	cpuProfileFlag(f, &cpuProfile)
 	documentEnv(f)
 	return cmd
 }

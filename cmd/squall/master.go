@@ -25,7 +25,7 @@ import (
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
 	fleetCfg := fleet.Default()
-	var logLevel, actionsConfig, findingsKey, saslPasswordFile string
+	var logLevel, actionsConfig, findingsKey, saslPasswordFile, cpuProfile string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
 	var traceOpts tracingOptions
@@ -72,6 +72,11 @@ given on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			if err := readSASLPassword(&intakeCfg, saslPasswordFile); err != nil {
 				return err
 			}
@@ -194,6 +199,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tracingFlags(f, &traceOpts, tracing.ServiceMaster)
+	cpuProfileFlag(f, &cpuProfile)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
 	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake, host:port (repeatable or comma-separated)")
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")

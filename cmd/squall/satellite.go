@@ -26,7 +26,7 @@ import (
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
 	var brokers, masters []string
-	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile string
+	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile, cpuProfile string
 	var fl fleetFlags
 	var traceOpts tracingOptions
 	cmd := &cobra.Command{
@@ -76,6 +76,11 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			tr, err := traceOpts.start(cmd.Context(), "", logger)
 			if err != nil {
 				return err
@@ -135,6 +140,7 @@ on the command line wins; empty variables are ignored.`,
 	fl.define(f, false)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tracingFlags(f, &traceOpts, tracing.ServiceSatellite)
+	cpuProfileFlag(f, &cpuProfile)
 	documentEnv(f)
 	return cmd
 }

@@ -41,7 +41,10 @@
 # during its first round (OUT/satellite.perf.data), PROFILE_BROKER=1 the
 # broker during that same round (OUT/broker.perf.data), PROFILE_ENGINE=1 the
 # engine and the bare consumer during theirs (OUT/engine.perf.data,
-# OUT/bareconsumer.perf.data).
+# OUT/bareconsumer.perf.data). CPU_PROFILES=DIR has the squall under test
+# (not BASELINE_SQUALL) write Go CPU profiles into DIR with --cpu-profile:
+# satellite.pprof, engine-ROUND.pprof and findings-mN.pprof, each over its
+# process's whole life (pgo.sh makes cmd/squall/default.pgo from them).
 # Every process it starts is stopped when it ends.
 set -euo pipefail
 
@@ -53,6 +56,11 @@ ENGINE_ROUNDS=${ENGINE_ROUNDS:-3}
 WORKERS=${WORKERS:-}
 PARTS=${PARTS:-intake engine}
 TENANTS=${TENANTS:-1}
+CPU_PROFILES=${CPU_PROFILES:-}
+[[ -z $CPU_PROFILES ]] || mkdir -p "$CPU_PROFILES"
+# profile_args NAME: the --cpu-profile flag of the squall under test's
+# process NAME with CPU_PROFILES, nothing without.
+profile_args() { [[ -z $CPU_PROFILES ]] || echo "--cpu-profile $CPU_PROFILES/$1.pprof"; }
 OUT=${OUT:-$(mktemp -d -t squall-sidebyside.XXXXXX)}
 mkdir -p "$OUT/bin"
 echo "side by side: output in $OUT; $(nproc) CPUs; load: $(uptime | sed 's/.*load average: //')"
@@ -146,7 +154,7 @@ JSON
 	sat_env=()
 	[[ -z ${SATELLITE_GOGC:-} ]] || sat_env=("GOGC=$SATELLITE_GOGC")
 	env "${sat_env[@]}" "$B/squall" satellite --http 127.0.0.1:0 --name bench --webhooks-dir "$OUT/webhooks" \
-		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" ${SATELLITE_ARGS:-} 2>"$OUT/satellite.log" &
+		--kafka-brokers "$BROKER" --spool-dir "$OUT/spool" ${SATELLITE_ARGS:-} $(profile_args satellite) 2>"$OUT/satellite.log" &
 	sat_pid=$!
 	pids+=("$sat_pid")
 	"$B/plain" --addr-file "$OUT/plain.addr" 2>"$OUT/plain.log" &
@@ -303,12 +311,12 @@ if [[ " $PARTS " == *" engine "* ]]; then
 		for c in "${consumers[@]}"; do
 			rm -f "$OUT/$c.addr"
 			if [[ $c == engine || $c == before ]]; then
-				bin=$B/squall
-				[[ $c == engine ]] || bin=$BASELINE_SQUALL
+				bin=$B/squall prof=$(profile_args "engine-$r")
+				[[ $c == engine ]] || bin=$BASELINE_SQUALL prof=
 				rm -rf "$OUT/archive"
 				SQUALL_HTTP=127.0.0.1:0 "$bin" engine --master "$MASTER" --token-file "$OUT/token" \
 					--kafka-brokers "$BROKER" --topic bench.engine --dlq-topic bench.engine.dlq --group "$c-$r" \
-					--actions-config "$OUT/actions.json" ${WORKERS:+--workers "$WORKERS"} 2>"$OUT/$c-$r.log" &
+					--actions-config "$OUT/actions.json" ${WORKERS:+--workers "$WORKERS"} $prof 2>"$OUT/$c-$r.log" &
 				pid=$!
 				pids+=("$pid")
 				addr=$(log_addr "$OUT/$c-$r.log" "ops endpoints listening" addr)
@@ -393,6 +401,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 			args=(master --node-id "m$n" --data-dir "$OUT/findings-$c/m$n" --http 127.0.0.1:0 --raft 127.0.0.1:0
 				--token-hmac-key-file "$OUT/hmac.key" --join-token-file "$OUT/join.token" --log-level info)
 			if [[ -z $first ]]; then args+=(--bootstrap); else args+=(--join "http://$first"); fi
+			[[ $c != squall || -z $CPU_PROFILES ]] || args+=(--cpu-profile "$CPU_PROFILES/findings-m$n.pprof")
 			"$bin" "${args[@]}" 2>"$OUT/findings-$c-m$n.log" &
 			pids+=($!)
 			master_pids[$c]+=" $!"
