@@ -49,7 +49,7 @@ func BenchmarkIntake(b *testing.B) {
 	b.Run("intake-nethttp", func(b *testing.B) {
 		// The same intake on a net/http server, as the master and squall
 		// dev mount it, and as the satellite served it before
-		// docs/decisions.md decision 44.
+		// docs/decisions.md decision 42.
 		broker := kafkatest.Start(b, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
 		cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook}), "")
 		cfg.AckTimeout = DefaultAckTimeout

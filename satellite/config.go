@@ -63,7 +63,7 @@ type Config struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes kept-alive connections idle for longer (default
 	// 2 min; up to 1/64 of the shortest of the three timeouts sooner on a
-	// busy connection: docs/decisions.md decision 49).
+	// busy connection: docs/decisions.md decision 45).
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's line and headers together on
 	// HTTPAddr (default 16 KiB); larger ones are answered 431. It is the

@@ -19,7 +19,7 @@ import (
 // that the idle waits of a busy connection, each a little later than the
 // one before, do not update it each time. A wait may end that much early
 // (at most 156 ms of the 2 min idle wait, with the defaults), never late.
-// Wrap the TCP listener, under TLS (docs/decisions.md decision 49).
+// Wrap the TCP listener, under TLS (docs/decisions.md decision 45).
 func Listener(ln net.Listener, cfg ServerConfig) net.Listener {
 	cfg = cfg.withDefaults()
 	return lazyListener{ln, min(cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout) / 64}

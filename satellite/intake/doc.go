@@ -59,7 +59,7 @@
 // The intake has two front ends over one core: [Intake.ServeHTTP] for a
 // net/http server (the master's and squall dev's), and [Intake.ServeFast] on
 // the fasthttp server [Intake.NewServer] builds for the satellite's own
-// listener (docs/decisions.md decision 44), which sends the other routes to
+// listener (docs/decisions.md decision 42), which sends the other routes to
 // a net/http handler and refuses requests whose body framing is ambiguous.
 // Both give the same answers.
 package intake

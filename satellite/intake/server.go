@@ -65,7 +65,7 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 }
 
 // NewServer returns a fasthttp server for the intake (docs/decisions.md
-// decision 44): webhook calls served natively by [Intake.ServeFast], every
+// decision 42): webhook calls served natively by [Intake.ServeFast], every
 // other route by fallback, a net/http handler (the satellite's mux with
 // /healthz, /readyz, /metrics and its 404), through fasthttpadaptor. The
 // answers are those of fallback with the intake registered on it

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates cmd/squall/default.pgo, the CPU profile that go build uses
 # for profile-guided optimization of squall (docs/BENCHMARKS.md, "Build",
-# "Profile-guided optimization"; docs/decisions.md decision 48). From the
+# "Profile-guided optimization"; docs/decisions.md decision 46). From the
 # repository's root:
 #
 #   cmd/squall/internal/sidebyside/pgo.sh
