@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates cmd/squall/default.pgo, the CPU profile that go build uses
-# for profile-guided optimization of squall (docs/BENCHMARKS.md, "Build",
-# "Profile-guided optimization"; docs/decisions.md decision 46). From the
+# Writes cmd/squall/default.pgo, a CPU profile that go build would use for
+# profile-guided optimization of squall; measured and not adopted so far
+# (docs/BENCHMARKS.md, "Build", "Profile-guided optimization";
+# docs/decisions.md decision 46): run it to measure again. From the
 # repository's root:
 #
 #   cmd/squall/internal/sidebyside/pgo.sh
