@@ -71,10 +71,13 @@ func TestListener_Deadlines(t *testing.T) {
 		c.mu.Lock()
 		reading := c.reading
 		c.mu.Unlock()
-		if reading || time.Now().After(deadline) {
+		if reading {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the read did not start within 10s")
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with the deadline above
 	}
 	_ = c.SetReadDeadline(time.Now())
 	select {
