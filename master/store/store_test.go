@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/squallhq/squall/config"
 )
@@ -246,7 +247,8 @@ func TestStore_SingleNode(t *testing.T) {
 	}
 }
 
-func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+// onlyMetric returns the single series of the metric family name in reg.
+func onlyMetric(t testing.TB, reg *prometheus.Registry, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -254,11 +256,16 @@ func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			return mf.GetMetric()[0]
 		}
 	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	t.Fatalf("no single-series metric %s", name)
+	return nil
+}
+
+func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return onlyMetric(t, reg, name).GetGauge().GetValue()
 }
 
 func TestStore_WaitActive(t *testing.T) {
@@ -413,15 +420,5 @@ func TestStore_NotLeaderError(t *testing.T) {
 
 func histogramCount(t testing.TB, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no histogram %s", name)
-	return 0
+	return onlyMetric(t, reg, name).GetHistogram().GetSampleCount()
 }
