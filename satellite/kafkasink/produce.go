@@ -121,7 +121,10 @@ func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
 		// The flush goroutine holding takes them.
 		if q.want > 0 && (q.records >= q.want || q.bytes >= s.cfg.MaxMessageBytes) {
 			q.want = 0
-			q.wake <- struct{}{} // room for it: one per hold
+			select {
+			case q.wake <- struct{}{}: // one per hold: there is room
+			default:
+			}
 		}
 		return nil
 	}
