@@ -15,13 +15,30 @@ const recordVersion = 1
 
 var errBadRecord = errors.New("bad spooled record")
 
+// messageParts holds the headers and the key of a message in one
+// allocation: an event has up to 5 headers (intake.Record) and its key is
+// a tenant id.
+type messageParts struct {
+	headers [5]kafkasink.Header
+	key     [48]byte
+}
+
 // toMessage turns an accepted event into a Kafka message.
 func toMessage(rec intake.Record) kafkasink.Message {
-	hs := make([]kafkasink.Header, len(rec.Headers))
+	var hs []kafkasink.Header
+	var key []byte
+	if len(rec.Headers) <= len(messageParts{}.headers) && len(rec.Key) <= len(messageParts{}.key) {
+		p := new(messageParts)
+		hs = p.headers[:len(rec.Headers):len(rec.Headers)]
+		key = append(p.key[:0:len(rec.Key)], rec.Key...)
+	} else {
+		hs = make([]kafkasink.Header, len(rec.Headers))
+		key = []byte(rec.Key)
+	}
 	for i, h := range rec.Headers {
 		hs[i] = kafkasink.Header{Key: h.Key, Value: h.Value}
 	}
-	return kafkasink.Message{Key: []byte(rec.Key), Value: rec.Value, Headers: hs, Time: rec.Time}
+	return kafkasink.Message{Key: key, Value: rec.Value, Headers: hs, Time: rec.Time}
 }
 
 // encodeRecord encodes a message for the spool: the version, the timestamp

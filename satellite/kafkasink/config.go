@@ -62,8 +62,9 @@ type Config struct {
 	// "zstd".
 	Compression string
 	// BatchSize is the most records of one produce request, all its
-	// partitions together (default 500). There is no batch timeout: see
-	// the package documentation.
+	// partitions together (default 500). There is no batch timeout, only
+	// a short self-clocked wait after an acknowledgement: see the package
+	// documentation.
 	BatchSize int
 	// MaxMessageBytes bounds one record batch (the records of one
 	// partition in a produce request), and so one record (default

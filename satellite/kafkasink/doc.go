@@ -12,7 +12,7 @@
 // SCRAM-SHA-256/512 ([SASLConfig]); records may be compressed with gzip,
 // snappy, lz4 or zstd.
 //
-// # Batching without a timer
+// # Batching without a batch timer
 //
 // kafka-go's Writer batches on a timer (BatchTimeout): every acknowledged
 // write waits for it, even when the broker is idle, and one partition has
@@ -24,13 +24,24 @@
 // broker is sent at once; writes that arrive while a request to their
 // partition's leader is in flight are sent together, in one request (up to
 // [Config.BatchSize] records, and [Config.MaxMessageBytes] bytes per
-// partition), as soon as one is acknowledged. Another request goes
-// alongside, up to [Config.MaxInFlight] of them, only while 32 records (or a
-// full record batch's bytes) wait; smaller batches wait for the next
-// acknowledgement. On the intake benchmark, sending every waiting write at
-// once made requests of ~5 records, and kafka-go and the broker then took
-// about a fifth of the CPU; waiting for the acknowledgement makes them ~15
-// records. Batches grow with the load, and no request waits for a timer.
+// partition), once it is acknowledged. Another request goes alongside, up
+// to [Config.MaxInFlight] of them, only while 32 records (or a full record
+// batch's bytes) wait; smaller batches wait for the next acknowledgement.
+// On the intake benchmark, sending every waiting write at once made
+// requests of ~5 records, and kafka-go and the broker then took about a
+// fifth of the CPU; waiting for the acknowledgement makes them ~15 records.
+//
+// The requests are self-clocked: after a request of n records is
+// acknowledged, the next one is sent once about n records wait (up to 32),
+// or after half the produce round trip (a moving average; 1 ms at most),
+// whichever comes first. The callers whose records were just acknowledged
+// are the ones about to write again; without the wait, the first of them
+// found the broker idle and went alone, and the others made the request
+// after it: with one busy tenant, ~40% of the requests carried one record
+// (docs/BENCHMARKS.md, "Session 9"). A request of one record is followed by
+// no wait at all, so a lone record at low load goes at once, and so does a
+// request beside another in flight. Batches grow with the load, and a record
+// waits for the clock of the acknowledgements, never for a fixed timer.
 //
 // One produce request carries the records of every partition its broker
 // leads, one record batch per partition, rather than one request per

@@ -19,6 +19,18 @@ import (
 // alongside one already in flight to the same broker.
 const parallelBatch = 32
 
+// After an acknowledgement, a broker's next request waits at most the
+// produce round trip over holdDivisor, and never more than maxHold, for
+// as many records as were just acknowledged (Sink.hold).
+const (
+	holdDivisor = 2
+	maxHold     = time.Millisecond
+)
+
+// holdBound is the longest hold after an acknowledgement, for a produce
+// round trip of rtt.
+func holdBound(rtt time.Duration) time.Duration { return min(rtt/holdDivisor, maxHold) }
+
 // brokerQueue holds the writes waiting for the partitions one broker leads.
 // Up to Config.MaxInFlight produce requests per broker are in flight, each
 // carrying whole writes, of any of those partitions; the writes that arrive
@@ -26,6 +38,13 @@ const parallelBatch = 32
 // gets a request at once, a busy one gets everything that waited as soon as
 // a request is acknowledged, and another request alongside only once
 // parallelBatch records (or a full record batch's bytes) wait.
+//
+// The requests are self-clocked: once a request of n records is
+// acknowledged, the next one waits until about n records wait (the callers
+// just answered, whose next records are on their way), for a fraction of
+// the produce round trip at most (Sink.hold). Otherwise the first record
+// back would go alone at once and the others in the request after it. A
+// lone record at low load follows a request of one record: it goes at once.
 //
 // The records of one write are sent in order, one request after the other.
 // Two writes in flight at once may land in either order: they come from
@@ -44,6 +63,15 @@ type brokerQueue struct {
 	waiting []*pendingWrite
 	timer   *time.Timer
 	timerAt int64
+
+	// The hold after an acknowledgement (Sink.hold): rtt is a moving
+	// average of the produce round trip (nanoseconds); while holding,
+	// a flush goroutine waits for want records (0: woken already),
+	// woken through wake. Guarded by Sink.mu.
+	rtt     int64
+	holding bool
+	want    int
+	wake    chan struct{} // buffered; one wake per hold
 }
 
 // pendingWrite is one Write call's records for one partition.
@@ -88,6 +116,17 @@ func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
 	q.bytes += w.size
 	if w.deadline != 0 {
 		s.watch(q, w)
+	}
+	if q.holding {
+		// The flush goroutine holding takes them.
+		if q.want > 0 && (q.records >= q.want || q.bytes >= s.cfg.MaxMessageBytes) {
+			q.want = 0
+			select {
+			case q.wake <- struct{}{}: // one per hold: there is room
+			default:
+			}
+		}
+		return nil
 	}
 	// An idle broker gets a request at once. A busy one gets another
 	// request alongside those in flight only for a batch worth it: below
@@ -196,13 +235,67 @@ func (r *room) at(p int) *partitionBytes {
 	return &r.more[len(r.more)-1]
 }
 
+// hold waits, after a request of acked records was acknowledged in took,
+// until as many records wait for q as were acknowledged (the callers just
+// answered send their next ones), or a share of the produce round trip
+// passed, or the sink closes. It does not wait for a request of one record
+// (at low load a lone record goes at once), nor beside another flush
+// goroutine. Sink.mu is held; hold releases it while it waits.
+func (s *Sink) hold(q *brokerQueue, acked int, took time.Duration, timer **time.Timer) {
+	if q.rtt == 0 {
+		q.rtt = int64(took)
+	} else {
+		q.rtt += (int64(took) - q.rtt) / 8
+	}
+	want := min(acked, parallelBatch, s.cfg.BatchSize)
+	if want <= 1 || q.flushers > 1 || s.closed || q.records >= want || q.bytes >= s.cfg.MaxMessageBytes {
+		return
+	}
+	d := s.holdBound(time.Duration(q.rtt))
+	if d <= 0 {
+		return
+	}
+	if q.wake == nil {
+		q.wake = make(chan struct{}, 1)
+	}
+	q.holding, q.want = true, want
+	wake := q.wake
+	s.mu.Unlock()
+	if *timer == nil {
+		*timer = time.NewTimer(d)
+	} else {
+		(*timer).Reset(d)
+	}
+	select {
+	case <-wake:
+	case <-(*timer).C:
+	case <-s.closing:
+	}
+	s.mu.Lock()
+	q.holding, q.want = false, 0
+	select {
+	case <-wake: // sent after the timer fired
+	default:
+	}
+}
+
 // flush sends q's pending writes, request after request, until none is
 // left.
 func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 	defer s.flushers.Done()
 	var taken []*pendingWrite
+	var timer *time.Timer // of hold
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	acked, took := 0, time.Duration(0) // the last request's records, round trip
 	for {
 		s.mu.Lock()
+		if acked > 0 {
+			s.hold(q, acked, took, &timer)
+		}
 		// A flush goroutine beside another goes on only while the
 		// writes waiting are worth a request of their own: otherwise
 		// it would send the few that came since the other took its
@@ -240,6 +333,8 @@ func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 		clear(q.pending[:used])
 		q.pending = q.pending[used:]
 		s.mu.Unlock()
+		acked = r.records
+		start := time.Now()
 		switch {
 		case len(taken) == 0:
 		case len(taken) == 1 && (len(taken[0].msgs) > s.cfg.BatchSize || taken[0].size > s.cfg.MaxMessageBytes):
@@ -250,6 +345,7 @@ func (s *Sink) flush(ctx context.Context, q *brokerQueue) {
 		default:
 			s.produceWrites(ctx, taken)
 		}
+		took = time.Since(start)
 		clear(taken)
 	}
 }

@@ -64,6 +64,9 @@ type Sink struct {
 	codec     kafka.Compression
 	balancer  kafka.Murmur2Balancer
 	closing   chan struct{}
+	// holdBound gives the longest hold after an acknowledgement for a
+	// produce round trip (the function holdBound but in tests).
+	holdBound func(rtt time.Duration) time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -147,6 +150,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Sink, err
 		client:    &kafka.Client{Addr: addr, Transport: transport, Timeout: cfg.WriteTimeout},
 		codec:     codec,
 		closing:   make(chan struct{}),
+		holdBound: holdBound,
 
 		queues: make(map[int32]*brokerQueue),
 	}, nil

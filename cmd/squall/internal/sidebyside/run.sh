@@ -264,11 +264,13 @@ JSON
 		"plain $(median <"$OUT/cpu-plain"), naive $(median <"$OUT/cpu-naive")"
 	# records_per_request URL: records per produce request of the satellite
 	# serving URL, from its kafka metrics (all rounds together), and its
-	# produce requests per second during its rounds.
+	# produce requests per second during its rounds and the share of
+	# requests carrying one record.
 	records_per_request() {
 		curl -fsS "$1/metrics" | awk -v secs="$(awk -v r="$ROUNDS" -v d="${DURATION%s}" 'BEGIN {print r*d}')" \
 			'/^squall_kafka_batch_records_sum /{s=$2} /^squall_kafka_batch_records_count /{c=$2}
-			END {if (c > 0) printf "%.1f (%.0f requests/s)", s/c, c/secs; else print "nan"}'
+			/^squall_kafka_batch_records_bucket\{le="1"\} /{one=$2}
+			END {if (c > 0) printf "%.1f (%.0f requests/s, %.0f%% of one record)", s/c, c/secs, 100*one/c; else print "nan"}'
 	}
 	batches="satellite $(records_per_request "http://$SAT")"
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
