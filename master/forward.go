@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/squallhq/squall/master/store"
@@ -171,23 +172,23 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Re
 				// body (the handler authenticates before it reads), so
 				// that it can go to the next leader if this node loses its
 				// leadership while it serves it.
-				var rec *recordingBody
+				t := s.newTurn(w)
 				if !f.prepared && hasBody(r) {
 					// lr's body, which is r's unless an earlier turn as
 					// leader already read r's (then f.r holds what it read).
-					rec = &recordingBody{r: lr.Body}
+					t.rec.r = lr.Body
+					t.hw.rec = &t.rec
 					c := *lr
-					c.Body = rec
+					c.Body = &t.rec
 					lr = &c
 				}
-				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool {
-					return !s.store.IsLeader() && (rec == nil || !rec.over)
-				}}
-				h.ServeHTTP(hw, lr)
-				if !hw.held {
+				h.ServeHTTP(&t.hw, lr)
+				if !t.hw.held {
+					s.endTurn(t)
 					return true
 				}
-				if rec != nil {
+				// Not reused: what the handler read is sent on.
+				if rec := t.hw.rec; rec != nil {
 					// The body to send on: what the handler read, then
 					// the rest.
 					c := *r
@@ -453,9 +454,56 @@ func (b *recordingBody) Close() error { return b.r.Close() }
 type holdWriter struct {
 	w      http.ResponseWriter
 	header http.Header
-	lost   func() bool
-	held   bool // the answer was dropped
-	wrote  bool // the answer went through
+	s      *Server
+	// rec records the request body, when there is one.
+	rec   *recordingBody
+	held  bool // the answer was dropped
+	wrote bool // the answer went through
+}
+
+// lost reports whether the node lost its leadership and the request can
+// be sent on: all of the body the handler read was kept.
+func (hw *holdWriter) lost() bool {
+	return !hw.s.store.IsLeader() && (hw.rec == nil || !hw.rec.over)
+}
+
+// leaderTurn is what a retry-safe request served as leader needs besides
+// the request: Server.turns keeps them for the next requests (one
+// allocation less per request, and the header map and the body's buffer
+// reused).
+type leaderTurn struct {
+	hw  holdWriter
+	rec recordingBody
+}
+
+// maxTurnBuffer bounds the body buffer a leaderTurn keeps for reuse.
+const maxTurnBuffer = 64 << 10
+
+// newTurn returns a leaderTurn whose writer answers to w, with a copy of
+// w's header.
+func (s *Server) newTurn(w http.ResponseWriter) *leaderTurn {
+	t, _ := s.turns.Get().(*leaderTurn)
+	if t == nil {
+		t = &leaderTurn{hw: holdWriter{header: http.Header{}}}
+	}
+	t.hw.w, t.hw.s = w, s
+	for k, v := range w.Header() {
+		t.hw.header[k] = slices.Clone(v)
+	}
+	return t
+}
+
+// endTurn keeps t for another request once its answer went through (the
+// handler returned: it no longer uses the writer nor reads the body).
+func (s *Server) endTurn(t *leaderTurn) {
+	clear(t.hw.header)
+	t.hw = holdWriter{header: t.hw.header}
+	if t.rec.buf.Cap() > maxTurnBuffer {
+		t.rec.buf = bytes.Buffer{}
+	}
+	t.rec.buf.Reset()
+	t.rec.r, t.rec.over = nil, false
+	s.turns.Put(t)
 }
 
 func (hw *holdWriter) Header() http.Header { return hw.header }

@@ -267,6 +267,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.writeError(sw, r, e)
 		pattern = "none"
+	} else if r.RequestURI != "*" && !strings.Contains(pattern, "{") {
+		// Served with the handler matched above, not matched again by
+		// s.mux.ServeHTTP: a pattern without wildcards has no path
+		// values to set, only the pattern. (The mux answers "*" itself.)
+		r.Pattern = pattern
+		h.ServeHTTP(sw, r)
 	} else {
 		s.mux.ServeHTTP(sw, r)
 	}

@@ -48,6 +48,8 @@ type Server struct {
 
 	readyChecks []readyCheck // added before Start, read-only after
 
+	turns sync.Pool // of *leaderTurn, see newTurn
+
 	leadMu   sync.Mutex    // guards the handover fields below
 	handover bool          // the node no longer serves requests as leader
 	serving  int           // requests being served as leader
