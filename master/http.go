@@ -239,7 +239,10 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	h, pattern := s.mux.Handler(r)
+	h, pattern, ok := s.prefixRouteOf(r)
+	if !ok {
+		h, pattern = s.mux.Handler(r)
+	}
 	if s.tracer != nil {
 		var span trace.Span
 		r, span = s.startSpan(r, pattern)
