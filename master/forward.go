@@ -176,11 +176,12 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Re
 				if !f.prepared && hasBody(r) {
 					// lr's body, which is r's unless an earlier turn as
 					// leader already read r's (then f.r holds what it read).
+					// Swapped in place, not in a copy of the request (as
+					// httpguard.BodyDeadline does), and put back after.
 					t.rec.r = lr.Body
 					t.hw.rec = &t.rec
-					c := *lr
-					c.Body = &t.rec
-					lr = &c
+					lr.Body = &t.rec
+					defer func(lr *http.Request, body io.ReadCloser) { lr.Body = body }(lr, t.rec.r)
 				}
 				h.ServeHTTP(&t.hw, lr)
 				if !t.hw.held {
