@@ -453,9 +453,13 @@ func (b *recordingBody) Close() error { return b.r.Close() }
 // the request): that answer is dropped, so that the request can be
 // routed again.
 type holdWriter struct {
-	w      http.ResponseWriter
-	header http.Header
-	s      *Server
+	w http.ResponseWriter
+	// saved is w's header before the handler, put back when the answer
+	// is dropped; the handler sets w's header itself (no copy per
+	// request), and a throwaway one once the answer is dropped.
+	saved     http.Header
+	throwaway http.Header
+	s         *Server
 	// rec records the request body, when there is one.
 	rec   *recordingBody
 	held  bool // the answer was dropped
@@ -481,15 +485,15 @@ type leaderTurn struct {
 const maxTurnBuffer = 64 << 10
 
 // newTurn returns a leaderTurn whose writer answers to w, with a copy of
-// w's header.
+// w's header (usually empty) to put back if the answer is dropped.
 func (s *Server) newTurn(w http.ResponseWriter) *leaderTurn {
 	t, _ := s.turns.Get().(*leaderTurn)
 	if t == nil {
-		t = &leaderTurn{hw: holdWriter{header: http.Header{}}}
+		t = &leaderTurn{hw: holdWriter{saved: http.Header{}}}
 	}
 	t.hw.w, t.hw.s = w, s
 	for k, v := range w.Header() {
-		t.hw.header[k] = slices.Clone(v)
+		t.hw.saved[k] = slices.Clone(v)
 	}
 	return t
 }
@@ -497,8 +501,8 @@ func (s *Server) newTurn(w http.ResponseWriter) *leaderTurn {
 // endTurn keeps t for another request once its answer went through (the
 // handler returned: it no longer uses the writer nor reads the body).
 func (s *Server) endTurn(t *leaderTurn) {
-	clear(t.hw.header)
-	t.hw = holdWriter{header: t.hw.header}
+	clear(t.hw.saved)
+	t.hw = holdWriter{saved: t.hw.saved}
 	if t.rec.buf.Cap() > maxTurnBuffer {
 		t.rec.buf = bytes.Buffer{}
 	}
@@ -507,7 +511,15 @@ func (s *Server) endTurn(t *leaderTurn) {
 	s.turns.Put(t)
 }
 
-func (hw *holdWriter) Header() http.Header { return hw.header }
+func (hw *holdWriter) Header() http.Header {
+	if hw.held {
+		if hw.throwaway == nil {
+			hw.throwaway = http.Header{}
+		}
+		return hw.throwaway
+	}
+	return hw.w.Header()
+}
 
 func (hw *holdWriter) WriteHeader(code int) {
 	if hw.wrote || hw.held {
@@ -515,13 +527,15 @@ func (hw *holdWriter) WriteHeader(code int) {
 	}
 	if code == http.StatusServiceUnavailable && hw.lost() {
 		hw.held = true
+		// w's header as it was before the handler, for the next turn.
+		h := hw.w.Header()
+		clear(h)
+		for k, v := range hw.saved {
+			h[k] = v
+		}
 		return
 	}
 	hw.wrote = true
-	dst := hw.w.Header()
-	for k, v := range hw.header {
-		dst[k] = v
-	}
 	hw.w.WriteHeader(code)
 }
 
