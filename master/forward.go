@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/squallhq/squall/master/store"
@@ -171,23 +172,24 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Re
 				// body (the handler authenticates before it reads), so
 				// that it can go to the next leader if this node loses its
 				// leadership while it serves it.
-				var rec *recordingBody
+				t := s.newTurn(w)
 				if !f.prepared && hasBody(r) {
 					// lr's body, which is r's unless an earlier turn as
 					// leader already read r's (then f.r holds what it read).
-					rec = &recordingBody{r: lr.Body}
-					c := *lr
-					c.Body = rec
-					lr = &c
+					// Swapped in place, not in a copy of the request (as
+					// httpguard.BodyDeadline does), and put back after.
+					t.rec.r = lr.Body
+					t.hw.rec = &t.rec
+					lr.Body = &t.rec
+					defer func(lr *http.Request, body io.ReadCloser) { lr.Body = body }(lr, t.rec.r)
 				}
-				hw := &holdWriter{w: w, header: w.Header().Clone(), lost: func() bool {
-					return !s.store.IsLeader() && (rec == nil || !rec.over)
-				}}
-				h.ServeHTTP(hw, lr)
-				if !hw.held {
+				h.ServeHTTP(&t.hw, lr)
+				if !t.hw.held {
+					s.endTurn(t)
 					return true
 				}
-				if rec != nil {
+				// Not reused: what the handler read is sent on.
+				if rec := t.hw.rec; rec != nil {
 					// The body to send on: what the handler read, then
 					// the rest.
 					c := *r
@@ -451,14 +453,73 @@ func (b *recordingBody) Close() error { return b.r.Close() }
 // the request): that answer is dropped, so that the request can be
 // routed again.
 type holdWriter struct {
-	w      http.ResponseWriter
-	header http.Header
-	lost   func() bool
-	held   bool // the answer was dropped
-	wrote  bool // the answer went through
+	w http.ResponseWriter
+	// saved is w's header before the handler, put back when the answer
+	// is dropped; the handler sets w's header itself (no copy per
+	// request), and a throwaway one once the answer is dropped.
+	saved     http.Header
+	throwaway http.Header
+	s         *Server
+	// rec records the request body, when there is one.
+	rec   *recordingBody
+	held  bool // the answer was dropped
+	wrote bool // the answer went through
 }
 
-func (hw *holdWriter) Header() http.Header { return hw.header }
+// lost reports whether the node lost its leadership and the request can
+// be sent on: all of the body the handler read was kept.
+func (hw *holdWriter) lost() bool {
+	return !hw.s.store.IsLeader() && (hw.rec == nil || !hw.rec.over)
+}
+
+// leaderTurn is what a retry-safe request served as leader needs besides
+// the request: Server.turns keeps them for the next requests (one
+// allocation less per request, and the header map and the body's buffer
+// reused).
+type leaderTurn struct {
+	hw  holdWriter
+	rec recordingBody
+}
+
+// maxTurnBuffer bounds the body buffer a leaderTurn keeps for reuse.
+const maxTurnBuffer = 64 << 10
+
+// newTurn returns a leaderTurn whose writer answers to w, with a copy of
+// w's header (usually empty) to put back if the answer is dropped.
+func (s *Server) newTurn(w http.ResponseWriter) *leaderTurn {
+	t, _ := s.turns.Get().(*leaderTurn)
+	if t == nil {
+		t = &leaderTurn{hw: holdWriter{saved: http.Header{}}}
+	}
+	t.hw.w, t.hw.s = w, s
+	for k, v := range w.Header() {
+		t.hw.saved[k] = slices.Clone(v)
+	}
+	return t
+}
+
+// endTurn keeps t for another request once its answer went through (the
+// handler returned: it no longer uses the writer nor reads the body).
+func (s *Server) endTurn(t *leaderTurn) {
+	clear(t.hw.saved)
+	t.hw = holdWriter{saved: t.hw.saved}
+	if t.rec.buf.Cap() > maxTurnBuffer {
+		t.rec.buf = bytes.Buffer{}
+	}
+	t.rec.buf.Reset()
+	t.rec.r, t.rec.over = nil, false
+	s.turns.Put(t)
+}
+
+func (hw *holdWriter) Header() http.Header {
+	if hw.held {
+		if hw.throwaway == nil {
+			hw.throwaway = http.Header{}
+		}
+		return hw.throwaway
+	}
+	return hw.w.Header()
+}
 
 func (hw *holdWriter) WriteHeader(code int) {
 	if hw.wrote || hw.held {
@@ -466,13 +527,15 @@ func (hw *holdWriter) WriteHeader(code int) {
 	}
 	if code == http.StatusServiceUnavailable && hw.lost() {
 		hw.held = true
+		// w's header as it was before the handler, for the next turn.
+		h := hw.w.Header()
+		clear(h)
+		for k, v := range hw.saved {
+			h[k] = v
+		}
 		return
 	}
 	hw.wrote = true
-	dst := hw.w.Header()
-	for k, v := range hw.header {
-		dst[k] = v
-	}
 	hw.w.WriteHeader(code)
 }
 

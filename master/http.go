@@ -239,7 +239,10 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	h, pattern := s.mux.Handler(r)
+	h, pattern, ok := s.prefixRouteOf(r)
+	if !ok {
+		h, pattern = s.mux.Handler(r)
+	}
 	if s.tracer != nil {
 		var span trace.Span
 		r, span = s.startSpan(r, pattern)
@@ -267,6 +270,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.writeError(sw, r, e)
 		pattern = "none"
+	} else if r.RequestURI != "*" && !strings.Contains(pattern, "{") {
+		// Served with the handler matched above, not matched again by
+		// s.mux.ServeHTTP: a pattern without wildcards has no path
+		// values to set, only the pattern. (The mux answers "*" itself.)
+		r.Pattern = pattern
+		h.ServeHTTP(sw, r)
 	} else {
 		s.mux.ServeHTTP(sw, r)
 	}

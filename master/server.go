@@ -48,6 +48,12 @@ type Server struct {
 
 	readyChecks []readyCheck // added before Start, read-only after
 
+	turns sync.Pool // of *leaderTurn, see newTurn
+
+	routesMu sync.Mutex                    // guards patterns
+	patterns []registered                  // registered on mux, in order
+	prefixes atomic.Pointer[[]prefixRoute] // see prefixRoute
+
 	leadMu   sync.Mutex    // guards the handover fields below
 	handover bool          // the node no longer serves requests as leader
 	serving  int           // requests being served as leader
@@ -161,16 +167,16 @@ const (
 
 // routes registers the master's own endpoints.
 func (s *Server) routes() {
-	s.mux.Handle("GET /healthz", s.wrap(s.handleHealth))
-	s.mux.Handle("GET /readyz", s.wrap(s.handleReady))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
-	s.mux.Handle("GET "+pathCluster, s.wrap(s.handleCluster))
-	s.mux.Handle("GET "+pathWatch, s.wrap(s.handleWatch))
-	s.mux.Handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true, nil))
-	s.mux.Handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false, nil)))
-	s.mux.Handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true, nil))
-	s.mux.Handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true, nil))
-	s.mux.Handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true, nil))
+	s.handle("GET /healthz", s.wrap(s.handleHealth))
+	s.handle("GET /readyz", s.wrap(s.handleReady))
+	s.handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: s.errLog}))
+	s.handle("GET "+pathCluster, s.wrap(s.handleCluster))
+	s.handle("GET "+pathWatch, s.wrap(s.handleWatch))
+	s.handle("DELETE "+pathMembers+"{id}", s.onLeader(s.wrap(s.handleRemove), false, true, nil))
+	s.handle("POST "+pathJoin, s.joinAuth(s.onLeader(s.wrap(s.handleJoin), false, false, nil)))
+	s.handle("GET "+pathBackup, s.onLeader(s.wrap(s.handleBackup), false, true, nil))
+	s.handle("POST "+pathRestore, s.onLeader(s.wrap(s.handleRestore), false, true, nil))
+	s.handle("GET "+pathDraft, s.onLeader(s.wrap(s.handleDraft), false, true, nil))
 }
 
 // Placement says which node serves the requests of a mounted handler.
@@ -311,7 +317,7 @@ func (s *Server) Mount(pattern string, h http.Handler, p Placement, opts ...Moun
 			err = fmt.Errorf("mount %s: %v", pattern, v)
 		}
 	}()
-	s.mux.Handle(pattern, h)
+	s.handle(pattern, h)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -468,4 +469,88 @@ func TestServer_BackupRestore(t *testing.T) {
 	bad := strings.Replace(string(backup), `"name":"a"`, `"name":"not valid"`, 1)
 	resp, body = c.Do(f, http.MethodPost, "/squall/v1/restore", c.AdminToken, []byte(bad))
 	wantError(t, resp, body, http.StatusConflict, "VALIDATION_ERROR")
+}
+
+// TestServer_MountedRoutes: a request to a mounted handler is served with
+// the handler, pattern and path values ServeMux gives it, whether its
+// pattern has wildcards (matched again by the mux), is a prefix route
+// (served without asking the mux) or neither, and redirects of paths to
+// clean are the mux's.
+func TestServer_MountedRoutes(t *testing.T) {
+	t.Parallel()
+	requests := []struct{ method, target string }{
+		{http.MethodGet, "/a/"},
+		{http.MethodPost, "/a/x/y"},
+		{http.MethodGet, "/a/x/../y"},
+		{http.MethodGet, "/a/x/./y"},
+		{http.MethodGet, "/a/x/."},
+		{http.MethodGet, "/a/x/.."},
+		{http.MethodGet, "/a//y"},
+		{http.MethodGet, "/a"},
+		{http.MethodGet, "/a/%2e%2e/y"},
+		{http.MethodGet, "/a/x%2Fy"},
+		{http.MethodGet, "/a%2Fx/y"},
+		{http.MethodGet, "http://example.com/e/x"},
+		{http.MethodGet, "/%61/x"},
+		{http.MethodGet, "/a/x?q=1"},
+		{http.MethodGet, "http://example.com/a/x"},
+		{http.MethodGet, "http://other.example/e/x"},
+		{http.MethodGet, "/b/7/r/s"},
+		{http.MethodGet, "/b/%2F7/r%2Fs"},
+		{http.MethodHead, "/b/7/r"},
+		{http.MethodPut, "/c/x"},
+		{http.MethodPut, "/c/%78"},
+		{http.MethodGet, "/d/"},
+		{http.MethodGet, "/e/x"},
+		{http.MethodPost, "/e/x"},
+		{http.MethodGet, "/e/y"},
+		{http.MethodGet, "/pa/x"},
+		{http.MethodGet, "/p%2561/x"},
+		{http.MethodGet, "/h/x"},
+		{http.MethodConnect, "/a/x"},
+	}
+	for _, patterns := range [][]string{
+		{"/a/", "GET /b/{id}/{rest...}", "PUT /c/x", "/d/{$}", "/e/", "GET /e/x", "/p%61/"},
+		// A host's pattern: no prefix route.
+		{"/a/", "example.com/", "/e/", "/h/", "/"},
+	} {
+		c := master.Default()
+		c.NodeID, c.DataDir, c.AllowUnsignedTokens = "n1", t.TempDir(), true
+		s, err := master.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+		ref := http.NewServeMux()
+		for _, p := range patterns {
+			echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Pattern", r.Pattern)
+				_, _ = w.Write([]byte(p + ": " + r.Method + " " + r.URL.Path + " id=" + r.PathValue("id") + " rest=" + r.PathValue("rest")))
+			})
+			if err := s.Mount(p, echo, master.OnAnyNode); err != nil {
+				t.Fatal(err)
+			}
+			ref.Handle(p, echo)
+		}
+		h := s.Handler()
+		for _, tc := range requests {
+			serve := func(h http.Handler) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.target, nil))
+				return w
+			}
+			got, want := serve(h), serve(ref)
+			if want.Code == http.StatusNotFound || want.Code == http.StatusMethodNotAllowed {
+				// The server answers these in JSON.
+				if got.Code != want.Code {
+					t.Errorf("%v: %s %s: %d %q, want %d", patterns, tc.method, tc.target, got.Code, got.Body, want.Code)
+				}
+				continue
+			}
+			if got.Code != want.Code || got.Body.String() != want.Body.String() ||
+				got.Header().Get("X-Pattern") != want.Header().Get("X-Pattern") || got.Header().Get("Location") != want.Header().Get("Location") {
+				t.Errorf("%v: %s %s: %d %v %q, want %d %v %q", patterns, tc.method, tc.target, got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
+		}
+	}
 }

@@ -21,6 +21,12 @@ func FuzzDecodeInsert(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fast, std insertBody
+		if decodeInsertPlain(body, &insertBody{}) {
+			// decodeInsert skips checkBody for the plain form.
+			if err := checkBody(body, insertField); err != nil {
+				t.Fatalf("%q: plain path accepted, checkBody: %v", body, err)
+			}
+		}
 		if !decodeInsertFast(body, &fast) {
 			return
 		}
@@ -58,6 +64,28 @@ func FuzzDecodeInsertRefusals(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(got, std) {
 			t.Fatalf("%q: decodeInsert %+v, standard %+v", body, got, std)
+		}
+	})
+}
+
+// FuzzNormalizeResource: the resource URLs NormalizeResource takes as
+// they are (plainResource) are normalized as the general path does.
+func FuzzNormalizeResource(f *testing.F) {
+	for _, s := range []string{
+		"https://example.com/login", "https://example.com", "http://example.com:8080/a/b/", "https://Example.com/x",
+		"https://example.com/a/../b", "https://example.com//x", "https://a.b-c.example/x_y~z.", "https://example.com:/x",
+		"https://:80/x", "https://example.com/%41", "https://example.com/x?y", "http://1.2.3.4:0/",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !plainResource(raw) {
+			return
+		}
+		got, err := NormalizeResource(raw)
+		want, wantErr := normalizeURL(raw)
+		if got != want || (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: %q %v, general path %q %v", raw, got, err, want, wantErr)
 		}
 	})
 }

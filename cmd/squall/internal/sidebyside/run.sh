@@ -18,8 +18,8 @@
 # 3. Findings (only when PARTS names it): three squall master processes (a
 #    cluster with fsync) and squall bench findings inserting at the leader
 #    (CONNECTIONS connections, no readers, DURATION per round, ROUNDS
-#    rounds); prints inserts/s, p50, p99 and the three masters' CPU per
-#    insert, then the means of the masters' stage metrics over the rounds
+#    rounds); prints inserts/s, p50, p99, the three masters' CPU per
+#    insert and the leader's alone, then the means of the masters' stage metrics over the rounds
 #    (batch size and wait, submitted -> applied, raft log append and
 #    state-file apply on the leader and a follower). With BASELINE_SQUALL,
 #    a second cluster of that binary takes its turn in each round (the
@@ -394,7 +394,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 	token=$(cat "$OUT/findings.token")
 	clusters=(squall)
 	[[ -z ${BASELINE_SQUALL:-} ]] || clusters+=(before)
-	declare -A master_pids leader_url follower_url
+	declare -A master_pids leader_url follower_url leader_pid
 	for c in "${clusters[@]}"; do
 		bin=$B/squall
 		[[ $c == squall ]] || bin=$BASELINE_SQUALL
@@ -407,6 +407,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 			"$bin" "${args[@]}" 2>"$OUT/findings-$c-m$n.log" &
 			pids+=($!)
 			master_pids[$c]+=" $!"
+			eval "pid_${c}_m$n=$!"
 			addr=$(log_addr "$OUT/findings-$c-m$n.log" "master started" http_addr)
 			[[ -n $first ]] || first=$addr
 			eval "addr_${c}_m$n=$addr"
@@ -423,14 +424,15 @@ if [[ " $PARTS " == *" findings "* ]]; then
 		done
 		[[ -n $leader ]] || { echo "findings: the $c cluster has no leader with 3 voters" >&2; exit 1; }
 		leader_url[$c]=http://$(eval "echo \$addr_${c}_$leader")
+		leader_pid[$c]=$(eval "echo \$pid_${c}_$leader")
 		for n in 1 2 3; do
 			[[ m$n == "$leader" ]] || follower_url[$c]=http://$(eval "echo \$addr_${c}_m$n")
 		done
 	done
 	echo
 	echo "findings: $ROUNDS rounds of $DURATION per cluster, $CONNECTIONS connections inserting at the leader"
-	echo "(cpu-us/insert: the three masters' process CPU per insert answered)"
-	printf '%-6s %-8s %10s %9s %9s %7s %14s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert
+	echo "(cpu-us/insert: the three masters' process CPU per insert answered; leader-us/insert: the leader's alone)"
+	printf '%-6s %-8s %10s %9s %9s %7s %14s %16s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert leader-us/insert
 	for r in $(seq "$ROUNDS"); do
 		# The clusters take turns going first: at load 6-7 the same binary
 		# in both clusters measured ~25% slower going first in each round.
@@ -440,20 +442,23 @@ if [[ " $PARTS " == *" findings "* ]]; then
 			f=$OUT/findings-$r-$c.json
 			c0=0
 			for pid in ${master_pids[$c]}; do c0=$(awk -v a="$c0" -v b="$(cpu "$pid")" 'BEGIN {print a+b}'); done
+			l0=$(cpu "${leader_pid[$c]}")
 			"$B/squall" bench findings --url "${leader_url[$c]}" --token-file "$OUT/findings.token" --connections "$CONNECTIONS" \
 				--readers 0 --duration "$DURATION" --json >"$f" 2>"$OUT/findings-$r-$c.progress"
 			c1=0
 			for pid in ${master_pids[$c]}; do c1=$(awk -v a="$c1" -v b="$(cpu "$pid")" 'BEGIN {print a+b}'); done
+			l1=$(cpu "${leader_pid[$c]}")
 			awk -v a="$c0" -v b="$c1" -v n="$(field "$f" answered)" 'BEGIN {print (b-a)*1e6/n}' >>"$OUT/findings-cpu-$c"
+			awk -v a="$l0" -v b="$l1" -v n="$(field "$f" answered)" 'BEGIN {print (b-a)*1e6/n}' >>"$OUT/findings-leadercpu-$c"
 			field "$f" throughput >>"$OUT/findings-rate-$c"
 			field "$f" p99 >>"$OUT/findings-p99-$c"
-			printf '%-6s %-8s %10.0f %9.2f %9.2f %7s %14.1f\n' "$r" "$c" "$(field "$f" throughput)" "$(field "$f" p50)" \
-				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(tail -n1 "$OUT/findings-cpu-$c")"
+			printf '%-6s %-8s %10.0f %9.2f %9.2f %7s %14.1f %16.1f\n' "$r" "$c" "$(field "$f" throughput)" "$(field "$f" p50)" \
+				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(tail -n1 "$OUT/findings-cpu-$c")" "$(tail -n1 "$OUT/findings-leadercpu-$c")"
 		done
 	done
 	for c in "${clusters[@]}"; do
 		echo "findings medians, $c: inserts/s $(median <"$OUT/findings-rate-$c"), p99 $(median <"$OUT/findings-p99-$c") ms," \
-			"CPU per insert $(median <"$OUT/findings-cpu-$c") us"
+			"CPU per insert $(median <"$OUT/findings-cpu-$c") us, the leader's $(median <"$OUT/findings-leadercpu-$c") us"
 		stages "$c"
 		for pid in ${master_pids[$c]}; do stop "$pid"; done
 	done
