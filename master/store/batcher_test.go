@@ -83,9 +83,9 @@ func inserts(t *testing.T, wg *sync.WaitGroup, b *findingBatcher, first, n int) 
 }
 
 // TestFindingBatcher_Clocked: after a batch of 4 is answered, the open
-// batch (one straggler) is submitted as soon as it holds 4 findings, at
-// the answer's instant, not at its window's or grace's end; the caller
-// that comes back after it joins the next batch.
+// batch (one straggler) is submitted as soon as the 4 answered callers
+// are back, at the answer's instant, not at its window's or grace's end;
+// a caller that comes after it joins the next batch.
 func TestFindingBatcher_Clocked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, r := newTestBatcher(t)
@@ -102,14 +102,14 @@ func TestFindingBatcher_Clocked(t *testing.T) {
 		close(a.done)
 		synctest.Wait()
 		answered := time.Now()
-		inserts(t, &wg, b, 5, 2)
-		r.none(t) // 3 of 4, and only 2 came after the answer
-		inserts(t, &wg, b, 7, 1)
+		inserts(t, &wg, b, 5, 3)
+		r.none(t) // 3 of the 4 answered callers are back
+		inserts(t, &wg, b, 8, 1)
 		c := r.next(t)
-		if len(c.items) != 4 || !c.at.Equal(answered) {
-			t.Fatalf("clocked batch: %d findings at +%v, want 4 at once", len(c.items), c.at.Sub(answered))
+		if len(c.items) != 5 || !c.at.Equal(answered) {
+			t.Fatalf("clocked batch: %d findings at +%v, want 5 at once", len(c.items), c.at.Sub(answered))
 		}
-		inserts(t, &wg, b, 8, 1) // came back after the clocked batch
+		inserts(t, &wg, b, 9, 1) // comes after the clocked batch
 		r.none(t)
 		close(c.done)
 		time.Sleep(b.window()) // its window: it opened at c's submission
@@ -124,8 +124,8 @@ func TestFindingBatcher_Clocked(t *testing.T) {
 
 // TestFindingBatcher_ClockFloor: two callers taking turns (one answered,
 // one waiting behind it) merge into one batch: the open batch already
-// holds as many findings as were answered, but it waits for at least
-// half of them to come back.
+// holds as many findings as were answered, but it waits for the answered
+// caller to come back.
 func TestFindingBatcher_ClockFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, r := newTestBatcher(t)
@@ -157,15 +157,16 @@ func TestFindingBatcher_ClockBound(t *testing.T) {
 		a := r.next(t)
 		inserts(t, &wg, b, 4, 1)
 		time.Sleep(b.window()) // its window ends while a is in raft: late
+		synctest.Wait()        // (the timer's goroutine ran)
 		close(a.done)
 		synctest.Wait()
 		answered := time.Now()
-		inserts(t, &wg, b, 5, 2) // 3 of 4 come back
+		inserts(t, &wg, b, 5, 3) // 3 of 4 come back
 		r.none(t)
 		time.Sleep(b.grace())
 		c := r.next(t)
-		if len(c.items) != 3 || c.at.Sub(answered) != b.grace() {
-			t.Fatalf("%d findings at +%v, want 3 at +%v", len(c.items), c.at.Sub(answered), b.grace())
+		if len(c.items) != 4 || c.at.Sub(answered) != b.grace() {
+			t.Fatalf("%d findings at +%v, want 4 at +%v", len(c.items), c.at.Sub(answered), b.grace())
 		}
 		close(c.done)
 		wg.Wait()

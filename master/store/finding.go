@@ -882,26 +882,26 @@ const (
 // Self-clocked close (docs/decisions.md decision 47): when a batch of n
 // findings is answered and no other is in raft, its n callers are the
 // ones expected back. The open batch (late, in its window, or opened
-// after the answer) is submitted as soon as it holds n findings of which
-// at least half (rounded up) came after the answer, instead of waiting
-// for 64 or a timer. A closed loop of clients thus submits when its
-// clients are back; a caller that comes back later (a straggler) joins
-// the next batch, and its HTTP round trip overlaps that batch's raft
-// round trip. The half that must come after the answer is the floor:
-// without it two groups of clients could take turns for good, each batch
-// submitted at the answer with the group that waited behind the other
-// (two clients: batches of one), and batches would not grow back. The
-// window and the grace remain the bound of every wait (a client that
-// left, open-loop arrivals at a steady rate); the clock applies to the
-// one batch after each answer.
+// after the answer) is submitted as soon as n inserts came after the
+// answer, instead of waiting for 64 or a timer: a closed loop of fewer
+// than 64 clients submits when its clients are back, not when the window
+// or the grace ends. Counting the inserts since the answer, not the
+// batch's findings, keeps the batch from shrinking: it holds every
+// answered caller that came back plus those that waited behind the
+// answered batch, so two groups of clients taking turns merge into one
+// (submitting at n findings in all measured smaller batches and more CPU
+// per insert under load, docs/BENCHMARKS.md "Session 9"). The window and
+// the grace remain the bound of every wait (a client that left, open-loop
+// arrivals at a steady rate); the clock applies to the one batch after
+// each answer.
 type findingBatcher struct {
 	mu       sync.Mutex
 	cur      *findingBatch
 	inFlight int // batches submitted and not yet answered
 	lastSize int // findings of the last batch answered
 	// expect is the size of the last batch answered while no other was
-	// in raft, back the inserts since that answer (at answeredAt), until
-	// the next batch is submitted; expect is 0 otherwise.
+	// in raft, and back the inserts since that answer (at answeredAt),
+	// until the next batch is submitted; expect is 0 otherwise.
 	expect, back int
 	answeredAt   time.Time
 
@@ -924,11 +924,11 @@ func (b *findingBatcher) grace() time.Duration {
 	return b.window() / 2
 }
 
-// clocked reports whether the open batch, holding n findings, is to be
-// submitted now by the self-clocked close (see findingBatcher). b.mu is
-// held.
-func (b *findingBatcher) clocked(n int) bool {
-	return b.expect > 0 && b.inFlight == 0 && n >= b.expect && b.back >= (b.expect+1)/2
+// clocked reports whether the open batch is to be submitted now by the
+// self-clocked close: the callers of the last batch answered are back
+// (see findingBatcher). b.mu is held.
+func (b *findingBatcher) clocked() bool {
+	return b.expect > 0 && b.inFlight == 0 && b.back >= b.expect
 }
 
 // forget ends the self-clocked close of the last answer: a batch is
@@ -1003,7 +1003,7 @@ func (b *findingBatcher) insert(ctx context.Context, f Finding) (FindingOutcome,
 	switch {
 	case len(cur.items) >= findingBatchMax:
 		closed = closeFull
-	case b.clocked(len(cur.items)):
+	case b.clocked():
 		closed = closeClocked
 	}
 	timer := cur.timer
