@@ -1039,7 +1039,13 @@ func (b *findingBatcher) flush(batch *findingBatch, closed string) {
 			b.cur = nil
 		}
 		if b.inFlight == 0 && !b.answeredAt.IsZero() {
-			b.metrics.findingBatchAfterAnswer.Observe(time.Since(b.answeredAt).Seconds())
+			// The part of its wait after the answer (all of it when it
+			// opened after the answer).
+			from := b.answeredAt
+			if batch.opened.After(from) {
+				from = batch.opened
+			}
+			b.metrics.findingBatchAfterAnswer.Observe(time.Since(from).Seconds())
 		}
 		b.forget()
 		b.inFlight++

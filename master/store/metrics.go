@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		findingBatchAfterAnswer: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "squall_store_finding_batch_after_answer_seconds",
-			Help:    "Time from the answer of a group-commit batch of findings until the next batch is submitted, when no other batch was in raft: the wait for the answered callers to come back (leader).",
+			Help:    "The part of a group-commit batch's wait (squall_store_finding_batch_wait_seconds) after the answer of the batch before it, when no other batch was in raft: the wait for the answered callers to come back; all of its wait when it opened after that answer (leader).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}),
 		findingBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
