@@ -80,7 +80,8 @@ func TestSideBySide_Findings(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^1 +squall +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
 		regexp.MustCompile(`findings medians, squall: inserts/s [\d.]+, p99 [\d.]+ ms, CPU per insert [\d.]+ us, the leader's [\d.]+ us`),
-		regexp.MustCompile(`findings stages, squall \(means\): batch [\d.]+ findings, batch wait [\d.]+ ms, submitted -> applied [\d.]+ ms, ` +
+		regexp.MustCompile(`findings stages, squall \(means\): batch [\d.]+ findings, batch wait [\d.]+ ms ` +
+			`\(answer -> next submitted [\d.]+ ms; closed: (alone|full|clocked|window|grace) \d+(, (alone|full|clocked|window|grace) \d+)*\), submitted -> applied [\d.]+ ms, ` +
 			`log append [\d.]+ ms \(follower [\d.]+ ms\), state-file apply [\d.]+ ms \(follower [\d.]+ ms\)`),
 	} {
 		if !want.MatchString(text) {

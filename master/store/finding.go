@@ -870,26 +870,71 @@ const (
 
 // findingBatcher collects concurrent InsertFinding calls. It runs no
 // goroutine of its own: a batch is submitted by the timer of its first
-// insert, or by the insert that fills it. A batch whose window ends while
-// another batch is in raft is late: it is submitted half a window after
-// that batch is answered (or when full), so that the answered callers
-// join it (windowEnd). While inserts come one at a time (the last batch
-// held one finding) an insert that finds no batch open or in raft is
-// submitted alone at once, so that a lone client does not wait for the
-// window; under load, batches keep their size.
+// insert, by the insert that fills it, or by the insert that clocks it
+// (below). A batch whose window ends while another batch is in raft is
+// late: it is submitted half a window after that batch is answered (or
+// when full or clocked), so that the answered callers join it
+// (windowEnd). While inserts come one at a time (the last batch held one
+// finding) an insert that finds no batch open or in raft is submitted
+// alone at once, so that a lone client does not wait for the window;
+// under load, batches keep their size.
+//
+// Self-clocked close (docs/decisions.md decision 47): when a batch of n
+// findings is answered and no other is in raft, its n callers are the
+// ones expected back. The open batch (late, in its window, or opened
+// after the answer) is submitted as soon as n inserts came after the
+// answer, instead of waiting for 64 or a timer: a closed loop of fewer
+// than 64 clients submits when its clients are back, not when the window
+// or the grace ends. Counting the inserts since the answer, not the
+// batch's findings, keeps the batch from shrinking: it holds every
+// answered caller that came back plus those that waited behind the
+// answered batch, so two groups of clients taking turns merge into one
+// (submitting at n findings in all measured smaller batches and more CPU
+// per insert under load, docs/BENCHMARKS.md "Session 9"). The window and
+// the grace remain the bound of every wait (a client that left, open-loop
+// arrivals at a steady rate); the clock applies to the one batch after
+// each answer.
 type findingBatcher struct {
 	mu       sync.Mutex
 	cur      *findingBatch
 	inFlight int // batches submitted and not yet answered
 	lastSize int // findings of the last batch answered
+	// expect is the size of the last batch answered while no other was
+	// in raft, and back the inserts since that answer (at answeredAt),
+	// until the next batch is submitted; expect is 0 otherwise.
+	expect, back int
+	answeredAt   time.Time
+
+	// apply stores a batch's findings in one entry (Store.InsertFindings
+	// within the ApplyTimeout); set by New, or by tests.
+	apply   func(ctx context.Context, items []Finding) ([]FindingOutcome, error)
+	metrics *metrics
 	// wait replaces findingBatchWait when set (tests).
 	wait time.Duration
+}
+
+// window is how long the first insert of a batch waits for others.
+func (b *findingBatcher) window() time.Duration {
+	return cmp.Or(b.wait, findingBatchWait)
 }
 
 // grace is how long after a batch is answered its callers are expected
 // back: half the window.
 func (b *findingBatcher) grace() time.Duration {
-	return cmp.Or(b.wait, findingBatchWait) / 2
+	return b.window() / 2
+}
+
+// clocked reports whether the open batch is to be submitted now by the
+// self-clocked close: the callers of the last batch answered are back
+// (see findingBatcher). b.mu is held.
+func (b *findingBatcher) clocked() bool {
+	return b.expect > 0 && b.inFlight == 0 && b.back >= b.expect
+}
+
+// forget ends the self-clocked close of the last answer: a batch is
+// being submitted. b.mu is held.
+func (b *findingBatcher) forget() {
+	b.expect, b.back, b.answeredAt = 0, 0, time.Time{}
 }
 
 // findingBatch is one group of inserts, submitted once.
@@ -905,13 +950,22 @@ type findingBatch struct {
 	err    error
 }
 
+// Why a batch was submitted: the label of squall_store_finding_batches_total.
+const (
+	closeAlone   = "alone"   // one insert while inserts come one at a time
+	closeFull    = "full"    // findingBatchMax findings
+	closeClocked = "clocked" // the self-clocked close
+	closeWindow  = "window"  // its window ended with no batch in raft
+	closeGrace   = "grace"   // late, half a window after the answer
+)
+
 // InsertFinding stores one finding on the leader, in one log entry with
 // the other inserts that arrive within about 2 ms, longer while another
-// entry of inserts is in raft (at most 64 per entry;
-// while inserts come one at a time, each is submitted at once), and
-// returns its outcome. After a ctx error or ErrLeadershipLost the
-// finding may still be stored; a retry with the same content is
-// deduplicated.
+// entry of inserts is in raft, shorter when the callers of the last entry
+// are back (at most 64 per entry; while inserts come one at a time, each
+// is submitted at once), and returns its outcome. After a ctx error or
+// ErrLeadershipLost the finding may still be stored; a retry with the
+// same content is deduplicated.
 func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, error) {
 	if err := checkFinding(f); err != nil {
 		return FindingOutcome{}, err
@@ -919,32 +973,47 @@ func (s *Store) InsertFinding(ctx context.Context, f Finding) (FindingOutcome, e
 	if _, err := s.leaderNode(); err != nil {
 		return FindingOutcome{}, err
 	}
-	b := &s.findingBatch
+	return s.findingBatch.insert(ctx, f)
+}
+
+// insert adds f to a batch and waits for its outcome.
+func (b *findingBatcher) insert(ctx context.Context, f Finding) (FindingOutcome, error) {
 	b.mu.Lock()
 	if b.cur == nil && b.inFlight == 0 && b.lastSize <= 1 {
 		alone := &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: []Finding{f}, done: make(chan struct{})}
+		b.forget()
 		b.inFlight++
 		b.mu.Unlock()
-		go s.applyFindings(alone)
+		b.metrics.findingBatches.WithLabelValues(closeAlone).Inc()
+		go b.run(alone)
 		return waitFinding(ctx, alone, 0)
 	}
 	cur := b.cur
 	if cur == nil {
 		cur = &findingBatch{opened: time.Now(), ctx: context.WithoutCancel(ctx), items: make([]Finding, 0, findingBatchMax), done: make(chan struct{})}
 		b.cur = cur
-		cur.timer = time.AfterFunc(cmp.Or(b.wait, findingBatchWait), func() { s.windowEnd(cur) })
+		cur.timer = time.AfterFunc(b.window(), func() { b.windowEnd(cur) })
+	}
+	if b.expect > 0 {
+		b.back++
 	}
 	i := len(cur.items)
 	cur.items = append(cur.items, f)
-	full := len(cur.items) >= findingBatchMax
+	var closed string
+	switch {
+	case len(cur.items) >= findingBatchMax:
+		closed = closeFull
+	case b.clocked():
+		closed = closeClocked
+	}
 	timer := cur.timer
-	if full {
+	if closed != "" {
 		b.cur = nil
 	}
 	b.mu.Unlock()
-	if full {
+	if closed != "" {
 		timer.Stop()
-		s.flushFindings(cur)
+		b.flush(cur, closed)
 	}
 	return waitFinding(ctx, cur, i)
 }
@@ -962,58 +1031,68 @@ func waitFinding(ctx context.Context, batch *findingBatch, i int) (FindingOutcom
 	return batch.outs[i], nil
 }
 
-// flushFindings submits batch, once.
-func (s *Store) flushFindings(batch *findingBatch) {
+// flush submits batch, once; closed says why.
+func (b *findingBatcher) flush(batch *findingBatch, closed string) {
 	batch.once.Do(func() {
-		b := &s.findingBatch
 		b.mu.Lock()
 		if b.cur == batch {
 			b.cur = nil
 		}
+		if b.inFlight == 0 && !b.answeredAt.IsZero() {
+			// The part of its wait after the answer (all of it when it
+			// opened after the answer).
+			from := b.answeredAt
+			if batch.opened.After(from) {
+				from = batch.opened
+			}
+			b.metrics.findingBatchAfterAnswer.Observe(time.Since(from).Seconds())
+		}
+		b.forget()
 		b.inFlight++
 		b.mu.Unlock()
-		s.applyFindings(batch)
+		b.metrics.findingBatches.WithLabelValues(closed).Inc()
+		b.run(batch)
 	})
 }
 
-// applyFindings applies a submitted batch (counted in inFlight) and
-// answers its callers.
-func (s *Store) applyFindings(batch *findingBatch) {
-	s.metrics.findingBatchWait.Observe(time.Since(batch.opened).Seconds())
-	s.metrics.findingBatchSize.Observe(float64(len(batch.items)))
-	ctx, cancel := context.WithTimeout(batch.ctx, s.cfg.ApplyTimeout)
-	defer cancel()
-	batch.outs, batch.err = s.InsertFindings(ctx, batch.items)
-	s.findingsAnswered(len(batch.items))
+// run applies a submitted batch (counted in inFlight) and answers its
+// callers.
+func (b *findingBatcher) run(batch *findingBatch) {
+	b.metrics.findingBatchWait.Observe(time.Since(batch.opened).Seconds())
+	b.metrics.findingBatchSize.Observe(float64(len(batch.items)))
+	batch.outs, batch.err = b.apply(batch.ctx, batch.items)
+	b.answered(len(batch.items))
 	close(batch.done)
 }
 
-// findingsAnswered counts a submitted batch of n findings as answered.
-func (s *Store) findingsAnswered(n int) {
-	b := &s.findingBatch
+// answered counts a submitted batch of n findings as answered.
+func (b *findingBatcher) answered(n int) {
 	b.mu.Lock()
 	b.inFlight--
 	b.lastSize = n
+	if b.inFlight == 0 {
+		// Its n callers are expected back: the self-clocked close.
+		b.expect, b.back, b.answeredAt = n, 0, time.Now()
+	}
 	if cur := b.cur; cur != nil && cur.late {
 		// The callers this batch answers come back within about one
 		// HTTP round trip: give them half a window to join the open
 		// batch, whose window has ended.
 		cur.late = false
-		cur.timer = time.AfterFunc(b.grace(), func() { s.flushFindings(cur) })
+		cur.timer = time.AfterFunc(b.grace(), func() { b.flush(cur, closeGrace) })
 	}
 	b.mu.Unlock()
 }
 
 // windowEnd ends the window of batch: it is submitted now, unless another
 // batch is in raft. Then it is late: it stays open until a batch in raft
-// is answered and half a window more (applyFindings), or until it is
-// full, so that the callers of the batch in raft, who come back as soon as
-// it is answered, join it instead of forming a batch of their own. A
-// closed loop of clients thus keeps to one batch in raft at a time, as
-// large as the clients are many (up to findingBatchMax), instead of
-// splitting into groups that each wait out the window.
-func (s *Store) windowEnd(batch *findingBatch) {
-	b := &s.findingBatch
+// is answered and half a window more (answered), or until it is full or
+// clocked, so that the callers of the batch in raft, who come back as
+// soon as it is answered, join it instead of forming a batch of their
+// own. A closed loop of clients thus keeps to one batch in raft at a
+// time, as large as the clients are many (up to findingBatchMax),
+// instead of splitting into groups that each wait out the window.
+func (b *findingBatcher) windowEnd(batch *findingBatch) {
 	b.mu.Lock()
 	if b.cur == batch && b.inFlight > 0 {
 		batch.late = true
@@ -1021,5 +1100,5 @@ func (s *Store) windowEnd(batch *findingBatch) {
 		return
 	}
 	b.mu.Unlock()
-	s.flushFindings(batch)
+	b.flush(batch, closeWindow)
 }

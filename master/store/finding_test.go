@@ -685,7 +685,7 @@ func TestStore_InsertFindingLate(t *testing.T) {
 	if got := s.Index(); got != before {
 		t.Fatalf("index %d, want %d: the late batch was submitted", got, before)
 	}
-	s.findingsAnswered(2)
+	b.answered(2)
 	select {
 	case a := <-done:
 		if a.err != nil || !a.out.Created {

@@ -23,11 +23,15 @@ type metrics struct {
 	fsmApply         prometheus.Histogram
 	findingBatchWait prometheus.Histogram
 	findingBatchSize prometheus.Histogram
-	fsmCommands      *prometheus.CounterVec
-	fsmRestores      prometheus.Counter
-	stateIndex       prometheus.Gauge
-	activeIndex      prometheus.Gauge
-	raft             *raftCollector
+	// findingBatchAfterAnswer and findingBatches split the batch wait
+	// (docs/BENCHMARKS.md, Findings, "Session 9").
+	findingBatchAfterAnswer prometheus.Histogram
+	findingBatches          *prometheus.CounterVec
+	fsmCommands             *prometheus.CounterVec
+	fsmRestores             prometheus.Counter
+	stateIndex              prometheus.Gauge
+	activeIndex             prometheus.Gauge
+	raft                    *raftCollector
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
@@ -62,6 +66,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Findings per group-commit batch submitted to raft (leader).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 7),
 		}),
+		findingBatchAfterAnswer: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "squall_store_finding_batch_after_answer_seconds",
+			Help:    "The part of a group-commit batch's wait (squall_store_finding_batch_wait_seconds) after the answer of the batch before it, when no other batch was in raft: the wait for the answered callers to come back; all of its wait when it opened after that answer (leader).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+		findingBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_store_finding_batches_total",
+			Help: "Group-commit batches of findings submitted to raft, by what closed them: full, clocked (as many findings as the last batch answered, at least half of them since its answer), window (its window ended), grace (late, half a window after the answer), alone (an insert while they come one at a time) (leader).",
+		}, []string{"close"}),
 		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_store_fsm_commands_total",
 			Help: "Commands applied by the state machine, by command type and outcome (ok or refused; command session, result replayed: a request applied before).",
@@ -80,7 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		raft: newRaftCollector(),
 	}
-	m.collectors = []prometheus.Collector{m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
+	m.collectors = []prometheus.Collector{m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
 	if reg == nil {
 		return m, nil
 	}

@@ -118,6 +118,12 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.findingBatch.metrics = m
+	s.findingBatch.apply = func(ctx context.Context, items []Finding) ([]FindingOutcome, error) {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+		defer cancel()
+		return s.InsertFindings(ctx, items)
+	}
 	return s, nil
 }
 

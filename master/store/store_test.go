@@ -239,6 +239,9 @@ func TestStore_SingleNode(t *testing.T) {
 			t.Errorf("%s: no observations", name)
 		}
 	}
+	if got := testutil.ToFloat64(s.metrics.findingBatches.WithLabelValues(closeAlone)); got != 1 {
+		t.Errorf("finding batches closed alone: %v, want 1", got)
+	}
 	if got := testutil.ToFloat64(s.metrics.fsmCommands.WithLabelValues("deploy", resultOK)); got != 2 {
 		t.Errorf("deploy ok counter %v", got)
 	}

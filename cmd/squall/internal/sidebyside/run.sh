@@ -19,8 +19,10 @@
 #    cluster with fsync) and squall bench findings inserting at the leader
 #    (CONNECTIONS connections, no readers, DURATION per round, ROUNDS
 #    rounds); prints inserts/s, p50, p99, the three masters' CPU per
-#    insert and the leader's alone, then the means of the masters' stage metrics over the rounds
-#    (batch size and wait, submitted -> applied, raft log append and
+#    insert and the leader's alone, then the means of the masters' stage
+#    metrics over the rounds (batch size and wait, the wait from a batch's
+#    answer to the next batch's submission, what closed the batches,
+#    submitted -> applied, raft log append and
 #    state-file apply on the leader and a follower). With BASELINE_SQUALL,
 #    a second cluster of that binary takes its turn in each round (the
 #    two go first in turn).
@@ -372,6 +374,16 @@ stage_mean() {
 		END {if (n > 0) printf "%.4g\n", s / n; else print "n/a"}'
 }
 
+# closes URL: the leader's group-commit batches by what closed them
+# (squall_store_finding_batches_total), "n/a" from an older binary.
+closes() {
+	curl -sf -H "Authorization: Bearer $token" "$1/metrics" | awk '
+		$1 ~ /^squall_store_finding_batches_total\{/ {
+			c = $1; sub(/.*close="/, "", c); sub(/".*/, "", c); out = out sep c " " $2; sep = ", "
+		}
+		END {if (out == "") print "n/a"; else print out}'
+}
+
 # ms X: X seconds in milliseconds, "n/a" kept.
 ms() { awk -v x="$1" 'BEGIN {if (x == "n/a") print x; else printf "%.2f\n", x * 1000}'; }
 
@@ -380,7 +392,8 @@ ms() { awk -v x="$1" 'BEGIN {if (x == "n/a") print x; else printf "%.2f\n", x * 
 stages() {
 	local l=${leader_url[$1]} f=${follower_url[$1]}
 	echo "findings stages, $1 (means): batch $(stage_mean "$l" squall_store_finding_batch_size) findings," \
-		"batch wait $(ms "$(stage_mean "$l" squall_store_finding_batch_wait_seconds)") ms," \
+		"batch wait $(ms "$(stage_mean "$l" squall_store_finding_batch_wait_seconds)") ms" \
+		"(answer -> next submitted $(ms "$(stage_mean "$l" squall_store_finding_batch_after_answer_seconds)") ms; closed: $(closes "$l"))," \
 		"submitted -> applied $(ms "$(stage_mean "$l" squall_store_apply_duration_seconds '{command="insert_findings"}')") ms," \
 		"log append $(ms "$(stage_mean "$l" squall_store_raft_log_append_seconds)") ms (follower $(ms "$(stage_mean "$f" squall_store_raft_log_append_seconds)") ms)," \
 		"state-file apply $(ms "$(stage_mean "$l" squall_store_fsm_apply_seconds)") ms (follower $(ms "$(stage_mean "$f" squall_store_fsm_apply_seconds)") ms)"
