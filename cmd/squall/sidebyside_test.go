@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,8 +61,9 @@ func TestSideBySide(t *testing.T) {
 
 // TestSideBySide_Findings runs run.sh's findings part with a tiny
 // configuration (one round of 1 s, 4 connections): three masters form a
-// cluster, every insert is answered 201, and the medians (the three
-// masters' CPU per insert and the leader's) are printed.
+// cluster, every insert is answered 201, the medians (the three masters'
+// CPU per insert and the leader's) are printed, and the cluster's data
+// directories are deleted.
 func TestSideBySide_Findings(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
@@ -71,10 +74,19 @@ func TestSideBySide_Findings(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "PARTS=findings", "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "OUT="+t.TempDir())
+	out := t.TempDir()
+	cmd.Env = append(os.Environ(), "PARTS=findings", "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "OUT="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("run.sh: %v\n%s", err, b)
+	}
+	// The masters' data is deleted once the figures are printed (it grows
+	// by about 1 GB per cluster in a full run); their logs stay.
+	if _, err := os.Stat(filepath.Join(out, "findings-squall")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the cluster's data directory is still there after the run (stat: %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "findings-squall-m1.log")); err != nil {
+		t.Errorf("the leader's log: %v", err)
 	}
 	text := string(b)
 	for _, want := range []*regexp.Regexp{

@@ -47,6 +47,8 @@
 # (not BASELINE_SQUALL) write Go CPU profiles into DIR with --cpu-profile:
 # satellite.pprof, engine-ROUND.pprof and findings-mN.pprof, each over its
 # process's whole life (pgo.sh makes cmd/squall/default.pgo from them).
+# KEEP_DATA=1 keeps the findings clusters' data directories
+# (OUT/findings-CLUSTER), deleted otherwise once their figures are printed.
 # Every process it starts is stopped when it ends.
 set -euo pipefail
 
@@ -474,5 +476,8 @@ if [[ " $PARTS " == *" findings "* ]]; then
 			"CPU per insert $(median <"$OUT/findings-cpu-$c") us, the leader's $(median <"$OUT/findings-leadercpu-$c") us"
 		stages "$c"
 		for pid in ${master_pids[$c]}; do stop "$pid"; done
+		# The masters' data (about 1 GB per cluster after 5 rounds of 8 s)
+		# would fill the disk over a few runs.
+		[[ -n ${KEEP_DATA:-} ]] || rm -rf "$OUT/findings-$c"
 	done
 fi
