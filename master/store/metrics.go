@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		findingBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_store_finding_batches_total",
-			Help: "Group-commit batches of findings submitted to raft, by what closed them: full, clocked (as many findings as the last batch answered, at least half of them since its answer), window (its window ended), grace (late, half a window after the answer), alone (an insert while they come one at a time) (leader).",
+			Help: "Group-commit batches of findings submitted to raft, by what closed them: full, clocked (as many inserts came after the last batch's answer as it held), window (its window ended), grace (late, half a window after the answer), alone (an insert while they come one at a time) (leader).",
 		}, []string{"close"}),
 		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_store_fsm_commands_total",
@@ -92,6 +92,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Raft log index of the last change of the active tree.",
 		}),
 		raft: newRaftCollector(),
+	}
+	// Every close reason is exported at 0 from the start, so that rate()
+	// and increase() see a reason's first batch.
+	for _, c := range []string{closeAlone, closeFull, closeClocked, closeWindow, closeGrace} {
+		m.findingBatches.WithLabelValues(c)
 	}
 	m.collectors = []prometheus.Collector{m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
 	if reg == nil {
