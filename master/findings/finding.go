@@ -161,16 +161,6 @@ func decodeInsert(body []byte, b *insertBody) error {
 	return decode(body, b)
 }
 
-// decodeInsertFast is decodeInsert's fast paths; false means they did not
-// accept the body (b may then hold part of it).
-func decodeInsertFast(body []byte, b *insertBody) bool {
-	if decodeInsertPlain(body, b) {
-		return true
-	}
-	*b = insertBody{}
-	return decodeInsertSegment(body, b)
-}
-
 // decodeInsertSegment decodes body with segmentio's decoder; false means
 // it did not accept the body (b may then hold part of it).
 func decodeInsertSegment(body []byte, b *insertBody) bool {
