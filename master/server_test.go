@@ -84,8 +84,9 @@ func TestConfig_Validate(t *testing.T) {
 	})
 }
 
-func TestServer_Mount(t *testing.T) {
-	t.Parallel()
+// newServer returns a master that is not started, to mount handlers on.
+func newServer(t *testing.T) *master.Server {
+	t.Helper()
 	c := master.Default()
 	c.NodeID, c.DataDir, c.AllowUnsignedTokens = "n1", t.TempDir(), true
 	s, err := master.New(c)
@@ -93,6 +94,12 @@ func TestServer_Mount(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+	return s
+}
+
+func TestServer_Mount(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	if err := s.Mount("/api/v2_beta/", ok, master.OnLeader); err != nil {
 		t.Fatal(err)
@@ -514,13 +521,7 @@ func TestServer_MountedRoutes(t *testing.T) {
 		// A host's pattern: no prefix route.
 		{"/a/", "example.com/", "/e/", "/h/", "/"},
 	} {
-		c := master.Default()
-		c.NodeID, c.DataDir, c.AllowUnsignedTokens = "n1", t.TempDir(), true
-		s, err := master.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+		s := newServer(t)
 		ref := http.NewServeMux()
 		for _, p := range patterns {
 			echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
