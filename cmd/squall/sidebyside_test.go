@@ -16,8 +16,10 @@ import (
 // TestSideBySide runs cmd/squall/internal/sidebyside/run.sh with a tiny
 // configuration (one round of 1 s per intake target, 500 events for the
 // engine and the bare consumer), so that the harness keeps working: it
-// builds the programs, every target answers 200, both consumers drain the
-// preloaded topic, and the ratios are printed.
+// builds the programs, every target answers 200 (each round with the CPU
+// per request of the target, the broker and the load generator, and the
+// share of the machine they took), both consumers drain the preloaded
+// topic, and the ratios are printed.
 func TestSideBySide(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
@@ -36,9 +38,9 @@ func TestSideBySide(t *testing.T) {
 	}
 	text := string(b)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^1 +satellite +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
-		regexp.MustCompile(`(?m)^1 +plain +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
-		regexp.MustCompile(`(?m)^1 +naive +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +satellite +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+ +[1-9][\d.]* +[1-9]\d*%$`),
+		regexp.MustCompile(`(?m)^1 +plain +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+ +[1-9][\d.]* +[1-9]\d*%$`),
+		regexp.MustCompile(`(?m)^1 +naive +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+ +[1-9][\d.]* +[1-9]\d*%$`),
 		regexp.MustCompile(`satellite/plain req/s [\d.]+, p99 [\d.]+; satellite/naive req/s [\d.]+, p99 [\d.]+`),
 		regexp.MustCompile(`(?m)^preloaded 500 events`),
 		regexp.MustCompile(`(?m)^1 +engine +[1-9]\d* `),
@@ -61,8 +63,9 @@ func TestSideBySide(t *testing.T) {
 
 // TestSideBySide_Findings runs run.sh's findings part with a tiny
 // configuration (one round of 1 s, 4 connections): three masters form a
-// cluster, every insert is answered 201, the medians (the three masters'
-// CPU per insert and the leader's) are printed, and the cluster's data
+// cluster, every insert is answered 201, each round's CPU per insert (the
+// three masters', the leader's and the load generator's) and share of the
+// machine are printed with the medians, and the cluster's data
 // directories are deleted.
 func TestSideBySide_Findings(t *testing.T) {
 	t.Parallel()
@@ -90,7 +93,7 @@ func TestSideBySide_Findings(t *testing.T) {
 	}
 	text := string(b)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^1 +squall +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+$`),
+		regexp.MustCompile(`(?m)^1 +squall +[1-9]\d* +[\d.]+ +[\d.]+ +0 +[\d.]+ +[\d.]+ +[1-9][\d.]* +[1-9]\d*%$`),
 		regexp.MustCompile(`findings medians, squall: inserts/s [\d.]+, p99 [\d.]+ ms, CPU per insert [\d.]+ us, the leader's [\d.]+ us`),
 		regexp.MustCompile(`findings stages, squall \(means\): batch [\d.]+ findings, batch wait [\d.]+ ms ` +
 			`\(answer -> next submitted [\d.]+ ms; closed: (alone|full|clocked|window|grace) \d+(, (alone|full|clocked|window|grace) \d+)*\), submitted -> applied [\d.]+ ms, ` +

@@ -347,6 +347,7 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	}
 	shards := make([]shard, min(l.cfg.Connections, 2*runtime.GOMAXPROCS(0)))
 	shards[0].connects.Add(1)
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	sched := newSchedule(start, l.cfg.Duration, l.cfg.Rate, l.cfg.Requests)
 	sched.stop = l.stop
@@ -365,9 +366,13 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	var cpu time.Duration
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		cpu = cpu1 - cpu0
+	}
 	close(done)
 	progress.Wait()
-	return l.result(sched, shards, elapsed), nil
+	return l.result(sched, shards, elapsed, cpu), nil
 }
 
 // dial opens a connection to the target.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -90,6 +91,15 @@ func TestLoad_status(t *testing.T) {
 	for _, want := range []string{"429: 20, 500: 21", "41 (41 not 2xx)", "0 without an answer\n", "4 connections"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, text.String())
+		}
+	}
+	// The load generator's own CPU: the test's process served and sent
+	// 41 requests, so it used some.
+	if _, ok := processCPU(); ok {
+		perAnswer := r.ClientCPUSeconds * 1e6 / float64(r.Answered)
+		if r.ClientCPUSeconds <= 0 || r.ClientCPUMicrosPerAnswer <= 0 || math.Abs(r.ClientCPUMicrosPerAnswer-perAnswer) > 1 ||
+			!strings.Contains(text.String(), "client CPU") {
+			t.Errorf("client CPU %v s, %v µs per answer (want about %v)\n%s", r.ClientCPUSeconds, r.ClientCPUMicrosPerAnswer, perAnswer, text.String())
 		}
 	}
 }

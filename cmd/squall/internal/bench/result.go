@@ -51,6 +51,15 @@ type Result struct {
 	// (connect_refused, connect, timeout, reset, closed, other,
 	// interrupted); kinds that did not happen are left out.
 	ErrorKinds map[string]uint64 `json:"errors_by_kind"`
+	// ClientCPUSeconds is the CPU time (user and system) the load
+	// generator's whole process used during the run, and
+	// ClientCPUMicrosPerAnswer the same per answer. On a machine shared
+	// with the target they tell how much of the CPU the load itself took
+	// (`squall bench findings` with --readers runs two loads in one
+	// process: each reports the process's CPU over its own run). Absent
+	// where the platform does not report it.
+	ClientCPUSeconds         float64 `json:"client_cpu_seconds,omitempty"`
+	ClientCPUMicrosPerAnswer float64 `json:"client_cpu_us_per_answer,omitempty"`
 }
 
 // Latency summarizes latencies, in milliseconds.
@@ -65,7 +74,7 @@ type Latency struct {
 }
 
 // result sums the shards' counts.
-func (l *Load) result(sched *schedule, shards []shard, elapsed time.Duration) *Result {
+func (l *Load) result(sched *schedule, shards []shard, elapsed, cpu time.Duration) *Result {
 	r := &Result{
 		URL:             Redact(l.cfg.URL),
 		Method:          l.cfg.Method,
@@ -108,6 +117,12 @@ func (l *Load) result(sched *schedule, shards []shard, elapsed time.Duration) *R
 	if elapsed > 0 {
 		r.Throughput = float64(r.Answered) / elapsed.Seconds()
 	}
+	if cpu > 0 {
+		r.ClientCPUSeconds = cpu.Seconds()
+		if r.Answered > 0 {
+			r.ClientCPUMicrosPerAnswer = float64(cpu.Microseconds()) / float64(r.Answered)
+		}
+	}
 	r.LatencyMs = Latency{
 		Min: millis(h.Min()), Mean: millis(h.Mean()), Max: millis(h.Max()),
 		P50: millis(h.Quantile(0.5)), P90: millis(h.Quantile(0.9)),
@@ -141,6 +156,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	row("status", "%s", counts(r.Status))
 	row("errors", "%d without an answer%s", r.Errors, prefixed(counts(r.ErrorKinds)))
 	row("connects", "%d", r.Connects)
+	if r.ClientCPUSeconds > 0 {
+		row("client CPU", "%.2f s, %.1f µs per answer (this load generator's own)", r.ClientCPUSeconds, r.ClientCPUMicrosPerAnswer)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -9,7 +9,10 @@
 #    squall bench webhook (closed loop, CONNECTIONS connections, DURATION
 #    each) for ROUNDS interleaved rounds; prints each round, the medians
 #    of the per-round ratios satellite/plain and satellite/naive, and the
-#    satellites' records per produce request.
+#    satellites' records per produce request. Each round also shows the
+#    load generator's own CPU per request and "busy": the target, the
+#    broker and the load generator together, as a share of the machine's
+#    CPUs (near 100%, the machine's CPU is what limits the round).
 # 2. Engine: EVENTS events preloaded into one topic; squall engine (a master
 #    serves it a tree whose rule archives every event) and the bare consumer
 #    drain it in turn, each as a new consumer group from the start, for
@@ -19,7 +22,8 @@
 #    cluster with fsync) and squall bench findings inserting at the leader
 #    (CONNECTIONS connections, no readers, DURATION per round, ROUNDS
 #    rounds); prints inserts/s, p50, p99, the three masters' CPU per
-#    insert and the leader's alone, then the means of the masters' stage
+#    insert, the leader's alone, the load generator's, and the share of
+#    the machine's CPUs they took, then the means of the masters' stage
 #    metrics over the rounds (batch size and wait, the wait from a batch's
 #    answer to the next batch's submission, what closed the batches,
 #    submitted -> applied, raft log append and
@@ -124,6 +128,11 @@ field() { sed -n "s/^ *\"$2\": \\(-\\{0,1\\}[0-9.e+-]*\\),\\{0,1\\}$/\\1/p" "$1"
 # cpu PID: the CPU time (user + system) of process PID so far, in seconds.
 cpu() { awk -v t="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); print ($12 + $13) / t}' "/proc/$1/stat"; }
 
+# busy RATE US...: the share of the machine's CPUs, in percent, that RATE
+# operations per second take at the sum of the CPU microseconds per
+# operation given.
+busy() { awk -v r="$1" -v n="$(nproc)" 'BEGIN {for (i = 2; i < ARGC; i++) s += ARGV[i]; print r*s/(n*1e4)}' "$@"; }
+
 # median: the median of the numbers on standard input.
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
@@ -209,16 +218,18 @@ JSON
 		done
 		for i in "${lpids[@]}"; do wait "$i"; done
 		for i in $(seq "$TENANTS"); do
-			printf '%s %s %s %s %s\n' "$(field "$2.$i" answered)" "$(field "$2.$i" non_2xx)" "$(field "$2.$i" throughput)" \
-				"$(field "$2.$i" p50)" "$(field "$2.$i" p99)"
-		done | awk '{a+=$1; n+=$2; t+=$3; p50+=$1*$4; if ($5>p99) p99=$5}
-			END {printf "{\n  \"answered\": %d,\n  \"non_2xx\": %d,\n  \"throughput\": %f,\n  \"p50\": %f,\n  \"p99\": %f\n}\n", a, n, t, p50/a, p99}' >"$2"
+			printf '%s %s %s %s %s %s\n' "$(field "$2.$i" answered)" "$(field "$2.$i" non_2xx)" "$(field "$2.$i" throughput)" \
+				"$(field "$2.$i" p50)" "$(field "$2.$i" p99)" "$(field "$2.$i" client_cpu_seconds)"
+		done | awk '{a+=$1; n+=$2; t+=$3; p50+=$1*$4; if ($5>p99) p99=$5; c+=$6}
+			END {printf "{\n  \"answered\": %d,\n  \"non_2xx\": %d,\n  \"throughput\": %f,\n  \"p50\": %f,\n  \"p99\": %f,\n  \"client_cpu_us_per_answer\": %f\n}\n", a, n, t, p50/a, p99, c*1e6/a}' >"$2"
 	}
 	echo
 	echo "intake: $ROUNDS rounds of $DURATION per target, $CONNECTIONS connections, 106-byte body"
 	((TENANTS <= 1)) || echo "($TENANTS tenants: $TENANTS load generators of $((CONNECTIONS / TENANTS > 0 ? CONNECTIONS / TENANTS : 1)) connections, each on its tenant's webhook)"
-	echo "(cpu-us/req: the target's process CPU per answer; broker-us/req: the broker's, in the same round)"
-	printf '%-6s %-10s %10s %9s %9s %7s %11s %13s\n' round target req/s p50-ms p99-ms non2xx cpu-us/req broker-us/req
+	echo "(cpu-us/req: the target's process CPU per answer; broker-us/req: the broker's, in the same round;"
+	echo " client-us/req: the load generator's; busy: the three together, in CPU per second of the machine's $(nproc) CPUs)"
+	printf '%-6s %-10s %10s %9s %9s %7s %11s %13s %13s %5s\n' round target req/s p50-ms p99-ms non2xx cpu-us/req broker-us/req \
+		client-us/req busy
 	for r in $(seq "$ROUNDS"); do
 		for t in "${targets[@]}"; do
 			f=$OUT/intake-$r-$t.json
@@ -244,8 +255,10 @@ JSON
 				wait "$perf_broker_pid" || true
 				perf_broker_pid=
 			fi
-			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s %11.1f %13.1f\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
-				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")"
+			client=$(field "$f" client_cpu_us_per_answer)
+			printf '%-6s %-10s %10.0f %9.2f %9.2f %7s %11.1f %13.1f %13.1f %4.0f%%\n' "$r" "$t" "$(field "$f" throughput)" "$(field "$f" p50)" \
+				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")" \
+				"${client:-nan}" "$(busy "$(field "$f" throughput)" "$(cat "$OUT/intake-$r-$t.cpu")" "$(cat "$OUT/intake-$r-$t.brokercpu")" "${client:-nan}")"
 		done
 	done
 	for r in $(seq "$ROUNDS"); do
@@ -446,8 +459,10 @@ if [[ " $PARTS " == *" findings "* ]]; then
 	done
 	echo
 	echo "findings: $ROUNDS rounds of $DURATION per cluster, $CONNECTIONS connections inserting at the leader"
-	echo "(cpu-us/insert: the three masters' process CPU per insert answered; leader-us/insert: the leader's alone)"
-	printf '%-6s %-8s %10s %9s %9s %7s %14s %16s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert leader-us/insert
+	echo "(cpu-us/insert: the three masters' process CPU per insert answered; leader-us/insert: the leader's alone;"
+	echo " client-us/insert: the load generator's; busy: the masters and the load generator, in CPU per second of the machine's $(nproc) CPUs)"
+	printf '%-6s %-8s %10s %9s %9s %7s %14s %16s %16s %5s\n' round cluster inserts/s p50-ms p99-ms non2xx cpu-us/insert leader-us/insert \
+		client-us/insert busy
 	for r in $(seq "$ROUNDS"); do
 		# The clusters take turns going first: at load 6-7 the same binary
 		# in both clusters measured ~25% slower going first in each round.
@@ -467,8 +482,10 @@ if [[ " $PARTS " == *" findings "* ]]; then
 			awk -v a="$l0" -v b="$l1" -v n="$(field "$f" answered)" 'BEGIN {print (b-a)*1e6/n}' >>"$OUT/findings-leadercpu-$c"
 			field "$f" throughput >>"$OUT/findings-rate-$c"
 			field "$f" p99 >>"$OUT/findings-p99-$c"
-			printf '%-6s %-8s %10.0f %9.2f %9.2f %7s %14.1f %16.1f\n' "$r" "$c" "$(field "$f" throughput)" "$(field "$f" p50)" \
-				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(tail -n1 "$OUT/findings-cpu-$c")" "$(tail -n1 "$OUT/findings-leadercpu-$c")"
+			client=$(field "$f" client_cpu_us_per_answer)
+			printf '%-6s %-8s %10.0f %9.2f %9.2f %7s %14.1f %16.1f %16.1f %4.0f%%\n' "$r" "$c" "$(field "$f" throughput)" "$(field "$f" p50)" \
+				"$(field "$f" p99)" "$(field "$f" non_2xx)" "$(tail -n1 "$OUT/findings-cpu-$c")" "$(tail -n1 "$OUT/findings-leadercpu-$c")" \
+				"${client:-nan}" "$(busy "$(field "$f" throughput)" "$(tail -n1 "$OUT/findings-cpu-$c")" "${client:-nan}")"
 		done
 	done
 	for c in "${clusters[@]}"; do
