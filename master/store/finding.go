@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -353,12 +354,13 @@ func (fk *findingKeys) add(fp, seq uint64) {
 }
 
 // lookup returns the uid stored with dedupe key dk in b, or nil. The
-// result points into the transaction's memory.
-func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
+// result points into the transaction's memory. known is false when no
+// stored key shares dk's fingerprint (see insert).
+func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) (uid []byte, known bool) {
 	fp := binary.BigEndian.Uint64(dk)
 	seq, ok := fk.first[fp]
 	if !ok {
-		return nil
+		return nil, false
 	}
 	for i := -1; i < len(fk.more[fp]); i++ {
 		if i >= 0 {
@@ -367,27 +369,33 @@ func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], seq)
 		if v := b.Get(k[:]); len(v) > dedupeKeySize && string(v[:dedupeKeySize]) == string(dk) {
-			return v[dedupeKeySize:]
+			return v[dedupeKeySize:], true
 		}
 	}
-	return nil
+	return nil, true
 }
 
-// insert appends dk and uid to b and indexes them; the key and value
-// are copied into mem, which bolt reads until the commit.
-func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string) error {
+// insert appends dk and uid to b and indexes them; the value is copied
+// into mem, which bolt reads until the commit (bolt copies keys). known
+// is lookup's: when false, the fingerprint is new and indexed without
+// looking it up again.
+func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string, known bool) error {
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	k := mem.alloc(8)
-	binary.BigEndian.PutUint64(k, seq)
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
 	v := mem.alloc(len(dk) + len(uid))
 	copy(v[copy(v, dk):], uid)
-	if err := b.Put(k, v); err != nil {
+	if err := b.Put(k[:], v); err != nil {
 		return err
 	}
-	fk.add(binary.BigEndian.Uint64(dk), seq)
+	if fp := binary.BigEndian.Uint64(dk); known {
+		fk.add(fp, seq)
+	} else {
+		fk.first[fp] = seq
+	}
 	return nil
 }
 
@@ -479,14 +487,19 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 	type tenant struct {
 		tb           tenantBuckets
 		count, start uint64
+		// maxUID is by_uid's last key, then the greatest uid stored by
+		// the entry: a uid above it is not taken without looking it up
+		// (uids are UUIDv7, about ascending).
+		maxUID []byte
 	}
 	tenants := map[string]*tenant{}
-	// The keys and values written, in few allocations; scratch and dkBuf
-	// are reused for each finding.
+	// The values written, in few allocations (bolt reads them until the
+	// commit); scratch (keys), vbuf (values) and dkBuf are reused for
+	// each finding.
 	var (
-		mem     arena
-		scratch []byte
-		dkBuf   [dedupeKeySize]byte
+		mem           arena
+		scratch, vbuf []byte
+		dkBuf         [dedupeKeySize]byte
 	)
 	for i := range p.Findings {
 		r := &p.Findings[i]
@@ -509,6 +522,9 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			// fewer pages to write (bolt does not store the setting).
 			tb.byUID.FillPercent = appendFillPercent
 			tn = &tenant{tb: tb, count: n, start: n}
+			if last, _ := tb.byUID.Cursor().Last(); last != nil {
+				tn.maxUID = append([]byte(nil), last...)
+			}
 			tenants[r.Tenant] = tn
 		}
 		tb := tn.tb
@@ -524,7 +540,7 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		}
 		kb.FillPercent = appendFillPercent // appended in key order
 		dk := appendDedupeKey(dkBuf[:0], r)
-		uid := keys.lookup(kb, dk)
+		uid, known := keys.lookup(kb, dk)
 		if uid == nil && tb.dedupe != nil {
 			uid = tb.dedupe.Get(dk)
 		}
@@ -532,26 +548,29 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			outs[i] = FindingOutcome{UID: string(uid)}
 			continue
 		}
-		if tb.byUID.Get([]byte(r.UID)) != nil {
+		// Bolt copies keys (not values): the keys are built in scratch.
+		uidKey := append(scratch[:0], r.UID...)
+		scratch = uidKey
+		if bytes.Compare(uidKey, tn.maxUID) > 0 {
+			tn.maxUID = append(tn.maxUID[:0], uidKey...)
+		} else if tb.byUID.Get(uidKey) != nil {
 			outs[i] = FindingOutcome{UID: r.UID, Err: fmt.Errorf("%w: finding uid %s is taken", ErrInvalidCommand, r.UID)}
 			continue
 		}
 		var err error
-		if scratch, err = sjson.Append(scratch[:0], r, recordFlags); err != nil {
+		if vbuf, err = sjson.Append(vbuf[:0], r, recordFlags); err != nil {
 			return nil, err
 		}
-		uidKey := mem.alloc(len(r.UID))
-		copy(uidKey, r.UID)
-		if err := tb.byUID.Put(uidKey, mem.copy(scratch)); err != nil {
+		if err := tb.byUID.Put(uidKey, mem.copy(vbuf)); err != nil {
 			return nil, err
 		}
-		scratch = appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
-		tk := mem.copy(scratch)
-		scratch = appendFilterFields(scratch[:0], r)
-		if err := tb.byTime.Put(tk, mem.copy(scratch)); err != nil {
+		tk := appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
+		vbuf = appendFilterFields(vbuf[:0], r)
+		if err := tb.byTime.Put(tk, mem.copy(vbuf)); err != nil {
 			return nil, err
 		}
-		if err := keys.insert(kb, &mem, dk, r.UID); err != nil {
+		scratch = tk
+		if err := keys.insert(kb, &mem, dk, r.UID, known); err != nil {
 			return nil, err
 		}
 		tn.count++
