@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -177,7 +176,8 @@ func checkFinding(f Finding) error {
 // bucket per tenant (named by the tenant), which holds
 //
 //	count    uint64 big-endian: the number of the tenant's findings
-//	by_uid   uid -> findingRecord JSON
+//	by_uid   uid -> the stored finding (see appendRecord): binary since
+//	         format 5, findingRecord JSON before
 //	by_time  (MaxInt64 - discovered_ms, 8 bytes big-endian) + uid -> the
 //	         finding's filter fields (see filterFields): newest first, ties
 //	         by uid ascending, in key order; entries written before the
@@ -302,6 +302,15 @@ type tenantBuckets struct {
 // setFormat marks the state file as written in stateFormat.
 func setFormat(tx *bolt.Tx) error {
 	return tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
+}
+
+// markRecordFormat marks the state file as written in stateFormat unless
+// it is: it may hold binary records (format 5) from now on.
+func markRecordFormat(tx *bolt.Tx) error {
+	if string(tx.Bucket(bucketState).Get(keyFormat)) == strconv.Itoa(stateFormat) {
+		return nil
+	}
+	return setFormat(tx)
 }
 
 // findingKeys is the dedupe index of the findings of every tenant. Each
@@ -500,6 +509,7 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		mem           arena
 		scratch, vbuf []byte
 		dkBuf         [dedupeKeySize]byte
+		marked        bool // markRecordFormat was called
 	)
 	for i := range p.Findings {
 		r := &p.Findings[i]
@@ -558,7 +568,7 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			continue
 		}
 		var err error
-		if vbuf, err = sjson.Append(vbuf[:0], r, recordFlags); err != nil {
+		if vbuf, err = appendRecord(vbuf[:0], r); err != nil {
 			return nil, err
 		}
 		if err := tb.byUID.Put(uidKey, mem.copy(vbuf)); err != nil {
@@ -575,6 +585,12 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		}
 		tn.count++
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
+		if !marked {
+			if err := markRecordFormat(tx); err != nil {
+				return nil, err
+			}
+			marked = true
+		}
 	}
 	for _, tn := range tenants {
 		if tn.count == tn.start {
@@ -620,7 +636,7 @@ func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
 		return fmt.Errorf("finding %s: %w", p.UID, ErrNoFinding)
 	}
 	var r findingRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := decodeRecord(v, &r); err != nil {
 		return fmt.Errorf("finding %s: %w", p.UID, err)
 	}
 	set := func(dst *string, v *string) {
@@ -633,8 +649,11 @@ func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
 	set(&r.Priority, p.Priority)
 	set(&r.Severity, p.Severity)
 	r.UpdatedMS = p.NowMS
-	rec, err := encodeRecord(&r)
+	rec, err := appendRecord(nil, &r)
 	if err != nil {
+		return err
+	}
+	if err := markRecordFormat(tx); err != nil {
 		return err
 	}
 	if err := tb.byUID.Put([]byte(p.UID), rec); err != nil {
@@ -696,20 +715,20 @@ func (f *fsm) view(fn func(tx *bolt.Tx) error) error {
 	return err
 }
 
-// encodeRecord returns the stored form of a finding: JSON, written with
-// segmentio's encoder (faster than encoding/json, which reads it back:
-// FuzzDecodeInsertFindings checks they agree).
-func encodeRecord(r *findingRecord) ([]byte, error) {
-	return sjson.Marshal(r)
+// appendJSONRecord appends the JSON form of a stored finding to dst,
+// written with segmentio's encoder (faster than encoding/json, which
+// reads it back: FuzzDecodeInsertFindings checks they agree).
+func appendJSONRecord(dst []byte, r *findingRecord) ([]byte, error) {
+	return sjson.Append(dst, r, recordFlags)
 }
 
 // recordFlags are the flags with which sjson.Marshal, and so
-// encodeRecord, encodes.
+// appendJSONRecord, encodes.
 const recordFlags = sjson.EscapeHTML | sjson.SortMapKeys
 
 func decodeFinding(v []byte) (Finding, error) {
 	var r findingRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := decodeRecord(v, &r); err != nil {
 		return Finding{}, err
 	}
 	return Finding(r), nil
@@ -761,7 +780,7 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			if v == nil {
 				return nil, fmt.Errorf("findings of tenant %q: index names missing finding %s", tenant, k[8:])
 			}
-			return &r, json.Unmarshal(v, &r)
+			return &r, decodeRecord(v, &r)
 		}
 		if !q.filtered() && q.FromMS <= 0 && q.ToMS <= 0 {
 			n, err := getUint64(tb.t, keyCount)
