@@ -161,6 +161,11 @@ func (c PatchFinding) payload() (any, error) {
 // checkFinding checks what the store itself relies on; the findings API
 // validates the rest.
 func checkFinding(f Finding) error {
+	return checkRecord((*findingRecord)(&f))
+}
+
+// checkRecord is checkFinding of a record, without copying it.
+func checkRecord(f *findingRecord) error {
 	switch {
 	case f.UID == "" || f.Tenant == "":
 		return fmt.Errorf("%w: a finding needs a uid and a tenant", ErrInvalidCommand)
@@ -513,7 +518,7 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 	)
 	for i := range p.Findings {
 		r := &p.Findings[i]
-		if err := checkFinding(Finding(*r)); err != nil {
+		if err := checkRecord(r); err != nil {
 			outs[i] = FindingOutcome{UID: r.UID, Err: err}
 			continue
 		}
