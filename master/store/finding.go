@@ -336,6 +336,9 @@ func markRecordFormat(tx *bolt.Tx) error {
 type findingKeys struct {
 	first map[uint64]uint64   // fingerprint -> sequence number
 	more  map[uint64][]uint64 // further sequence numbers of a fingerprint shared by different keys
+	// mem holds the values the inserts of the current write transaction
+	// give bolt; fsm.ApplyBatch resets it once the transaction committed.
+	mem arena
 }
 
 // dedupeKeySize is the size of a dedupe key (SHA-256).
@@ -413,11 +416,14 @@ func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string,
 	return nil
 }
 
-// arena hands out the byte slices of the keys and values of one write
-// transaction, which bolt reads until the commit: a few large
-// allocations instead of several per finding.
+// arena hands out the byte slices of the values of one write
+// transaction, which bolt reads until the commit: a few large chunks
+// instead of several allocations per finding, reused by the next
+// transaction once reset.
 type arena struct {
-	buf []byte
+	buf  []byte
+	used [][]byte // full chunks of this transaction
+	free [][]byte // chunks of earlier transactions
 }
 
 // appendFillPercent is how full bolt fills the pages it splits in the
@@ -430,13 +436,39 @@ const arenaChunk = 16 << 10
 // alloc returns n bytes of the arena.
 func (a *arena) alloc(n int) []byte {
 	if cap(a.buf)-len(a.buf) < n {
-		// The old chunk stays alive as long as slices of it are.
-		a.buf = make([]byte, 0, max(n, arenaChunk))
+		if a.buf != nil {
+			a.used = append(a.used, a.buf)
+		}
+		if k := len(a.free) - 1; k >= 0 && cap(a.free[k]) >= n {
+			a.buf, a.free = a.free[k][:0], a.free[:k]
+		} else {
+			a.buf = make([]byte, 0, max(n, arenaChunk))
+		}
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]
 	return a.buf[l : l+n : l+n]
 }
+
+// reset makes every chunk free for reuse: bolt no longer reads the
+// values (the transaction committed or was rolled back). Chunks beyond
+// maxFreeChunks are left to the collector.
+func (a *arena) reset() {
+	if a.buf != nil {
+		a.used = append(a.used, a.buf)
+		a.buf = nil
+	}
+	for _, c := range a.used {
+		if len(a.free) < maxFreeChunks && cap(c) == arenaChunk {
+			a.free = append(a.free, c)
+		}
+	}
+	clear(a.used)
+	a.used = a.used[:0]
+}
+
+// maxFreeChunks bounds the chunks an arena keeps between transactions.
+const maxFreeChunks = 8
 
 // copy returns a copy of b in the arena.
 func (a *arena) copy(b []byte) []byte {
@@ -507,11 +539,11 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		maxUID []byte
 	}
 	tenants := map[string]*tenant{}
-	// The values written, in few allocations (bolt reads them until the
-	// commit); scratch (keys), vbuf (values) and dkBuf are reused for
+	// The values written go to the arena of keys (bolt reads them until
+	// the commit); scratch (keys), vbuf (values) and dkBuf are reused for
 	// each finding.
+	mem := &keys.mem
 	var (
-		mem           arena
 		scratch, vbuf []byte
 		dkBuf         [dedupeKeySize]byte
 		marked        bool // markRecordFormat was called
@@ -572,6 +604,10 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			outs[i] = FindingOutcome{UID: r.UID, Err: fmt.Errorf("%w: finding uid %s is taken", ErrInvalidCommand, r.UID)}
 			continue
 		}
+		// The dedupe index first: its map's entry was just looked up.
+		if err := keys.insert(kb, mem, dk, r.UID, known); err != nil {
+			return nil, err
+		}
 		var err error
 		if vbuf, err = appendRecord(vbuf[:0], r); err != nil {
 			return nil, err
@@ -585,9 +621,6 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			return nil, err
 		}
 		scratch = tk
-		if err := keys.insert(kb, &mem, dk, r.UID, known); err != nil {
-			return nil, err
-		}
 		tn.count++
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
 		if !marked {

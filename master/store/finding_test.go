@@ -728,3 +728,29 @@ func TestStore_InsertFindingLate(t *testing.T) {
 		t.Fatal("the late batch was not submitted after the answer")
 	}
 }
+
+// TestArena_Reuse checks that a reset arena hands its chunks out again
+// and keeps at most maxFreeChunks of them.
+func TestArena_Reuse(t *testing.T) {
+	var a arena
+	first := a.alloc(10)
+	copy(first, "0123456789")
+	for range 2 * maxFreeChunks {
+		a.alloc(arenaChunk / 2)
+	}
+	if got := string(first); got != "0123456789" {
+		t.Fatalf("a later allocation overwrote an earlier one: %q", got)
+	}
+	a.reset()
+	if len(a.free) != maxFreeChunks || len(a.used) != 0 || a.buf != nil {
+		t.Fatalf("after reset: %d free, %d used", len(a.free), len(a.used))
+	}
+	again := a.alloc(10)
+	if &again[:1][0] != &a.buf[:1][0] || len(a.free) != maxFreeChunks-1 {
+		t.Fatalf("reset chunk not reused")
+	}
+	big := a.alloc(2 * arenaChunk)
+	if len(big) != 2*arenaChunk {
+		t.Fatalf("allocation of %d bytes", len(big))
+	}
+}
