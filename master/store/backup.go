@@ -289,6 +289,7 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 		bw.Write(head[:len(head)-1])
 		bw.WriteString(`,"findings":[`)
 		first := true
+		var buf []byte
 		if root := tx.Bucket(bucketFindings); root != nil {
 			err := root.ForEachBucket(func(tenant []byte) error {
 				tb, ok, err := tenantFindings(tx, string(tenant), false)
@@ -300,8 +301,13 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 						bw.WriteByte(',')
 					}
 					first = false
-					// The stored record is the backup's form of a finding.
-					_, err := bw.Write(rec)
+					// The stored record's JSON is the backup's form of a
+					// finding.
+					var err error
+					if buf, err = appendRecordJSON(buf[:0], rec); err != nil {
+						return err
+					}
+					_, err = bw.Write(buf)
 					return err
 				})
 			})

@@ -309,9 +309,9 @@ func FuzzDecodeInsertFindings(f *testing.F) {
 			if d1, err := decodeCommand(v1); err != nil || !reflect.DeepEqual(d1.p, &want) {
 				t.Fatalf("version 1 entry decoded %#v, %v; want %#v", d1.p, err, &want)
 			}
-			// The stored record (encodeRecord) reads back as what the
+			// The stored JSON record (appendJSONRecord) reads back as what the
 			// standard encoder's would.
-			rec, err := encodeRecord(&want.Findings[0])
+			rec, err := appendJSONRecord(nil, &want.Findings[0])
 			if err != nil {
 				t.Fatal(err)
 			}

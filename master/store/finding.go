@@ -1,11 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -161,6 +161,11 @@ func (c PatchFinding) payload() (any, error) {
 // checkFinding checks what the store itself relies on; the findings API
 // validates the rest.
 func checkFinding(f Finding) error {
+	return checkRecord((*findingRecord)(&f))
+}
+
+// checkRecord is checkFinding of a record, without copying it.
+func checkRecord(f *findingRecord) error {
 	switch {
 	case f.UID == "" || f.Tenant == "":
 		return fmt.Errorf("%w: a finding needs a uid and a tenant", ErrInvalidCommand)
@@ -176,7 +181,8 @@ func checkFinding(f Finding) error {
 // bucket per tenant (named by the tenant), which holds
 //
 //	count    uint64 big-endian: the number of the tenant's findings
-//	by_uid   uid -> findingRecord JSON
+//	by_uid   uid -> the stored finding (see appendRecord): binary since
+//	         format 5, findingRecord JSON before
 //	by_time  (MaxInt64 - discovered_ms, 8 bytes big-endian) + uid -> the
 //	         finding's filter fields (see filterFields): newest first, ties
 //	         by uid ascending, in key order; entries written before the
@@ -303,6 +309,15 @@ func setFormat(tx *bolt.Tx) error {
 	return tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
 }
 
+// markRecordFormat marks the state file as written in stateFormat unless
+// it is: it may hold binary records (format 5) from now on.
+func markRecordFormat(tx *bolt.Tx) error {
+	if string(tx.Bucket(bucketState).Get(keyFormat)) == strconv.Itoa(stateFormat) {
+		return nil
+	}
+	return setFormat(tx)
+}
+
 // findingKeys is the dedupe index of the findings of every tenant. Each
 // stored finding's dedupe key is appended, with its uid, to the
 // finding_keys bucket under the bucket's next sequence number, and the
@@ -321,6 +336,9 @@ func setFormat(tx *bolt.Tx) error {
 type findingKeys struct {
 	first map[uint64]uint64   // fingerprint -> sequence number
 	more  map[uint64][]uint64 // further sequence numbers of a fingerprint shared by different keys
+	// mem holds the values the inserts of the current write transaction
+	// give bolt; fsm.ApplyBatch resets it once the transaction committed.
+	mem arena
 }
 
 // dedupeKeySize is the size of a dedupe key (SHA-256).
@@ -353,12 +371,13 @@ func (fk *findingKeys) add(fp, seq uint64) {
 }
 
 // lookup returns the uid stored with dedupe key dk in b, or nil. The
-// result points into the transaction's memory.
-func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
+// result points into the transaction's memory. known is false when no
+// stored key shares dk's fingerprint (see insert).
+func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) (uid []byte, known bool) {
 	fp := binary.BigEndian.Uint64(dk)
 	seq, ok := fk.first[fp]
 	if !ok {
-		return nil
+		return nil, false
 	}
 	for i := -1; i < len(fk.more[fp]); i++ {
 		if i >= 0 {
@@ -367,35 +386,44 @@ func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) []byte {
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], seq)
 		if v := b.Get(k[:]); len(v) > dedupeKeySize && string(v[:dedupeKeySize]) == string(dk) {
-			return v[dedupeKeySize:]
+			return v[dedupeKeySize:], true
 		}
 	}
-	return nil
+	return nil, true
 }
 
-// insert appends dk and uid to b and indexes them; the key and value
-// are copied into mem, which bolt reads until the commit.
-func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string) error {
+// insert appends dk and uid to b and indexes them; the value is copied
+// into mem, which bolt reads until the commit (bolt copies keys). known
+// is lookup's: when false, the fingerprint is new and indexed without
+// looking it up again.
+func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string, known bool) error {
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
-	k := mem.alloc(8)
-	binary.BigEndian.PutUint64(k, seq)
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
 	v := mem.alloc(len(dk) + len(uid))
 	copy(v[copy(v, dk):], uid)
-	if err := b.Put(k, v); err != nil {
+	if err := b.Put(k[:], v); err != nil {
 		return err
 	}
-	fk.add(binary.BigEndian.Uint64(dk), seq)
+	if fp := binary.BigEndian.Uint64(dk); known {
+		fk.add(fp, seq)
+	} else {
+		fk.first[fp] = seq
+	}
 	return nil
 }
 
-// arena hands out the byte slices of the keys and values of one write
-// transaction, which bolt reads until the commit: a few large
-// allocations instead of several per finding.
+// arena hands out the byte slices of the values of one write
+// transaction, which bolt reads until the commit: a few large chunks
+// instead of several allocations per finding, reused by the next
+// transaction once reset.
 type arena struct {
-	buf []byte
+	buf  []byte
+	used [][]byte // full chunks of this transaction
+	free [][]byte // chunks of earlier transactions
 }
 
 // appendFillPercent is how full bolt fills the pages it splits in the
@@ -408,13 +436,39 @@ const arenaChunk = 16 << 10
 // alloc returns n bytes of the arena.
 func (a *arena) alloc(n int) []byte {
 	if cap(a.buf)-len(a.buf) < n {
-		// The old chunk stays alive as long as slices of it are.
-		a.buf = make([]byte, 0, max(n, arenaChunk))
+		if a.buf != nil {
+			a.used = append(a.used, a.buf)
+		}
+		if k := len(a.free) - 1; k >= 0 && cap(a.free[k]) >= n {
+			a.buf, a.free = a.free[k][:0], a.free[:k]
+		} else {
+			a.buf = make([]byte, 0, max(n, arenaChunk))
+		}
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]
 	return a.buf[l : l+n : l+n]
 }
+
+// reset makes every chunk free for reuse: bolt no longer reads the
+// values (the transaction committed or was rolled back). Chunks beyond
+// maxFreeChunks are left to the collector.
+func (a *arena) reset() {
+	if a.buf != nil {
+		a.used = append(a.used, a.buf)
+		a.buf = nil
+	}
+	for _, c := range a.used {
+		if len(a.free) < maxFreeChunks && cap(c) == arenaChunk {
+			a.free = append(a.free, c)
+		}
+	}
+	clear(a.used)
+	a.used = a.used[:0]
+}
+
+// maxFreeChunks bounds the chunks an arena keeps between transactions.
+const maxFreeChunks = 8
 
 // copy returns a copy of b in the arena.
 func (a *arena) copy(b []byte) []byte {
@@ -479,18 +533,24 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 	type tenant struct {
 		tb           tenantBuckets
 		count, start uint64
+		// maxUID is by_uid's last key, then the greatest uid stored by
+		// the entry: a uid above it is not taken without looking it up
+		// (uids are UUIDv7, about ascending).
+		maxUID []byte
 	}
 	tenants := map[string]*tenant{}
-	// The keys and values written, in few allocations; scratch and dkBuf
-	// are reused for each finding.
+	// The values written go to the arena of keys (bolt reads them until
+	// the commit); scratch (keys), vbuf (values) and dkBuf are reused for
+	// each finding.
+	mem := &keys.mem
 	var (
-		mem     arena
-		scratch []byte
-		dkBuf   [dedupeKeySize]byte
+		scratch, vbuf []byte
+		dkBuf         [dedupeKeySize]byte
+		marked        bool // markRecordFormat was called
 	)
 	for i := range p.Findings {
 		r := &p.Findings[i]
-		if err := checkFinding(Finding(*r)); err != nil {
+		if err := checkRecord(r); err != nil {
 			outs[i] = FindingOutcome{UID: r.UID, Err: err}
 			continue
 		}
@@ -509,6 +569,9 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			// fewer pages to write (bolt does not store the setting).
 			tb.byUID.FillPercent = appendFillPercent
 			tn = &tenant{tb: tb, count: n, start: n}
+			if last, _ := tb.byUID.Cursor().Last(); last != nil {
+				tn.maxUID = append([]byte(nil), last...)
+			}
 			tenants[r.Tenant] = tn
 		}
 		tb := tn.tb
@@ -524,7 +587,7 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		}
 		kb.FillPercent = appendFillPercent // appended in key order
 		dk := appendDedupeKey(dkBuf[:0], r)
-		uid := keys.lookup(kb, dk)
+		uid, known := keys.lookup(kb, dk)
 		if uid == nil && tb.dedupe != nil {
 			uid = tb.dedupe.Get(dk)
 		}
@@ -532,30 +595,40 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			outs[i] = FindingOutcome{UID: string(uid)}
 			continue
 		}
-		if tb.byUID.Get([]byte(r.UID)) != nil {
+		// Bolt copies keys (not values): the keys are built in scratch.
+		uidKey := append(scratch[:0], r.UID...)
+		scratch = uidKey
+		if bytes.Compare(uidKey, tn.maxUID) > 0 {
+			tn.maxUID = append(tn.maxUID[:0], uidKey...)
+		} else if tb.byUID.Get(uidKey) != nil {
 			outs[i] = FindingOutcome{UID: r.UID, Err: fmt.Errorf("%w: finding uid %s is taken", ErrInvalidCommand, r.UID)}
 			continue
 		}
+		// The dedupe index first: its map's entry was just looked up.
+		if err := keys.insert(kb, mem, dk, r.UID, known); err != nil {
+			return nil, err
+		}
 		var err error
-		if scratch, err = sjson.Append(scratch[:0], r, recordFlags); err != nil {
+		if vbuf, err = appendRecord(vbuf[:0], r); err != nil {
 			return nil, err
 		}
-		uidKey := mem.alloc(len(r.UID))
-		copy(uidKey, r.UID)
-		if err := tb.byUID.Put(uidKey, mem.copy(scratch)); err != nil {
+		if err := tb.byUID.Put(uidKey, mem.copy(vbuf)); err != nil {
 			return nil, err
 		}
-		scratch = appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
-		tk := mem.copy(scratch)
-		scratch = appendFilterFields(scratch[:0], r)
-		if err := tb.byTime.Put(tk, mem.copy(scratch)); err != nil {
+		tk := appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
+		vbuf = appendFilterFields(vbuf[:0], r)
+		if err := tb.byTime.Put(tk, mem.copy(vbuf)); err != nil {
 			return nil, err
 		}
-		if err := keys.insert(kb, &mem, dk, r.UID); err != nil {
-			return nil, err
-		}
+		scratch = tk
 		tn.count++
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
+		if !marked {
+			if err := markRecordFormat(tx); err != nil {
+				return nil, err
+			}
+			marked = true
+		}
 	}
 	for _, tn := range tenants {
 		if tn.count == tn.start {
@@ -601,7 +674,7 @@ func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
 		return fmt.Errorf("finding %s: %w", p.UID, ErrNoFinding)
 	}
 	var r findingRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := decodeRecord(v, &r); err != nil {
 		return fmt.Errorf("finding %s: %w", p.UID, err)
 	}
 	set := func(dst *string, v *string) {
@@ -614,8 +687,11 @@ func applyPatchFinding(tx *bolt.Tx, p *patchFindingPayload) error {
 	set(&r.Priority, p.Priority)
 	set(&r.Severity, p.Severity)
 	r.UpdatedMS = p.NowMS
-	rec, err := encodeRecord(&r)
+	rec, err := appendRecord(nil, &r)
 	if err != nil {
+		return err
+	}
+	if err := markRecordFormat(tx); err != nil {
 		return err
 	}
 	if err := tb.byUID.Put([]byte(p.UID), rec); err != nil {
@@ -677,20 +753,20 @@ func (f *fsm) view(fn func(tx *bolt.Tx) error) error {
 	return err
 }
 
-// encodeRecord returns the stored form of a finding: JSON, written with
-// segmentio's encoder (faster than encoding/json, which reads it back:
-// FuzzDecodeInsertFindings checks they agree).
-func encodeRecord(r *findingRecord) ([]byte, error) {
-	return sjson.Marshal(r)
+// appendJSONRecord appends the JSON form of a stored finding to dst,
+// written with segmentio's encoder (faster than encoding/json, which
+// reads it back: FuzzDecodeInsertFindings checks they agree).
+func appendJSONRecord(dst []byte, r *findingRecord) ([]byte, error) {
+	return sjson.Append(dst, r, recordFlags)
 }
 
 // recordFlags are the flags with which sjson.Marshal, and so
-// encodeRecord, encodes.
+// appendJSONRecord, encodes.
 const recordFlags = sjson.EscapeHTML | sjson.SortMapKeys
 
 func decodeFinding(v []byte) (Finding, error) {
 	var r findingRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := decodeRecord(v, &r); err != nil {
 		return Finding{}, err
 	}
 	return Finding(r), nil
@@ -742,7 +818,7 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			if v == nil {
 				return nil, fmt.Errorf("findings of tenant %q: index names missing finding %s", tenant, k[8:])
 			}
-			return &r, json.Unmarshal(v, &r)
+			return &r, decodeRecord(v, &r)
 		}
 		if !q.filtered() && q.FromMS <= 0 && q.ToMS <= 0 {
 			n, err := getUint64(tb.t, keyCount)

@@ -44,29 +44,36 @@ func (c InsertFindings) appendEntry() ([]byte, error) {
 	b := make([]byte, 0, size)
 	b = append(b, byte(typeInsertFindings), insertFindingsBinaryVersion)
 	b = binary.AppendUvarint(b, uint64(len(fs)))
+	for i := range fs {
+		b = appendBinaryFields(b, &fs[i])
+	}
+	return b, nil
+}
+
+// appendBinaryFields appends the fields of r in the binary form of
+// InsertFindings entries and of stored records (see
+// insertFindingsBinaryVersion).
+func appendBinaryFields(b []byte, r *findingRecord) []byte {
 	str := func(s string) {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	for i := range fs {
-		r := &fs[i]
-		str(r.UID)
-		str(r.Tenant)
-		b = binary.AppendVarint(b, r.DiscoveredMS)
-		b = binary.AppendVarint(b, r.UpdatedMS-r.DiscoveredMS)
-		b = binary.AppendVarint(b, r.MonitoredDomainID)
-		str(r.ToolCode)
-		str(r.ResourceURL)
-		str(r.Username)
-		str(r.Password)
-		str(r.Hash)
-		str(r.HashAlgorithm)
-		str(r.State)
-		str(r.Ticket)
-		str(r.Priority)
-		str(r.Severity)
-	}
-	return b, nil
+	str(r.UID)
+	str(r.Tenant)
+	b = binary.AppendVarint(b, r.DiscoveredMS)
+	b = binary.AppendVarint(b, r.UpdatedMS-r.DiscoveredMS)
+	b = binary.AppendVarint(b, r.MonitoredDomainID)
+	str(r.ToolCode)
+	str(r.ResourceURL)
+	str(r.Username)
+	str(r.Password)
+	str(r.Hash)
+	str(r.HashAlgorithm)
+	str(r.State)
+	str(r.Ticket)
+	str(r.Priority)
+	str(r.Severity)
+	return b
 }
 
 // validRecordText reports whether every string of r is valid UTF-8, so
@@ -95,65 +102,83 @@ func decodeInsertFindingsBinary(raw []byte) (*insertFindingsPayload, error) {
 		return nil, fmt.Errorf("%w: finding count", errBinaryEntry)
 	}
 	// One string holds every field's bytes: the fields are substrings.
-	all := string(raw)
-	pos := k
-	var err error
-	str := func() string {
-		if err != nil {
-			return ""
-		}
-		l, k := binary.Uvarint(raw[pos:])
-		if k <= 0 || k != uvarintLen(l) || l > uint64(len(raw)-pos-k) {
-			err = fmt.Errorf("%w: string at byte %d", errBinaryEntry, pos)
-			return ""
-		}
-		s := all[pos+k : pos+k+int(l)]
-		pos += k + int(l)
-		if !utf8.ValidString(s) {
-			err = fmt.Errorf("%w: invalid UTF-8 at byte %d", errBinaryEntry, pos)
-		}
-		return s
-	}
-	num := func() int64 {
-		if err != nil {
-			return 0
-		}
-		v, k := binary.Varint(raw[pos:])
-		if k <= 0 || k != varintLen(v) {
-			err = fmt.Errorf("%w: integer at byte %d", errBinaryEntry, pos)
-			return 0
-		}
-		pos += k
-		return v
-	}
+	fr := fieldReader{raw: raw, all: string(raw), pos: k}
 	p := &insertFindingsPayload{Findings: make([]findingRecord, n)}
 	for i := range p.Findings {
-		r := &p.Findings[i]
-		r.UID = str()
-		r.Tenant = str()
-		r.DiscoveredMS = num()
-		// Wrapping arithmetic, as in appendEntry: every UpdatedMS has
-		// exactly one difference.
-		r.UpdatedMS = r.DiscoveredMS + num()
-		r.MonitoredDomainID = num()
-		r.ToolCode = str()
-		r.ResourceURL = str()
-		r.Username = str()
-		r.Password = str()
-		r.Hash = str()
-		r.HashAlgorithm = str()
-		r.State = str()
-		r.Ticket = str()
-		r.Priority = str()
-		r.Severity = str()
-		if err != nil {
+		if err := fr.read(&p.Findings[i]); err != nil {
 			return nil, fmt.Errorf("finding %d: %w", i, err)
 		}
 	}
-	if pos != len(raw) {
-		return nil, fmt.Errorf("%w: %d bytes after the last finding", errBinaryEntry, len(raw)-pos)
+	if fr.pos != len(raw) {
+		return nil, fmt.Errorf("%w: %d bytes after the last finding", errBinaryEntry, len(raw)-fr.pos)
 	}
 	return p, nil
+}
+
+// fieldReader reads findings in the binary form of appendBinaryFields
+// from raw, from pos on; all is raw as a string, of which the fields are
+// substrings. It accepts exactly what appendBinaryFields writes of valid
+// UTF-8 strings.
+type fieldReader struct {
+	raw []byte
+	all string
+	pos int
+	err error
+}
+
+// str reads a string field.
+func (fr *fieldReader) str() string {
+	if fr.err != nil {
+		return ""
+	}
+	raw, pos := fr.raw, fr.pos
+	l, k := binary.Uvarint(raw[pos:])
+	if k <= 0 || k != uvarintLen(l) || l > uint64(len(raw)-pos-k) {
+		fr.err = fmt.Errorf("%w: string at byte %d", errBinaryEntry, pos)
+		return ""
+	}
+	s := fr.all[pos+k : pos+k+int(l)]
+	fr.pos += k + int(l)
+	if !utf8.ValidString(s) {
+		fr.err = fmt.Errorf("%w: invalid UTF-8 at byte %d", errBinaryEntry, fr.pos)
+	}
+	return s
+}
+
+// num reads an integer field.
+func (fr *fieldReader) num() int64 {
+	if fr.err != nil {
+		return 0
+	}
+	v, k := binary.Varint(fr.raw[fr.pos:])
+	if k <= 0 || k != varintLen(v) {
+		fr.err = fmt.Errorf("%w: integer at byte %d", errBinaryEntry, fr.pos)
+		return 0
+	}
+	fr.pos += k
+	return v
+}
+
+// read reads one finding's fields into r.
+func (fr *fieldReader) read(r *findingRecord) error {
+	r.UID = fr.str()
+	r.Tenant = fr.str()
+	r.DiscoveredMS = fr.num()
+	// Wrapping arithmetic, as in appendBinaryFields: every UpdatedMS has
+	// exactly one difference.
+	r.UpdatedMS = r.DiscoveredMS + fr.num()
+	r.MonitoredDomainID = fr.num()
+	r.ToolCode = fr.str()
+	r.ResourceURL = fr.str()
+	r.Username = fr.str()
+	r.Password = fr.str()
+	r.Hash = fr.str()
+	r.HashAlgorithm = fr.str()
+	r.State = fr.str()
+	r.Ticket = fr.str()
+	r.Priority = fr.str()
+	r.Severity = fr.str()
+	return fr.err
 }
 
 // uvarintLen is the length of v's shortest uvarint.

@@ -133,6 +133,38 @@ func TestFSM_InsertFindings(t *testing.T) {
 	})
 }
 
+// TestFSM_InsertFindings_UIDTaken checks the uid collision refusal
+// around the tenant's greatest uid, which the insert does not look up
+// for uids above it: the last stored uid, one in the middle, one stored
+// earlier in the same entry, and new uids below and above the greatest.
+func TestFSM_InsertFindings_UIDTaken(t *testing.T) {
+	f := newTestFSM(t)
+	fsmInsert(t, f, 1, testFinding("a", 10, 1000), testFinding("a", 20, 2000), testFinding("a", 30, 3000))
+	with := func(n int, uid string) Finding {
+		x := testFinding("a", n, int64(n)*1000)
+		x.UID = uid
+		return x
+	}
+	outs := fsmInsert(t, f, 2,
+		with(40, "a-00030"), // the greatest stored uid
+		with(41, "a-00020"), // a stored uid below it
+		with(42, "a-00050"), // new, above the greatest
+		with(43, "a-00050"), // taken earlier in this entry
+		with(44, "a-00015"), // new, below the greatest
+		with(45, "a-00060"), // new, above
+		with(46, "a-00015"), // taken earlier in this entry, below
+	)
+	for i, created := range []bool{false, false, true, false, true, true, false} {
+		o := outs[i]
+		if o.Created != created || (!created && !errors.Is(o.Err, ErrInvalidCommand)) || (created && o.Err != nil) {
+			t.Errorf("finding %d: outcome %+v, want created %v", i, o, created)
+		}
+	}
+	if p, err := f.findings("a", FindingQuery{Limit: 100}); err != nil || p.Total != 6 || len(p.Findings) != 6 {
+		t.Fatalf("%d findings (total %d), %v; want 6", len(p.Findings), p.Total, err)
+	}
+}
+
 func TestFSM_PatchFinding(t *testing.T) {
 	f := newTestFSM(t)
 	a0 := testFinding("a", 0, 1000)
@@ -454,16 +486,16 @@ func TestFindingKeys_Collisions(t *testing.T) {
 		if err := f.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketFindingKeys)
 			for i := range byte(3) {
-				if got := string(fk.lookup(b, key(i))); got != fmt.Sprint("uid-", i) {
+				if got, _ := fk.lookup(b, key(i)); string(got) != fmt.Sprint("uid-", i) {
 					t.Errorf("key %d: uid %q", i, got)
 				}
 			}
-			if got := fk.lookup(b, key(9)); got != nil {
+			if got, _ := fk.lookup(b, key(9)); got != nil {
 				t.Errorf("unknown key with a known fingerprint: uid %q", got)
 			}
 			other := key(0)
 			other[0] = 8
-			if got := fk.lookup(b, other); got != nil {
+			if got, _ := fk.lookup(b, other); got != nil {
 				t.Errorf("unknown fingerprint: uid %q", got)
 			}
 			return nil
@@ -481,7 +513,8 @@ func TestFindingKeys_Collisions(t *testing.T) {
 			return err
 		}
 		for i := range byte(3) {
-			if err := fk.insert(b, &arena{}, key(i), fmt.Sprint("uid-", i)); err != nil {
+			_, known := fk.lookup(b, key(i))
+			if err := fk.insert(b, &arena{}, key(i), fmt.Sprint("uid-", i), known); err != nil {
 				return err
 			}
 		}
@@ -693,5 +726,31 @@ func TestStore_InsertFindingLate(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the late batch was not submitted after the answer")
+	}
+}
+
+// TestArena_Reuse checks that a reset arena hands its chunks out again
+// and keeps at most maxFreeChunks of them.
+func TestArena_Reuse(t *testing.T) {
+	var a arena
+	first := a.alloc(10)
+	copy(first, "0123456789")
+	for range 2 * maxFreeChunks {
+		a.alloc(arenaChunk / 2)
+	}
+	if got := string(first); got != "0123456789" {
+		t.Fatalf("a later allocation overwrote an earlier one: %q", got)
+	}
+	a.reset()
+	if len(a.free) != maxFreeChunks || len(a.used) != 0 || a.buf != nil {
+		t.Fatalf("after reset: %d free, %d used", len(a.free), len(a.used))
+	}
+	again := a.alloc(10)
+	if &again[:1][0] != &a.buf[:1][0] || len(a.free) != maxFreeChunks-1 {
+		t.Fatalf("reset chunk not reused")
+	}
+	big := a.alloc(2 * arenaChunk)
+	if len(big) != 2*arenaChunk {
+		t.Fatalf("allocation of %d bytes", len(big))
 	}
 }

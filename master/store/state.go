@@ -80,13 +80,16 @@ var (
 
 // stateFormat is the version of the state file layout. Snapshots are state
 // files, so a node refuses to restore a snapshot of a newer format.
+// Format 5 stores findings in a binary form (see appendRecord), and still
+// reads the JSON of earlier formats; a file becomes format 5 when a
+// finding is stored or patched.
 // Format 4 adds the draft_edits bucket (see draftedit.go); a file becomes
 // format 4 when a draft edit is stored.
 // Format 2 adds the findings buckets (see finding.go); a format 1 file
 // becomes format 2 when its first finding is stored. Format 3 replaces
 // the tenants' dedupe buckets, which it still reads, with the
 // finding_keys bucket; a file becomes format 3 when a finding is stored.
-const stateFormat = 4
+const stateFormat = 5
 
 // draftRecord is the stored form of the draft.
 type draftRecord struct {
