@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -74,7 +75,9 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 		if res.deduplicated {
 			resp.Header.Set(HeaderDeduplicated, "true")
 		}
-		resp.Header.Set("Squall-Event-Id", res.eventID)
+		// The name is already canonical: SetCanonical skips Set's copy
+		// and normalization of it.
+		resp.Header.SetCanonical(s2b(answerEventIDKey), s2b(res.eventID))
 		resp.Header.SetContentType("application/json")
 		resp.SetStatusCode(http.StatusOK)
 		resp.AppendBodyString(okPrefix)
@@ -83,6 +86,15 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 	}
 	in.finish(&c, span, start, &res)
 }
+
+// answerEventIDKey is the name of the answer's Squall-Event-Id field, in
+// canonical form.
+const answerEventIDKey = "Squall-Event-Id"
+
+// s2b returns the bytes of s without a copy; they must not be modified.
+// fasthttp copies the name and value of a header field it is given, and
+// only reads them.
+func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // fastHeaders are the header fields of a call on a fasthttp server. Values
 // are copied out of the server's buffers, which it reuses once the call is

@@ -3,7 +3,6 @@ package intake
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,6 +107,10 @@ type Record struct {
 	Headers []Header
 	// Time is the event's creation time (created_ms).
 	Time time.Time
+	// Received is when the call was received, the clock reading Time
+	// comes from (monotonic, not rounded): the sink's ack timeout counts
+	// from it.
+	Received time.Time
 }
 
 // Header is one record header.
@@ -131,6 +134,7 @@ type Intake struct {
 	tracer     trace.Tracer // nil: tracing off
 	bufs       sync.Pool
 	ids        eventIDs
+	random     randomSource
 
 	mu       sync.Mutex
 	closed   bool
@@ -472,7 +476,7 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	b := value[len(value):] // empty, with the spare capacity
 	value = value[:len(value):len(value)]
 	var random [randomLen]byte
-	rand.Read(random[:])
+	in.random.read(random[:])
 	headers := make([]Header, 0, 5)
 	start := len(b)
 	b = in.ids.appendNew(b, now, random[:8])
@@ -496,11 +500,12 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	}
 	headers = append(headers, Header{HeaderWebhook, b[webhook-len(wh.ID) : webhook : webhook]}, Header{HeaderSource, b[webhook:len(b):len(b)]})
 	return Record{
-		EventID: string(b[start:eventID]),
-		Key:     tenant,
-		Value:   value,
-		Headers: headers,
-		Time:    time.UnixMilli(now.UnixMilli()),
+		EventID:  string(b[start:eventID]),
+		Key:      tenant,
+		Value:    value,
+		Headers:  headers,
+		Time:     time.UnixMilli(now.UnixMilli()),
+		Received: now,
 	}
 }
 

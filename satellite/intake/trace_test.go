@@ -137,3 +137,24 @@ func FuzzQueryToken(f *testing.F) {
 	}
 	f.Fuzz(checkQueryToken)
 }
+
+func TestRandomSource(t *testing.T) {
+	// Every piece is fresh: over more than one chunk, no piece of 8 bytes
+	// repeats and none is all zeros (the chunk's bytes given out twice or
+	// not filled would show).
+	var s randomSource
+	seen := map[[8]byte]bool{}
+	for range 3 * randomChunkLen / 8 {
+		var p [8]byte
+		s.read(p[:])
+		if p == ([8]byte{}) || seen[p] {
+			t.Fatalf("piece %x given twice or not filled", p)
+		}
+		seen[p] = true
+	}
+	var big [randomLen]byte
+	s.read(big[:])
+	if big == ([randomLen]byte{}) {
+		t.Fatal("not filled")
+	}
+}
