@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,11 +137,15 @@ type Intake struct {
 	ids        eventIDs
 	random     randomSource
 
-	mu       sync.Mutex
-	closed   bool
-	inflight int
-	idle     chan struct{} // closed when closed and inflight is 0
+	// calls is the number of calls in progress, plus closedBit once
+	// closed: one atomic add per call in and out, no lock.
+	calls     atomic.Int64
+	idle      chan struct{} // closed when closed and no call is in progress
+	closeIdle sync.Once
 }
+
+// closedBit marks Intake.calls once the intake is closed.
+const closedBit = 1 << 62
 
 // New builds an Intake whose metrics are registered with reg (nil registers
 // nothing).
@@ -163,22 +168,23 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
 	logger = logger.With("component", "intake")
-	return &Intake{
+	in := &Intake{
 		cfg:        cfg,
 		dir:        dir,
 		sink:       sink,
 		logger:     logger,
 		clientErrs: httpguard.NewClientErrors(logger, 0),
-		m:          m,
 		tracer:     tracing.Tracer(cfg.TracerProvider, "satellite/intake"),
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		idle:       make(chan struct{}),
-	}, nil
+	}
+	m, err := newMetrics(reg, func() float64 { return float64(in.calls.Load() &^ closedBit) })
+	if err != nil {
+		return nil, err
+	}
+	in.m = m
+	return in, nil
 }
 
 // request is a webhook call as the intake's core sees it, whichever HTTP
@@ -231,6 +237,10 @@ type result struct {
 	known bool
 	// wh is the webhook, when known.
 	wh *webhooks.Webhook
+	// counters are the webhook's cached counters once a call used them
+	// (its first token verified, or its event accepted): looked up once
+	// per call, and only then, as before (they make the series).
+	counters *webhookCounters
 	// eventID is the event's id (200 answers).
 	eventID string
 	// deduplicated reports a repeated delivery (200, Squall-Deduplicated).
@@ -282,7 +292,10 @@ func (in *Intake) finish(c *request, span trace.Span, start time.Time, res *resu
 		}
 	}
 	if res.known && status == http.StatusOK {
-		in.m.webhook(label).ok.Inc()
+		if res.counters == nil {
+			res.counters = in.m.webhook(label)
+		}
+		res.counters.ok.Inc()
 	} else {
 		in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	}
@@ -320,8 +333,6 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
 	}
 	defer in.leave()
-	in.m.inflight.Inc()
-	defer in.m.inflight.Dec()
 
 	wh := in.dir.Lookup(c.id)
 	if wh == nil {
@@ -349,7 +360,12 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		}
 		return res, &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
 	}
-	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	if tokenIndex == 0 {
+		res.counters = in.m.webhook(wh.ID)
+		res.counters.token0.Inc()
+	} else {
+		in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	}
 	if err := in.checkRate(wh, client, now); err != nil {
 		return res, err
 	}
@@ -440,7 +456,10 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 	if claim != nil {
 		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
 	}
-	in.m.webhook(wh.ID).accepted.Inc()
+	if res.counters == nil {
+		res.counters = in.m.webhook(wh.ID)
+	}
+	res.counters.accepted.Inc()
 	res.eventID = rec.EventID
 	return res, nil
 }
@@ -546,22 +565,17 @@ func (in *Intake) logAnswer(c *request, e *apiError) {
 
 // enter counts a call in, unless the intake is closed.
 func (in *Intake) enter() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed {
+	if in.calls.Add(1)&closedBit != 0 {
+		in.leave()
 		return false
 	}
-	in.inflight++
 	return true
 }
 
 // leave counts a call out.
 func (in *Intake) leave() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.inflight--
-	if in.closed && in.inflight == 0 {
-		close(in.idle)
+	if in.calls.Add(-1) == closedBit {
+		in.closeIdle.Do(func() { close(in.idle) })
 	}
 }
 
@@ -570,13 +584,8 @@ func (in *Intake) leave() {
 // calls not yet logged is logged now.
 func (in *Intake) Close() {
 	in.clientErrs.Close()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if !in.closed {
-		in.closed = true
-		if in.inflight == 0 {
-			close(in.idle)
-		}
+	if in.calls.Or(closedBit) == 0 { // open, no call in progress
+		in.closeIdle.Do(func() { close(in.idle) })
 	}
 }
 
@@ -600,7 +609,7 @@ func (in *Intake) Drain(ctx context.Context) error {
 // queryToken returns the value of the token query parameter and the number
 // of times it is given, as the URL's parsed query would have it.
 func queryToken(q string) (string, int) {
-	if strings.ContainsAny(q, "%+;") || strings.Count(q, "&") >= 100 {
+	if !simpleQuery(q) {
 		// Escapes, separators url.ParseQuery refuses, many parameters:
 		// leave them to it.
 		values, _ := url.ParseQuery(q)
@@ -622,6 +631,21 @@ func queryToken(q string) (string, int) {
 		}
 	}
 	return token, n
+}
+
+// simpleQuery reports whether q has no escape, no separator
+// url.ParseQuery refuses and fewer than 100 parameters, in one pass over it.
+func simpleQuery(q string) bool {
+	amps := 0
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case '%', '+', ';':
+			return false
+		case '&':
+			amps++
+		}
+	}
+	return amps < 100
 }
 
 // statusLabel is the code label of an answer.

@@ -119,6 +119,7 @@ func TestQueryToken(t *testing.T) {
 var queryTokenSeeds = []string{
 	"token=tok", "", "token", "token=", "a=1&token=tok&b=2", "token=a&token=b", "token=a%20b", "tok%65n=x",
 	"token=a+b", "token=x;y=1", "token=%zz&token=ok", "&&token=t&", "=token", "token==x", "TOKEN=x",
+	strings.Repeat("a=1&", 99) + "token=x", strings.Repeat("a=1&", 100) + "token=x",
 }
 
 func checkQueryToken(t *testing.T, q string) {
