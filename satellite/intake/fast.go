@@ -57,7 +57,9 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 	if !ctx.IsPost() {
 		method = string(ctx.Method())
 	}
-	c := request{ctx: context.Background(), method: method, id: id, query: string(ctx.URI().QueryString()),
+	// The query is read only while the call is handled (for its token):
+	// no copy of the server's bytes.
+	c := request{ctx: context.Background(), method: method, id: id, query: b2s(ctx.URI().QueryString()),
 		contentLength: int64(ctx.Request.Header.ContentLength()),
 		header:        (*fastHeaders)(&ctx.Request.Header), front: (*fastFront)(ctx)}
 	if c.contentLength < 0 {
@@ -95,6 +97,10 @@ const answerEventIDKey = "Squall-Event-Id"
 // fasthttp copies the name and value of a header field it is given, and
 // only reads them.
 func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// b2s returns b as a string without a copy, for as long as b is not
+// modified: fasthttp's buffers of a call, while it is handled.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // fastHeaders are the header fields of a call on a fasthttp server. Values
 // are copied out of the server's buffers, which it reuses once the call is

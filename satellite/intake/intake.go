@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -194,7 +195,8 @@ type request struct {
 	// ctx is the call's context; it carries the call's span when tracing.
 	ctx    context.Context
 	method string
-	// id is the {id} of the path, and query the raw query string.
+	// id is the {id} of the path, and query the raw query string (which
+	// may be the server's bytes: nothing keeps it past the call).
 	id, query string
 	// contentLength is the body's declared length, -1 when unknown
 	// (chunked).
@@ -454,7 +456,9 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		return res, in.sinkError(err)
 	}
 	if claim != nil {
-		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
+		// A copy: the id alone is remembered, not the record's buffer
+		// it shares.
+		claim.Commit(strings.Clone(rec.EventID), now.Add(wh.Dedupe.Window))
 	}
 	if res.counters == nil {
 		res.counters = in.m.webhook(wh.ID)
@@ -519,7 +523,9 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	}
 	headers = append(headers, Header{HeaderWebhook, b[webhook-len(wh.ID) : webhook : webhook]}, Header{HeaderSource, b[webhook:len(b):len(b)]})
 	return Record{
-		EventID:  string(b[start:eventID]),
+		// The id's bytes are never written again: the string shares
+		// the record's allocation instead of a copy.
+		EventID:  unsafe.String(&b[start], eventID-start),
 		Key:      tenant,
 		Value:    value,
 		Headers:  headers,
