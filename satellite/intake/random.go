@@ -1,38 +1,28 @@
 package intake
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
+	"math/rand/v2"
 	"sync"
 )
 
-// randomChunkLen is how many random bytes a randomSource reads from
-// crypto/rand at a time: the random bits of 64 events.
-const randomChunkLen = 64 * randomLen
-
-// randomSource hands out bytes of crypto/rand in small pieces: each call
-// takes fresh bytes, never given before, from chunks read ahead, since one
+// randomSource hands out random bytes for event ids and trace ids from
+// ChaCha8 generators (math/rand/v2's, cryptographically strong), each
+// seeded from crypto/rand and used by one call at a time: one crypto/rand
 // read per event (32 bytes) cost more than the rest of the event's id and
 // traceparent. The zero value is ready.
 type randomSource struct {
-	chunks sync.Pool // of *randomChunk
+	gens sync.Pool // of *rand.ChaCha8
 }
 
-// randomChunk is random bytes of which the first used are given out.
-type randomChunk struct {
-	b    [randomChunkLen]byte
-	used int
-}
-
-// read fills p with random bytes; len(p) is at most randomChunkLen.
+// read fills p with random bytes.
 func (s *randomSource) read(p []byte) {
-	c, _ := s.chunks.Get().(*randomChunk)
-	if c == nil {
-		c = &randomChunk{used: randomChunkLen}
+	g, _ := s.gens.Get().(*rand.ChaCha8)
+	if g == nil {
+		var seed [32]byte
+		crand.Read(seed[:])
+		g = rand.NewChaCha8(seed)
 	}
-	if c.used+len(p) > len(c.b) {
-		rand.Read(c.b[:])
-		c.used = 0
-	}
-	c.used += copy(p, c.b[c.used:])
-	s.chunks.Put(c)
+	_, _ = g.Read(p)
+	s.gens.Put(g)
 }

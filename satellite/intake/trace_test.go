@@ -140,19 +140,23 @@ func FuzzQueryToken(f *testing.F) {
 }
 
 func TestRandomSource(t *testing.T) {
-	// Every piece is fresh: over more than one chunk, no piece of 8 bytes
-	// repeats and none is all zeros (the chunk's bytes given out twice or
-	// not filled would show).
+	// Every piece is fresh: no piece of 8 bytes repeats and none is all
+	// zeros, within a generator and across generators.
 	var s randomSource
 	seen := map[[8]byte]bool{}
-	for range 3 * randomChunkLen / 8 {
-		var p [8]byte
-		s.read(p[:])
-		if p == ([8]byte{}) || seen[p] {
-			t.Fatalf("piece %x given twice or not filled", p)
+	check := func(src *randomSource) {
+		for range 1000 {
+			var p [8]byte
+			src.read(p[:])
+			if p == ([8]byte{}) || seen[p] {
+				t.Fatalf("piece %x given twice or not filled", p)
+			}
+			seen[p] = true
 		}
-		seen[p] = true
 	}
+	check(&s)
+	var other randomSource // a new generator, its own seed
+	check(&other)
 	var big [randomLen]byte
 	s.read(big[:])
 	if big == ([randomLen]byte{}) {
