@@ -90,7 +90,8 @@ type Directory interface {
 // Sink takes accepted events.
 type Sink interface {
 	// Publish returns nil once rec is acknowledged by Kafka or durably
-	// spooled. Errors wrapping ErrSpoolFull, ErrTooLarge or ErrClosed
+	// spooled. rec is the sink's: it may keep its slices and the bytes of
+	// its strings, which the intake does not modify. Errors wrapping ErrSpoolFull, ErrTooLarge or ErrClosed
 	// choose the answer; any other error is a 503 UNAVAILABLE.
 	Publish(ctx context.Context, rec Record) error
 }
