@@ -52,6 +52,41 @@ func FastRoute(path []byte) (id string, ok bool, err error) {
 // body is read only after the checks before it, and only up to its
 // webhook's limit.
 func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
+	in.serveFast(ctx, id, ctx.URI().QueryString())
+}
+
+// requestTarget returns the path and the query of the request of ctx as
+// sent, as ctx.URI() gives them (PathOriginal and QueryString), without
+// parsing the URI when the target is a plain origin-form one: a single
+// leading slash, no control byte and no fragment. The parse also copies
+// and normalizes the path, which no webhook call needs.
+func requestTarget(ctx *fasthttp.RequestCtx) (path, query []byte) {
+	raw := ctx.Request.Header.RequestURI()
+	if len(raw) > 1 && raw[0] == '/' && raw[1] != '/' {
+		q := -1
+		plain := true
+		for i, c := range raw {
+			if c < ' ' || c == 0x7f || c == '#' {
+				plain = false
+				break
+			}
+			if c == '?' && q < 0 {
+				q = i
+			}
+		}
+		if plain {
+			if q < 0 {
+				return raw, nil
+			}
+			return raw[:q], raw[q+1:]
+		}
+	}
+	u := ctx.URI()
+	return u.PathOriginal(), u.QueryString()
+}
+
+// serveFast is ServeFast with the call's raw query.
+func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 	start := time.Now()
 	method := http.MethodPost
 	if !ctx.IsPost() {
@@ -59,7 +94,7 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 	}
 	// The query is read only while the call is handled (for its token):
 	// no copy of the server's bytes.
-	c := request{ctx: context.Background(), method: method, id: id, query: b2s(ctx.URI().QueryString()),
+	c := request{ctx: context.Background(), method: method, id: id, query: b2s(query),
 		contentLength: int64(ctx.Request.Header.ContentLength()),
 		header:        (*fastHeaders)(&ctx.Request.Header), front: (*fastFront)(ctx)}
 	if c.contentLength < 0 {
