@@ -114,7 +114,7 @@ func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Log
 // of the event is its child.
 func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 	if f.tracer == nil {
-		return f.publish(ctx, rec.Received, viewMessage(rec))
+		return f.publish(ctx, rec.Handed, viewMessage(rec))
 	}
 	msg := toMessage(rec)
 	ctx, span := f.tracer.Start(ctx, f.sendSpan, trace.WithSpanKind(trace.SpanKindProducer))
@@ -124,7 +124,7 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 			attribute.String(attrOperationType, "send"), attribute.String(attrEventID, rec.EventID))
 	}
 	setTraceparent(&msg, span.SpanContext())
-	err := f.publish(ctx, rec.Received, msg)
+	err := f.publish(ctx, rec.Handed, msg)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "event not taken")
@@ -132,24 +132,28 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 	return err
 }
 
-// publish takes msg to Kafka or to the spool. received is when the call
-// was received (a zero time: now); the ack timeout counts from it.
-func (f *forwarder) publish(ctx context.Context, received time.Time, msg kafkasink.Message) error {
-	if received.IsZero() {
-		received = time.Now()
+// publish takes msg to Kafka or to the spool. handed is when it was
+// handed over (a zero time: now); the ack timeout counts from it.
+func (f *forwarder) publish(ctx context.Context, handed time.Time, msg kafkasink.Message) error {
+	if handed.IsZero() {
+		handed = time.Now()
 	}
 	if size := msg.Size(); size > f.kafka.MaxMessageBytes() {
 		return fmt.Errorf("%w: %d bytes, limit %d", intake.ErrTooLarge, size, f.kafka.MaxMessageBytes())
 	}
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			handed = time.Now() // after the wait for the spool's drain
+		}
 		failed := false
 		if !f.spooling.Load() {
-			err := f.kafka.WriteWithinFrom(ctx, received, f.cfg.ackTimeout, msg)
+			err := f.kafka.WriteWithinFrom(ctx, handed, f.cfg.ackTimeout, msg)
 			if err == nil {
-				// The call's time, not the acknowledgement's: the
-				// health check waits from it, a few milliseconds
-				// earlier, and no clock is read per event here.
-				f.upAt(received)
+				// The hand-over's time, not the acknowledgement's:
+				// the health check waits from it, a few
+				// milliseconds earlier, and no clock is read per
+				// event here.
+				f.upAt(handed)
 				f.m.toKafka.Inc()
 				if f.tracer != nil {
 					setPath(ctx, pathKafka)

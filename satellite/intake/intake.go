@@ -110,10 +110,10 @@ type Record struct {
 	Headers []Header
 	// Time is the event's creation time (created_ms).
 	Time time.Time
-	// Received is when the call was received, the clock reading Time
-	// comes from (monotonic, not rounded): the sink's ack timeout counts
-	// from it.
-	Received time.Time
+	// Handed is when the record was handed to the sink (a clock reading,
+	// monotonic): the sink's ack timeout counts from it, and a zero time
+	// stands for the time of the call to Publish.
+	Handed time.Time
 }
 
 // Header is one record header.
@@ -446,6 +446,9 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 	}
 
 	rec := in.record(c, wh, value, tenant, now)
+	// Not now, the call's start: the body may have been slow to come, or
+	// a concurrent delivery waited for; the ack timeout counts from here.
+	rec.Handed = time.Now()
 	// The caller hanging up does not stop the event: it may be accepted
 	// anyway, and the caller will retry (at least once). A context that
 	// cannot end (a fasthttp call's) is passed as it is.
@@ -526,12 +529,11 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	return Record{
 		// The id's bytes are never written again: the string shares
 		// the record's allocation instead of a copy.
-		EventID:  unsafe.String(&b[start], eventID-start),
-		Key:      tenant,
-		Value:    value,
-		Headers:  headers,
-		Time:     time.UnixMilli(now.UnixMilli()),
-		Received: now,
+		EventID: unsafe.String(&b[start], eventID-start),
+		Key:     tenant,
+		Value:   value,
+		Headers: headers,
+		Time:    time.UnixMilli(now.UnixMilli()),
 	}
 }
 
