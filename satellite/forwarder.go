@@ -22,9 +22,10 @@ import (
 // producer is what the forwarder needs of Kafka.
 type producer interface {
 	Write(ctx context.Context, msgs ...kafkasink.Message) error
-	// WriteWithin writes one record and waits at most timeout for its
-	// acknowledgement (no context and timer per call).
-	WriteWithin(ctx context.Context, timeout time.Duration, msg kafkasink.Message) error
+	// WriteWithinFrom writes one record and waits for its
+	// acknowledgement until timeout after start, a clock reading the
+	// caller just made (no context and timer per call).
+	WriteWithinFrom(ctx context.Context, start time.Time, timeout time.Duration, msg kafkasink.Message) error
 	Ping(ctx context.Context) error
 	MaxMessageBytes() int64
 }
@@ -112,10 +113,10 @@ func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Log
 // the event's traceparent header names that span: the engine's processing
 // of the event is its child.
 func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
-	msg := toMessage(rec)
 	if f.tracer == nil {
-		return f.publish(ctx, msg)
+		return f.publish(ctx, rec.Handed, viewMessage(rec))
 	}
+	msg := toMessage(rec)
 	ctx, span := f.tracer.Start(ctx, f.sendSpan, trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
 	if span.IsRecording() {
@@ -123,7 +124,7 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 			attribute.String(attrOperationType, "send"), attribute.String(attrEventID, rec.EventID))
 	}
 	setTraceparent(&msg, span.SpanContext())
-	err := f.publish(ctx, msg)
+	err := f.publish(ctx, rec.Handed, msg)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "event not taken")
@@ -131,17 +132,28 @@ func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
 	return err
 }
 
-// publish takes msg to Kafka or to the spool.
-func (f *forwarder) publish(ctx context.Context, msg kafkasink.Message) error {
+// publish takes msg to Kafka or to the spool. handed is when it was
+// handed over (a zero time: now); the ack timeout counts from it.
+func (f *forwarder) publish(ctx context.Context, handed time.Time, msg kafkasink.Message) error {
+	if handed.IsZero() {
+		handed = time.Now()
+	}
 	if size := msg.Size(); size > f.kafka.MaxMessageBytes() {
 		return fmt.Errorf("%w: %d bytes, limit %d", intake.ErrTooLarge, size, f.kafka.MaxMessageBytes())
 	}
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			handed = time.Now() // after the wait for the spool's drain
+		}
 		failed := false
 		if !f.spooling.Load() {
-			err := f.kafka.WriteWithin(ctx, f.cfg.ackTimeout, msg)
+			err := f.kafka.WriteWithinFrom(ctx, handed, f.cfg.ackTimeout, msg)
 			if err == nil {
-				f.up()
+				// The hand-over's time, not the acknowledgement's:
+				// the health check waits from it, a few
+				// milliseconds earlier, and no clock is read per
+				// event here.
+				f.upAt(handed)
 				f.m.toKafka.Inc()
 				if f.tracer != nil {
 					setPath(ctx, pathKafka)
@@ -413,8 +425,10 @@ func (f *forwarder) probe(ctx context.Context) bool {
 }
 
 // up records a successful write or check.
-func (f *forwarder) up() {
-	now := time.Now()
+func (f *forwarder) up() { f.upAt(time.Now()) }
+
+// upAt records a successful write or check at now.
+func (f *forwarder) upAt(now time.Time) {
 	f.lastWrite.Store(now.UnixNano())
 	if f.isUp.Load() {
 		return // every acknowledged event comes here: no lock

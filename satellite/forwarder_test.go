@@ -29,7 +29,7 @@ var _ producer = (*stubProducer)(nil)
 func (p *stubProducer) Write(ctx context.Context, msgs ...kafkasink.Message) error {
 	return p.write(ctx, msgs...)
 }
-func (p *stubProducer) WriteWithin(ctx context.Context, timeout time.Duration, msg kafkasink.Message) error {
+func (p *stubProducer) WriteWithinFrom(ctx context.Context, _ time.Time, timeout time.Duration, msg kafkasink.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return p.write(ctx, msg)

@@ -1,10 +1,13 @@
 package satellite
 
 import (
+	"bufio"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -653,5 +656,65 @@ func TestSatellite_TLS(t *testing.T) {
 	forwarded := testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathKafka)) + testutil.ToFloat64(s.fwd.m.forwarded.WithLabelValues(pathSpool))
 	if forwarded != 1 {
 		t.Errorf("%v events forwarded, want only the HTTPS one", forwarded)
+	}
+}
+
+// TestSatellite_SlowBody sends a call whose body comes after longer than the
+// ack timeout, and whose produce request the broker holds for a fifth of it:
+// its event still goes to Kafka, not to the spool, since the ack timeout
+// counts from when the event is handed to the sink, not from the call's
+// start (from which it would have passed while the request was held).
+func TestSatellite_SlowBody(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
+	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
+	s := start(t, cfg)
+	// The first call dials the broker and reads its metadata.
+	if status, body := s.post(t, "plain", "tok", `{}`, nil); status != 200 {
+		t.Fatalf("first call: %d %s", status, body)
+	}
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().SleepControl(func() { <-time.After(cfg.AckTimeout / 5) })
+		return nil, nil, false
+	})
+
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A body larger than what the server reads before it calls the
+	// handler, whose second half comes late.
+	body := `{"slow": "` + strings.Repeat("x", 64<<10) + `"}`
+	if _, err := fmt.Fprintf(conn, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: sat\r\nContent-Length: %d\r\n\r\n%s",
+		len(body), body[:len(body)/2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * cfg.AckTimeout) // the scenario: the rest of the body comes late
+	if _, err := io.WriteString(conn, body[len(body)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("slow call: %d", resp.StatusCode)
+	}
+	forwarded := map[string]float64{}
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "squall_forward_events_total" {
+			for _, m := range mf.GetMetric() {
+				forwarded[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if forwarded["kafka"] != 2 || forwarded["spool"] != 0 {
+		t.Fatalf("events forwarded by path %v, want 2 to Kafka and none spooled", forwarded)
 	}
 }

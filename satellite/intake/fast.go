@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -51,12 +52,49 @@ func FastRoute(path []byte) (id string, ok bool, err error) {
 // body is read only after the checks before it, and only up to its
 // webhook's limit.
 func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
+	in.serveFast(ctx, id, ctx.URI().QueryString())
+}
+
+// requestTarget returns the path and the query of the request of ctx as
+// sent, as ctx.URI() gives them (PathOriginal and QueryString), without
+// parsing the URI when the target is a plain origin-form one: a single
+// leading slash, no control byte and no fragment. The parse also copies
+// and normalizes the path, which no webhook call needs.
+func requestTarget(ctx *fasthttp.RequestCtx) (path, query []byte) {
+	raw := ctx.Request.Header.RequestURI()
+	if len(raw) > 1 && raw[0] == '/' && raw[1] != '/' {
+		q := -1
+		plain := true
+		for i, c := range raw {
+			if c < ' ' || c == 0x7f || c == '#' {
+				plain = false
+				break
+			}
+			if c == '?' && q < 0 {
+				q = i
+			}
+		}
+		if plain {
+			if q < 0 {
+				return raw, nil
+			}
+			return raw[:q], raw[q+1:]
+		}
+	}
+	u := ctx.URI()
+	return u.PathOriginal(), u.QueryString()
+}
+
+// serveFast is ServeFast with the call's raw query.
+func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 	start := time.Now()
 	method := http.MethodPost
 	if !ctx.IsPost() {
 		method = string(ctx.Method())
 	}
-	c := request{ctx: context.Background(), method: method, id: id, query: string(ctx.URI().QueryString()),
+	// The query is read only while the call is handled (for its token):
+	// no copy of the server's bytes.
+	c := request{ctx: context.Background(), method: method, id: id, query: b2s(query),
 		contentLength: int64(ctx.Request.Header.ContentLength()),
 		header:        (*fastHeaders)(&ctx.Request.Header), front: (*fastFront)(ctx)}
 	if c.contentLength < 0 {
@@ -74,7 +112,9 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 		if res.deduplicated {
 			resp.Header.Set(HeaderDeduplicated, "true")
 		}
-		resp.Header.Set("Squall-Event-Id", res.eventID)
+		// The name is already canonical: SetCanonical skips Set's copy
+		// and normalization of it.
+		resp.Header.SetCanonical(s2b(answerEventIDKey), s2b(res.eventID))
 		resp.Header.SetContentType("application/json")
 		resp.SetStatusCode(http.StatusOK)
 		resp.AppendBodyString(okPrefix)
@@ -83,6 +123,19 @@ func (in *Intake) ServeFast(ctx *fasthttp.RequestCtx, id string) {
 	}
 	in.finish(&c, span, start, &res)
 }
+
+// answerEventIDKey is the name of the answer's Squall-Event-Id field, in
+// canonical form.
+const answerEventIDKey = "Squall-Event-Id"
+
+// s2b returns the bytes of s without a copy; they must not be modified.
+// fasthttp copies the name and value of a header field it is given, and
+// only reads them.
+func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// b2s returns b as a string without a copy, for as long as b is not
+// modified: fasthttp's buffers of a call, while it is handled.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // fastHeaders are the header fields of a call on a fasthttp server. Values
 // are copied out of the server's buffers, which it reuses once the call is

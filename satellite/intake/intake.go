@@ -3,7 +3,6 @@ package intake
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -89,7 +90,8 @@ type Directory interface {
 // Sink takes accepted events.
 type Sink interface {
 	// Publish returns nil once rec is acknowledged by Kafka or durably
-	// spooled. Errors wrapping ErrSpoolFull, ErrTooLarge or ErrClosed
+	// spooled. rec is the sink's: it may keep its slices and the bytes of
+	// its strings, which the intake does not modify. Errors wrapping ErrSpoolFull, ErrTooLarge or ErrClosed
 	// choose the answer; any other error is a 503 UNAVAILABLE.
 	Publish(ctx context.Context, rec Record) error
 }
@@ -108,6 +110,10 @@ type Record struct {
 	Headers []Header
 	// Time is the event's creation time (created_ms).
 	Time time.Time
+	// Handed is when the record was handed to the sink (a clock reading,
+	// monotonic): the sink's ack timeout counts from it, and a zero time
+	// stands for the time of the call to Publish.
+	Handed time.Time
 }
 
 // Header is one record header.
@@ -131,12 +137,17 @@ type Intake struct {
 	tracer     trace.Tracer // nil: tracing off
 	bufs       sync.Pool
 	ids        eventIDs
+	random     randomSource
 
-	mu       sync.Mutex
-	closed   bool
-	inflight int
-	idle     chan struct{} // closed when closed and inflight is 0
+	// calls is the number of calls in progress, plus closedBit once
+	// closed: one atomic add per call in and out, no lock.
+	calls     atomic.Int64
+	idle      chan struct{} // closed when closed and no call is in progress
+	closeIdle sync.Once
 }
+
+// closedBit marks Intake.calls once the intake is closed.
+const closedBit = 1 << 62
 
 // New builds an Intake whose metrics are registered with reg (nil registers
 // nothing).
@@ -159,22 +170,23 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
 	logger = logger.With("component", "intake")
-	return &Intake{
+	in := &Intake{
 		cfg:        cfg,
 		dir:        dir,
 		sink:       sink,
 		logger:     logger,
 		clientErrs: httpguard.NewClientErrors(logger, 0),
-		m:          m,
 		tracer:     tracing.Tracer(cfg.TracerProvider, "satellite/intake"),
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		idle:       make(chan struct{}),
-	}, nil
+	}
+	m, err := newMetrics(reg, func() float64 { return float64(in.calls.Load() &^ closedBit) })
+	if err != nil {
+		return nil, err
+	}
+	in.m = m
+	return in, nil
 }
 
 // request is a webhook call as the intake's core sees it, whichever HTTP
@@ -184,7 +196,8 @@ type request struct {
 	// ctx is the call's context; it carries the call's span when tracing.
 	ctx    context.Context
 	method string
-	// id is the {id} of the path, and query the raw query string.
+	// id is the {id} of the path, and query the raw query string (which
+	// may be the server's bytes: nothing keeps it past the call).
 	id, query string
 	// contentLength is the body's declared length, -1 when unknown
 	// (chunked).
@@ -227,6 +240,10 @@ type result struct {
 	known bool
 	// wh is the webhook, when known.
 	wh *webhooks.Webhook
+	// counters are the webhook's cached counters once a call used them
+	// (its first token verified, or its event accepted): looked up once
+	// per call, and only then, as before (they make the series).
+	counters *webhookCounters
 	// eventID is the event's id (200 answers).
 	eventID string
 	// deduplicated reports a repeated delivery (200, Squall-Deduplicated).
@@ -278,7 +295,10 @@ func (in *Intake) finish(c *request, span trace.Span, start time.Time, res *resu
 		}
 	}
 	if res.known && status == http.StatusOK {
-		in.m.webhook(label).ok.Inc()
+		if res.counters == nil {
+			res.counters = in.m.webhook(label)
+		}
+		res.counters.ok.Inc()
 	} else {
 		in.m.requests.WithLabelValues(label, statusLabel(status)).Inc()
 	}
@@ -316,8 +336,6 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
 	}
 	defer in.leave()
-	in.m.inflight.Inc()
-	defer in.m.inflight.Dec()
 
 	wh := in.dir.Lookup(c.id)
 	if wh == nil {
@@ -345,7 +363,12 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		}
 		return res, &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, message: msg, reason: ReasonToken}
 	}
-	in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	if tokenIndex == 0 {
+		res.counters = in.m.webhook(wh.ID)
+		res.counters.token0.Inc()
+	} else {
+		in.m.credentialVerified(wh.ID, credentialToken, tokenIndex)
+	}
 	if err := in.checkRate(wh, client, now); err != nil {
 		return res, err
 	}
@@ -423,6 +446,9 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 	}
 
 	rec := in.record(c, wh, value, tenant, now)
+	// Not now, the call's start: the body may have been slow to come, or
+	// a concurrent delivery waited for; the ack timeout counts from here.
+	rec.Handed = time.Now()
 	// The caller hanging up does not stop the event: it may be accepted
 	// anyway, and the caller will retry (at least once). A context that
 	// cannot end (a fasthttp call's) is passed as it is.
@@ -434,9 +460,14 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		return res, in.sinkError(err)
 	}
 	if claim != nil {
-		claim.Commit(rec.EventID, now.Add(wh.Dedupe.Window))
+		// A copy: the id alone is remembered, not the record's buffer
+		// it shares.
+		claim.Commit(strings.Clone(rec.EventID), now.Add(wh.Dedupe.Window))
 	}
-	in.m.webhook(wh.ID).accepted.Inc()
+	if res.counters == nil {
+		res.counters = in.m.webhook(wh.ID)
+	}
+	res.counters.accepted.Inc()
 	res.eventID = rec.EventID
 	return res, nil
 }
@@ -472,7 +503,7 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	b := value[len(value):] // empty, with the spare capacity
 	value = value[:len(value):len(value)]
 	var random [randomLen]byte
-	rand.Read(random[:])
+	in.random.read(random[:])
 	headers := make([]Header, 0, 5)
 	start := len(b)
 	b = in.ids.appendNew(b, now, random[:8])
@@ -496,7 +527,9 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	}
 	headers = append(headers, Header{HeaderWebhook, b[webhook-len(wh.ID) : webhook : webhook]}, Header{HeaderSource, b[webhook:len(b):len(b)]})
 	return Record{
-		EventID: string(b[start:eventID]),
+		// The id's bytes are never written again: the string shares
+		// the record's allocation instead of a copy.
+		EventID: unsafe.String(&b[start], eventID-start),
 		Key:     tenant,
 		Value:   value,
 		Headers: headers,
@@ -541,22 +574,17 @@ func (in *Intake) logAnswer(c *request, e *apiError) {
 
 // enter counts a call in, unless the intake is closed.
 func (in *Intake) enter() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.closed {
+	if in.calls.Add(1)&closedBit != 0 {
+		in.leave()
 		return false
 	}
-	in.inflight++
 	return true
 }
 
 // leave counts a call out.
 func (in *Intake) leave() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.inflight--
-	if in.closed && in.inflight == 0 {
-		close(in.idle)
+	if in.calls.Add(-1) == closedBit {
+		in.closeIdle.Do(func() { close(in.idle) })
 	}
 }
 
@@ -565,13 +593,8 @@ func (in *Intake) leave() {
 // calls not yet logged is logged now.
 func (in *Intake) Close() {
 	in.clientErrs.Close()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if !in.closed {
-		in.closed = true
-		if in.inflight == 0 {
-			close(in.idle)
-		}
+	if in.calls.Or(closedBit) == 0 { // open, no call in progress
+		in.closeIdle.Do(func() { close(in.idle) })
 	}
 }
 
@@ -595,7 +618,7 @@ func (in *Intake) Drain(ctx context.Context) error {
 // queryToken returns the value of the token query parameter and the number
 // of times it is given, as the URL's parsed query would have it.
 func queryToken(q string) (string, int) {
-	if strings.ContainsAny(q, "%+;") || strings.Count(q, "&") >= 100 {
+	if !simpleQuery(q) {
 		// Escapes, separators url.ParseQuery refuses, many parameters:
 		// leave them to it.
 		values, _ := url.ParseQuery(q)
@@ -617,6 +640,21 @@ func queryToken(q string) (string, int) {
 		}
 	}
 	return token, n
+}
+
+// simpleQuery reports whether q has no escape, no separator
+// url.ParseQuery refuses and fewer than 100 parameters, in one pass over it.
+func simpleQuery(q string) bool {
+	amps := 0
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case '%', '+', ';':
+			return false
+		case '&':
+			amps++
+		}
+	}
+	return amps < 100
 }
 
 // statusLabel is the code label of an answer.

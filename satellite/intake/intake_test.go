@@ -462,6 +462,9 @@ func TestIntake_Drain(t *testing.T) {
 		first := make(chan answer, 1)
 		go func() { first <- call(t, srv.Client(), "POST", url, strings.NewReader(`{}`), nil) }()
 		<-sink.entered
+		if n := testutil.ToFloat64(in.m.inflight); n != 1 {
+			t.Fatalf("in flight: %v, want 1", n)
+		}
 
 		// Closed: new calls are refused, the call in progress goes on.
 		in.Close()
@@ -481,6 +484,9 @@ func TestIntake_Drain(t *testing.T) {
 		}
 		if err := <-drained; err != nil {
 			t.Fatal(err)
+		}
+		if n := testutil.ToFloat64(in.m.inflight); n != 0 {
+			t.Fatalf("in flight after the drain: %v, want 0", n)
 		}
 		done, stop := context.WithCancel(context.Background())
 		stop()

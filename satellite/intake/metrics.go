@@ -12,7 +12,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
-	inflight prometheus.Gauge
+	inflight prometheus.GaugeFunc
 	// refused counts refused calls of known webhooks by reason.
 	refused *prometheus.CounterVec
 	// credentials counts the token and secret entries that verified.
@@ -71,8 +71,8 @@ func (m *metrics) credentialVerified(webhook, kind string, index int) {
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
-// registers nothing.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// registers nothing. inflight returns the number of calls in progress.
+func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_intake_requests_total",
@@ -84,10 +84,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// 100µs to ~3.3s.
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+		inflight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "squall_intake_in_flight_requests",
 			Help: "Webhook calls being handled.",
-		}),
+		}, inflight),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_intake_refused_total",
 			Help: "Calls of a known webhook refused, by webhook id and reason (token, signature, timestamp, address, rate, size, delivery_id).",

@@ -88,13 +88,14 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 			if refuseFraming(ctx) {
 				return
 			}
-			id, ok, err := FastRoute(ctx.URI().PathOriginal())
+			path, query := requestTarget(ctx)
+			id, ok, err := FastRoute(path)
 			switch {
 			case err != nil:
 				answerText(ctx, http.StatusBadRequest, "") // as net/http
 				ctx.SetConnectionClose()
 			case ok:
-				in.ServeFast(ctx, id)
+				in.serveFast(ctx, id, query)
 			default:
 				// No other route reads a body: keep the adaptor from
 				// reading it whole. The server drains or closes.

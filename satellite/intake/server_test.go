@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
 
 // rawAnswer is an answer read off a raw connection.
@@ -336,5 +337,27 @@ func TestHTTP11Only(t *testing.T) {
 	}
 	if len(cfg.NextProtos) != 2 || len(inner.NextProtos) != 2 {
 		t.Fatal("the caller's configurations changed")
+	}
+}
+
+// TestRequestTarget checks that the path and query a call's target is
+// split into without parsing its URI are those fasthttp's parse gives.
+func TestRequestTarget(t *testing.T) {
+	t.Parallel()
+	for _, target := range []string{
+		"/engine/webhook/event/x?token=a", "/engine/webhook/event/x", "/", "/p?", "/p?q?r", "/p?a=1&b=%20",
+		"/a%2Fb/c?token=t", "/a?b#c", "/a#c?d", "//x/y?q", "http://h/p?q", "/p\x01?q", "/p?q\x7f", "/./../p?q",
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetHost("h")
+		ctx.Request.Header.SetRequestURI(target)
+		path, query := requestTarget(&ctx)
+		var want fasthttp.RequestCtx
+		want.Request.Header.SetHost("h")
+		want.Request.Header.SetRequestURI(target)
+		u := want.URI()
+		if string(path) != string(u.PathOriginal()) || string(query) != string(u.QueryString()) {
+			t.Errorf("%q: path %q query %q, want %q and %q", target, path, query, u.PathOriginal(), u.QueryString())
+		}
 	}
 }

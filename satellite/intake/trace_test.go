@@ -119,6 +119,7 @@ func TestQueryToken(t *testing.T) {
 var queryTokenSeeds = []string{
 	"token=tok", "", "token", "token=", "a=1&token=tok&b=2", "token=a&token=b", "token=a%20b", "tok%65n=x",
 	"token=a+b", "token=x;y=1", "token=%zz&token=ok", "&&token=t&", "=token", "token==x", "TOKEN=x",
+	strings.Repeat("a=1&", 99) + "token=x", strings.Repeat("a=1&", 100) + "token=x",
 }
 
 func checkQueryToken(t *testing.T, q string) {
@@ -136,4 +137,29 @@ func FuzzQueryToken(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(checkQueryToken)
+}
+
+func TestRandomSource(t *testing.T) {
+	// Every piece is fresh: no piece of 8 bytes repeats and none is all
+	// zeros, within a generator and across generators.
+	var s randomSource
+	seen := map[[8]byte]bool{}
+	check := func(src *randomSource) {
+		for range 1000 {
+			var p [8]byte
+			src.read(p[:])
+			if p == ([8]byte{}) || seen[p] {
+				t.Fatalf("piece %x given twice or not filled", p)
+			}
+			seen[p] = true
+		}
+	}
+	check(&s)
+	var other randomSource // a new generator, its own seed
+	check(&other)
+	var big [randomLen]byte
+	s.read(big[:])
+	if big == ([randomLen]byte{}) {
+		t.Fatal("not filled")
+	}
 }

@@ -481,7 +481,7 @@ func (s *Sink) produceOnce(ctx context.Context, batches []partitionBatch) {
 		setAll(fmt.Errorf("kafka produce: unexpected response %T", res))
 		return
 	}
-	setAll(fmt.Errorf("kafka produce: %w", protocol.ErrNoPartition)) // unless answered below
+	setAll(errNotAnswered) // unless answered below
 	for _, t := range resp.Topics {
 		if t.Topic != s.cfg.Topic {
 			continue
@@ -495,6 +495,10 @@ func (s *Sink) produceOnce(ctx context.Context, batches []partitionBatch) {
 		}
 	}
 }
+
+// errNotAnswered is the error of a partition the produce response does not
+// name. One value for all: no error is made per request while all is well.
+var errNotAnswered = fmt.Errorf("kafka produce: %w", protocol.ErrNoPartition)
 
 // rawRequest builds an uncompressed produce request whose record batches
 // are encoded here (appendRecordBatch), in one buffer: kafka-go encodes a

@@ -248,12 +248,19 @@ func (s *Sink) Write(ctx context.Context, msgs ...Message) error {
 // sent, is dropped. The satellite writes each event with it: one timer per
 // broker serves all the writes waiting, rather than one per call.
 func (s *Sink) WriteWithin(ctx context.Context, timeout time.Duration, m Message) error {
+	return s.WriteWithinFrom(ctx, time.Now(), timeout, m)
+}
+
+// WriteWithinFrom is WriteWithin with the timeout counted from start, a
+// clock reading the caller made just before (the satellite's handler reads
+// the clock once per call and passes that reading along).
+func (s *Sink) WriteWithinFrom(ctx context.Context, start time.Time, timeout time.Duration, m Message) error {
 	size := m.Size()
 	if size > s.cfg.MaxMessageBytes {
 		s.m.messages.WithLabelValues(resultRejected).Inc()
 		return fmt.Errorf("%w: record of %d bytes is over the %d-byte limit", ErrRejected, size, s.cfg.MaxMessageBytes)
 	}
-	now := time.Now().UnixNano()
+	now := start.UnixNano()
 	l, err := s.partitionLayout(ctx, timeout, now)
 	if err != nil {
 		s.m.messages.WithLabelValues(resultError).Inc()

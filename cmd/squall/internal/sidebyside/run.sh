@@ -40,7 +40,11 @@
 # folder for the binaries, logs and JSON summaries; default a new temporary
 # one). BASELINE_SQUALL names another squall binary (an older version): its
 # satellite (and engine) then run as a fourth target ("before"), in the same
-# rounds, for before/after figures. SATELLITE_GOGC sets GOGC for the
+# rounds, for before/after figures; ALONGSIDE=N then adds N rounds in
+# which the satellite and before are loaded at the same time, each by its
+# own load generator (CONNECTIONS connections each), and prints each one's
+# CPU per answer and their ratio per round (the neighbours' load weighs on
+# both alike), with the broker's CPU per answer of both. SATELLITE_GOGC sets GOGC for the
 # satellite under test only (unset, it runs with its own default, GOGC=400,
 # as users run it). SATELLITE_ARGS are more flags for the satellite under
 # test only (e.g. "--kafka-compression lz4"). PROFILE_SATELLITE=1 records a CPU profile of the satellite with perf
@@ -64,6 +68,7 @@ ENGINE_ROUNDS=${ENGINE_ROUNDS:-3}
 WORKERS=${WORKERS:-}
 PARTS=${PARTS:-intake engine}
 TENANTS=${TENANTS:-1}
+ALONGSIDE=${ALONGSIDE:-0}
 CPU_PROFILES=${CPU_PROFILES:-}
 [[ -z $CPU_PROFILES ]] || mkdir -p "$CPU_PROFILES"
 # profile_args NAME: the --cpu-profile flag of the squall under test's
@@ -294,9 +299,34 @@ JSON
 		echo "before: satellite/before req/s $(median <"$OUT/ratio-before"), p99 $(median <"$OUT/ratio-p99-before");" \
 			"CPU per request before $(median <"$OUT/cpu-before") us"
 		batches+=", before $(records_per_request "${url[before]%%/engine/*}")"
-		stop "${pid_of[before]}"
 	fi
 	echo "records per produce request (all rounds): $batches"
+	if [[ -n ${BASELINE_SQUALL:-} ]] && ((ALONGSIDE > 0)); then
+		# Both satellites loaded at the same time, each by its own load
+		# generator: the neighbours' load weighs on both alike.
+		echo
+		echo "alongside: $ALONGSIDE rounds of $DURATION, the satellite and before loaded at the same time"
+		printf '%-6s %14s %16s %11s %13s %7s %13s\n' round satellite-req/s satellite-us/req before-req/s before-us/req ratio broker-us/req
+		for r in $(seq "$ALONGSIDE"); do
+			s0=$(cpu "$sat_pid") o0=$(cpu "${pid_of[before]}") b0=$(cpu "${pids[0]}")
+			load satellite "$OUT/along-$r-satellite.json" "$OUT/along-$r-satellite.progress" &
+			lp1=$!
+			load before "$OUT/along-$r-before.json" "$OUT/along-$r-before.progress" &
+			lp2=$!
+			wait "$lp1"
+			wait "$lp2"
+			s1=$(cpu "$sat_pid") o1=$(cpu "${pid_of[before]}") b1=$(cpu "${pids[0]}")
+			sa=$(field "$OUT/along-$r-satellite.json" answered) oa=$(field "$OUT/along-$r-before.json" answered)
+			sc=$(awk -v a="$s0" -v b="$s1" -v n="$sa" 'BEGIN {print (b-a)*1e6/n}')
+			oc=$(awk -v a="$o0" -v b="$o1" -v n="$oa" 'BEGIN {print (b-a)*1e6/n}')
+			awk -v s="$sc" -v o="$oc" 'BEGIN {print s/o}' >>"$OUT/along-ratio"
+			printf '%-6s %14.0f %16.2f %11.0f %13.2f %7.3f %13.2f\n' "$r" "$(field "$OUT/along-$r-satellite.json" throughput)" "$sc" \
+				"$(field "$OUT/along-$r-before.json" throughput)" "$oc" "$(tail -n1 "$OUT/along-ratio")" \
+				"$(awk -v a="$b0" -v b="$b1" -v n="$((sa + oa))" 'BEGIN {print (b-a)*1e6/n}')"
+		done
+		echo "alongside: median of the rounds' satellite/before CPU per request $(median <"$OUT/along-ratio")"
+	fi
+	[[ -z ${BASELINE_SQUALL:-} ]] || stop "${pid_of[before]}"
 	stop "$sat_pid"
 fi
 
