@@ -7,7 +7,7 @@ import (
 )
 
 // A stored finding (a by_uid value) is in one of two forms
-// (docs/decisions.md decision 50):
+// (docs/decisions.md decision 49):
 //
 //   - JSON of findingRecord (state file formats 2 to 4, still read, and
 //     still written for a record holding a string that is not valid
