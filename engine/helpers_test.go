@@ -24,11 +24,11 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/mastertest"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 const (

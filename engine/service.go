@@ -19,8 +19,8 @@ import (
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
-	"github.com/squallhq/squall/webhooks/httpguard"
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // Log attribute keys.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // HeaderTraceparent and HeaderTracestate are the Kafka headers carrying

@@ -16,7 +16,7 @@ import (
 
 	"github.com/squallhq/squall/master/store"
 
-	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // Config configures a master node. Start from Default.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
-	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // TestServer_SlowBodies is the slow-body attack: many connections send a

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // HeaderForwardedBy marks a request forwarded to the leader: its value is

@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/jsonlimit"
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/httpguard"
-	"github.com/squallhq/squall/webhooks/jsonlimit"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Error codes of the master's own endpoints (docs/decisions.md decision 16).

@@ -21,8 +21,8 @@ import (
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 
-	"github.com/squallhq/squall/webhooks/httpguard"
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // Server is one master node: the replicated store, the HTTP API that

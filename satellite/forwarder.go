@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/satellite/spool"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // producer is what the forwarder needs of Kafka.

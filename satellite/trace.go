@@ -6,9 +6,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Span attribute keys (OpenTelemetry semantic conventions, and squall.*).

@@ -18,13 +18,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // devOptions are the settings of squall dev.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 func newEngineCommand() *cobra.Command {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // newLogger returns the JSON logger of a role writing to w at the level

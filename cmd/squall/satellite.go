@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/tlscert"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 func newSatelliteCommand() *cobra.Command {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel"
 
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // envAnnotation is the flag annotation naming a flag's environment

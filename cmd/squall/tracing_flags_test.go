@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // TestTracingOptions reads the tracing settings from flags and the

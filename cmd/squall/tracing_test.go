@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/webhooks/tracing/tracingtest"
+	"github.com/squallhq/squall/internal/tracing/tracingtest"
 )
 
 // TestTracing follows one webhook call through a real `squall satellite`

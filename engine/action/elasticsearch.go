@@ -26,7 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/tree"
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // elasticsearchExecutor indexes one document per action (Tornado's

@@ -8,9 +8,9 @@ import (
 	"slices"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // scope authenticates the request and picks its authorization (param_auth),

@@ -14,10 +14,10 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/httpguard"
-	"github.com/squallhq/squall/webhooks/jsonlimit"
 )
 
 // Store is the replicated state the API reads and changes.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 func (a *API) listDrafts(_ http.ResponseWriter, r *http.Request) (any, error) {

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/httpguard"
 )
 
 // Store is the replicated state the API reads and changes.

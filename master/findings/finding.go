@@ -16,8 +16,8 @@ import (
 
 	sjson "github.com/segmentio/encoding/json"
 
+	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/master/store"
-	"github.com/squallhq/squall/webhooks/jsonlimit"
 )
 
 // FindingType is the finding_type of credential findings.

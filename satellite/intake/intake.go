@@ -21,12 +21,12 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/ratelimit"
 	"github.com/squallhq/squall/webhooks"
-	"github.com/squallhq/squall/webhooks/httpguard"
 	"github.com/squallhq/squall/webhooks/signing"
-	"github.com/squallhq/squall/webhooks/tracing"
 )
 
 // Pattern is the http.ServeMux pattern of the webhook endpoint.

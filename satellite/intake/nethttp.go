@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/webhooks/httpguard"
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 var _ http.Handler = (*Intake)(nil)

@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/webhooks/tracing"
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // randomLen is the random bytes one event needs: 8 for its id, 16 for a

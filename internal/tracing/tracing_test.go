@@ -12,8 +12,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/webhooks/tracing"
-	"github.com/squallhq/squall/webhooks/tracing/tracingtest"
+	"github.com/squallhq/squall/internal/tracing"
+	"github.com/squallhq/squall/internal/tracing/tracingtest"
 )
 
 func TestNew_off(t *testing.T) {
