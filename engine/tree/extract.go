@@ -333,7 +333,8 @@ func (toNumber) apply(_ *scope, v any) (any, error) {
 		if i, err := strconv.ParseInt(x, 10, 64); err == nil {
 			return json.Number(strconv.FormatInt(i, 10)), nil
 		}
-		if u, err := strconv.ParseUint(x, 10, 64); err == nil {
+		// Rust's unsigned parser, which Tornado uses, takes one leading +.
+		if u, err := strconv.ParseUint(strings.TrimPrefix(x, "+"), 10, 64); err == nil {
 			return json.Number(strconv.FormatUint(u, 10)), nil
 		}
 		if t := strings.TrimLeft(x, "+-"); strings.HasPrefix(t, "0x") || strings.HasPrefix(t, "0X") || strings.Contains(x, "_") {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/squallhq/squall/config"
 )
@@ -105,7 +106,27 @@ func opNotEquals(a, b any, aok, bok bool) bool { return !opEquals(a, b, aok, bok
 func opEqualsIgnoreCase(a, b any, aok, bok bool) bool {
 	x, ok1 := a.(string)
 	y, ok2 := b.(string)
-	return aok && bok && ok1 && ok2 && strings.EqualFold(x, y)
+	return aok && bok && ok1 && ok2 && sameLowercase(x, y)
+}
+
+// sameLowercase reports whether two strings have the same lowercase form,
+// which is how Tornado ignores case. Unicode case folding says more
+// strings are equal ("ſ" and "s", "K" and the Kelvin sign): it is used
+// only where the two agree, on ASCII.
+func sameLowercase(x, y string) bool {
+	if isASCII(x) && isASCII(y) {
+		return strings.EqualFold(x, y)
+	}
+	return strings.ToLower(x) == strings.ToLower(y)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func opContains(a, b any, aok, bok bool) bool {
@@ -142,13 +163,13 @@ func opContainsIgnoreCase(a, b any, aok, bok bool) bool {
 		return strings.Contains(strings.ToLower(x), strings.ToLower(y))
 	case []any:
 		for _, e := range x {
-			if s, ok := e.(string); ok && strings.EqualFold(s, y) {
+			if s, ok := e.(string); ok && sameLowercase(s, y) {
 				return true
 			}
 		}
 	case map[string]any:
 		for k := range x {
-			if strings.EqualFold(k, y) {
+			if sameLowercase(k, y) {
 				return true
 			}
 		}

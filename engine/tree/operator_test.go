@@ -97,6 +97,12 @@ func TestOperators(t *testing.T) {
 		{"equalsIgnoreCase numbers", bin("equalsIgnoreCase", raw("9"), raw("9")), `{}`, false},
 		{"equalsIgnoreCase numeric texts", bin("equalsIgnoreCase", "12", "12"), `{}`, true},
 		{"equalsIgnoreCase array", bin("equalsIgnoreCase", raw(`["one"]`), "one"), `{}`, false},
+		// Case is ignored by comparing lowercase forms, as Tornado does:
+		// Unicode folding would also equate the long s with s.
+		{"equalsIgnoreCase lowercase forms", bin("equalsIgnoreCase", "Straße", "STRAßE"), `{}`, true},
+		{"equalsIgnoreCase long s is not s", bin("equalsIgnoreCase", "ſ", "s"), `{}`, false},
+		{"containsIgnoreCase long s in an array", bin("containsIgnoreCase", raw(`["ſ"]`), "S"), `{}`, false},
+		{"containsIgnoreCase long s as a key", bin("containsIgnoreCase", raw(`{"ſ":1}`), "s"), `{}`, false},
 		{"equalsIgnoreCase texts", bin("equalsIgnoreCase", "${event.payload.s}", "warning"), `{"s":"WaRnInG"}`, true},
 		{"regex", `{"type":"regex","regex":"^10\\.0\\.","target":"${event.payload.ip}"}`, `{"ip":"10.0.62.7"}`, true},
 		{"regex unanchored", `{"type":"regex","regex":"0\\.62","target":"${event.payload.ip}"}`, `{"ip":"10.0.62.7"}`, true},

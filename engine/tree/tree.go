@@ -232,25 +232,23 @@ func (cc *compiler) rule(rulesetPos string, cr *config.Rule, r *rule) error {
 
 // own copies into the rule the parts of its condition that are its own:
 // an AND of at most two conditions, and its string equality.
+//
+// Conditions are interfaces whose dynamic types include slices (andCond,
+// orCond): they are told apart by type, never compared with ==.
 func (r *rule) own(c cond) cond {
-	own := func(c cond) cond {
-		if eq, ok := c.(*equalsString); ok {
-			r.eq = *eq
-			return &r.eq
-		}
-		return c
+	if eq, ok := c.(*equalsString); ok {
+		r.eq = *eq
+		return &r.eq
 	}
 	and, ok := c.(andCond)
-	if !ok {
-		return own(c)
-	}
-	if len(and) > len(r.where2) {
+	if !ok || len(and) > len(r.where2) {
 		return c
 	}
 	n := copy(r.where2[:], and)
 	for i, x := range r.where2[:n] {
-		if y := own(x); y != x {
-			r.where2[i] = y
+		if eq, ok := x.(*equalsString); ok {
+			r.eq = *eq
+			r.where2[i] = &r.eq
 			break
 		}
 	}

@@ -478,6 +478,7 @@ func TestTree_extractors(t *testing.T) {
 		{"to number float", "3.14", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, `3.14`},
 		{"to number exponent is a float", "1e3", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, `1000.0`},
 		{"to number plus", "+5", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, `5`},
+		{"to number plus the largest unsigned", "+18446744073709551615", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, `18446744073709551615`},
 		{"to number NaN is null", "NaN", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, `null`},
 		{"to number space", " 12", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, ``},
 		{"to number text", "something", `{"match":".*","group_match_idx":0}`, `[{"type":"ToNumber"}]`, ``},
