@@ -19,6 +19,7 @@ import (
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/internal/tracing"
 )
 
@@ -28,7 +29,8 @@ const (
 	HeaderEventID = "squall-event-id"
 	// HeaderError is the reason a record was dead-lettered.
 	HeaderError = "squall-error"
-	// HeaderErrorStage is where it failed: "decode" or "action".
+	// HeaderErrorStage is where it failed: "decode", "evaluate" or
+	// "action".
 	HeaderErrorStage = "squall-error-stage"
 	// HeaderErrorActions lists the actions that failed, as
 	// "index:id" separated by commas (index in the event's actions).
@@ -427,11 +429,20 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			}
 		}
 	}
-	var actions []tree.Action
-	if s.tracer != nil {
-		actions = s.evaluate(ctx, tv, ev, (*buf)[:0])
-	} else {
-		actions = tv.tree.Actions(ev, (*buf)[:0])
+	actions, perr := s.evaluateContained(ctx, tv, ev, (*buf)[:0])
+	if perr != nil {
+		s.contained(ctx, m, id, panicEvaluate, perr)
+		if span != nil {
+			span.SetStatus(codes.Error, "evaluating the event panicked")
+		}
+		if !s.deadLetter(ctx, m, id, tv.index, failEvaluate, "evaluating the event panicked: "+perr.Error(), "") {
+			return false
+		}
+		s.m.failed.WithLabelValues(failEvaluate).Inc()
+		if keyed {
+			s.dedupe.addKey(key)
+		}
+		return true
 	}
 	if len(id) > 0 && len(actions) > 0 {
 		// The executors derive their idempotency keys from it.
@@ -448,7 +459,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		if wb != nil {
 			wb.Index = i
 		}
-		if err := s.actions.Run(ctx, a); err != nil {
+		if err := s.runAction(ctx, m, id, a); err != nil {
 			if ctx.Err() != nil {
 				clear(actions)
 				return false
@@ -480,6 +491,40 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			slog.Uint64(logKeyTreeIndex, tv.index), slog.Int(logKeyActions, n))...)
 	}
 	return true
+}
+
+// evaluateContained evaluates the event; a panic of the evaluator is
+// returned, contained to this event (decision 51).
+func (s *Service) evaluateContained(ctx context.Context, tv *treeVersion, ev *tree.Event, buf []tree.Action) (actions []tree.Action, perr *panics.Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr = panics.Recovered(v)
+		}
+	}()
+	if s.tracer != nil {
+		return s.evaluate(ctx, tv, ev, buf), nil
+	}
+	return tv.tree.Actions(ev, buf), nil
+}
+
+// runAction runs one action; a panic of its executor is a failure of this
+// action alone.
+func (s *Service) runAction(ctx context.Context, m *kafkasource.Message, id []byte, a tree.Action) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr := panics.Recovered(v)
+			s.contained(ctx, m, id, panicAction, perr)
+			err = perr
+		}
+	}()
+	return s.actions.Run(ctx, a)
+}
+
+// contained counts and logs, with its stack, a panic contained to one event.
+func (s *Service) contained(ctx context.Context, m *kafkasource.Message, id []byte, where string, perr *panics.Error) {
+	s.m.panics.WithLabelValues(where).Inc()
+	s.log.ErrorContext(ctx, "panic contained to one event", append(s.eventAttrs(m, id), slog.String("where", where),
+		slog.String("panic", fmt.Sprint(perr.Value)), slog.String("stack", string(perr.Stack)))...)
 }
 
 // eventAttrs are the log attributes of an event. With tracing off they

@@ -18,6 +18,16 @@ const (
 const (
 	failDecode = "decode"
 	failAction = "action"
+	// failEvaluate: evaluating the event against the tree panicked.
+	failEvaluate = "evaluate"
+)
+
+// Where a contained panic happened (squall_engine_panics_total).
+const (
+	panicEvaluate = "evaluate"
+	panicAction   = "action"
+	panicCompile  = "compile"
+	panicHTTP     = "http"
 )
 
 // metrics are the engine's Prometheus metrics.
@@ -42,6 +52,7 @@ type metrics struct {
 	treeIndex    prometheus.Gauge
 	treeUpdates  prometheus.Counter
 	compileFails prometheus.Counter
+	panics       *prometheus.CounterVec
 	watchErrors  prometheus.Counter
 	partitions   prometheus.Gauge
 	lag          *prometheus.GaugeVec
@@ -57,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_engine_events_failed_total",
-			Help: "Events sent to the dead-letter topic, by reason: decode (not an event) or action (an action failed past its retries).",
+			Help: "Events sent to the dead-letter topic, by reason: decode (not an event), evaluate (evaluating it panicked) or action (an action failed past its retries, or panicked).",
 		}, []string{"reason"}),
 		deduplicated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "squall_engine_events_deduplicated_total",
@@ -105,6 +116,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "squall_engine_tree_compile_failures_total",
 			Help: "Trees from the master refused because they did not decode or compile; the previous tree stays.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "squall_engine_panics_total",
+			Help: "Panics contained to the work that raised them, by where: evaluate (one event: dead-lettered), action (one action: failed, the event dead-lettered), compile (one tree: refused, the previous one stays), http (one request: answered 500). Each is logged with its stack.",
+		}, []string{"where"}),
 		watchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "squall_engine_watch_errors_total",
 			Help: "Failed tree-watch requests to the masters.",
@@ -128,10 +143,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.commit = m.stage.WithLabelValues(stageCommit)
 	m.failed.WithLabelValues(failDecode)
 	m.failed.WithLabelValues(failAction)
+	m.failed.WithLabelValues(failEvaluate)
+	for _, where := range []string{panicEvaluate, panicAction, panicCompile, panicHTTP} {
+		m.panics.WithLabelValues(where)
+	}
 	m.collectors = []prometheus.Collector{
 		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
 		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
-		m.watchErrors, m.partitions, m.lag, m.ready,
+		m.panics, m.watchErrors, m.partitions, m.lag, m.ready,
 	}
 	if reg == nil {
 		return m, nil

@@ -30,10 +30,18 @@ func (s *Service) readiness() (reasons, warnings []string) {
 		case last.index == 0:
 			reasons = append(reasons, "no tree deployed: the masters have no active tree yet (deploy a draft through the configuration API)")
 		default:
-			reasons = append(reasons, fmt.Sprintf("the active tree (index %d) did not compile: see squall_engine_tree_compile_failures_total and the log", last.index))
+			reason := fmt.Sprintf("the active tree (index %d) did not compile: see squall_engine_tree_compile_failures_total and the log", last.index)
+			if r := s.refused.Load(); r != nil && r.index == last.index {
+				reason = fmt.Sprintf("the active tree (index %d) was refused: %v", r.index, r.err)
+			}
+			reasons = append(reasons, reason)
 		}
 	} else if last != nil && last.err != nil {
 		warnings = append(warnings, watchProblem(last)+"; the current tree stays in use")
+	}
+	if r, cur := s.refused.Load(), s.current.Load(); r != nil && cur != nil && r.index > cur.index {
+		// Events still flow, with the last tree that compiled.
+		warnings = append(warnings, fmt.Sprintf("the active tree (index %d) was refused: %v; events are evaluated with the tree of index %d (squall_engine_tree_compile_failures_total)", r.index, r.err, cur.index))
 	}
 	a := s.Assignment()
 	switch {

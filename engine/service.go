@@ -20,6 +20,7 @@ import (
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/internal/tracing"
 )
 
@@ -61,7 +62,9 @@ type Service struct {
 	// masterClient is closed (idle connections) when Run ends, if ours.
 	masterClient *http.Client
 
-	current   atomic.Pointer[treeVersion]
+	current atomic.Pointer[treeVersion]
+	// refused is the latest tree refused, until a later one is installed.
+	refused   atomic.Pointer[refusal]
 	treeReady chan struct{} // closed when the first tree is installed
 	treeOnce  sync.Once
 
@@ -203,6 +206,9 @@ func New(cfg Config) (*Service, error) {
 // install swaps a new tree in.
 func (s *Service) install(tv treeVersion) {
 	old := s.current.Swap(&tv)
+	if r := s.refused.Load(); r != nil && r.index < tv.index {
+		s.refused.CompareAndSwap(r, nil)
+	}
 	s.m.treeIndex.Set(float64(tv.index))
 	s.m.treeUpdates.Inc()
 	attrs := []any{slog.Uint64(logKeyTreeIndex, tv.index)}
@@ -214,12 +220,25 @@ func (s *Service) install(tv treeVersion) {
 	s.updateReady()
 }
 
-// refuse logs a tree that does not compile; the current one stays.
+// refusal is a tree the engine refused.
+type refusal struct {
+	index uint64
+	err   error
+}
+
+// refuse records, counts and logs (once: the watcher reports each index
+// once) a tree that does not compile; the current one stays, and /readyz
+// and the fleet report say so until a later tree is installed.
 func (s *Service) refuse(index uint64, err error) {
 	s.m.compileFails.Inc()
+	s.refused.Store(&refusal{index: index, err: err})
 	attrs := []any{slog.Uint64(logKeyTreeIndex, index), slog.String(logKeyError, err.Error())}
 	if cur := s.current.Load(); cur != nil {
 		attrs = append(attrs, slog.Uint64("kept_index", cur.index))
+	}
+	if pe, ok := errors.AsType[*panics.Error](err); ok {
+		s.m.panics.WithLabelValues(panicCompile).Inc()
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
 	s.log.Error("tree refused: it does not compile; the current tree stays", attrs...)
 }
@@ -307,7 +326,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.addr.Store(&addr)
 		// Header, body and idle deadlines (the ops endpoints read no
 		// body, so a body deadline costs them nothing).
-		srv = httpguard.Timeouts{}.Server(s.mux)
+		srv = httpguard.Timeouts{}.Server(httpguard.Recover(s.mux, s.log, s.m.panics.WithLabelValues(panicHTTP)))
 		srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 		srvDone = make(chan struct{})
 		go func() {

@@ -5,14 +5,16 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Readiness returns Ready and, when the engine is not ready, why (the
-// reasons of /readyz). For the fleet heartbeat.
-func (s *Service) Readiness() (bool, []string) {
-	reasons, _ := s.readiness()
+// Readiness returns Ready, and the reasons and warnings of /readyz: why
+// the engine is not ready (none when it is), and what a ready engine wants
+// an operator to know (a refused tree, a failing tree watch). For the
+// fleet heartbeat.
+func (s *Service) Readiness() (ready bool, reasons, warnings []string) {
+	reasons, warnings = s.readiness()
 	if s.Ready() {
-		return true, nil
+		return true, nil, warnings
 	}
-	return false, reasons
+	return false, reasons, warnings
 }
 
 // ConsumerLag returns the lag of the assigned partitions, summed (the

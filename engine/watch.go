@@ -15,6 +15,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/panics"
 )
 
 // watchPath is the master's tree watch (master/watch.go).
@@ -143,12 +144,22 @@ func (w *watcher) run(ctx context.Context) {
 }
 
 // compileAnswer decodes and compiles a watch answer's export file.
-func compileAnswer(raw json.RawMessage) (*tree.Tree, error) {
+func compileAnswer(raw json.RawMessage) (*tree.Tree, error) { return compileWith(raw, tree.Compile) }
+
+// compileWith decodes an export file and compiles it with compile. A panic
+// while doing so is an error (a *panics.Error): one bad tree must not
+// take the engine down, which keeps its current tree (decision 51).
+func compileWith(raw json.RawMessage, compile func(*config.Node) (*tree.Tree, error)) (t *tree.Tree, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			t, err = nil, fmt.Errorf("compile tree: %w", panics.Recovered(v))
+		}
+	}()
 	ex, err := config.DecodeExport(raw)
 	if err != nil {
 		return nil, fmt.Errorf("decode tree: %w", err)
 	}
-	t, err := tree.Compile(ex.Node)
+	t, err = compile(ex.Node)
 	if err != nil {
 		return nil, fmt.Errorf("compile tree: %w", err)
 	}

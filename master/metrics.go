@@ -15,6 +15,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	forwarded   *prometheus.CounterVec
 	unavailable *prometheus.CounterVec
+	panics      prometheus.Counter
 }
 
 // Outcomes of forwarded requests.
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "squall_master_unavailable_responses_total",
 			Help: "503 answers, by error code (NO_LEADER during elections, LEADER_LOST, NOT_READY, UNAVAILABLE).",
 		}, []string{"code"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_master_http_panics_total",
+			Help: "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id.",
+		}),
 	}
 	// The series that alerts and dashboards query exist from the start, at
 	// 0, so that increase() and rate() see their first increment.
@@ -57,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, code := range []string{codeNoLeader, codeLeaderLost, codeNotReady, codeUnavailable} {
 		m.unavailable.WithLabelValues(code)
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable}
+	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable, m.panics}
 	for i, c := range m.collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range m.collectors[:i] {

@@ -347,13 +347,17 @@ func (s *Server) AddReadyCheck(name string, check func() error) error {
 }
 
 // Handler returns the server's HTTP handler: every route, mounted ones
-// included, behind Config.WrapHandler when set. Start serves it; tests may
-// serve it themselves.
+// included, behind Config.WrapHandler when set, and a handler's panic
+// answered 500 with a request id (httpguard.Recover). Start serves it;
+// tests may serve it themselves.
 func (s *Server) Handler() http.Handler {
+	var h http.Handler = http.HandlerFunc(s.serveHTTP)
 	if s.cfg.WrapHandler != nil {
-		return s.cfg.WrapHandler(http.HandlerFunc(s.serveHTTP))
+		h = s.cfg.WrapHandler(h)
 	}
-	return http.HandlerFunc(s.serveHTTP)
+	// Outermost, so that the routes WrapHandler adds (squall dev's intake
+	// and engine) are covered too.
+	return httpguard.Recover(h, s.logger, s.metrics.panics)
 }
 
 // Store returns the node's replicated store, for the API packages to

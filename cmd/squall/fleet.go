@@ -93,8 +93,8 @@ func satelliteReport(id, site string, st satellite.Status) fleet.Report {
 
 // engineReport is the heartbeat of an engine.
 func engineReport(id, site string, e *engine.Service) fleet.Report {
-	ready, reasons := e.Readiness()
-	r := fleet.Report{ID: id, Role: fleet.RoleEngine, Site: site, Version: versionString(), Ready: ready, Reasons: reasons}
+	ready, reasons, warnings := e.Readiness()
+	r := fleet.Report{ID: id, Role: fleet.RoleEngine, Site: site, Version: versionString(), Ready: ready, Reasons: reasons, Warnings: warnings}
 	if lag, ok := e.ConsumerLag(); ok {
 		r.ConsumerLag = &lag
 	}

@@ -10,8 +10,8 @@
 //     bound of bytes and time, so that clients that write the whole body
 //     before reading the answer see the answer rather than a broken pipe;
 //   - [ClientErrors] logs client errors (4xx) at debug level and a summary
-//     of them, by status and code, at most once per interval at info level.
-//
-// The package lives under webhooks/ because that folder is importable by
-// every role; it has nothing to do with webhook definitions.
+//     of them, by status and code, at most once per interval at info level;
+//   - [Recover] answers a handler's panic with a JSON 500 naming a request
+//     id, and logs the panic with its stack under that id: no request is
+//     ever answered by a dropped connection.
 package httpguard

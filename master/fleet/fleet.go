@@ -44,6 +44,9 @@ type Report struct {
 	Version string   `json:"version"`
 	Ready   bool     `json:"ready"`
 	Reasons []string `json:"reasons"`
+	// Warnings say what a member that works wants an operator to know
+	// (an engine that refused the active tree and runs the previous one).
+	Warnings []string `json:"warnings,omitempty"`
 	// ConsumerLag is an engine's lag in events, summed over its
 	// partitions; nil when unknown.
 	ConsumerLag *int64 `json:"consumer_lag"`
@@ -169,12 +172,15 @@ func (r *Report) Validate() error {
 		return &FieldError{"site", fmt.Sprintf("longer than %d bytes", maxText)}
 	case len(r.Version) > maxText:
 		return &FieldError{"version", fmt.Sprintf("longer than %d bytes", maxText)}
-	case len(r.Reasons) > maxReasons:
-		return &FieldError{"reasons", fmt.Sprintf("more than %d", maxReasons)}
 	}
-	for _, s := range r.Reasons {
-		if len(s) > maxText {
-			return &FieldError{"reasons", fmt.Sprintf("a reason longer than %d bytes", maxText)}
+	for field, list := range map[string][]string{"reasons": r.Reasons, "warnings": r.Warnings} {
+		if len(list) > maxReasons {
+			return &FieldError{field, fmt.Sprintf("more than %d", maxReasons)}
+		}
+		for _, s := range list {
+			if len(s) > maxText {
+				return &FieldError{field, fmt.Sprintf("an entry longer than %d bytes", maxText)}
+			}
 		}
 	}
 	for name, v := range map[string]*int64{"consumer_lag": r.ConsumerLag, "spool_depth": r.SpoolDepth, "webhooks_loaded": r.WebhooksLoaded} {

@@ -22,6 +22,8 @@ type metrics struct {
 	// deduplicated counts repeated deliveries answered with the first
 	// event's id, by webhook.
 	deduplicated *prometheus.CounterVec
+	// panics counts the requests whose handler panicked.
+	panics prometheus.Counter
 
 	// byWebhook caches, by webhook id, the counters every accepted call
 	// adds to (*webhookCounters), so that such a call looks up no label
@@ -74,6 +76,10 @@ func (m *metrics) credentialVerified(webhook, kind string, index int) {
 // registers nothing. inflight returns the number of calls in progress.
 func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, error) {
 	m := &metrics{
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_intake_http_panics_total",
+			Help: "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id.",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_intake_requests_total",
 			Help: "Webhook calls, by webhook id (empty when the id is unknown) and HTTP status.",
@@ -108,7 +114,7 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, e
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.refused, m.credentials, m.accepted, m.deduplicated}
+	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range collectors[:i] {

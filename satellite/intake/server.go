@@ -15,8 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // ServerConfig configures [Intake.NewServer]. Zero durations and sizes take
@@ -84,7 +87,7 @@ func (in *Intake) NewServer(fallback http.Handler, cfg ServerConfig) *fasthttp.S
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			// fasthttp does not recover a handler's panic: it would stop
 			// the process. net/http logs it and closes the connection.
-			defer recoverPanic(ctx, logger)
+			defer recoverPanic(ctx, logger, in.m.panics)
 			if refuseFraming(ctx) {
 				return
 			}
@@ -187,16 +190,25 @@ func refuseFraming(ctx *fasthttp.RequestCtx) bool {
 	return true
 }
 
-// recoverPanic, deferred by a handler, turns its panic into a logged error
-// and a 500 answer after which the connection closes.
-func recoverPanic(ctx *fasthttp.RequestCtx, logger *slog.Logger) {
+// recoverPanic, deferred by a handler, turns its panic into a JSON 500
+// naming a request id (as httpguard.Recover answers on net/http), a log
+// line with the panic and its stack under that id, and a count; the
+// connection then closes.
+func recoverPanic(ctx *fasthttp.RequestCtx, logger *slog.Logger, panics prometheus.Counter) {
 	v := recover()
 	if v == nil {
 		return
 	}
-	logger.Error("panic serving a request", "remote", ctx.RemoteAddr().String(), "panic", fmt.Sprint(v),
+	id := httpguard.NewRequestID()
+	panics.Inc()
+	logger.Error("panic serving a request", "request_id", id, "remote", ctx.RemoteAddr().String(), "panic", fmt.Sprint(v),
 		"stack", string(debug.Stack()))
-	answerText(ctx, http.StatusInternalServerError, "")
+	ctx.Response.Reset()
+	ctx.SetStatusCode(http.StatusInternalServerError)
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.Response.Header.Set(httpguard.HeaderRequestID, id)
+	ctx.SetBody(httpguard.InternalErrorBody(id))
 	ctx.SetConnectionClose()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // rawAnswer is an answer read off a raw connection.
@@ -234,8 +237,15 @@ func TestServer_Panic(t *testing.T) {
 	if a.resp.StatusCode != http.StatusInternalServerError || !a.closed {
 		t.Fatalf("panic: %d (closed %v) %s", a.resp.StatusCode, a.closed, a.body)
 	}
-	if !strings.Contains(logs.String(), "boom") {
-		t.Errorf("panic not logged: %s", logs.String())
+	var e struct {
+		Code   string            `json:"code"`
+		Params map[string]string `json:"params"`
+	}
+	if err := json.Unmarshal(a.body, &e); err != nil || e.Code != httpguard.CodeInternal || strings.Contains(string(a.body), "boom") {
+		t.Fatalf("the answer is not a JSON 500 naming a request id only: %s (%v)", a.body, err)
+	}
+	if id := e.Params["request_id"]; id == "" || !strings.Contains(logs.String(), "request_id="+id) || !strings.Contains(logs.String(), "boom") {
+		t.Errorf("the panic is not logged under request id %q: %s", id, logs.String())
 	}
 	if a := rawCall(t, srv.Addr, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", false); a.resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the panic: %d %s", a.resp.StatusCode, a.body)
