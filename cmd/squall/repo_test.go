@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -105,5 +106,46 @@ func TestRepositoryStandsAlone(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Errorf("%d references outside the repository:\n%s", len(found), strings.Join(found, "\n"))
+	}
+}
+
+// TestNoWorkDiary checks that the repository describes the product, not
+// the order in which it was made: no file names a piece of work by when it
+// happened ("session 8", "an earlier session", a work branch such as
+// s8-kafkapath). A figure or a choice is named by its subject
+// (docs/BENCHMARKS.md's sections, docs/decisions.md's numbers); the history
+// is in git.
+func TestNoWorkDiary(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	diary := regexp.MustCompile(`(?i)\bsessions? [0-9]+\b|\b(this|earlier|previous|next|other|later) sessions?\b|\bround (one|two|three)\b|\bs[0-9]+-[a-z]+\b`)
+	self, err := filepath.Abs("repo_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, path := range repoFiles(t, root) {
+		if path == self {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // tracked, deleted in the work tree
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.IndexByte(b, 0) >= 0 {
+			continue // binary
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := diary.FindString(line); m != "" {
+				rel, _ := filepath.Rel(root, path)
+				found = append(found, fmt.Sprintf("%s:%d: %q in %s", rel, i+1, m, strings.TrimSpace(line)))
+			}
+		}
+	}
+	if len(found) > 0 {
+		t.Errorf("%d references to the order of work instead of the product:\n%s", len(found), strings.Join(found, "\n"))
 	}
 }
