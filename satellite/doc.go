@@ -13,7 +13,7 @@
 //     headers squall-event-id, traceparent, squall-webhook, squall-source);
 //     the satellite's listener is its fasthttp server (HTTP/1.1, with the
 //     other routes on a net/http mux behind it: docs/decisions.md decision
-//     44), while [Satellite.Handler] and [Satellite.WebhookHandler] give the
+//     42), while [Satellite.Handler] and [Satellite.WebhookHandler] give the
 //     net/http handlers for another server to mount;
 //   - [kafkasink] writes records to Kafka with kafka-go (acks=all), and
 //     [spool] keeps those Kafka has not taken on local disk.

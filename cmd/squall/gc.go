@@ -11,7 +11,7 @@ import (
 // live heaps are small (a few MB to a few tens: trees, dedupe window,
 // connections), so a heap growing to 5× the live one before a collection
 // costs little memory and takes about a tenth of their CPU per event off the
-// collector (docs/BENCHMARKS.md, "Side by side"). GOGC and GOMEMLIMIT, when
+// collector (docs/BENCHMARKS.md, "Engine"). GOGC and GOMEMLIMIT, when
 // set, win.
 const hotPathGCPercent = 400
 

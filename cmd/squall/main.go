@@ -1,5 +1,5 @@
-// Command squall is Squall's one binary: it runs the processing tree on
-// events, and (as the project grows) the master, satellite and engine roles.
+// Command squall is Squall's one binary: the master, satellite and engine
+// roles, and the tools around them (dev, process, token, bench, ...).
 //
 // Run "squall --help" for the list of commands.
 package main

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -74,11 +75,50 @@ func TestRepositoryStandsAlone(t *testing.T) {
 		// (docs/rules.md, docs/migration.md) says what Squall does.
 		"tornado-semantics",
 	}
+	var found []string
+	eachRepoLine(t, root, func(rel string, n int, line string) {
+		for _, s := range outside {
+			if strings.Contains(line, s) {
+				found = append(found, fmt.Sprintf("%s:%d: %s", rel, n, strings.TrimSpace(line)))
+				break
+			}
+		}
+	})
+	if len(found) > 0 {
+		t.Errorf("%d references outside the repository:\n%s", len(found), strings.Join(found, "\n"))
+	}
+}
+
+// TestNoWorkDiary checks that the repository describes the product, not
+// the order in which it was made: no file names a piece of work by when it
+// happened ("session 8", "an earlier session", a work branch such as
+// s8-kafkapath). A figure or a choice is named by its subject
+// (docs/BENCHMARKS.md's sections, docs/decisions.md's numbers); the history
+// is in git.
+func TestNoWorkDiary(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	diary := regexp.MustCompile(`(?i)\bsessions? [0-9]+\b|\b(this|earlier|previous|next|other|later) sessions?\b|\bround (one|two|three)\b|\bs[0-9]+-[a-z]+\b`)
+	var found []string
+	eachRepoLine(t, root, func(rel string, n int, line string) {
+		if m := diary.FindString(line); m != "" {
+			found = append(found, fmt.Sprintf("%s:%d: %q in %s", rel, n, m, strings.TrimSpace(line)))
+		}
+	})
+	if len(found) > 0 {
+		t.Errorf("%d references to the order of work instead of the product:\n%s", len(found), strings.Join(found, "\n"))
+	}
+}
+
+// eachRepoLine calls fn with every line (numbered from 1) of the
+// repository's text files, this file excepted: the patterns the tests look
+// for are written in it.
+func eachRepoLine(t *testing.T, root string, fn func(rel string, n int, line string)) {
+	t.Helper()
 	self, err := filepath.Abs("repo_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found []string
 	for _, path := range repoFiles(t, root) {
 		if path == self {
 			continue
@@ -93,17 +133,9 @@ func TestRepositoryStandsAlone(t *testing.T) {
 		if bytes.IndexByte(b, 0) >= 0 {
 			continue // binary
 		}
+		rel, _ := filepath.Rel(root, path)
 		for i, line := range strings.Split(string(b), "\n") {
-			for _, s := range outside {
-				if strings.Contains(line, s) {
-					rel, _ := filepath.Rel(root, path)
-					found = append(found, fmt.Sprintf("%s:%d: %s", rel, i+1, strings.TrimSpace(line)))
-					break
-				}
-			}
+			fn(rel, i+1, line)
 		}
-	}
-	if len(found) > 0 {
-		t.Errorf("%d references outside the repository:\n%s", len(found), strings.Join(found, "\n"))
 	}
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // This file is the reference evaluator: the most direct reading of the
-// processing tree's semantics (../shared/reference/tornado-semantics.md
-// sections 2 to 7, and docs/decisions.md decisions 1 to 3, 14 and 18),
+// processing tree's semantics (docs/rules.md and docs/concepts.md,
+// and docs/decisions.md decisions 1 to 3, 14 and 18),
 // written without anything the compiled evaluator does for speed: no
 // compilation, no index, no guards, no sharing or interning, no document
 // parser. It walks the configuration model itself and reads the event as

@@ -16,7 +16,7 @@ import (
 func TestStore_CloseDuringConsistentReads(t *testing.T) {
 	t.Parallel()
 	const rounds, readers = 10, 4
-	// Before the fix a read could wait forever on raft: ctx bounds it.
+	// A read left waiting on raft would wait forever: ctx bounds it.
 	ctx := ctxTimeout(t, 30*time.Second)
 	for range rounds {
 		cfg := testConfig(t, "node0")

@@ -966,7 +966,7 @@ const (
 // answered caller that came back plus those that waited behind the
 // answered batch, so two groups of clients taking turns merge into one
 // (submitting at n findings in all measured smaller batches and more CPU
-// per insert under load, docs/BENCHMARKS.md "Session 9"). The window and
+// per insert under load, docs/BENCHMARKS.md "Measured and not kept"). The window and
 // the grace remain the bound of every wait (a client that left, open-loop
 // arrivals at a steady rate); the clock applies to the one batch after
 // each answer.

@@ -18,13 +18,13 @@ type metrics struct {
 
 	applyDuration *prometheus.HistogramVec
 	// The stages of a write, for finding where its time goes
-	// (docs/BENCHMARKS.md, Findings, "Session 8").
+	// (docs/BENCHMARKS.md, "Findings").
 	logAppend        prometheus.Histogram
 	fsmApply         prometheus.Histogram
 	findingBatchWait prometheus.Histogram
 	findingBatchSize prometheus.Histogram
 	// findingBatchAfterAnswer and findingBatches split the batch wait
-	// (docs/BENCHMARKS.md, Findings, "Session 9").
+	// (docs/BENCHMARKS.md, "Findings").
 	findingBatchAfterAnswer prometheus.Histogram
 	findingBatches          *prometheus.CounterVec
 	fsmCommands             *prometheus.CounterVec

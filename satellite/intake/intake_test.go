@@ -528,9 +528,9 @@ func TestNew(t *testing.T) {
 // TestIntake_TooLargeWholeBodyFirst: a client that writes its whole body
 // before it reads the answer (Python's urllib, many webhook senders) gets
 // the 413 when the body is within twice the limit, declared or chunked:
-// the intake reads and drops it before answering and closing. It used to
-// close at once, and the client saw a reset or a broken pipe instead of
-// the answer.
+// the intake reads and drops it before answering and closing. Closing at
+// once would make the client see a reset or a broken pipe instead of the
+// answer.
 func TestIntake_TooLargeWholeBodyFirst(t *testing.T) {
 	t.Parallel()
 	forFronts(t, func(t *testing.T, front string) {

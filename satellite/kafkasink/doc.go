@@ -38,7 +38,7 @@
 // are the ones about to write again; without the wait, the first of them
 // found the broker idle and went alone, and the others made the request
 // after it: with one busy tenant, ~40% of the requests carried one record
-// (docs/BENCHMARKS.md, "Session 9"). A request of one record is followed by
+// (docs/BENCHMARKS.md, "Webhook intake"). A request of one record is followed by
 // no wait at all, so a lone record at low load goes at once, and so does a
 // request beside another in flight. Batches grow with the load, and a record
 // waits for the clock of the acknowledgements, never for a fixed timer.
@@ -48,7 +48,7 @@
 // partition: with the events of many tenants spread over the partitions,
 // requests per partition made batches of ~5 records, and one request per
 // broker makes them as large as with one partition (docs/BENCHMARKS.md,
-// "Session 8: the produce path"). The broker answers for each partition:
+// "Webhook intake"). The broker answers for each partition:
 // the writes of an acknowledged partition are done, those of a partition
 // refused with a temporary error are tried again, alone, and those refused
 // for good fail, while the others succeed.

@@ -433,7 +433,7 @@ closes() {
 ms() { awk -v x="$1" 'BEGIN {if (x == "n/a") print x; else printf "%.2f\n", x * 1000}'; }
 
 # stages CLUSTER: where the inserts' time went, from the masters' stage
-# metrics over all rounds (docs/BENCHMARKS.md, Findings, "Session 8").
+# metrics over all rounds (docs/BENCHMARKS.md, "Findings").
 stages() {
 	local l=${leader_url[$1]} f=${follower_url[$1]}
 	echo "findings stages, $1 (means): batch $(stage_mean "$l" squall_store_finding_batch_size) findings," \
