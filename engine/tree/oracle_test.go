@@ -2,6 +2,7 @@ package tree
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/panics"
 )
 
 // The oracle: the compiled tree must give exactly what the reference
@@ -380,5 +382,25 @@ func TestOracle_generatorCoversOperators(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("the generator never writes %s", want)
 		}
+	}
+}
+
+// TestCompile_panicIsACompileError: a panic while compiling a node is an
+// error naming that node, with the panic's stack; the compiler itself
+// never panics. Validation keeps such nodes out of Compile, so the test
+// hands the compiler one directly: a ruleset holding a missing rule.
+func TestCompile_panicIsACompileError(t *testing.T) {
+	t.Parallel()
+	root := config.NewRoot()
+	root.Children = []*config.Node{{Kind: config.KindFilter, Name: "f", Active: true, Children: []*config.Node{
+		{Kind: config.KindRuleset, Name: "rs", Rules: []*config.Rule{nil}},
+	}}}
+	_, err := newCompiler().node(nil, root)
+	ce, ok := errors.AsType[*CompileError](err)
+	if !ok || strings.Join(ce.Path, ".") != "root.f.rs" {
+		t.Fatalf("compile: %T %v, want a CompileError naming root.f.rs", err, err)
+	}
+	if pe, ok := errors.AsType[*panics.Error](err); !ok || len(pe.Stack) == 0 {
+		t.Errorf("the error does not carry the panic: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/panics"
 )
 
 // Tree is a compiled processing tree. It is immutable and safe for
@@ -59,6 +60,11 @@ type compiler struct {
 	nameLists  map[string][]string
 }
 
+func newCompiler() *compiler {
+	return &compiler{regexps: map[string]*regexp.Regexp{}, exprs: map[string]*expr{},
+		conds: map[string]cond{}, extractors: map[string]*extractor{}, templates: map[string]*template{}, nameLists: map[string][]string{}}
+}
+
 func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
 	if re, ok := cc.regexps[pattern]; ok {
 		return re, nil
@@ -104,9 +110,7 @@ func Compile(root *config.Node) (*Tree, error) {
 	if err := config.Validate(root); err != nil {
 		return nil, err
 	}
-	cc := &compiler{regexps: map[string]*regexp.Regexp{}, exprs: map[string]*expr{},
-		conds: map[string]cond{}, extractors: map[string]*extractor{}, templates: map[string]*template{}, nameLists: map[string][]string{}}
-	n, err := cc.node(nil, root)
+	n, err := newCompiler().node(nil, root)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +119,30 @@ func Compile(root *config.Node) (*Tree, error) {
 	return t, nil
 }
 
-func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
+// CompileError is a node of a valid tree that the compiler could not
+// compile: a bug of the compiler, which a deploy must refuse and an
+// engine must survive. A panic of the compiler is one too: its Err is
+// then a *panics.Error with the stack.
+type CompileError struct {
+	// Path names the node, from the root.
+	Path []string
+	Err  error
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("compile node %s: %v", config.PathString(e.Path), e.Err)
+}
+
+func (e *CompileError) Unwrap() error { return e.Err }
+
+func (cc *compiler) node(parent []string, cn *config.Node) (n *node, err error) {
 	path := append(parent[:len(parent):len(parent)], cn.Name)
+	defer func() {
+		// The innermost node being compiled names the panic.
+		if v := recover(); v != nil {
+			n, err = nil, &CompileError{Path: path, Err: panics.Recovered(v)}
+		}
+	}()
 	// pos is the path as an action position ([Action.Position]): an
 	// iterator's name ends a piece of it, its iteration goes in between.
 	pos := append(cc.pos[:len(cc.pos):len(cc.pos)], cn.Name)
@@ -125,15 +151,13 @@ func (cc *compiler) node(parent []string, cn *config.Node) (*node, error) {
 	}
 	cc.pos = pos
 	defer func() { cc.pos = pos[:len(pos)-1] }()
-	n := &node{}
+	n = &node{}
 	if cn.Kind == config.KindRuleset && len(cn.Rules) == 1 {
 		rn := &rulesetNode{}
 		n, n.rules = &rn.node, rn.rule1[:]
 	}
 	n.kind, n.name, n.active = cn.Kind, cn.Name, cn.Active
-	wrap := func(err error) error {
-		return fmt.Errorf("compile node %s: %w", config.PathString(path), err)
-	}
+	wrap := func(err error) error { return &CompileError{Path: path, Err: err} }
 	switch cn.Kind {
 	case config.KindFilter:
 		if cn.Filter != nil {

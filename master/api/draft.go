@@ -13,7 +13,9 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
 )
@@ -85,6 +87,9 @@ func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
 		// The tree deployed is d's: draft changes are serialized by
 		// a.edits, and d was read after the consistent read.
+		if err := a.compiles(d.Tree); err != nil {
+			return nil, err
+		}
 		ans := withWarnings(action.UnsupportedInTree(d.Tree, nil))
 		setAnswer(r, ans)
 		if _, err := a.store.DeployScoped(ctx, d.ID, s.User, editScope(s)); err != nil {
@@ -92,6 +97,36 @@ func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 		}
 		return ans, nil
 	})
+}
+
+// compiles checks that the engines' compiler takes a tree (or, for an
+// import, a subtree) before it is deployed or imported: a tree that
+// validates but does not compile, which only a bug of the compiler makes,
+// is refused with 422 TREE_DOES_NOT_COMPILE naming the node, and nothing
+// changes (decision 51).
+func (a *API) compiles(n *config.Node) error {
+	_, err := tree.Compile(n)
+	if pe, ok := errors.AsType[*panics.Error](err); ok {
+		a.logger.Error("the compiler panicked on a tree that validates", "error", err.Error(), "stack", string(pe.Stack))
+	}
+	return compileError(err)
+}
+
+// compileError is the answer to an error of tree.Compile: nil but for a
+// *tree.CompileError. A tree that does not validate is the store's to
+// refuse, with the path of the node in the whole tree.
+func compileError(err error) error {
+	ce, ok := errors.AsType[*tree.CompileError](err)
+	if !ok {
+		return nil
+	}
+	node := config.PathString(ce.Path)
+	msg := fmt.Sprintf("the tree validates but the engines' compiler refuses node %s: %v; nothing was changed", node, ce.Err)
+	if _, ok := errors.AsType[*panics.Error](err); ok {
+		// The panic's text is the compiler's internals; the log has it.
+		msg = fmt.Sprintf("the tree validates but the engines' compiler fails on node %s (a bug of Squall: report it with this tree); nothing was changed", node)
+	}
+	return &Error{Status: http.StatusUnprocessableEntity, Code: "TREE_DOES_NOT_COMPILE", Params: map[string]string{"NODE": node}, Message: msg}
 }
 
 // editAnswer is the answer of an edit, import or deploy that deserves a
@@ -331,6 +366,9 @@ func (a *API) importFile(w http.ResponseWriter, r *http.Request) (*config.Node, 
 		ex, err := config.DecodeExport(b)
 		if err != nil {
 			return nil, badRequest(fmt.Errorf("file: %w", err))
+		}
+		if err := a.compiles(ex.Node); err != nil {
+			return nil, err
 		}
 		return ex.Node, nil
 	}
