@@ -72,7 +72,7 @@ func TestFleet_Handler(t *testing.T) {
 	_, srv := newTestFleet(t, Default())
 	view := token("view")
 	reporter := token("fleet_report")
-	good := `{"id": "e1", "role": "engine", "site": "par", "version": "v1", "ready": false, "reasons": ["no tree yet"], "consumer_lag": 12}`
+	good := `{"id": "e1", "role": "engine", "site": "par", "version": "v1", "ready": false, "reasons": ["no tree yet"], "warnings": ["tree 7 refused"], "consumer_lag": 12}`
 	if code, body := call(t, "PUT", srv.URL+Pattern+"/engine/e1", reporter, "application/json", good); code != 200 || strings.TrimSpace(body) != "null" {
 		t.Fatalf("heartbeat: %d %s", code, body)
 	}
@@ -95,6 +95,8 @@ func TestFleet_Handler(t *testing.T) {
 		{"unknown role", "PUT", "/gateway/g1", reporter, "application/json", `{}`, 400, "INVALID_FIELD"},
 		{"bad id", "PUT", "/engine/-x", reporter, "application/json", `{}`, 400, "INVALID_FIELD"},
 		{"negative lag", "PUT", "/engine/e9", reporter, "application/json", `{"consumer_lag": -1}`, 400, "INVALID_FIELD"},
+		{"too many warnings", "PUT", "/engine/e9", reporter, "application/json", `{"warnings": [` + strings.TrimSuffix(strings.Repeat(`"w",`, maxReasons+1), ",") + `]}`, 400, "INVALID_FIELD"},
+		{"a long warning", "PUT", "/engine/e9", reporter, "application/json", `{"warnings": ["` + strings.Repeat("w", maxText+1) + `"]}`, 400, "INVALID_FIELD"},
 		{"too large", "PUT", "/engine/e9", reporter, "application/json", `{"site": "` + strings.Repeat("x", maxBody) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
 		{"POST a heartbeat", "POST", "/engine/e9", reporter, "application/json", good, 405, "METHOD_NOT_ALLOWED"},
 		{"GET a heartbeat", "GET", "/engine/e1", view, "", "", 405, "METHOD_NOT_ALLOWED"},
@@ -137,7 +139,7 @@ func TestFleet_Handler(t *testing.T) {
 		t.Fatalf("members %v (refused heartbeats must add nothing)", got)
 	}
 	e1 := list.Members[2]
-	if e1.Site != "par" || e1.Ready || len(e1.Reasons) != 1 || e1.ConsumerLag == nil || *e1.ConsumerLag != 12 || e1.Stale {
+	if e1.Site != "par" || e1.Ready || len(e1.Reasons) != 1 || len(e1.Warnings) != 1 || e1.ConsumerLag == nil || *e1.ConsumerLag != 12 || e1.Stale {
 		t.Errorf("engine e1: %+v", e1)
 	}
 	if m1 := list.Members[0]; !m1.Leader || m1.Suffrage != "voter" || m1.Health != HealthUnreachable || m1.Ready || len(m1.Reasons) != 1 {
