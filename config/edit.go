@@ -64,6 +64,10 @@ type Edit struct {
 	RuleName string
 	// Position is the new index of move_rule.
 	Position int
+
+	// version is the version of the rules Apply checks: LatestRules,
+	// or that of ApplyRules.
+	version Rules
 }
 
 // Apply returns the tree root with the edit made, and its new size in
@@ -73,6 +77,21 @@ type Edit struct {
 // the root to the change. An edit that does not apply or would make the
 // tree invalid returns an error.
 func (e *Edit) Apply(root *Node, size int) (*Node, int, error) {
+	return e.ApplyRules(root, size, LatestRules)
+}
+
+// ApplyRules is Apply with the checks of version r of the rules (see
+// Rules): the masters' state machine uses it with the version of the
+// entry it applies.
+func (e *Edit) ApplyRules(root *Node, size int, r Rules) (*Node, int, error) {
+	if err := r.check(); err != nil {
+		return nil, 0, err
+	}
+	if e.version != r {
+		c := *e
+		c.version = r
+		e = &c
+	}
 	if root == nil || len(e.Path) == 0 || e.Path[0] != root.Name {
 		return nil, 0, e.noNode(e.Path)
 	}
@@ -83,7 +102,7 @@ func (e *Edit) Apply(root *Node, size int) (*Node, int, error) {
 		if err := CheckLimits(e.Node); err != nil {
 			return nil, 0, err
 		}
-		if err := Validate(e.Node); err != nil {
+		if err := ValidateRules(e.Node, e.version); err != nil {
 			return nil, 0, err
 		}
 		n, err := TreeSize(e.Node)
@@ -246,7 +265,7 @@ func (e *Edit) checkNew(root *Node, parentPath []string, parent *Node, replacing
 	if _, _, err := checkNames(parentPath, n); err != nil {
 		return err
 	}
-	v := &validator{}
+	v := &validator{version: e.version}
 	v.node(parentPath, n, under)
 	if len(v.errs) > 0 {
 		return errors.Join(v.errs...)
@@ -309,7 +328,7 @@ func (e *Edit) applyRule(root, rs *Node, size int) (int, error) {
 	if err := checkRuleName(e.Path, e.Rule); err != nil {
 		return 0, err
 	}
-	v := &validator{path: slices.Clone(e.Path)}
+	v := &validator{version: e.version, path: slices.Clone(e.Path)}
 	v.rules([]*Rule{e.Rule})
 	if len(v.errs) > 0 {
 		return 0, errors.Join(v.errs...)

@@ -60,21 +60,62 @@ var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_]+$`)
 // ValidName reports whether s is a valid node, rule, variable or action name.
 func ValidName(s string) bool { return namePattern.MatchString(s) }
 
-// Validate checks a whole tree rooted at n: names, unique sibling node names
-// and rule names, node kinds and their fields, no nested iterators, and that
-// every regular expression, accessor and time zone compiles. Unlike Tornado,
-// inactive nodes and rules are checked too. The limits (see MaxNodes) are
-// CheckLimits's: Validate runs when the state machine applies old log
-// entries, so it must never refuse a tree it once accepted. It returns every problem found
-// (up to a bound) joined; each is a *ValidationError.
-func Validate(n *Node) error {
-	v := &validator{}
+// Rules is a version of the checks Validate makes. The masters' state
+// machine validates every tree a raft log entry carries with the version
+// of the cluster feature level the entry was written under (master/store,
+// docs/decisions.md decision 51), so that masters of different releases
+// decide alike: a version, once released, accepts forever the trees it
+// accepts, and a new check comes only as a new version, used once every
+// master knows it.
+type Rules int
+
+const (
+	// Rules1 is the first version: names, unique names, node kinds and
+	// fields, no nested iterators, and every regular expression, accessor
+	// and time zone compiling.
+	Rules1 Rules = 1
+	// LatestRules is the newest version: the checks of Validate.
+	LatestRules = Rules1
+)
+
+// ErrUnknownRules is the error of a validation with a version of the
+// rules that this package does not have.
+var ErrUnknownRules = errors.New("unknown version of the validation rules")
+
+// Validate checks a whole tree rooted at n with the newest rules
+// (LatestRules): names, unique sibling node names and rule names, node
+// kinds and their fields, no nested iterators, and that every regular
+// expression, accessor and time zone compiles. Unlike Tornado, inactive
+// nodes and rules are checked too. The limits (see MaxNodes) are
+// CheckLimits's. It returns every problem found (up to a bound) joined;
+// each is a *ValidationError.
+func Validate(n *Node) error { return ValidateRules(n, LatestRules) }
+
+// ValidateRules is Validate with the checks of version r. The state
+// machine of the masters uses it, with the version of the entry it
+// applies: it must never refuse a tree that version once accepted.
+func ValidateRules(n *Node, r Rules) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	v := &validator{version: r}
 	v.node(nil, n, false)
 	return errors.Join(v.errs...)
 }
 
+// check returns ErrUnknownRules when r is not a version of the rules.
+func (r Rules) check() error {
+	if r < Rules1 || r > LatestRules {
+		return fmt.Errorf("%w: %d (this build has 1 to %d)", ErrUnknownRules, r, LatestRules)
+	}
+	return nil
+}
+
 type validator struct {
-	errs []error
+	// version is the version of the rules checked (see Rules): a check
+	// added by a later version runs only when version is at least it.
+	version Rules
+	errs    []error
 	// nodes and nrules count what was checked.
 	nodes, nrules int
 	// where is the location being checked.

@@ -157,14 +157,14 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 		}
 		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2}
 		var err error
-		if b.Active, err = decodeTree(h.Active); err != nil {
+		if b.Active, err = decodeTree(h.Active, config.LatestRules); err != nil {
 			return fmt.Errorf("decode backup: active tree: %w", err)
 		}
 		if rec := h.Draft; rec != nil {
 			if rec.ID == "" || rec.Owner == "" {
 				return invalid("the draft needs an id and an owner")
 			}
-			tree, err := decodeTree(rec.Tree)
+			tree, err := decodeTree(rec.Tree, config.LatestRules)
 			if err != nil {
 				return fmt.Errorf("decode backup: draft tree: %w", err)
 			}

@@ -349,14 +349,15 @@ func encodeTree(tree *config.Node) (json.RawMessage, error) {
 	return b, nil
 }
 
-// decodeTree decodes and validates an export file. Its errors are results
-// (ErrInvalidTree), not corrupt entries: they are deterministic.
-func decodeTree(raw json.RawMessage) (*config.Node, error) {
+// decodeTree decodes an export file and validates it with version rules
+// of the checks. Its errors are results (ErrInvalidTree), not corrupt
+// entries: they are deterministic.
+func decodeTree(raw json.RawMessage, rules config.Rules) (*config.Node, error) {
 	ex, err := config.DecodeExport(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
 	}
-	if err := config.Validate(ex.Node); err != nil {
+	if err := config.ValidateRules(ex.Node, rules); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTree, err)
 	}
 	return ex.Node, nil
@@ -419,6 +420,17 @@ type decoded struct {
 	typ   cmdType
 	p     any
 	batch []decoded
+	// level is the feature level the entry was written under (see
+	// writtenExt): its trees are validated with that level's rules.
+	level int
+}
+
+// setLevel records level in d and the commands it holds.
+func (d *decoded) setLevel(level int) {
+	d.level = level
+	for i := range d.batch {
+		d.batch[i].setLevel(level)
+	}
 }
 
 // errCorruptEntry is the class of errors of entries that cannot be decoded.

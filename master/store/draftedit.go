@@ -101,19 +101,26 @@ var bucketDraftEdits = []byte("draft_edits")
 // tree of 20,000 rules costs about 0.3 s.
 const maxDraftEdits = 256
 
-// applyDraftEdit applies a DraftEdit to st and the state file.
-func applyDraftEdit(b *bolt.Bucket, st *state, p *draftEditPayload) (refused error, err error) {
+// storedEditRules is the version of the validation rules replayDraftEdits
+// applies stored edits with. Only the edits applied with it are stored as
+// edits: after one applied with other rules the tree is stored whole, so
+// that replaying never decides otherwise than applying did.
+const storedEditRules = config.Rules1
+
+// applyDraftEdit applies a DraftEdit to st and the state file, checking
+// it with version rules of the validation rules.
+func applyDraftEdit(b *bolt.Bucket, st *state, p *draftEditPayload, rules config.Rules) (refused error, err error) {
 	e, err := p.edit()
 	if err != nil {
 		return err, nil
 	}
-	tree, size, err := e.Apply(st.draft.Tree, st.draftSize)
+	tree, size, err := e.ApplyRules(st.draft.Tree, st.draftSize, rules)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidTree, err), nil
 	}
 	dr := *st.draft
 	dr.Tree, dr.UpdatedMS = tree, p.NowMS
-	if st.draftEdits+1 >= maxDraftEdits {
+	if st.draftEdits+1 >= maxDraftEdits || rules != storedEditRules {
 		raw, err := encodeTree(tree)
 		if err != nil {
 			return nil, err
@@ -181,7 +188,7 @@ func replayDraftEdits(tx *bolt.Tx, st *state) error {
 		if err != nil {
 			return fmt.Errorf("draft edit %x: %w", k, err)
 		}
-		tree, size, err := e.Apply(st.draft.Tree, st.draftSize)
+		tree, size, err := e.ApplyRules(st.draft.Tree, st.draftSize, storedEditRules)
 		if err != nil {
 			return fmt.Errorf("draft edit %x: %w", k, err)
 		}

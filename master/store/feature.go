@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/squallhq/squall/config"
 )
 
 // FeatureLevel is the level of log entry forms this binary applies
@@ -24,6 +26,66 @@ const FeatureLevel = 1
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
 const LevelSessions = 1
+
+// The feature levels and the rules the state machine validates trees
+// with (docs/decisions.md decision 51): every entry that carries a tree
+// records, in its raft extensions, the cluster's level when the leader
+// wrote it, and applying validates its trees with that level's rules, so
+// that every master decides alike whatever its release. A new check of
+// config.Validate comes as a new config.Rules version used from a new
+// level on; the corpus of master/store/testdata/corpus must pass the rules
+// of every level.
+//
+// treeRules returns the version of config's validation rules for the
+// trees of entries written under feature level level.
+func treeRules(level int) config.Rules {
+	// Levels 0 and 1 check what the releases before levels did.
+	return config.Rules1
+}
+
+// writtenExt is the raft log extension of an entry that carries a tree
+// (see carriesTree): the cluster's feature level when the leader wrote
+// it. A master without it (before decision 51) ignores it and validates
+// with its own rules, which are those of config.Rules1.
+type writtenExt struct {
+	Level int `json:"written_level"`
+}
+
+// encodeWrittenExt returns the extension of a tree-carrying entry written
+// under level (nil for level 0, which is what no extension means).
+func encodeWrittenExt(level int) []byte {
+	if level <= 0 {
+		return nil
+	}
+	b, _ := json.Marshal(writtenExt{Level: level}) // cannot fail
+	return b
+}
+
+// decodeWrittenExt returns the level a tree-carrying entry's extension
+// records: 0 without one. ok is false when the extension does not read
+// as one, or names a level above FeatureLevel: this binary does not know
+// the rules that entry's trees were accepted with, and applying it could
+// decide otherwise than the masters that wrote it.
+func decodeWrittenExt(ext []byte) (level int, ok bool) {
+	if len(ext) == 0 {
+		return 0, true
+	}
+	var e writtenExt
+	if err := json.Unmarshal(ext, &e); err != nil || e.Level < 0 || e.Level > FeatureLevel {
+		return 0, false
+	}
+	return e.Level, true
+}
+
+// carriesTree reports whether applying cmd validates a tree: those
+// entries record the level they were written under.
+func carriesTree(cmd Command) bool {
+	switch cmd.(type) {
+	case ReplaceActive, EditDraft, DraftEdit, RestoreState:
+		return true
+	}
+	return false
+}
 
 // memberExt is the raft log extension of a SetMember entry: what the
 // member advertises. The entry's data is the SetMember payload every

@@ -250,12 +250,23 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				"(this node behaves as a binary without feature levels)", l.Index, l.Term, cmdType(l.Data[0]), l.Data[1]))
 		}
 		d, err := decodeCommand(l.Data)
-		if err == nil && d.typ == typeSetMember && !f.legacy {
-			d.p.(*setMemberPayload).level = decodeMemberExt(l.Extensions)
-		}
 		if err != nil {
 			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %v; "+
 				"refusing to skip it, which would make this node's state diverge", l.Index, l.Term, err))
+		}
+		switch {
+		case f.legacy:
+			// A binary without levels reads no extension.
+		case d.typ == typeSetMember:
+			d.p.(*setMemberPayload).level = decodeMemberExt(l.Extensions)
+		case len(l.Extensions) > 0:
+			level, ok := decodeWrittenExt(l.Extensions)
+			if !ok {
+				panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): written under feature level %q, "+
+					"whose validation rules this binary (level %d) does not have; refusing to apply it with others, "+
+					"which could make this node's state diverge", l.Index, l.Term, l.Extensions, FeatureLevel))
+			}
+			d.setLevel(level)
 		}
 		jobs = append(jobs, job{i: i, idx: l.Index, d: d})
 	}
@@ -348,6 +359,7 @@ func (f *fsm) applyCommand(b *bolt.Bucket, st *state, idx uint64, d decoded) (Re
 // the clock, randomness or the local node.
 func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded) (Result, error) {
 	refuse := func(err error) (Result, error) { return Result{Index: st.index, Err: err}, nil }
+	rules := treeRules(d.level)
 	// changed records a change and writes the state index.
 	changed := func() (Result, error) {
 		st.index = idx
@@ -373,7 +385,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 
 	switch p := d.p.(type) {
 	case *treePayload:
-		tree, err := decodeTree(p.Tree)
+		tree, err := decodeTree(p.Tree, rules)
 		if err != nil {
 			return refuse(err)
 		}
@@ -400,7 +412,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if err := ownDraft(p.ID, p.User); err != nil {
 			return refuse(err)
 		}
-		tree, err := decodeTree(p.Tree)
+		tree, err := decodeTree(p.Tree, rules)
 		if err != nil {
 			return refuse(err)
 		}
@@ -419,7 +431,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if err := ownDraft(p.ID, p.User); err != nil {
 			return refuse(err)
 		}
-		refused, err := applyDraftEdit(b, st, p)
+		refused, err := applyDraftEdit(b, st, p, rules)
 		if err != nil {
 			return Result{}, err
 		}
@@ -480,7 +492,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		return changed()
 
 	case *restorePayload:
-		tree, err := decodeTree(p.Active)
+		tree, err := decodeTree(p.Active, rules)
 		if err != nil {
 			return refuse(fmt.Errorf("active tree: %w", err))
 		}
@@ -489,7 +501,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if rec.ID == "" || rec.Owner == "" {
 				return refuse(fmt.Errorf("%w: a restored draft needs an id and an owner", ErrInvalidCommand))
 			}
-			dt, err := decodeTree(rec.Tree)
+			dt, err := decodeTree(rec.Tree, rules)
 			if err != nil {
 				return refuse(fmt.Errorf("draft tree: %w", err))
 			}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -715,6 +716,8 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
 	var ext []byte
 	if m, ok := cmd.(SetMember); ok {
 		ext = encodeMemberExt(m.FeatureLevel)
+	} else if carriesTree(cmd) {
+		ext = encodeWrittenExt(level)
 	}
 	resp, err := s.submit(ctx, label, data, ext)
 	if err != nil {
@@ -736,7 +739,11 @@ func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, typeBatch.String(), data, nil)
+	var ext []byte
+	if slices.ContainsFunc(cmds, carriesTree) {
+		ext = encodeWrittenExt(s.ClusterFeatureLevel())
+	}
+	resp, err := s.submit(ctx, typeBatch.String(), data, ext)
 	if err != nil {
 		return nil, fmt.Errorf("apply batch: %w", err)
 	}
