@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/config"
 )
 
 func TestMemberExt(t *testing.T) {
@@ -205,5 +208,118 @@ func BenchmarkClusterFeatureLevel(b *testing.B) {
 		if s.ClusterFeatureLevel() != FeatureLevel {
 			b.Fatal("level")
 		}
+	}
+}
+
+func TestWrittenExt(t *testing.T) {
+	for _, tc := range []struct {
+		ext   []byte
+		level int
+		ok    bool
+	}{
+		{nil, 0, true},
+		{encodeWrittenExt(0), 0, true},
+		{encodeWrittenExt(FeatureLevel), FeatureLevel, true},
+		{[]byte(`{"written_level":1,"later":"field"}`), 1, true},
+		{[]byte(`{"later":"field"}`), 0, true},
+		{encodeWrittenExt(FeatureLevel + 1), 0, false},
+		{[]byte(`{"written_level":-1}`), 0, false},
+		{[]byte("not json"), 0, false},
+	} {
+		level, ok := decodeWrittenExt(tc.ext)
+		if level != tc.level || ok != tc.ok {
+			t.Errorf("decodeWrittenExt(%q) = %d, %v; want %d, %v", tc.ext, level, ok, tc.level, tc.ok)
+		}
+	}
+	for level := 0; level <= FeatureLevel; level++ {
+		if err := config.ValidateRules(config.NewRoot(), treeRules(level)); err != nil {
+			t.Errorf("level %d: rules %d: %v", level, treeRules(level), err)
+		}
+		if level > 0 && treeRules(level) < treeRules(level-1) {
+			t.Errorf("level %d has older rules (%d) than level %d (%d)", level, treeRules(level), level-1, treeRules(level-1))
+		}
+	}
+}
+
+// TestFSM_WrittenLevelAboveBinaryPanics: an entry whose trees were
+// accepted under a level this binary does not know is not applied with
+// other rules: the node stops, as on an entry form it cannot read, and
+// the state is unchanged.
+func TestFSM_WrittenLevelAboveBinaryPanics(t *testing.T) {
+	f := newTestFSM(t)
+	fsmApply(t, f, 1, ReplaceActive{Tree: treeWith("a")})
+	data, err := encodeCommand(ReplaceActive{Tree: treeWith("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range [][]byte{encodeWrittenExt(FeatureLevel + 1), []byte("not json")} {
+		func() {
+			defer func() {
+				p := recover()
+				if p == nil || !strings.Contains(fmt.Sprint(p), "validation rules") {
+					t.Fatalf("extension %q: recovered %v, want a panic naming the validation rules", ext, p)
+				}
+			}()
+			f.ApplyBatch([]*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: data, Extensions: ext}})
+		}()
+		if got := childNames(f.st.active); len(got) != 1 || got[0] != "a" {
+			t.Fatalf("state changed: %v", got)
+		}
+	}
+}
+
+// TestStore_treeEntriesRecordLevel: the leader writes, on the entries
+// that carry a tree (alone, in a batch, or in a session entry), the
+// cluster's level; other entries carry no extension.
+func TestStore_treeEntriesRecordLevel(t *testing.T) {
+	nodes := newCluster(t, 1, nil)
+	s := nodes[0]
+	if got := s.ClusterFeatureLevel(); got != FeatureLevel {
+		t.Fatalf("cluster level %d, want %d", got, FeatureLevel)
+	}
+	ctx := ctxTimeout(t, 10*time.Second)
+	from, err := s.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReplaceActive(ctx, treeWith("a")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.CreateDraft(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(WithSession(ctx, session("edit", "body")), EditDraft{ID: id, User: "alice", Tree: treeWith("b"), Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(ctx, TakeOver{ID: id, User: "bob"}, ReplaceActive{Tree: treeWith("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Batch(ctx, TakeOver{ID: id, User: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(encodeWrittenExt(FeatureLevel))
+	var got []string
+	for i := from + 1; i <= last; i++ {
+		var l raft.Log
+		if err := s.logs.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		ext := "-"
+		if len(l.Extensions) > 0 {
+			ext = string(l.Extensions)
+		}
+		got = append(got, cmdType(l.Data[0]).String()+" "+ext)
+	}
+	wantAll := []string{"replace_active " + want, "create_draft -", "session " + want, "batch " + want, "batch -"}
+	if strings.Join(got, "\n") != strings.Join(wantAll, "\n") {
+		t.Fatalf("entries and extensions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantAll, "\n"))
 	}
 }
