@@ -470,7 +470,22 @@ func agreedLeader(ms []*e2eProc, token, notID string) string {
 func deployTree(t *testing.T, base, token string, tree []byte) {
 	t.Helper()
 	ctx := t.Context()
-	code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
+	id, code, body := importTree(t, base, token, "root", tree)
+	if code != http.StatusOK {
+		t.Fatalf("import tree: %d %s", code, body)
+	}
+	if code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", token, nil, ""); code != http.StatusOK {
+		t.Fatalf("deploy: %d %s", code, body)
+	}
+}
+
+// importTree creates a draft and imports tree as its whole tree (root is
+// the name of the active tree's root); it returns the draft's id and the
+// import's answer.
+func importTree(t *testing.T, base, token, root string, tree []byte) (id string, code int, body []byte) {
+	t.Helper()
+	ctx := t.Context()
+	code, body = apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
 	var draft struct {
 		ID string `json:"id"`
 	}
@@ -489,12 +504,8 @@ func deployTree(t *testing.T, base, token string, tree []byte) {
 	if err := mw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := apiCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/root", token, &form, mw.FormDataContentType()); code != http.StatusOK {
-		t.Fatalf("import tree: %d %s", code, body)
-	}
-	if code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy", token, nil, ""); code != http.StatusOK {
-		t.Fatalf("deploy: %d %s", code, body)
-	}
+	code, body = apiCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/"+root, token, &form, mw.FormDataContentType())
+	return draft.ID, code, body
 }
 
 // e2eEngineStatus is an engine's /readyz.

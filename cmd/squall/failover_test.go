@@ -38,8 +38,10 @@ type failoverCluster struct {
 
 type failoverNode struct {
 	id, http, raft string
-	cmd            *exec.Cmd
-	proc           *started
+	// bin is the binary the node runs, when not the cluster's.
+	bin  string
+	cmd  *exec.Cmd
+	proc *started
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
@@ -56,6 +58,13 @@ func freeAddr(t *testing.T) string {
 
 func newFailoverCluster(t *testing.T, extra ...string) *failoverCluster {
 	t.Helper()
+	return newMixedCluster(t, [3]string{}, extra...)
+}
+
+// newMixedCluster is newFailoverCluster with node i running bins[i] (""
+// for this package's binary); node 0 bootstraps the cluster.
+func newMixedCluster(t *testing.T, bins [3]string, extra ...string) *failoverCluster {
+	t.Helper()
 	c := &failoverCluster{t: t, bin: squallBinary(t), dir: t.TempDir(), extra: extra}
 	c.key = filepath.Join(c.dir, "hmac.key")
 	c.joinFile = filepath.Join(c.dir, "join.token")
@@ -67,7 +76,7 @@ func newFailoverCluster(t *testing.T, extra ...string) *failoverCluster {
 	}
 	c.token = strings.TrimSpace(mustRun(t, c.bin, "token", "--user", "ops", "--auth", "all=root:admin", "--tenant", "acme", "--hmac-key-file", c.key))
 	for i := range 3 {
-		c.nodes = append(c.nodes, &failoverNode{id: fmt.Sprintf("m%d", i+1), http: freeAddr(t), raft: freeAddr(t)})
+		c.nodes = append(c.nodes, &failoverNode{id: fmt.Sprintf("m%d", i+1), http: freeAddr(t), raft: freeAddr(t), bin: bins[i]})
 	}
 	for i := range c.nodes {
 		c.start(i)
@@ -88,7 +97,11 @@ func (c *failoverCluster) start(i int) {
 		args = append(args, "--join", "http://"+c.nodes[0].http)
 	}
 	args = append(args, c.extra...)
-	n.cmd = exec.Command(c.bin, args...)
+	bin := c.bin
+	if n.bin != "" {
+		bin = n.bin
+	}
+	n.cmd = exec.Command(bin, args...)
 	n.proc = startLogged(c.t, n.cmd, "master started", "http_addr")
 }
 
