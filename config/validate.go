@@ -63,7 +63,7 @@ func ValidName(s string) bool { return namePattern.MatchString(s) }
 // Rules is a version of the checks Validate makes. The masters' state
 // machine validates every tree a raft log entry carries with the version
 // of the cluster feature level the entry was written under (master/store,
-// docs/decisions.md decision 51), so that masters of different releases
+// docs/decisions.md decision 52), so that masters of different releases
 // decide alike: a version, once released, accepts forever the trees it
 // accepts, and a new check comes only as a new version, used once every
 // master knows it.

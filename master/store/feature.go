@@ -28,7 +28,7 @@ const FeatureLevel = 1
 const LevelSessions = 1
 
 // The feature levels and the rules the state machine validates trees
-// with (docs/decisions.md decision 51): every entry that carries a tree
+// with (docs/decisions.md decision 52): every entry that carries a tree
 // records, in its raft extensions, the cluster's level when the leader
 // wrote it, and applying validates its trees with that level's rules, so
 // that every master decides alike whatever its release. A new check of
@@ -45,7 +45,7 @@ func treeRules(level int) config.Rules {
 
 // writtenExt is the raft log extension of an entry that carries a tree
 // (see carriesTree): the cluster's feature level when the leader wrote
-// it. A master without it (before decision 51) ignores it and validates
+// it. A master without it (before decision 52) ignores it and validates
 // with its own rules, which are those of config.Rules1.
 type writtenExt struct {
 	Level int `json:"written_level"`
