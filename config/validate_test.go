@@ -502,3 +502,43 @@ func TestLoadTimezone(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRules: every version of the rules decides as Validate on
+// the good and bad trees of testdata (Rules1 is the only version so far),
+// and a version this build does not have is an error, not a guess.
+func TestValidateRules(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "*", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := DecodeExport(b)
+		if err != nil {
+			continue
+		}
+		want := Validate(ex.Node)
+		for r := Rules1; r <= LatestRules; r++ {
+			if got := ValidateRules(ex.Node, r); (got == nil) != (want == nil) {
+				t.Errorf("%s: rules %d: %v, Validate: %v", f, r, got, want)
+			}
+		}
+	}
+	root := NewRoot()
+	edit := &Edit{Op: EditReplaceNode, Path: []string{RootName}, Node: NewRoot()}
+	for _, r := range []Rules{0, LatestRules + 1} {
+		if err := ValidateRules(root, r); !errors.Is(err, ErrUnknownRules) {
+			t.Errorf("ValidateRules with rules %d: %v, want ErrUnknownRules", r, err)
+		}
+		if _, _, err := edit.ApplyRules(root, 0, r); !errors.Is(err, ErrUnknownRules) {
+			t.Errorf("ApplyRules with rules %d: %v, want ErrUnknownRules", r, err)
+		}
+	}
+	if _, _, err := edit.ApplyRules(root, 0, LatestRules); err != nil {
+		t.Errorf("ApplyRules with the latest rules: %v", err)
+	}
+}
