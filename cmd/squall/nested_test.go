@@ -104,7 +104,7 @@ func TestNestedConditions(t *testing.T) {
 	var want []string
 	for i, ev := range events {
 		recs = append(recs, &kgo.Record{Key: []byte("tenant-n"),
-			Value: fmt.Appendf(nil, `{"type": %q, "created_ms": 1, "metadata": {"tenant_id": "tenant-n"}, "payload": {"id": %q, %s}}`, ev.typ, ev.id, ev.payload),
+			Value:   fmt.Appendf(nil, `{"type": %q, "created_ms": 1, "metadata": {"tenant_id": "tenant-n"}, "payload": {"id": %q, %s}}`, ev.typ, ev.id, ev.payload),
 			Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}}})
 		want = append(want, ev.want...)
 	}

@@ -117,6 +117,7 @@ func sameLowercase(x, y string) bool {
 	if isASCII(x) && isASCII(y) {
 		return strings.EqualFold(x, y)
 	}
+	//lint:ignore SA6005 Tornado compares lowercase forms; EqualFold says more strings are equal.
 	return strings.ToLower(x) == strings.ToLower(y)
 }
 

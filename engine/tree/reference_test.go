@@ -612,6 +612,7 @@ func (run *refRun) cond(op *config.Operator, sc *refScope) bool {
 	case config.OpEqualsIgnoreCase:
 		x, ok1 := a.(string)
 		y, ok2 := b.(string)
+		//lint:ignore SA6005 the semantics compare lowercase forms, which EqualFold does not.
 		return ok1 && ok2 && strings.ToLower(x) == strings.ToLower(y)
 	case config.OpContains:
 		switch x := a.(type) {
