@@ -106,6 +106,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 		return nil, err
 	}
 	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter,
+		MaxCalls: cfg.MaxCalls, MaxPendingBytes: cfg.MaxPendingBytes,
 		Clients: clients, Limits: ratelimit.New(cfg.RateLimitMaxClients), Dedupe: s.dedupe, TracerProvider: cfg.TracerProvider},
 		s.watcher, s.fwd, logger, reg)
 	if err != nil {
@@ -200,7 +201,8 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 		}
 		s.addr = ln.Addr().String()
 		scfg := intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
-			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger}
+			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxConns: s.cfg.MaxConnections,
+			RetryAfter: s.cfg.RetryAfter, TLS: s.cfg.TLS, Logger: s.logger}
 		srv = s.intake.NewServer(s.mux, scfg)
 		ln = intake.Listener(ln, scfg)
 		if srv.TLSConfig != nil {
