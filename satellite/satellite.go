@@ -173,10 +173,19 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	fctx, stopForwarder := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopForwarder()
 	var background sync.WaitGroup
+	// The shutdown ends by this deadline, set when it starts: the drain of
+	// the calls in progress and the flush to Kafka share
+	// Config.ShutdownTimeout.
+	var deadline time.Time
 	defer func() {
 		stopForwarder()
 		background.Wait()
-		err = errors.Join(err, s.closeSinks())
+		if deadline.IsZero() { // stopped while starting
+			deadline = time.Now().Add(s.cfg.ShutdownTimeout)
+		}
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		err = errors.Join(err, s.closeSinks(cctx))
 	}()
 
 	wctx, stopWatcher := context.WithCancel(ctx)
@@ -238,7 +247,8 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	// Shutdown: stop taking calls, answer those in progress.
 	s.serving.Store(false)
 	s.logger.Info("satellite stopping")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	deadline = time.Now().Add(s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if srv != nil {
 		// The listener closes; idle connections close; the calls in
@@ -255,14 +265,14 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	return runErr
 }
 
-// closeSinks writes the delivery ids, flushes and closes Kafka, then the
-// spool.
-func (s *Satellite) closeSinks() error {
+// closeSinks writes the delivery ids, flushes and closes Kafka (its produce
+// requests still in flight when ctx ends are cancelled), then the spool.
+func (s *Satellite) closeSinks(ctx context.Context) error {
 	var errs []error
 	if err := s.dedupe.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.sink.Close(); err != nil {
+	if err := s.sink.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.spool.Close(); err != nil {

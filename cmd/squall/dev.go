@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -320,16 +321,26 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	}
 	eng.Store(e)
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.Run(gctx) })
-	g.Go(func() error { return e.Run(gctx) })
+	// Shutdown order: the intake stops taking calls, answers those in
+	// progress and flushes them to Kafka while the engine drains the
+	// events it holds, whose actions may post findings to the master; the
+	// master stops once both have returned, and the broker last.
+	pctx, stopParts := context.WithCancel(ctx)
+	defer stopParts()
+	g, gctx := errgroup.WithContext(pctx)
+	var parts sync.WaitGroup
+	parts.Add(2)
+	g.Go(func() error { defer parts.Done(); return s.Run(gctx) })
+	g.Go(func() error { defer parts.Done(); return e.Run(gctx) })
 	g.Go(func() error { return reportDevFleet(gctx, fl, s, e) })
 	g.Go(func() error {
 		var runErr error
 		select {
 		case <-gctx.Done():
 		case runErr = <-srv.Err():
+			stopParts()
 		}
+		parts.Wait()
 		return errors.Join(runErr, stopMaster())
 	})
 
