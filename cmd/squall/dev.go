@@ -40,7 +40,7 @@ type devOptions struct {
 	// intake holds the intake's settings that dev takes from flags:
 	// TrustedProxies, TrustedProxyHeader, MaxCalls and MaxPendingBytes.
 	intake satellite.Config
-	fleet   fleet.Config
+	fleet  fleet.Config
 }
 
 // Defaults of squall dev.

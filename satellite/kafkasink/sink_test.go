@@ -679,7 +679,9 @@ func TestSink_Shutdown(t *testing.T) {
 		return nil, nil, false
 	})
 	written := make(chan error, 1)
-	go func() { written <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")}) }()
+	go func() {
+		written <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")})
+	}()
 	<-held
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
