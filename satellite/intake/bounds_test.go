@@ -192,7 +192,7 @@ const (
 	floodMaxConns  = 48
 	floodMaxCalls  = 24
 	floodMaxBytes  = 2 << 20
-	floodHeapBound = 16 << 20 // heap in use above the baseline, after GC
+	floodHeapBound = 12 << 20 // heap in use above the baseline, after GC
 )
 
 // gatedSink is a Kafka that does not answer until released: Publish waits,
