@@ -601,10 +601,11 @@ func (in *Intake) sinkError(err error) *apiError {
 
 // logAnswer logs an error answer once: server-side failures as errors,
 // refused calls at debug level, with a summary of them at info level once
-// a minute. Calls shed by the intake's bounds (OVERLOADED) or its shutdown
-// (SHUTTING_DOWN) are refused calls: the intake works as designed.
+// a minute. Calls shed by the intake's bounds (OVERLOADED) or because it
+// is closed (SHUTTING_DOWN, but for a sink closed under a call) are refused
+// calls: the intake works as designed.
 func (in *Intake) logAnswer(c *request, e *apiError) {
-	if e.status < 500 || e.code == CodeOverloaded || e.code == CodeShuttingDown {
+	if e.status < 500 || e.code == CodeOverloaded || e.code == CodeShuttingDown && e.err == nil {
 		in.clientErrs.Record(c.ctx, e.status, e.code, "webhook call refused", "webhook", c.id, "remote", c.front.remoteAddr())
 		return
 	}
