@@ -47,6 +47,12 @@ calls ("rate_limit": 429 with Retry-After) and the addresses that may call
 whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
 
+Memory stays bounded when Kafka is slow or a flood of calls comes: past
+--max-connections open connections, --max-calls calls in progress or
+--max-pending-bytes of bodies and events waiting for Kafka, a call is
+answered 503 OVERLOADED with Retry-After (docs/operations.md, "Bounds of
+the intake").
+
 With --master (one or more) and --master-token-file (a token with
 fleet_report on the root, e.g. squall token --auth fleet=root:fleet_report),
 the satellite tells the masters every --fleet-interval its id (--name), --site,
