@@ -1,43 +1,45 @@
 package intake
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
 // connLimit bounds the connections a [Listener] hands to the server. One
-// over the bound is refused: it is answered 503 OVERLOADED with
-// Retry-After and Connection: close (over TLS once the handshake is done)
-// once its request's headers came, whatever they say; the rest of what the
-// client sends is read and dropped for a moment, so that the client reads
-// the answer, and the connection is closed; one whose headers do not come
-// in time is closed without an answer. At most maxRefusing
-// connections are refused so at once, each for refuseTime at most; past
+// over the bound is refused: its request is read (over TLS once the
+// handshake is done: headers up to ServerConfig.MaxHeaderBytes, a body up
+// to lingerBytes, dropped), within refuseTime, and answered 503 OVERLOADED
+// with Retry-After and Connection: close, whatever it asked; what the
+// client still sends is read and dropped for lingerTime at most, so that
+// the client reads the answer, and the connection is closed. One whose
+// request does not come in time, or does not parse, is closed without an
+// answer. At most maxRefusing connections are refused so at once; past
 // that the listener accepts no connection until a refusal ends, and the
 // new ones wait in the kernel's backlog. A refused connection costs a
-// goroutine and a few kilobytes for a second at most, never the server's
-// buffers.
+// goroutine and a few kilobytes for a few seconds at most, never the
+// server's buffers.
 type connLimit struct {
 	max      int64
 	open     atomic.Int64
 	refusing chan struct{} // a slot per refusal in progress
 	answer   []byte
 	tls      *tls.Config // nil: plain HTTP
-	maxHead  int         // ServerConfig.MaxHeaderBytes
+	maxHead  int64       // ServerConfig.MaxHeaderBytes
 }
 
 // maxRefusing and refuseTime bound the refusals in progress: how many, and
-// for how long each (TLS handshake, answer and linger).
+// for how long each reads its request (TLS handshake included).
 const (
 	maxRefusing = 64
-	refuseTime  = time.Second
+	refuseTime  = 5 * time.Second
 )
 
 func newConnLimit(cfg ServerConfig) *connLimit {
@@ -51,7 +53,7 @@ func newConnLimit(cfg ServerConfig) *connLimit {
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 	l := &connLimit{max: int64(cfg.MaxConns), answer: []byte(answer), refusing: make(chan struct{}, maxRefusing),
-		maxHead: cfg.MaxHeaderBytes}
+		maxHead: int64(cfg.MaxHeaderBytes)}
 	if cfg.TLS != nil {
 		l.tls = http11Only(cfg.TLS)
 	}
@@ -71,8 +73,7 @@ func (l *connLimit) admit() bool {
 func (l *connLimit) release() { l.open.Add(-1) }
 
 // refuse answers c 503 and closes it, in a goroutine of its own, once
-// fewer than maxRefusing are in progress: it waits for one to end (for
-// refuseTime at most).
+// fewer than maxRefusing are in progress: it waits for one to end.
 func (l *connLimit) refuse(c net.Conn) {
 	l.refusing <- struct{}{}
 	go func() {
@@ -81,9 +82,9 @@ func (l *connLimit) refuse(c net.Conn) {
 	}()
 }
 
-// answerAndClose waits for the end of a request's headers on c, writes the
-// 503, shuts its writing side, reads and drops what the client sends until
-// it closes or refuseTime passed (as answerAndLinger does), and closes c.
+// answerAndClose reads a request on c, writes the 503, shuts its writing
+// side, reads and drops what the client sends until it closes or
+// lingerTime passed (as answerAndLinger does), and closes c.
 func (l *connLimit) answerAndClose(c net.Conn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(refuseTime))
@@ -95,9 +96,17 @@ func (l *connLimit) answerAndClose(c net.Conn) {
 		}
 		conn = tc
 	}
-	if !readHead(conn, l.maxHead) {
+	// The headers may take maxHead bytes, the body lingerBytes more.
+	lr := &io.LimitedReader{R: conn, N: l.maxHead}
+	req, err := http.ReadRequest(bufio.NewReader(lr))
+	if err != nil {
 		return
 	}
+	if !strings.EqualFold(req.Header.Get("Expect"), "100-continue") { // else the body waits for a 100
+		lr.N += lingerBytes
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	_ = c.SetDeadline(time.Now().Add(lingerTime))
 	if _, err := conn.Write(l.answer); err != nil {
 		return
 	}
@@ -105,27 +114,4 @@ func (l *connLimit) answerAndClose(c net.Conn) {
 		_ = cw.CloseWrite()
 	}
 	_, _ = io.CopyN(io.Discard, conn, lingerBytes)
-}
-
-// headEnd ends the headers of a request.
-var headEnd = []byte("\r\n\r\n")
-
-// readHead reads from r up to the end of a request's headers and reports
-// whether it came within max bytes (and r's deadline).
-func readHead(r io.Reader, max int) bool {
-	buf := make([]byte, 0, 4096)
-	for total := 0; total <= max; {
-		keep := min(len(buf), len(headEnd)-1) // the end may span two reads
-		copy(buf, buf[len(buf)-keep:])
-		n, err := r.Read(buf[keep:cap(buf)])
-		buf = buf[:keep+n]
-		total += n
-		if bytes.Contains(buf, headEnd) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-	}
-	return false
 }
