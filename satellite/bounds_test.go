@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/satellite/intake"
@@ -220,5 +221,8 @@ func TestSatellite_MaxConnectionsTLS(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "7" || !resp.Close ||
 		!bytes.Contains(raw, []byte(`"code":"OVERLOADED"`)) {
 		t.Fatalf("second connection: %d %v %s", resp.StatusCode, resp.Header, raw)
+	}
+	if n := testutil.ToFloat64(s.m.connsRefused); n != 1 {
+		t.Fatalf("squall_intake_connections_refused_total = %v, want 1", n)
 	}
 }

@@ -44,6 +44,7 @@ type Satellite struct {
 	fwd     *forwarder
 	intake  *intake.Intake
 	mux     *http.ServeMux
+	m       *metrics
 
 	ran     atomic.Bool
 	serving atomic.Bool // between the start of the intake and the shutdown
@@ -90,6 +91,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 	if err != nil {
 		return nil, err
 	}
+	s.m = m
 	s.fwd = newForwarder(forwarderConfig{
 		ackTimeout:     cfg.AckTimeout,
 		drainTimeout:   max(2*cfg.Kafka.WriteTimeout, cfg.AckTimeout),
@@ -211,7 +213,7 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 		s.addr = ln.Addr().String()
 		scfg := intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
 			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxConns: s.cfg.MaxConnections,
-			RetryAfter: s.cfg.RetryAfter, TLS: s.cfg.TLS, Logger: s.logger}
+			RetryAfter: s.cfg.RetryAfter, Refused: s.m.connsRefused, TLS: s.cfg.TLS, Logger: s.logger}
 		srv = s.intake.NewServer(s.mux, scfg)
 		ln = intake.Listener(ln, scfg)
 		if srv.TLSConfig != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connLimit bounds the connections a [Listener] hands to the server. One
@@ -31,8 +33,9 @@ type connLimit struct {
 	open     atomic.Int64
 	refusing chan struct{} // a slot per refusal in progress
 	answer   []byte
-	tls      *tls.Config // nil: plain HTTP
-	maxHead  int64       // ServerConfig.MaxHeaderBytes
+	tls      *tls.Config        // nil: plain HTTP
+	maxHead  int64              // ServerConfig.MaxHeaderBytes
+	refused  prometheus.Counter // nil: not counted
 }
 
 // maxRefusing and refuseTime bound the refusals in progress: how many, and
@@ -53,7 +56,7 @@ func newConnLimit(cfg ServerConfig) *connLimit {
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 	l := &connLimit{max: int64(cfg.MaxConns), answer: []byte(answer), refusing: make(chan struct{}, maxRefusing),
-		maxHead: int64(cfg.MaxHeaderBytes)}
+		maxHead: int64(cfg.MaxHeaderBytes), refused: cfg.Refused}
 	if cfg.TLS != nil {
 		l.tls = http11Only(cfg.TLS)
 	}
@@ -75,6 +78,9 @@ func (l *connLimit) release() { l.open.Add(-1) }
 // refuse answers c 503 and closes it, in a goroutine of its own, once
 // fewer than maxRefusing are in progress: it waits for one to end.
 func (l *connLimit) refuse(c net.Conn) {
+	if l.refused != nil {
+		l.refused.Inc()
+	}
 	l.refusing <- struct{}{}
 	go func() {
 		defer func() { <-l.refusing }()

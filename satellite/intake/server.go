@@ -41,6 +41,8 @@ type ServerConfig struct {
 	// RetryAfter is the Retry-After of that answer (default
 	// DefaultRetryAfter).
 	RetryAfter time.Duration
+	// Refused, when set, counts the connections refused over MaxConns.
+	Refused prometheus.Counter
 	// TLS, when set, is the configuration of an HTTPS listener: give the
 	// server a listener made with tls.NewListener(ln, server.TLSConfig).
 	// The server offers HTTP/1.1 only, whatever TLS.NextProtos says.
