@@ -444,26 +444,26 @@ func (s *Sink) Ping(ctx context.Context) error {
 // connections; retries still waiting are abandoned. Writes after Close
 // fail. Each request in flight ends within Config.WriteTimeout; to bound
 // the wait otherwise, use [Sink.Shutdown].
-func (s *Sink) Close() error { return s.shutdown(nil) }
+func (s *Sink) Close() error {
+	s.shutdown(nil)
+	return nil
+}
 
 // Shutdown is [Sink.Close] with a bound: once ctx ends, the produce
 // requests still in flight are cancelled (their writes fail) and the
 // flush goroutines return. It returns ctx's error when it had to cancel
 // them.
 func (s *Sink) Shutdown(ctx context.Context) error {
-	if err := s.shutdown(ctx.Done()); err != nil {
+	if s.shutdown(ctx.Done()) {
 		return fmt.Errorf("kafka sink shutdown: %w", ctx.Err())
 	}
 	return nil
 }
 
-// errFlushCancelled is the outcome of shutdown when it cancelled the
-// produce requests in flight.
-var errFlushCancelled = errors.New("produce requests cancelled")
-
 // shutdown closes the sink and waits for the flush goroutines; once
-// cancel is closed (nil: never), it cancels their produce requests.
-func (s *Sink) shutdown(cancel <-chan struct{}) error {
+// cancel is closed (nil: never), it cancels their produce requests, and
+// reports that it did.
+func (s *Sink) shutdown(cancel <-chan struct{}) (cancelled bool) {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -476,26 +476,24 @@ func (s *Sink) shutdown(cancel <-chan struct{}) error {
 	}
 	cancelFlush := s.cancelFlush
 	s.mu.Unlock()
+	if cancelFlush == nil { // no write started a flush goroutine
+		cancelFlush = func() {}
+	}
+	defer cancelFlush()
 	flushed := make(chan struct{})
 	go func() {
 		s.flushers.Wait()
 		close(flushed)
 	}()
-	var err error
 	select {
 	case <-flushed:
 	case <-cancel:
-		if cancelFlush != nil {
-			cancelFlush()
-		}
-		<-flushed
-		err = errFlushCancelled
-	}
-	if cancelFlush != nil {
 		cancelFlush()
+		<-flushed
+		cancelled = true
 	}
 	s.transport.CloseIdleConnections()
-	return err
+	return cancelled
 }
 
 // rejected reports whether err means that a record can never be written.
