@@ -32,6 +32,9 @@ const (
 	DefaultRetryBackoffMin   = 100 * time.Millisecond
 	DefaultRetryBackoffMax   = 5 * time.Second
 	DefaultHealthInterval    = 10 * time.Second
+	DefaultMaxConnections    = intake.DefaultMaxConns
+	DefaultMaxCalls          = intake.DefaultMaxCalls
+	DefaultMaxPendingBytes   = intake.DefaultMaxPendingBytes
 )
 
 // Config configures a [Satellite]. Start from [Default], set the fields that
@@ -69,6 +72,19 @@ type Config struct {
 	// HTTPAddr (default 16 KiB); larger ones are answered 431. It is the
 	// read buffer of each connection.
 	MaxHeaderBytes int
+	// MaxConnections bounds the connections open at once on HTTPAddr
+	// (default 4096); one more is answered 503 OVERLOADED with
+	// Retry-After and closed.
+	MaxConnections int
+	// MaxCalls bounds the webhook calls handled at once (default 1024),
+	// on HTTPAddr or mounted on another server; one more is answered 503
+	// OVERLOADED with Retry-After, its body unread.
+	MaxCalls int
+	// MaxPendingBytes bounds the bytes of bodies and events that the
+	// calls in progress hold until Kafka acknowledges or the spool takes
+	// them (default 64 MiB); a call that would go over is answered 503
+	// OVERLOADED with Retry-After (a call alone always goes on).
+	MaxPendingBytes int64
 	// ShutdownTimeout bounds the graceful shutdown: answering the calls in
 	// progress and flushing Kafka (default 30 s).
 	ShutdownTimeout time.Duration
@@ -124,6 +140,9 @@ func Default() Config {
 		ReadTimeout:         DefaultReadTimeout,
 		IdleTimeout:         DefaultIdleTimeout,
 		MaxHeaderBytes:      DefaultMaxHeaderBytes,
+		MaxConnections:      DefaultMaxConnections,
+		MaxCalls:            DefaultMaxCalls,
+		MaxPendingBytes:     DefaultMaxPendingBytes,
 		ShutdownTimeout:     DefaultShutdownTimeout,
 		AckTimeout:          DefaultAckTimeout,
 		RetryAfter:          DefaultRetryAfter,
@@ -185,6 +204,15 @@ func (c Config) Validate() error {
 	positive("shutdown_timeout", c.ShutdownTimeout)
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		add("max_header_bytes", fmt.Errorf("%d is not between 4096 and 1048576", c.MaxHeaderBytes))
+	}
+	if c.MaxConnections < 1 {
+		add("max_connections", fmt.Errorf("%d is less than 1", c.MaxConnections))
+	}
+	if c.MaxCalls < 1 {
+		add("max_calls", fmt.Errorf("%d is less than 1", c.MaxCalls))
+	}
+	if c.MaxPendingBytes < 1<<20 {
+		add("max_pending_bytes", fmt.Errorf("%d is less than 1048576 (1 MiB)", c.MaxPendingBytes))
 	}
 	positive("ack_timeout", c.AckTimeout)
 	positive("retry_after", c.RetryAfter)

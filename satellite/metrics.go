@@ -19,6 +19,9 @@ type metrics struct {
 	drained   prometheus.Counter
 	spooling  prometheus.Gauge
 	kafkaUp   prometheus.Gauge
+	// connsRefused counts the connections refused over
+	// Config.MaxConnections.
+	connsRefused prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
@@ -41,13 +44,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "squall_kafka_up",
 			Help: "1 if the last write to Kafka or check of a broker succeeded, else 0.",
 		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "squall_intake_connections_refused_total",
+			Help: "Connections answered 503 OVERLOADED and closed because --max-connections were open.",
+		}),
 	}
 	m.toKafka = m.forwarded.WithLabelValues(pathKafka)
 	m.forwarded.WithLabelValues(pathSpool)
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.forwarded, m.drained, m.spooling, m.kafkaUp}
+	collectors := []prometheus.Collector{m.forwarded, m.drained, m.spooling, m.kafkaUp, m.connsRefused}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range collectors[:i] {

@@ -44,6 +44,7 @@ type Satellite struct {
 	fwd     *forwarder
 	intake  *intake.Intake
 	mux     *http.ServeMux
+	m       *metrics
 
 	ran     atomic.Bool
 	serving atomic.Bool // between the start of the intake and the shutdown
@@ -90,6 +91,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 	if err != nil {
 		return nil, err
 	}
+	s.m = m
 	s.fwd = newForwarder(forwarderConfig{
 		ackTimeout:     cfg.AckTimeout,
 		drainTimeout:   max(2*cfg.Kafka.WriteTimeout, cfg.AckTimeout),
@@ -106,6 +108,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Satellite
 		return nil, err
 	}
 	s.intake, err = intake.New(intake.Config{TenantID: cfg.TenantID, Source: cfg.Name, RetryAfter: cfg.RetryAfter,
+		MaxCalls: cfg.MaxCalls, MaxPendingBytes: cfg.MaxPendingBytes,
 		Clients: clients, Limits: ratelimit.New(cfg.RateLimitMaxClients), Dedupe: s.dedupe, TracerProvider: cfg.TracerProvider},
 		s.watcher, s.fwd, logger, reg)
 	if err != nil {
@@ -172,10 +175,19 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	fctx, stopForwarder := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopForwarder()
 	var background sync.WaitGroup
+	// The shutdown ends by this deadline, set when it starts: the drain of
+	// the calls in progress and the flush to Kafka share
+	// Config.ShutdownTimeout.
+	var deadline time.Time
 	defer func() {
 		stopForwarder()
 		background.Wait()
-		err = errors.Join(err, s.closeSinks())
+		if deadline.IsZero() { // stopped while starting
+			deadline = time.Now().Add(s.cfg.ShutdownTimeout)
+		}
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		err = errors.Join(err, s.closeSinks(cctx))
 	}()
 
 	wctx, stopWatcher := context.WithCancel(ctx)
@@ -200,7 +212,8 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 		}
 		s.addr = ln.Addr().String()
 		scfg := intake.ServerConfig{HeaderTimeout: s.cfg.ReadHeaderTimeout, BodyTimeout: s.cfg.ReadTimeout,
-			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, TLS: s.cfg.TLS, Logger: s.logger}
+			IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxConns: s.cfg.MaxConnections,
+			RetryAfter: s.cfg.RetryAfter, Refused: s.m.connsRefused, TLS: s.cfg.TLS, Logger: s.logger}
 		srv = s.intake.NewServer(s.mux, scfg)
 		ln = intake.Listener(ln, scfg)
 		if srv.TLSConfig != nil {
@@ -236,7 +249,8 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	// Shutdown: stop taking calls, answer those in progress.
 	s.serving.Store(false)
 	s.logger.Info("satellite stopping")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	deadline = time.Now().Add(s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if srv != nil {
 		// The listener closes; idle connections close; the calls in
@@ -253,14 +267,14 @@ func (s *Satellite) Run(ctx context.Context) (err error) {
 	return runErr
 }
 
-// closeSinks writes the delivery ids, flushes and closes Kafka, then the
-// spool.
-func (s *Satellite) closeSinks() error {
+// closeSinks writes the delivery ids, flushes and closes Kafka (its produce
+// requests still in flight when ctx ends are cancelled), then the spool.
+func (s *Satellite) closeSinks(ctx context.Context) error {
 	var errs []error
 	if err := s.dedupe.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.sink.Close(); err != nil {
+	if err := s.sink.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.spool.Close(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,10 +37,10 @@ type devOptions struct {
 	// trace configures tracing; each part exports under its own service
 	// name (squall-master, squall-satellite, squall-engine).
 	trace tracingOptions
-	// proxies holds the intake's trusted proxies (TrustedProxies and
-	// TrustedProxyHeader only).
-	proxies satellite.Config
-	fleet   fleet.Config
+	// intake holds the intake's settings that dev takes from flags:
+	// TrustedProxies, TrustedProxyHeader, MaxCalls and MaxPendingBytes.
+	intake satellite.Config
+	fleet  fleet.Config
 }
 
 // Defaults of squall dev.
@@ -58,7 +59,7 @@ const (
 )
 
 func newDevCommand() *cobra.Command {
-	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, proxies: satellite.Default(), fleet: fleet.Default()}
+	o := devOptions{httpAddr: devDefaultHTTP, dataDir: devDefaultDataDir, logLevel: "info", kafkaAddr: devDefaultKafka, intake: satellite.Default(), fleet: fleet.Default()}
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
@@ -106,7 +107,8 @@ command line wins; empty variables are ignored.`,
 	fleetListFlags(f, &o.fleet)
 	f.StringVar(&o.logLevel, "log-level", o.logLevel, "log level: debug, info, warn or error")
 	tracingFlags(f, &o.trace, "")
-	trustedProxyFlags(f, &o.proxies)
+	trustedProxyFlags(f, &o.intake)
+	intakeBoundFlags(f, &o.intake)
 	documentEnv(f)
 	return cmd
 }
@@ -294,7 +296,8 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	scfg.Kafka.Brokers = brokers
 	scfg.Spool.Dir = d.path("spool")
 	scfg.TracerProvider = tracers[1].TracerProvider()
-	scfg.TrustedProxies, scfg.TrustedProxyHeader = o.proxies.TrustedProxies, o.proxies.TrustedProxyHeader
+	scfg.TrustedProxies, scfg.TrustedProxyHeader = o.intake.TrustedProxies, o.intake.TrustedProxyHeader
+	scfg.MaxCalls, scfg.MaxPendingBytes = o.intake.MaxCalls, o.intake.MaxPendingBytes
 	s, err := satellite.New(scfg, logger.With("role", "intake"), reg)
 	if err != nil {
 		return errors.Join(fmt.Errorf("webhook intake: %w", err), stopMaster())
@@ -318,16 +321,26 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	}
 	eng.Store(e)
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.Run(gctx) })
-	g.Go(func() error { return e.Run(gctx) })
+	// Shutdown order: the intake stops taking calls, answers those in
+	// progress and flushes them to Kafka while the engine drains the
+	// events it holds, whose actions may post findings to the master; the
+	// master stops once both have returned, and the broker last.
+	pctx, stopParts := context.WithCancel(ctx)
+	defer stopParts()
+	g, gctx := errgroup.WithContext(pctx)
+	var parts sync.WaitGroup
+	parts.Add(2)
+	g.Go(func() error { defer parts.Done(); return s.Run(gctx) })
+	g.Go(func() error { defer parts.Done(); return e.Run(gctx) })
 	g.Go(func() error { return reportDevFleet(gctx, fl, s, e) })
 	g.Go(func() error {
 		var runErr error
 		select {
 		case <-gctx.Done():
 		case runErr = <-srv.Err():
+			stopParts()
 		}
+		parts.Wait()
 		return errors.Join(runErr, stopMaster())
 	})
 

@@ -47,6 +47,12 @@ calls ("rate_limit": 429 with Retry-After) and the addresses that may call
 whose X-Forwarded-For (or Forwarded) header gives the client address.
 /healthz, /readyz and /metrics are served on the same address.
 
+Memory stays bounded when Kafka is slow or a flood of calls comes: past
+--max-connections open connections, --max-calls calls in progress or
+--max-pending-bytes of bodies and events waiting for Kafka, a call is
+answered 503 OVERLOADED with Retry-After (docs/operations.md, "Bounds of
+the intake").
+
 With --master (one or more) and --master-token-file (a token with
 fleet_report on the root, e.g. squall token --auth fleet=root:fleet_report),
 the satellite tells the masters every --fleet-interval its id (--name), --site,
@@ -128,6 +134,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) to serve HTTPS with; reloaded when the file changes")
 	f.StringVar(&tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file; reloaded with it")
 	f.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", cfg.MaxHeaderBytes, "bound of a request's line and headers on --http, in bytes (4096 to 1048576); larger ones are answered 431")
+	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections open at once on --http; one more is answered 503 OVERLOADED with Retry-After and closed")
 	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
 	f.StringVar(&cfg.Kafka.Topic, "topic", cfg.Kafka.Topic, "Kafka topic of the events")
 	f.StringVar(&cfg.TenantID, "tenant-id", cfg.TenantID, "tenant of events whose webhook file names none")
@@ -191,6 +198,7 @@ func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *stri
 	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
 	f.StringVar(saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
 	trustedProxyFlags(f, cfg)
+	intakeBoundFlags(f, cfg)
 	f.IntVar(&cfg.DedupeMaxEntries, "dedupe-max-entries", cfg.DedupeMaxEntries, "delivery ids remembered for the webhooks' dedupe (dedupe.db in the spool folder, about 60 bytes of memory and 65 of file each); past it the oldest are forgotten")
 	f.IntVar(&cfg.RateLimitMaxClients, "rate-limit-max-clients", cfg.RateLimitMaxClients, "client addresses tracked for the webhooks' per-client rate limits (about 250 bytes each); past it the least recently seen are forgotten")
 }
@@ -201,6 +209,13 @@ func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *stri
 func trustedProxyFlags(f *pflag.FlagSet, cfg *satellite.Config) {
 	f.Var((*prefixesValue)(&cfg.TrustedProxies), "trusted-proxies", "CIDR prefixes or addresses of the reverse proxies whose forwarding header (--trusted-proxy-header) gives the client address of webhook calls, for allow_ips and per-client rate limits (repeatable or comma-separated; default: trust nobody, the peer is the client)")
 	f.StringVar(&cfg.TrustedProxyHeader, "trusted-proxy-header", cfg.TrustedProxyHeader, "the header the trusted proxies set: X-Forwarded-For or Forwarded (the rightmost address that is not a trusted proxy is the client)")
+}
+
+// intakeBoundFlags defines the bounds of the webhook calls in progress
+// (squall satellite, master and dev).
+func intakeBoundFlags(f *pflag.FlagSet, cfg *satellite.Config) {
+	f.IntVar(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "webhook calls handled at once; one more is answered 503 OVERLOADED with Retry-After, its body unread")
+	f.Int64Var(&cfg.MaxPendingBytes, "max-pending-bytes", cfg.MaxPendingBytes, "bytes of bodies and events the webhook calls in progress hold until Kafka acknowledges or the spool takes them (at least 1048576); a call that would go over is answered 503 OVERLOADED with Retry-After")
 }
 
 // prefixesValue is a flag of CIDR prefixes, repeatable or comma-separated.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,22 +21,31 @@ import (
 // one before, do not update it each time. A wait may end that much early
 // (at most 156 ms of the 2 min idle wait, with the defaults), never late.
 // Wrap the TCP listener, under TLS (docs/decisions.md decision 45).
+//
+// The listener also bounds the connections open at once to cfg.MaxConns:
+// see [connLimit].
 func Listener(ln net.Listener, cfg ServerConfig) net.Listener {
 	cfg = cfg.withDefaults()
-	return lazyListener{ln, min(cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout) / 64}
+	return lazyListener{ln, min(cfg.HeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout) / 64, newConnLimit(cfg)}
 }
 
 type lazyListener struct {
 	net.Listener
 	slack time.Duration
+	limit *connLimit
 }
 
 func (l lazyListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.limit.admit() {
+			return &lazyConn{Conn: c, slack: l.slack, limit: l.limit}, nil
+		}
+		l.limit.refuse(c)
 	}
-	return &lazyConn{Conn: c, slack: l.slack}, nil
 }
 
 // lazyConn holds the read deadline set last (pending) until a read, which
@@ -44,6 +54,8 @@ func (l lazyListener) Accept() (net.Conn, error) {
 // goroutine, applies at once, as it would on the connection itself.
 type lazyConn struct {
 	net.Conn
+	limit            *connLimit
+	closed           atomic.Bool
 	slack            time.Duration
 	mu               sync.Mutex
 	pending, applied time.Time
@@ -96,6 +108,14 @@ func (c *lazyConn) SetDeadline(t time.Time) error {
 	defer c.mu.Unlock()
 	c.pending, c.applied = t, t
 	return c.Conn.SetDeadline(t)
+}
+
+// Close closes the connection and counts it out of the limit, once.
+func (c *lazyConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.limit.release()
+	}
+	return c.Conn.Close()
 }
 
 var errNoCloseWrite = errors.New("connection cannot close its writing side alone")

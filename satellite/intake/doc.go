@@ -42,6 +42,14 @@
 //	422 TEMPLATE_ERROR      the template cannot make an event of this body
 //	                        (params.field names the template entry)
 //	413 EVENT_TOO_LARGE     the event is larger than a Kafka record may be
+//	503 OVERLOADED          over one of the intake's bounds: calls in
+//	                        progress (Config.MaxCalls; checked first, the
+//	                        body is not read), bytes held for Kafka
+//	                        (Config.MaxPendingBytes; checked before the
+//	                        body is read and before the event is built)
+//	                        or, on the server of [Intake.NewServer],
+//	                        connections open (ServerConfig.MaxConns: the
+//	                        listener answers it and closes the connection)
 //	503 SPOOL_FULL          Kafka is unavailable and the spool is full
 //	503 SHUTTING_DOWN       the satellite is stopping
 //	503 UNAVAILABLE         the event could not be stored

@@ -67,6 +67,18 @@ type Config struct {
 	// Dedupe remembers the delivery ids of webhooks with dedupe; without
 	// it, their calls are answered 500.
 	Dedupe Deduper
+	// MaxCalls bounds the webhook calls handled at once (default
+	// DefaultMaxCalls): one more is answered 503 OVERLOADED with
+	// Retry-After before anything else is done, its body unread.
+	MaxCalls int
+	// MaxPendingBytes bounds the bytes the calls in progress hold for
+	// Kafka: their bodies from the moment they are read (the declared
+	// length, or the webhook's max_payload_size for a chunked body, until
+	// it is read) and their events, until the sink has acknowledged or
+	// spooled them (default DefaultMaxPendingBytes). A call that would go
+	// over is answered 503 OVERLOADED with Retry-After, before its body is
+	// read when it can be; a call alone always goes on, whatever its size.
+	MaxPendingBytes int64
 	// TracerProvider records a server span per call, the child of the
 	// caller's traceparent; the event's traceparent header then names
 	// it (or the sink's span). Nil records none: the event keeps the
@@ -141,7 +153,10 @@ type Intake struct {
 
 	// calls is the number of calls in progress, plus closedBit once
 	// closed: one atomic add per call in and out, no lock.
-	calls     atomic.Int64
+	calls atomic.Int64
+	// pending counts the bytes of bodies and events the calls in
+	// progress hold (Config.MaxPendingBytes).
+	pending   budget
 	idle      chan struct{} // closed when closed and no call is in progress
 	closeIdle sync.Once
 }
@@ -167,6 +182,12 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 	if cfg.Limits == nil {
 		cfg.Limits = ratelimit.New(0)
 	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = DefaultMaxPendingBytes
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -180,8 +201,10 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 		tracer:     tracing.Tracer(cfg.TracerProvider, "satellite/intake"),
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		idle:       make(chan struct{}),
+		pending:    budget{max: cfg.MaxPendingBytes},
 	}
-	m, err := newMetrics(reg, func() float64 { return float64(in.calls.Load() &^ closedBit) })
+	m, err := newMetrics(reg, func() float64 { return float64(in.calls.Load() &^ closedBit) },
+		func() float64 { return float64(in.pending.used.Load()) })
 	if err != nil {
 		return nil, err
 	}
@@ -331,9 +354,12 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		return res, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
 			params: map[string]any{"method": strings.Clone(c.method)}, message: "only POST is allowed"}
 	}
-	if !in.enter() {
+	switch in.enter() {
+	case entryClosed:
 		return res, &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown,
 			message: "the intake is shutting down", retryAfter: in.cfg.RetryAfter}
+	case entryFull:
+		return res, in.overCalls()
 	}
 	defer in.leave()
 
@@ -386,6 +412,16 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 	if c.contentLength > limit {
 		return res, tooLarge() // no byte of the body is kept
 	}
+	// The bytes this call holds for Kafka: its body's, at most, until
+	// it is read, then the body's and the event's.
+	held := c.contentLength
+	if held < 0 {
+		held = limit
+	}
+	if !in.pending.take(0, held) {
+		return res, in.overBytes()
+	}
+	defer func() { in.pending.give(held) }()
 	buf := in.bufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 1<<20 {
@@ -404,6 +440,10 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		return res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: "cannot read the body", err: err}
 	}
 	body := buf.Bytes()
+	if n := int64(len(body)); n < held {
+		in.pending.give(held - n)
+		held = n
+	}
 
 	if sig := wh.Signature; sig != nil {
 		index, err := sig.Verify(c.header, body, now)
@@ -431,7 +471,12 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 
 	// One allocation holds the event and its header values; both stay
 	// with the record until Kafka or the spool has them.
-	b := make([]byte, 0, len(body)+256+len(wh.ID)+len(in.cfg.Source))
+	size := len(body) + 256 + len(wh.ID) + len(in.cfg.Source)
+	if !in.pending.take(held, int64(size)) {
+		return res, in.overBytes()
+	}
+	held += int64(size)
+	b := make([]byte, 0, size)
 	value, tenant, err := wh.Collector().AppendEvent(b, body, now, in.cfg.TenantID)
 	if err != nil {
 		var te *webhooks.TemplateError
@@ -556,9 +601,11 @@ func (in *Intake) sinkError(err error) *apiError {
 
 // logAnswer logs an error answer once: server-side failures as errors,
 // refused calls at debug level, with a summary of them at info level once
-// a minute.
+// a minute. Calls shed by the intake's bounds (OVERLOADED) or because it
+// is closed (SHUTTING_DOWN, but for a sink closed under a call) are refused
+// calls: the intake works as designed.
 func (in *Intake) logAnswer(c *request, e *apiError) {
-	if e.status < 500 {
+	if e.status < 500 || e.code == CodeOverloaded || e.code == CodeShuttingDown && e.err == nil {
 		in.clientErrs.Record(c.ctx, e.status, e.code, "webhook call refused", "webhook", c.id, "remote", c.front.remoteAddr())
 		return
 	}
@@ -572,13 +619,26 @@ func (in *Intake) logAnswer(c *request, e *apiError) {
 	in.logger.Log(c.ctx, slog.LevelError, "webhook call refused", attrs...)
 }
 
-// enter counts a call in, unless the intake is closed.
-func (in *Intake) enter() bool {
-	if in.calls.Add(1)&closedBit != 0 {
+// Outcomes of Intake.enter.
+const (
+	entered = iota
+	entryClosed
+	entryFull
+)
+
+// enter counts a call in, unless the intake is closed or handles
+// Config.MaxCalls calls already.
+func (in *Intake) enter() int {
+	n := in.calls.Add(1)
+	switch {
+	case n&closedBit != 0:
 		in.leave()
-		return false
+		return entryClosed
+	case n > int64(in.cfg.MaxCalls):
+		in.leave()
+		return entryFull
 	}
-	return true
+	return entered
 }
 
 // leave counts a call out.

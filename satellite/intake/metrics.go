@@ -13,6 +13,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
 	inflight prometheus.GaugeFunc
+	// pending is the bytes the calls in progress hold for Kafka.
+	pending prometheus.GaugeFunc
 	// refused counts refused calls of known webhooks by reason.
 	refused *prometheus.CounterVec
 	// credentials counts the token and secret entries that verified.
@@ -73,8 +75,9 @@ func (m *metrics) credentialVerified(webhook, kind string, index int) {
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
-// registers nothing. inflight returns the number of calls in progress.
-func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, error) {
+// registers nothing. inflight returns the number of calls in progress,
+// pending the bytes they hold for Kafka.
+func newMetrics(reg prometheus.Registerer, inflight, pending func() float64) (*metrics, error) {
 	m := &metrics{
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "squall_intake_http_panics_total",
@@ -94,6 +97,10 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, e
 			Name: "squall_intake_in_flight_requests",
 			Help: "Webhook calls being handled.",
 		}, inflight),
+		pending: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "squall_intake_pending_bytes",
+			Help: "Bytes of bodies and events the webhook calls in progress hold until Kafka acknowledges or the spool takes them; bounded by --max-pending-bytes.",
+		}, pending),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_intake_refused_total",
 			Help: "Calls of a known webhook refused, by webhook id and reason (token, signature, timestamp, address, rate, size, delivery_id).",
@@ -114,7 +121,7 @@ func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, e
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics}
+	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.pending, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			for _, done := range collectors[:i] {

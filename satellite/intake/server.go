@@ -33,6 +33,16 @@ type ServerConfig struct {
 	// MaxHeaderBytes bounds a request's line and headers (default 16 KiB):
 	// larger ones are answered 431. It is each connection's read buffer.
 	MaxHeaderBytes int
+	// MaxConns bounds the connections open at once (default
+	// DefaultMaxConns). [Listener] answers one more with 503 OVERLOADED,
+	// Retry-After and Connection: close, without handing it to the
+	// server, and closes it.
+	MaxConns int
+	// RetryAfter is the Retry-After of that answer (default
+	// DefaultRetryAfter).
+	RetryAfter time.Duration
+	// Refused, when set, counts the connections refused over MaxConns.
+	Refused prometheus.Counter
 	// TLS, when set, is the configuration of an HTTPS listener: give the
 	// server a listener made with tls.NewListener(ln, server.TLSConfig).
 	// The server offers HTTP/1.1 only, whatever TLS.NextProtos says.
@@ -48,6 +58,7 @@ const (
 	DefaultBodyTimeout    = time.Minute
 	DefaultIdleTimeout    = 2 * time.Minute
 	DefaultMaxHeaderBytes = 16 << 10
+	DefaultMaxConns       = 4096
 )
 
 // withDefaults returns cfg with the defaults in place of zero values.
@@ -63,6 +74,12 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	}
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
 	}
 	return cfg
 }

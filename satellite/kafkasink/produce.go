@@ -97,8 +97,9 @@ func (w *pendingWrite) finish(err error) {
 }
 
 // enqueue adds w to the queue of the broker leading its partition, by
-// layout l, and starts a flush goroutine if none runs. ctx's values (not its
-// cancellation) go to the flush.
+// layout l, and starts a flush goroutine if none runs. The flush goroutines
+// share the sink's flush context (Sink.flushCtx), which the first write's
+// ctx gives its values to (not its cancellation) and Shutdown cancels.
 func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
 	leader := l.leader(w.partition)
 	s.mu.Lock()
@@ -136,7 +137,10 @@ func (s *Sink) enqueue(ctx context.Context, l *layout, w *pendingWrite) error {
 	if q.flushers == 0 || q.flushers < s.cfg.MaxInFlight && s.worthAlongside(q) {
 		q.flushers++
 		s.flushers.Add(1)
-		go s.flush(context.WithoutCancel(ctx), q)
+		if s.flushCtx == nil {
+			s.flushCtx, s.cancelFlush = context.WithCancel(context.WithoutCancel(ctx))
+		}
+		go s.flush(s.flushCtx, q)
 	}
 	return nil
 }

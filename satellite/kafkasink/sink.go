@@ -72,6 +72,12 @@ type Sink struct {
 	closed   bool
 	queues   map[int32]*brokerQueue // by leader
 	flushers sync.WaitGroup
+	// flushCtx is the context of the flush goroutines, made by the first
+	// write (with its values, not its cancellation); cancelFlush, called
+	// by Shutdown when its ctx ends, cancels their produce requests.
+	// Guarded by mu.
+	flushCtx    context.Context
+	cancelFlush context.CancelFunc
 
 	// dones recycles the channels of WriteWithin's writes (chan error,
 	// buffered, empty): each gets one outcome, from the write's finish.
@@ -436,8 +442,28 @@ func (s *Sink) Ping(ctx context.Context) error {
 
 // Close waits for the produce requests in flight and closes the
 // connections; retries still waiting are abandoned. Writes after Close
-// fail.
+// fail. Each request in flight ends within Config.WriteTimeout; to bound
+// the wait otherwise, use [Sink.Shutdown].
 func (s *Sink) Close() error {
+	s.shutdown(nil)
+	return nil
+}
+
+// Shutdown is [Sink.Close] with a bound: once ctx ends, the produce
+// requests still in flight are cancelled (their writes fail) and the
+// flush goroutines return. It returns ctx's error when it had to cancel
+// them.
+func (s *Sink) Shutdown(ctx context.Context) error {
+	if s.shutdown(ctx.Done()) {
+		return fmt.Errorf("kafka sink shutdown: %w", ctx.Err())
+	}
+	return nil
+}
+
+// shutdown closes the sink and waits for the flush goroutines; once
+// cancel is closed (nil: never), it cancels their produce requests, and
+// reports that it did.
+func (s *Sink) shutdown(cancel <-chan struct{}) (cancelled bool) {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -448,10 +474,26 @@ func (s *Sink) Close() error {
 			q.timer.Stop()
 		}
 	}
+	cancelFlush := s.cancelFlush
 	s.mu.Unlock()
-	s.flushers.Wait()
+	if cancelFlush == nil { // no write started a flush goroutine
+		cancelFlush = func() {}
+	}
+	defer cancelFlush()
+	flushed := make(chan struct{})
+	go func() {
+		s.flushers.Wait()
+		close(flushed)
+	}()
+	select {
+	case <-flushed:
+	case <-cancel:
+		cancelFlush()
+		<-flushed
+		cancelled = true
+	}
 	s.transport.CloseIdleConnections()
-	return nil
+	return cancelled
 }
 
 // rejected reports whether err means that a record can never be written.

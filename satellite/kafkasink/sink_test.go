@@ -654,3 +654,48 @@ func TestSink_GroupCommit(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 }
+
+// TestSink_Shutdown: Shutdown waits for a produce request in flight until
+// its ctx ends, then cancels it: the write fails, the flush goroutine
+// returns (main_test checks that none is left), and Shutdown returns
+// ctx's error long before the request's WriteTimeout.
+func TestSink_Shutdown(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
+	s := newTestSink(t, b.Addr, func(c *Config) { c.WriteTimeout = time.Minute })
+	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// The broker holds the next produce request until the end of the test.
+	held, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var holding atomic.Bool
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if holding.CompareAndSwap(false, true) {
+			close(held)
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	written := make(chan error, 1)
+	go func() {
+		written <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")})
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("shutdown with a request held: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %s", took)
+	}
+	if err := <-written; err == nil {
+		t.Fatal("the cancelled write succeeded")
+	}
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+}

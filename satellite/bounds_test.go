@@ -1,0 +1,228 @@
+package satellite
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/squallhq/squall/satellite/intake"
+	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/satellite/tlscert"
+	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
+)
+
+// Figures of TestSatellite_Flood (docs/operations.md, "Bounds of the
+// intake").
+const (
+	satFloodClients   = 96
+	satFloodAttempts  = 3
+	satFloodBodySize  = 64 << 10
+	satFloodHeapBound = 12 << 20 // heap in use above the baseline, after GC
+)
+
+// TestSatellite_Flood: a satellite whose Kafka holds every produce request
+// takes a flood of large calls on its own listener. Calls over its bounds
+// (connections, calls, bytes held for Kafka) are answered 503 OVERLOADED
+// with Retry-After, the heap in use stays under satFloodHeapBound, and once
+// Kafka answers, every call answered 200 has its record in the topic. Not
+// parallel: the heap is the flood's alone.
+func TestSatellite_Flood(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
+	hook := fmt.Sprintf(`{"id": "big", "token": "tok", "max_payload_size": %d,
+		"collector_config": {"event_type": "flood", "payload": {"all": "${@}"}}}`, 2*satFloodBodySize)
+	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"big.json": hook}), "")
+	cfg.AckTimeout = 20 * time.Second // the flood's calls wait for Kafka meanwhile
+	cfg.RetryAfter = 7 * time.Second
+	cfg.MaxConnections, cfg.MaxCalls, cfg.MaxPendingBytes = 48, 24, 1<<20
+	r := start(t, cfg)
+	if status, id := r.post(t, "big", "tok", `{"n": -1}`, nil); status != http.StatusOK {
+		t.Fatalf("first call: %d %s", status, id)
+	}
+
+	// From now on the broker holds every produce request until release.
+	c := b.Cluster()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case <-release:
+		default:
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: satFloodClients}, Timeout: 60 * time.Second}
+	defer client.CloseIdleConnections()
+	pad := bytes.Repeat([]byte("p"), satFloodBodySize)
+	url := r.url + "/engine/webhook/event/big?token=tok"
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseline := ms.HeapInuse
+
+	type outcome struct {
+		status    int
+		idOrCode  string
+		retry     string
+		transport error
+	}
+	outcomes := make(chan outcome, satFloodClients*satFloodAttempts)
+	done := make(chan struct{}, satFloodClients)
+	var wg sync.WaitGroup
+	for n := range satFloodClients {
+		wg.Go(func() {
+			defer func() { done <- struct{}{} }()
+			for attempt := range satFloodAttempts {
+				head, tail := fmt.Sprintf(`{"n": %d, "pad": "`, n*satFloodAttempts+attempt), `"}`
+				req, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader(head), bytes.NewReader(pad), strings.NewReader(tail)))
+				req.ContentLength = int64(len(head) + len(pad) + len(tail))
+				resp, err := client.Do(req)
+				if err != nil {
+					outcomes <- outcome{transport: err}
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				o := outcome{status: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
+				if i := bytes.Index(raw, []byte(`"event_id":"`)); o.status == http.StatusOK && i >= 0 {
+					o.idOrCode = string(raw[i+len(`"event_id":"`) : i+len(`"event_id":"`)+36])
+				} else if bytes.Contains(raw, []byte(intake.CodeOverloaded)) {
+					o.idOrCode = intake.CodeOverloaded
+				}
+				outcomes <- o
+				if o.status == http.StatusOK {
+					return
+				}
+			}
+		})
+	}
+
+	// The peak: every client is done or has a call waiting for Kafka.
+	inFlight := func() int {
+		// From the registry: /metrics may be over the connection bound.
+		mfs, err := r.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "squall_intake_in_flight_requests" {
+				return int(mf.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+		t.Fatal("no squall_intake_in_flight_requests")
+		return 0
+	}
+	finished := 0
+	waitFor(t, "the flood to settle", 60*time.Second, func() bool {
+		for {
+			select {
+			case <-done:
+				finished++
+				continue
+			default:
+			}
+			return finished+inFlight() == satFloodClients
+		}
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	peak := int64(ms.HeapInuse) - int64(baseline)
+	waiting := inFlight()
+	unblock()
+	wg.Wait()
+	close(outcomes)
+
+	var acked []string
+	refused := 0
+	for o := range outcomes {
+		switch {
+		case o.transport != nil:
+			t.Errorf("call failed: %v", o.transport)
+		case o.status == http.StatusOK:
+			acked = append(acked, o.idOrCode)
+		case o.status == http.StatusServiceUnavailable && o.idOrCode == intake.CodeOverloaded && o.retry == "7":
+			refused++
+		default:
+			t.Errorf("answer %d %s (Retry-After %q), want 200 or 503 OVERLOADED", o.status, o.idOrCode, o.retry)
+		}
+	}
+	t.Logf("%d clients × %d attempts of %d KiB: %d answered 200, %d 503 OVERLOADED; at the peak %d calls waited for Kafka; heap in use +%.1f MiB (bound %d MiB)",
+		satFloodClients, satFloodAttempts, satFloodBodySize>>10, len(acked), refused, waiting, float64(peak)/(1<<20), satFloodHeapBound>>20)
+	if refused == 0 || len(acked) == 0 {
+		t.Errorf("%d answered 200, %d refused: want both", len(acked), refused)
+	}
+	if peak > satFloodHeapBound {
+		t.Errorf("heap in use grew by %d bytes during the flood, bound %d", peak, satFloodHeapBound)
+	}
+
+	// Every event answered 200 is in the topic.
+	var records []kafkatest.Record
+	waitFor(t, "the accepted events in Kafka", 30*time.Second, func() bool {
+		records = b.Records(t, topic)
+		return len(records) >= len(acked)+1
+	})
+	inTopic := map[string]bool{}
+	for _, rec := range records {
+		id, _ := rec.Header(intake.HeaderEventID)
+		inTopic[id] = true
+	}
+	for _, id := range acked {
+		if !inTopic[id] {
+			t.Errorf("event %s answered 200 is not in Kafka", id)
+		}
+	}
+}
+
+// TestSatellite_MaxConnectionsTLS: over HTTPS, a connection over
+// MaxConnections is answered 503 OVERLOADED with Retry-After after the
+// handshake, and closed.
+func TestSatellite_MaxConnectionsTLS(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
+	ca := tlscerttest.NewCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.WriteLeaf(t, certFile, keyFile, 2)
+	certs, err := tlscert.Load(certFile, keyFile, tlscert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
+	cfg.TLS = certs.TLSConfig()
+	cfg.MaxConnections = 1
+	cfg.RetryAfter = 7 * time.Second
+	s := start(t, cfg)
+	s.url = "https://" + s.Addr()
+	s.client = ca.Client(t)
+	// The first client keeps its connection open (kept alive).
+	if status, id := s.post(t, "plain", "tok", `{}`, nil); status != http.StatusOK {
+		t.Fatalf("first connection: %d %s", status, id)
+	}
+	resp, err := ca.Client(t).Post(s.url+"/engine/webhook/event/plain?token=tok", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "7" || !resp.Close ||
+		!bytes.Contains(raw, []byte(`"code":"OVERLOADED"`)) {
+		t.Fatalf("second connection: %d %v %s", resp.StatusCode, resp.Header, raw)
+	}
+	if n := testutil.ToFloat64(s.m.connsRefused); n != 1 {
+		t.Fatalf("squall_intake_connections_refused_total = %v, want 1", n)
+	}
+}
