@@ -49,7 +49,7 @@
 // receives such a write gives it a request id ([HeaderRequestID], or the
 // client's [HeaderIdempotencyKey]), the leader submits its command with
 // that id, and the replicated state machine applies an id once (see
-// store.WithSession), answering a resend with the first outcome.
+// store.Session), answering a resend with the first outcome.
 // It gives up on a leader whose connection broke at once, on one it no
 // longer follows and has not heard from for raft's heartbeat timeout (it
 // froze or died) at once too, and on one it no longer follows but heard

@@ -615,7 +615,7 @@ var (
 //     (attemptFailed), until maxLeaderFailures leaders failed with it;
 //     any other is answered 503 LEADER_LOST, since it may have been
 //     applied. A write with a request id is applied at most once
-//     however many leaders had it: see store.WithSession for why raft's
+//     however many leaders had it: see store.Session for why raft's
 //     log order makes the resend safe.
 //
 // A request whose body was partly streamed to a leader that failed is

@@ -245,12 +245,13 @@ type mountOptions struct {
 // RequestIDs declares that the handler's writes (PUT, POST, PATCH and
 // DELETE requests of the methods not declared with IdempotentMethods)
 // each submit their change as one store.Store.Apply call with the
-// request's context, and check nothing against the state before it that
-// their own first attempt could have changed, unless they record their
-// answer first with store.SetAnswer. The node that receives such a write
-// gives it a request id (HeaderRequestID) or takes the client's
+// request's session (store.SessionFromContext of the request's context),
+// and check nothing against the state before it that their own first
+// attempt could have changed, unless they record their answer first with
+// store.Session.SetAnswer. The node that receives such a write gives it a
+// request id (HeaderRequestID) or takes the client's
 // HeaderIdempotencyKey; the leader serves it with its session (see
-// store.WithSession), so that the state machine applies it at most once;
+// store.Session), so that the state machine applies it at most once;
 // and a follower whose leader failed while it had the request sends it
 // again to the next leader, as it does with the idempotent methods.
 //

@@ -15,7 +15,7 @@ import (
 // HeaderRequestID carries the request id that the node receiving a write
 // gives it (unless the client sent an [HeaderIdempotencyKey]), so that the
 // leader can submit its command with that id and a resend of the request
-// after a leader failed is applied at most once (see store.WithSession).
+// after a leader failed is applied at most once (see store.Session).
 // It is not a secret and needs no authentication: the leader keys the
 // table by a digest of the caller's Authorization header, the method, the
 // path and the id, and checks the body's digest, so a client that sets it
@@ -96,7 +96,7 @@ func (s *Server) sessions(h http.Handler, idempotent []string) http.Handler {
 			c.Body = hb
 			r = &c
 			sess.Digest = hb.sum
-			h.ServeHTTP(w, r.WithContext(store.WithSession(r.Context(), sess)))
+			h.ServeHTTP(w, r.WithContext(store.ContextWithSession(r.Context(), sess)))
 			return
 		}
 		// Applied before, for the same Authorization header (the key
@@ -149,7 +149,7 @@ func (s *Server) sessions(h http.Handler, idempotent []string) http.Handler {
 		c := *r
 		c.Body = io.NopCloser(&body)
 		r = &c
-		h.ServeHTTP(w, r.WithContext(store.WithSession(r.Context(), sess)))
+		h.ServeHTTP(w, r.WithContext(store.ContextWithSession(r.Context(), sess)))
 	})
 }
 

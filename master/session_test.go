@@ -62,7 +62,7 @@ func (a *takeOverAPI) option() mastertest.Option {
 					return
 				}
 			}
-			res, err := s.Store().Apply(r.Context(), store.TakeOver{ID: a.draft, User: string(body)})
+			res, err := s.Store().Apply(r.Context(), store.SessionFromContext(r.Context()), store.TakeOver{ID: a.draft, User: string(body)})
 			if err != nil || res.Err != nil {
 				http.Error(w, fmt.Sprint(err, res.Err), http.StatusServiceUnavailable)
 				return

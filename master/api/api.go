@@ -29,11 +29,13 @@ type Store interface {
 	DraftView() (*store.Draft, error)
 	// NewDraftID returns a new draft id for CreateDraftID.
 	NewDraftID() (string, error)
-	CreateDraftID(ctx context.Context, id, owner string) error
-	EditDraftPart(ctx context.Context, id, user string, e *config.Edit) error
-	TakeOver(ctx context.Context, id, user string) error
-	DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error)
-	DeleteDraft(ctx context.Context, id, user string) error
+	// The writes take the request's session (nil: none), which makes a
+	// resent request apply once (see store.Session).
+	CreateDraftID(ctx context.Context, sess *store.Session, id, owner string) error
+	EditDraftPart(ctx context.Context, sess *store.Session, id, user string, e *config.Edit) error
+	TakeOver(ctx context.Context, sess *store.Session, id, user string) error
+	DeployScoped(ctx context.Context, sess *store.Session, id, user string, scope []string) (uint64, error)
+	DeleteDraft(ctx context.Context, sess *store.Session, id, user string) error
 }
 
 var _ Store = (*store.Store)(nil)

@@ -50,8 +50,9 @@ func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	setAnswer(r, DraftID{ID: id})
-	if err := a.store.CreateDraftID(r.Context(), id, s.User); err != nil {
+	sess := store.SessionFromContext(r.Context())
+	setAnswer(sess, DraftID{ID: id})
+	if err := a.store.CreateDraftID(r.Context(), sess, id, s.User); err != nil {
 		return nil, err
 	}
 	return DraftID{ID: id}, nil
@@ -59,8 +60,9 @@ func (a *API) createDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 
 func (a *API) deleteDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
-		setAnswer(r, nil)
-		return nil, a.store.DeleteDraft(ctx, d.ID, s.User)
+		sess := store.SessionFromContext(ctx)
+		setAnswer(sess, nil)
+		return nil, a.store.DeleteDraft(ctx, sess, d.ID, s.User)
 	})
 }
 
@@ -75,8 +77,9 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := a.draft(id); err != nil {
 		return nil, err
 	}
-	setAnswer(r, nil)
-	return nil, a.store.TakeOver(r.Context(), id, s.User)
+	sess := store.SessionFromContext(r.Context())
+	setAnswer(sess, nil)
+	return nil, a.store.TakeOver(r.Context(), sess, id, s.User)
 }
 
 // deployDraft deploys the caller's draft. A token scoped below the root
@@ -91,8 +94,9 @@ func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
 			return nil, err
 		}
 		ans := withWarnings(action.UnsupportedInTree(d.Tree, nil))
-		setAnswer(r, ans)
-		if _, err := a.store.DeployScoped(ctx, d.ID, s.User, editScope(s)); err != nil {
+		sess := store.SessionFromContext(ctx)
+		setAnswer(sess, ans)
+		if _, err := a.store.DeployScoped(ctx, sess, d.ID, s.User, editScope(s)); err != nil {
 			return nil, err
 		}
 		return ans, nil
@@ -201,24 +205,29 @@ func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*
 		return nil, err
 	}
 	ans := withWarnings(unsupportedIn(e))
-	setAnswer(r, ans)
-	if err := a.store.EditDraftPart(r.Context(), d.ID, s.User, e); err != nil {
+	sess := store.SessionFromContext(r.Context())
+	setAnswer(sess, ans)
+	if err := a.store.EditDraftPart(r.Context(), sess, d.ID, s.User, e); err != nil {
 		return nil, err
 	}
 	return ans, nil
 }
 
-// setAnswer records the answer a write gives once its command is applied,
-// before it submits the command, so that the same request sent again
-// (after a leader failed while it had it, or by a client with the same
-// Idempotency-Key) is answered alike (see store.SetAnswer).
-func setAnswer(r *http.Request, v any) {
+// setAnswer records in sess (nil: none) the answer a write gives once its
+// command is applied, before it submits the command, so that the same
+// request sent again (after a leader failed while it had it, or by a
+// client with the same Idempotency-Key) is answered alike (see
+// store.Session.SetAnswer).
+func setAnswer(sess *store.Session, v any) {
+	if sess == nil {
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Not recorded: a resend runs the handler again.
 		return
 	}
-	store.SetAnswer(r.Context(), http.StatusOK, append(b, '\n'))
+	sess.SetAnswer(http.StatusOK, append(b, '\n'))
 }
 
 // decodeBody reads a JSON body and decodes it; a decoding error is a 400.

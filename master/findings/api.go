@@ -27,7 +27,8 @@ type Store interface {
 	InsertFinding(ctx context.Context, f store.Finding) (store.FindingOutcome, error)
 	Finding(tenant, uid string) (store.Finding, error)
 	Findings(tenant string, q store.FindingQuery) (store.FindingPage, error)
-	PatchFinding(ctx context.Context, p store.PatchFinding) error
+	// PatchFinding submits p with the request's session (nil: none).
+	PatchFinding(ctx context.Context, sess *store.Session, p store.PatchFinding) error
 }
 
 var _ Store = (*store.Store)(nil)
@@ -486,7 +487,7 @@ func (a *API) patch(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	p.Tenant, p.UID, p.Now = r.tenant, r.PathValue("uid"), a.cfg.Now()
-	if err := a.store.PatchFinding(r.Context(), p); err != nil {
+	if err := a.store.PatchFinding(r.Context(), store.SessionFromContext(r.Context()), p); err != nil {
 		return 0, nil, err
 	}
 	f, err := a.store.Finding(r.tenant, p.UID)

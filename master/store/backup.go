@@ -402,7 +402,7 @@ func (rs *restorer) header(b *Backup) error {
 	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
 	rs.withF = b.WithFindings
 	if !b.WithFindings {
-		idx, err := rs.s.do(rs.ctx, cmd)
+		idx, err := rs.s.do(rs.ctx, nil, cmd)
 		rs.out.Index = idx
 		if err != nil {
 			return fmt.Errorf("restore: %w", err)

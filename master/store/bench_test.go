@@ -107,7 +107,7 @@ func BenchmarkApply(b *testing.B) {
 			start := time.Now()
 			for b.Loop() {
 				t0 := time.Now()
-				res, err := leader.Apply(ctx, cmd())
+				res, err := leader.Apply(ctx, nil, cmd())
 				if err == nil {
 					err = res.Err
 				}
@@ -145,7 +145,7 @@ func BenchmarkApplyConcurrent64(b *testing.B) {
 							return
 						}
 						t0 := time.Now()
-						res, err := leader.Apply(ctx, cmd())
+						res, err := leader.Apply(ctx, nil, cmd())
 						if err == nil {
 							err = res.Err
 						}

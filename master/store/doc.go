@@ -29,8 +29,8 @@
 // active tree outside the deployer's node.
 //
 // A request that may reach the leader more than once (sent again after a
-// leader failed while it had it, or retried by its client) carries a
-// [Session] in the context of its Apply ([WithSession]): its command is
+// leader failed while it had it, or retried by its client) has a
+// [Session], which its handler passes to [Store.Apply]: its command is
 // wrapped with the request's key, and the state machine applies a key
 // once, returning Result.Replayed for the later ones; a bounded table of
 // applied keys ([SessionWindow], [MaxSessions]) is part of the state.

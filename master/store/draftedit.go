@@ -227,8 +227,8 @@ func (s *Store) DraftView() (*Draft, error) {
 // EditDraftPart applies an edit of one part of draft id, owned by user:
 // see [DraftEdit]. The edit is first checked against this node's draft,
 // so that a refused edit costs no log entry; it is checked again when
-// applied.
-func (s *Store) EditDraftPart(ctx context.Context, id, user string, e *config.Edit) error {
+// applied. It is submitted with sess (nil: none; see Apply).
+func (s *Store) EditDraftPart(ctx context.Context, sess *Session, id, user string, e *config.Edit) error {
 	f := s.fsm.Load()
 	if f == nil {
 		return ErrNotOpen
@@ -245,6 +245,6 @@ func (s *Store) EditDraftPart(ctx context.Context, id, user string, e *config.Ed
 	if _, _, err := e.Apply(d.Tree, size); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidTree, err)
 	}
-	_, err := s.do(ctx, DraftEdit{ID: id, User: user, Edit: e, Now: s.now()})
+	_, err := s.do(ctx, sess, DraftEdit{ID: id, User: user, Edit: e, Now: s.now()})
 	return err
 }

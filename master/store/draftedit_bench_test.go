@@ -62,7 +62,7 @@ func BenchmarkDraftRuleEdit20k(b *testing.B) {
 	}
 	edits := map[string]func(i int) error{
 		"part": func(i int) error {
-			return leader.EditDraftPart(ctx, id, "alice", &config.Edit{Op: config.EditUpdateRule, Path: path, RuleName: "rule_500", Rule: rule(i)})
+			return leader.EditDraftPart(ctx, nil, id, "alice", &config.Edit{Op: config.EditUpdateRule, Path: path, RuleName: "rule_500", Rule: rule(i)})
 		},
 		"whole": func(i int) error {
 			d, err := leader.Draft()

@@ -131,7 +131,7 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 				return err
 			}
 			edit := EditDraft{ID: id, User: "alice", Tree: treeWith("x"), Now: time.Now()}
-			if _, err := l.Apply(WithSession(ctx, session(fmt.Sprint("edit", n), "body")), edit); err != nil {
+			if _, err := l.Apply(ctx, session(fmt.Sprint("edit", n), "body"), edit); err != nil {
 				return err
 			}
 			n++

@@ -907,10 +907,10 @@ func (s *Store) Findings(tenant string, q FindingQuery) (FindingPage, error) {
 	return f.findings(tenant, q)
 }
 
-// PatchFinding applies p on the leader. A refusal (ErrNoFinding) is
-// returned as the error.
-func (s *Store) PatchFinding(ctx context.Context, p PatchFinding) error {
-	res, err := s.Apply(ctx, p)
+// PatchFinding applies p on the leader, submitted with sess (nil: none;
+// see Apply). A refusal (ErrNoFinding) is returned as the error.
+func (s *Store) PatchFinding(ctx context.Context, sess *Session, p PatchFinding) error {
+	res, err := s.Apply(ctx, sess, p)
 	if err != nil {
 		return err
 	}
@@ -920,7 +920,7 @@ func (s *Store) PatchFinding(ctx context.Context, p PatchFinding) error {
 // InsertFindings stores findings in one log entry on the leader and
 // returns one outcome per finding.
 func (s *Store) InsertFindings(ctx context.Context, findings []Finding) ([]FindingOutcome, error) {
-	res, err := s.Apply(ctx, InsertFindings{Findings: findings})
+	res, err := s.Apply(ctx, nil, InsertFindings{Findings: findings})
 	if err != nil {
 		return nil, err
 	}

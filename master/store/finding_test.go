@@ -622,7 +622,7 @@ func TestStore_InsertFindingBatches(t *testing.T) {
 	if err != nil || p.Total != n/2 || len(p.Findings) != n/2 {
 		t.Fatalf("list: total %d, %d findings, %v", p.Total, len(p.Findings), err)
 	}
-	if err := s.PatchFinding(ctx, PatchFinding{Tenant: "a", UID: "nope", State: new("Resolved")}); !errors.Is(err, ErrNoFinding) {
+	if err := s.PatchFinding(ctx, nil, PatchFinding{Tenant: "a", UID: "nope", State: new("Resolved")}); !errors.Is(err, ErrNoFinding) {
 		t.Fatalf("patch missing: %v", err)
 	}
 	if _, err := s.InsertFinding(ctx, Finding{Tenant: "a"}); !errors.Is(err, ErrInvalidCommand) {

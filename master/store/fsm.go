@@ -36,7 +36,7 @@ type Result struct {
 	// finding in the command's order.
 	Findings []FindingOutcome
 	// Replayed is set when the command carried a request id that the
-	// state had applied before (see WithSession): it changed nothing now.
+	// state had applied before (see Session): it changed nothing now.
 	Replayed bool
 }
 

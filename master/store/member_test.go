@@ -259,7 +259,7 @@ func TestStore_MembersAndBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := "Triaged"
-	if err := leader.PatchFinding(ctx, PatchFinding{Tenant: "a", UID: kept[0].UID, State: &state, Now: time.UnixMilli(99)}); err != nil {
+	if err := leader.PatchFinding(ctx, nil, PatchFinding{Tenant: "a", UID: kept[0].UID, State: &state, Now: time.UnixMilli(99)}); err != nil {
 		t.Fatal(err)
 	}
 	kept[0].State, kept[0].UpdatedMS = state, 99
@@ -273,14 +273,14 @@ func TestStore_MembersAndBackup(t *testing.T) {
 	if _, err := leader.ReplaceActive(ctx, treeWith("later")); err != nil {
 		t.Fatal(err)
 	}
-	if err := leader.DeleteDraft(ctx, draftID, "alice"); err != nil {
+	if err := leader.DeleteDraft(ctx, nil, draftID, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	later := testFinding("c", 9, 9)
 	if _, err := leader.InsertFindings(ctx, []Finding{later}); err != nil {
 		t.Fatal(err)
 	}
-	if err := leader.PatchFinding(ctx, PatchFinding{Tenant: "b", UID: kept[1].UID, State: &state, Now: time.UnixMilli(100)}); err != nil {
+	if err := leader.PatchFinding(ctx, nil, PatchFinding{Tenant: "b", UID: kept[1].UID, State: &state, Now: time.UnixMilli(100)}); err != nil {
 		t.Fatal(err)
 	}
 	restored, err := leader.RestoreFrom(ctx, bytes.NewReader(file))

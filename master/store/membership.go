@@ -180,9 +180,9 @@ func (s *Store) undoJoin(ctx context.Context, r *raft.Raft, prior *raft.Server, 
 	}
 	var err error
 	if oldHTTP == "" {
-		_, err = s.Apply(ctx, DeleteMember{ID: id})
+		_, err = s.Apply(ctx, nil, DeleteMember{ID: id})
 	} else {
-		_, err = s.Apply(ctx, SetMember{ID: id, HTTPAddr: oldHTTP, FeatureLevel: oldLevel})
+		_, err = s.Apply(ctx, nil, SetMember{ID: id, HTTPAddr: oldHTTP, FeatureLevel: oldLevel})
 	}
 	if err != nil {
 		s.logger.Warn("HTTP address of a failed join not restored", "member", id, "error", err)

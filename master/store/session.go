@@ -117,7 +117,32 @@ const SessionKeySize = 32
 // Session is one request's entry in the table, before it is applied: its
 // key (a digest of the caller's identity, the request's target and its
 // id), the digest of its body, and the answer the handler gives when the
-// command succeeds, if it knows it before (see SetAnswer).
+// command succeeds, if it knows it before (see [Session.SetAnswer]). A
+// Session wraps one command: see [Store.Apply].
+//
+// Request sessions: the state machine remembers, for a while, which
+// requests it applied, so that a request sent again after a leader failed
+// while it had it is applied at most once (the client sessions of the
+// Raft thesis, section 6.3, in a simple form).
+//
+// The node that receives a write gives it a request id; the leader's
+// handler passes the request's Session to the one [Store.Apply] that
+// submits its change (a write of the draft, the active tree or a
+// finding's triage), which wraps the command with it; applying a wrapped
+// command whose id the table already holds changes nothing and returns
+// Result.Replayed. Why a resend through a new leader is then applied
+// exactly once: the first attempt's entry E1 was appended by the old
+// leader. Either E1 is in the new leader's log — raft's leader
+// completeness puts every committed entry there — and then it precedes
+// every entry the new leader appends, the resend's E2 included, so E1 is
+// applied first and E2 finds its id; or E1 is not in the new leader's
+// log, and then it never commits: the new leader's first committed entry
+// overwrites it on the followers, and every later leader's log extends
+// that entry. Either way one of E1 and E2 takes effect.
+//
+// The table is part of the state file, so it is replicated with the log
+// and travels in snapshots; a state file or snapshot written before the
+// table existed has none and loads as an empty table.
 type Session struct {
 	Key         [SessionKeySize]byte
 	Fingerprint [32]byte
@@ -130,49 +155,32 @@ type Session struct {
 	used   atomic.Bool
 }
 
-type sessionKey struct{}
-
-// WithSession returns ctx carrying s: the first command a call of
-// [Store.Apply] submits with that context (a write of the draft, the
-// active tree or a finding's triage) is wrapped with s, so that it is
-// applied at most once per key. Later commands with the same context are
-// submitted as they are.
-//
-// Request sessions: the state machine remembers, for a while, which
-// requests it applied, so that a request sent again after a leader failed
-// while it had it is applied at most once (the client sessions of the
-// Raft thesis, section 6.3, in a simple form).
-//
-// The node that receives a write gives it a request id; the leader's
-// handler submits its command wrapped with the id (with this context);
-// applying a wrapped command whose id the table already holds changes
-// nothing and returns Result.Replayed. Why a resend through a new
-// leader is then applied exactly once: the first attempt's entry E1 was
-// appended by the old leader. Either E1 is in the new leader's log —
-// raft's leader completeness puts every committed entry there — and then
-// it precedes every entry the new leader appends, the resend's E2
-// included, so E1 is applied first and E2 finds its id; or E1 is not in
-// the new leader's log, and then it never commits: the new leader's
-// first committed entry overwrites it on the followers, and every later
-// leader's log extends that entry. Either way one of E1 and E2 takes
-// effect.
-//
-// The table is part of the state file, so it is replicated with the log
-// and travels in snapshots; a state file or snapshot written before the
-// table existed has none and loads as an empty table.
-func WithSession(ctx context.Context, s *Session) context.Context {
-	return context.WithValue(ctx, sessionKey{}, s)
-}
-
-// SetAnswer records, in the session ctx carries (if any), the answer a
-// handler gives when its command succeeds, before it submits the command:
-// it is stored with the outcome, so that a resent request is answered
-// alike without running the handler again (whose checks against the
-// state would see its own first attempt).
-func SetAnswer(ctx context.Context, status int, answer []byte) {
-	if s, _ := ctx.Value(sessionKey{}).(*Session); s != nil {
+// SetAnswer records the answer a handler gives when its command succeeds,
+// before it submits the command: it is stored with the outcome, so that a
+// resent request is answered alike without running the handler again
+// (whose checks against the state would see its own first attempt). On a
+// nil session (a request without one) it does nothing.
+func (s *Session) SetAnswer(status int, answer []byte) {
+	if s != nil {
 		s.status, s.answer = status, answer
 	}
+}
+
+type sessionContextKey struct{}
+
+// ContextWithSession returns ctx carrying s, for the HTTP layer: the
+// middleware that gives a request its session hands it to the handler
+// in the request's context, and the handler takes it out with
+// [SessionFromContext] and passes it to [Store.Apply]. The store never
+// reads it from a context.
+func ContextWithSession(ctx context.Context, s *Session) context.Context {
+	return context.WithValue(ctx, sessionContextKey{}, s)
+}
+
+// SessionFromContext returns the session ctx carries, or nil.
+func SessionFromContext(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionContextKey{}).(*Session)
+	return s
 }
 
 // SessionOutcome is what the table holds about an applied request.
@@ -182,7 +190,7 @@ type SessionOutcome struct {
 	// AtMS is the leader's time stamped into the command.
 	AtMS        int64
 	Fingerprint [32]byte
-	// Status and Answer are the answer recorded with SetAnswer (Status 0:
+	// Status and Answer are the answer recorded with Session.SetAnswer (Status 0:
 	// none; the handler runs again, and its command changes nothing).
 	Status int
 	Answer []byte
@@ -263,30 +271,34 @@ type sessionPayload struct {
 	Command     batchItem `json:"command"`
 }
 
-// withSession wraps cmd with the session ctx carries, the first time only,
-// and only for the commands a request's handler submits, when the
-// cluster's feature level is that of session entries (level): below it
-// the command goes unwrapped, as a master without request ids would
-// submit it.
-func (s *Store) withSession(ctx context.Context, cmd Command, level int) Command {
-	sess, _ := ctx.Value(sessionKey{}).(*Session)
-	if sess == nil || level < LevelSessions {
-		return cmd
+// errSessionUsed is the error of a session given to a second command.
+var errSessionUsed = errors.New("the session already wrapped a command")
+
+// withSession wraps cmd with sess, when the cluster's feature level is
+// that of session entries (level): below it the command goes unwrapped,
+// as a master without request ids would submit it. Only the commands a
+// request's handler submits take a session, each session once.
+func (s *Store) withSession(sess *Session, cmd Command, level int) (Command, error) {
+	if sess == nil {
+		return cmd, nil
 	}
 	switch cmd.(type) {
 	case ReplaceActive, CreateDraft, EditDraft, TakeOver, Deploy, DeployScoped, DeleteDraft, DraftEdit, PatchFinding:
 	default:
 		// Inserts deduplicate by content; membership, restores and
 		// clears are not client requests that forwarding resends.
-		return cmd
+		return nil, fmt.Errorf("%w: a session with %s", ErrInvalidCommand, cmd.cmdType())
+	}
+	if level < LevelSessions {
+		return cmd, nil
 	}
 	if !sess.used.CompareAndSwap(false, true) {
-		return cmd
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCommand, errSessionUsed)
 	}
 	if sess.Digest != nil {
 		sess.Fingerprint = sess.Digest()
 	}
-	return sessionCmd{s: sess, now: s.now(), cmd: cmd}
+	return sessionCmd{s: sess, now: s.now(), cmd: cmd}, nil
 }
 
 // decodeSession decodes a session entry's payload and the command it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -95,8 +96,7 @@ func TestSession_AnswerAndSnapshot(t *testing.T) {
 	f := newTestFSM(t)
 	now := time.UnixMilli(1_700_000_000_000)
 	s := session("create", "")
-	ctx := WithSession(context.Background(), s)
-	SetAnswer(ctx, 200, []byte(`{"id":"d1"}`))
+	s.SetAnswer(200, []byte(`{"id":"d1"}`))
 	fsmApply(t, f, 1, wrapped(s, now, CreateDraft{ID: "d1", Owner: "alice", Now: now}))
 
 	// The table travels in snapshots; a state without it (an older
@@ -218,13 +218,23 @@ func TestSession_Cluster(t *testing.T) {
 			return err
 		}
 		edit := EditDraft{ID: d.ID, User: "alice", Tree: treeWith("x"), Now: time.Now()}
-		// Apply wraps the first command submitted with the context only.
-		first, err = l.Apply(WithSession(ctx, s), edit)
+		first, err = l.Apply(ctx, s, edit)
 		if err != nil {
 			return err
 		}
-		again, err = l.Apply(WithSession(ctx, fresh(s)), edit)
-		return err
+		again, err = l.Apply(ctx, fresh(s), edit)
+		if err != nil {
+			return err
+		}
+		// A session wraps one command, of a client's write only.
+		if _, err := l.Apply(ctx, s, edit); !errors.Is(err, ErrInvalidCommand) {
+			return fmt.Errorf("a session used twice: %v, want ErrInvalidCommand", err)
+		}
+		insert := InsertFindings{Findings: []Finding{sessionFinding("t", "u1")}}
+		if _, err := l.Apply(ctx, session("insert", ""), insert); !errors.Is(err, ErrInvalidCommand) {
+			return fmt.Errorf("a session with an insert: %v, want ErrInvalidCommand", err)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +260,7 @@ func TestSession_Cluster(t *testing.T) {
 func TestSession_DecodersAgree(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	s := session("k", "b")
-	ctx := WithSession(context.Background(), s)
-	SetAnswer(ctx, 200, []byte("{\"id\":\"d1\"}\n"))
+	s.SetAnswer(200, []byte("{\"id\":\"d1\"}\n"))
 	data, err := encodeCommand(wrapped(s, now, CreateDraft{ID: "d1", Owner: "alice", Now: now}))
 	if err != nil {
 		t.Fatal(err)

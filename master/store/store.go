@@ -703,13 +703,23 @@ func (s *Store) submit(ctx context.Context, label string, data, ext []byte) (any
 // Result.Err set; the error is about the submission itself: a
 // *NotLeaderError, ErrTimeout, ErrClosed, ErrInvalidCommand or ctx's error.
 // After ErrLeadershipLost or a ctx error the command may still commit.
-func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
+//
+// sess is the session of the request that submits cmd, or nil: with one,
+// cmd is applied at most once per session key (see [Session]). Only a
+// write of the draft, the active tree or a finding's triage takes a
+// session, and a session wraps one command: anything else is
+// ErrInvalidCommand.
+func (s *Store) Apply(ctx context.Context, sess *Session, cmd Command) (Result, error) {
 	if cmd == nil {
 		return Result{}, fmt.Errorf("%w: nil command", ErrInvalidCommand)
 	}
 	label := cmd.cmdType().String()
 	level := s.ClusterFeatureLevel()
-	data, err := encodeCommandAt(s.withSession(ctx, cmd, level), level)
+	wrapped, err := s.withSession(sess, cmd, level)
+	if err != nil {
+		return Result{}, err
+	}
+	data, err := encodeCommandAt(wrapped, level)
 	if err != nil {
 		return Result{}, err
 	}
@@ -754,9 +764,10 @@ func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
 	return res, nil
 }
 
-// do applies cmd and turns a refusal into the error.
-func (s *Store) do(ctx context.Context, cmd Command) (uint64, error) {
-	res, err := s.Apply(ctx, cmd)
+// do applies cmd with sess (nil: none) and turns a refusal into the
+// error.
+func (s *Store) do(ctx context.Context, sess *Session, cmd Command) (uint64, error) {
+	res, err := s.Apply(ctx, sess, cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -765,7 +776,7 @@ func (s *Store) do(ctx context.Context, cmd Command) (uint64, error) {
 
 // ReplaceActive replaces the active tree and returns its new index.
 func (s *Store) ReplaceActive(ctx context.Context, tree *config.Node) (uint64, error) {
-	return s.do(ctx, ReplaceActive{Tree: tree})
+	return s.do(ctx, nil, ReplaceActive{Tree: tree})
 }
 
 // CreateDraft makes a new draft owned by owner, a copy of the active tree,
@@ -775,7 +786,7 @@ func (s *Store) CreateDraft(ctx context.Context, owner string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.CreateDraftID(ctx, id, owner); err != nil {
+	if err := s.CreateDraftID(ctx, nil, id, owner); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -785,43 +796,47 @@ func (s *Store) CreateDraft(ctx context.Context, owner string) (string, error) {
 func (s *Store) NewDraftID() (string, error) { return s.newID() }
 
 // CreateDraftID is CreateDraft with the id chosen by the caller (with
-// NewDraftID), e.g. to record its answer before (see SetAnswer).
-func (s *Store) CreateDraftID(ctx context.Context, id, owner string) error {
-	_, err := s.do(ctx, CreateDraft{ID: id, Owner: owner, Now: s.now()})
+// NewDraftID), e.g. to record its answer before (see Session.SetAnswer),
+// submitted with sess (nil: none; see Apply).
+func (s *Store) CreateDraftID(ctx context.Context, sess *Session, id, owner string) error {
+	_, err := s.do(ctx, sess, CreateDraft{ID: id, Owner: owner, Now: s.now()})
 	return err
 }
 
 // EditDraft replaces the tree of draft id, owned by user. See [EditDraft].
 func (s *Store) EditDraft(ctx context.Context, id, user string, tree *config.Node) error {
-	_, err := s.do(ctx, EditDraft{ID: id, User: user, Tree: tree, Now: s.now()})
+	_, err := s.do(ctx, nil, EditDraft{ID: id, User: user, Tree: tree, Now: s.now()})
 	return err
 }
 
-// TakeOver makes user the owner of draft id.
-func (s *Store) TakeOver(ctx context.Context, id, user string) error {
-	_, err := s.do(ctx, TakeOver{ID: id, User: user})
+// TakeOver makes user the owner of draft id, submitted with sess (nil:
+// none; see Apply).
+func (s *Store) TakeOver(ctx context.Context, sess *Session, id, user string) error {
+	_, err := s.do(ctx, sess, TakeOver{ID: id, User: user})
 	return err
 }
 
 // Deploy makes draft id, owned by user, the active tree, and returns the
 // active tree's new index.
 func (s *Store) Deploy(ctx context.Context, id, user string) (uint64, error) {
-	return s.do(ctx, Deploy{ID: id, User: user})
+	return s.do(ctx, nil, Deploy{ID: id, User: user})
 }
 
 // DeployScoped deploys draft id, owned by user, whose authorization ends
 // at the node scope: see [DeployScoped]. A scope of the root alone (or
-// none) deploys as Deploy does.
-func (s *Store) DeployScoped(ctx context.Context, id, user string, scope []string) (uint64, error) {
+// none) deploys as Deploy does. It is submitted with sess (nil: none; see
+// Apply).
+func (s *Store) DeployScoped(ctx context.Context, sess *Session, id, user string, scope []string) (uint64, error) {
 	if len(scope) <= 1 {
-		return s.Deploy(ctx, id, user)
+		return s.do(ctx, sess, Deploy{ID: id, User: user})
 	}
-	return s.do(ctx, DeployScoped{ID: id, User: user, Scope: scope})
+	return s.do(ctx, sess, DeployScoped{ID: id, User: user, Scope: scope})
 }
 
-// DeleteDraft deletes draft id, owned by user.
-func (s *Store) DeleteDraft(ctx context.Context, id, user string) error {
-	_, err := s.do(ctx, DeleteDraft{ID: id, User: user})
+// DeleteDraft deletes draft id, owned by user, submitted with sess (nil:
+// none; see Apply).
+func (s *Store) DeleteDraft(ctx context.Context, sess *Session, id, user string) error {
+	_, err := s.do(ctx, sess, DeleteDraft{ID: id, User: user})
 	return err
 }
 
@@ -938,7 +953,7 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	// Forget its HTTP address. A leader that removed itself is no longer
 	// leader and cannot: the entry then stays, unused, since members are
 	// listed from the raft configuration.
-	if _, err := s.Apply(ctx, DeleteMember{ID: id}); err != nil {
+	if _, err := s.Apply(ctx, nil, DeleteMember{ID: id}); err != nil {
 		s.logger.Info("removed member's HTTP address not deleted", "member", id, "error", err)
 	}
 	return nil
@@ -960,7 +975,7 @@ func (s *Store) SetMemberLevel(ctx context.Context, id, httpAddr string, level i
 		}
 		return nil
 	}
-	_, err := s.do(ctx, SetMember{ID: id, HTTPAddr: httpAddr, FeatureLevel: level})
+	_, err := s.do(ctx, nil, SetMember{ID: id, HTTPAddr: httpAddr, FeatureLevel: level})
 	return err
 }
 
@@ -976,7 +991,7 @@ func (s *Store) MemberLevel(id string) int {
 
 // DeleteMember forgets the HTTP address of member id. Only the leader can.
 func (s *Store) DeleteMember(ctx context.Context, id string) error {
-	_, err := s.do(ctx, DeleteMember{ID: id})
+	_, err := s.do(ctx, nil, DeleteMember{ID: id})
 	return err
 }
 

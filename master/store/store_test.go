@@ -164,7 +164,7 @@ func TestStore_SingleNode(t *testing.T) {
 	if err := s.EditDraft(ctx, id, "alice", treeWith("x", "y")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.TakeOver(ctx, id, "bob"); err != nil {
+	if err := s.TakeOver(ctx, nil, id, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Deploy(ctx, id, "alice"); !errors.Is(err, ErrNotOwner) {
@@ -200,10 +200,10 @@ func TestStore_SingleNode(t *testing.T) {
 	if tree, _ := s.Active(); !reflect.DeepEqual(childNames(tree), []string{"z"}) {
 		t.Fatalf("active after batch %v", childNames(tree))
 	}
-	if err := s.DeleteDraft(ctx, id, "bob"); !errors.Is(err, ErrNoDraft) {
+	if err := s.DeleteDraft(ctx, nil, id, "bob"); !errors.Is(err, ErrNoDraft) {
 		t.Fatalf("delete missing draft: %v", err)
 	}
-	if _, err := s.Apply(ctx, TakeOver{}); !errors.Is(err, ErrInvalidCommand) {
+	if _, err := s.Apply(ctx, nil, TakeOver{}); !errors.Is(err, ErrInvalidCommand) {
 		t.Fatalf("invalid command: %v", err)
 	}
 	if _, err := s.Batch(ctx); err != nil {
@@ -299,7 +299,7 @@ func TestStore_WaitActive(t *testing.T) {
 			got <- res{tree, idx, err}
 		}()
 		// Changes that leave the active tree alone do not wake it.
-		if err := s.TakeOver(ctx, id, "u"); err != nil {
+		if err := s.TakeOver(ctx, nil, id, "u"); err != nil {
 			t.Fatal(err)
 		}
 		deployed, err := s.Deploy(ctx, id, "u")
