@@ -115,153 +115,241 @@ func (s *Server) onLeader(h http.Handler, writes, bearer bool, ids func(*http.Re
 		}
 		if direct && !safe && s.serveAsLeader(h, w, r) {
 			// The common case of a write on the leader, without the
-			// routing loop's context (a retry-safe write takes the loop,
-			// which routes it again if the leadership is lost under it).
+			// router (a retry-safe write takes the router, which routes
+			// it again if the leadership is lost under it).
 			return
 		}
-		f := &forwarding{r: r, retrySafe: safe}
-		from := r.Header.Get(HeaderForwardedBy)
-		// The wait for a leader ends at deadline; a forwarding attempt
-		// that may be retried starts a new wait.
-		deadline := time.Now().Add(s.cfg.LeaderWait)
-		var poll *time.Timer
-		defer func() {
-			if poll != nil {
-				poll.Stop()
-			}
-		}()
-		// step routes the request once: it reports whether the request
-		// was answered.
-		step := func() bool {
-			if f.reached {
-				// A leader failed while it had the request: this
-				// attempt resends it (see HeaderResent).
-				w.Header().Set(HeaderResent, "true")
-			}
-			changed := s.store.LeaderChanged()
-			if s.store.IsLeader() && s.enterLeader() {
-				// Counted from here: a handover waits for the consistent
-				// read and the handler.
-				defer s.exitLeader()
-				if !direct {
-					ctx, cancel := context.WithDeadline(r.Context(), deadline)
-					defer cancel()
-					err := s.store.ConsistentRead(ctx)
-					if errors.Is(err, store.ErrNotLeader) {
-						// Leadership moved on: route again.
-						return false
-					}
-					if err != nil {
-						f.markNotApplied(w)
-						s.writeError(w, r, s.leaderError(ctx, r, err))
-						return true
-					}
-				}
-				lr, ok := f.localRequest()
-				if !ok {
-					// Part of a large body went to a leader that failed,
-					// and this node has since been elected.
-					s.writeError(w, r, noLeader("the leader failed while it was receiving the request body; send the request again"))
-					return true
-				}
-				if from != "" || !f.retrySafe || !f.replayable() || f.failures >= maxLeaderFailures-1 {
-					h.ServeHTTP(w, lr)
-					return true
-				}
-				// A retry-safe request keeps what the handler reads of its
-				// body (the handler authenticates before it reads), so
-				// that it can go to the next leader if this node loses its
-				// leadership while it serves it.
-				t := s.newTurn(w)
-				if !f.prepared && hasBody(r) {
-					// lr's body, which is r's unless an earlier turn as
-					// leader already read r's (then f.r holds what it read).
-					// Swapped in place, not in a copy of the request (as
-					// httpguard.BodyDeadline does), and put back after.
-					t.rec.r = lr.Body
-					t.hw.rec = &t.rec
-					lr.Body = &t.rec
-					defer func(lr *http.Request, body io.ReadCloser) { lr.Body = body }(lr, t.rec.r)
-				}
-				h.ServeHTTP(&t.hw, lr)
-				if !t.hw.held {
-					s.endTurn(t)
-					return true
-				}
-				// Not reused: what the handler read is sent on.
-				if rec := t.hw.rec; rec != nil {
-					// The body to send on: what the handler read, then
-					// the rest.
-					c := *r
-					c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), rec.r))
-					f.r = &c
-				}
-				// This node lost its leadership while it served the
-				// request, and the handler answered 503: route it again,
-				// to the next leader.
-				f.failures++
-				f.reached = true
-				s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
-				deadline = time.Now().Add(s.cfg.LeaderWait)
-				return false
-			}
-			// The wait for a leader (a write served as leader, above,
-			// needs no context of its own: no timer per request).
-			ctx, cancel := context.WithDeadline(r.Context(), deadline)
-			defer cancel()
-			if from != "" {
-				w.Header().Set(HeaderNotApplied, "true")
-				s.writeError(w, r, noLeader("request forwarded by %s, but %s is not the leader", from, s.cfg.NodeID))
-				return true
-			}
-			if ctx.Err() != nil {
-				// Attempts that did not reach a leader used the wait up.
-				f.markNotApplied(w)
-				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
-				return true
-			}
-			if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID && !f.avoid(id) {
-				if addr := s.store.HTTPAddr(id); addr != "" {
-					if !f.verified && bearer && hasBody(r) {
-						if _, err := s.tokens.Verify(r.Header.Get("Authorization")); err != nil {
-							s.writeError(w, r, err)
-							return true
-						}
-						f.verified = true
-					}
-					if err := f.prepare(); err != nil {
-						s.writeError(w, r, err)
-						return true
-					}
-					switch s.forwardOnce(w, f, id, addr) {
-					case attemptDone:
-						return true
-					case attemptFailed:
-						// The leader failed while it had the request: a
-						// new wait for the next leader begins.
-						deadline = time.Now().Add(s.cfg.LeaderWait)
-					}
-					return false
-				}
-			}
-			if poll == nil {
-				poll = time.NewTimer(leaderPoll)
-			} else {
-				poll.Reset(leaderPoll)
-			}
-			select {
-			case <-changed:
-			case <-poll.C:
-			case <-ctx.Done():
-				f.markNotApplied(w)
-				s.writeError(w, r, s.leaderError(ctx, r, ctx.Err()))
-				return true
-			}
-			return false
+		rt := &router{
+			s: s, h: h, w: w, r: r,
+			f:      &forwarding{r: r, retrySafe: safe},
+			direct: direct, bearer: bearer,
+			from:     r.Header.Get(HeaderForwardedBy),
+			deadline: time.Now().Add(s.cfg.LeaderWait),
 		}
-		for !step() {
+		defer rt.stop()
+		for !rt.route() {
 		}
 	})
+}
+
+// router routes one request until it is answered. Each turn (route) puts
+// it in one of four states, each a method:
+//
+//   - serve: this node leads (and is not handing its leadership over):
+//     it serves the request;
+//   - refuse: another node forwarded the request and this one does not
+//     lead: 503 with HeaderNotApplied, so that the forwarding node
+//     retries;
+//   - forward: this node follows a leader whose HTTP address it knows:
+//     it proxies the request there;
+//   - wait: there is no leader to serve or forward to yet: it waits for
+//     a change, or answers 503 NO_LEADER (giveUp) once the wait is over.
+//
+// A turn that neither answered nor gave up routes the request again.
+type router struct {
+	s *Server
+	h http.Handler
+	w http.ResponseWriter
+	// r is the request as received; f.r the one to send on.
+	r *http.Request
+	f *forwarding
+	// direct skips the consistent read on the leader (OnLeaderWrite).
+	direct bool
+	// bearer: verify the bearer token before forwarding a body.
+	bearer bool
+	// from is the node that forwarded the request here, if any.
+	from string
+	// deadline ends the wait for a leader; a forwarding attempt that may
+	// be retried starts a new wait.
+	deadline time.Time
+	poll     *time.Timer
+}
+
+// stop releases what the routing held.
+func (rt *router) stop() {
+	if rt.poll != nil {
+		rt.poll.Stop()
+	}
+}
+
+// route routes the request once: it reports whether the request was
+// answered.
+func (rt *router) route() bool {
+	if rt.f.reached {
+		// A leader failed while it had the request: this attempt resends
+		// it (see HeaderResent).
+		rt.w.Header().Set(HeaderResent, "true")
+	}
+	changed := rt.s.store.LeaderChanged()
+	if rt.s.store.IsLeader() && rt.s.enterLeader() {
+		// Counted from here: a handover waits for the consistent read
+		// and the handler.
+		defer rt.s.exitLeader()
+		return rt.serve()
+	}
+	// The wait for a leader (a write served as leader needs no context of
+	// its own: no timer per request).
+	ctx, cancel := context.WithDeadline(rt.r.Context(), rt.deadline)
+	defer cancel()
+	if rt.from != "" {
+		return rt.refuse()
+	}
+	if ctx.Err() != nil {
+		// Attempts that did not reach a leader used the wait up.
+		return rt.giveUp(ctx, ctx.Err())
+	}
+	if id, addr := rt.leader(); addr != "" {
+		return rt.forward(id, addr)
+	}
+	return rt.wait(ctx, changed)
+}
+
+// leader returns the leader to forward to and its HTTP address, or an
+// empty address: none known, this node, one that failed the request a
+// moment ago (see forwarding.avoid), or one whose address is not
+// replicated yet.
+func (rt *router) leader() (id, addr string) {
+	id, _ = rt.s.store.Leader()
+	if id == "" || id == rt.s.cfg.NodeID || rt.f.avoid(id) {
+		return "", ""
+	}
+	return id, rt.s.store.HTTPAddr(id)
+}
+
+// serve serves the request on this node, the leader: after the
+// consistent read unless direct, then with h.
+func (rt *router) serve() bool {
+	if !rt.direct {
+		if answered, ok := rt.consistentRead(); !ok {
+			return answered
+		}
+	}
+	lr, ok := rt.f.localRequest()
+	if !ok {
+		// Part of a large body went to a leader that failed, and this
+		// node has since been elected.
+		rt.s.writeError(rt.w, rt.r, noLeader("the leader failed while it was receiving the request body; send the request again"))
+		return true
+	}
+	if rt.from != "" || !rt.f.retrySafe || !rt.f.replayable() || rt.f.failures >= maxLeaderFailures-1 {
+		rt.h.ServeHTTP(rt.w, lr)
+		return true
+	}
+	return rt.serveRetrySafe(lr)
+}
+
+// consistentRead waits for Store.ConsistentRead until the deadline. When
+// it fails (ok false), answered reports whether the request was answered
+// (an error), or else is to be routed again (leadership moved on).
+func (rt *router) consistentRead() (answered, ok bool) {
+	ctx, cancel := context.WithDeadline(rt.r.Context(), rt.deadline)
+	defer cancel()
+	err := rt.s.store.ConsistentRead(ctx)
+	switch {
+	case err == nil:
+		return false, true
+	case errors.Is(err, store.ErrNotLeader):
+		return false, false
+	}
+	return rt.giveUp(ctx, err), false
+}
+
+// serveRetrySafe serves a retry-safe request as leader, keeping what the
+// handler reads of its body (the handler authenticates before it reads),
+// so that it can go to the next leader if this node loses its leadership
+// while it serves it: the handler's 503 is then dropped and the request
+// routed again (false).
+func (rt *router) serveRetrySafe(lr *http.Request) bool {
+	t := rt.s.newTurn(rt.w)
+	if !rt.f.prepared && hasBody(rt.r) {
+		// lr's body, which is r's unless an earlier turn as leader
+		// already read r's (then f.r holds what it read). Swapped in
+		// place, not in a copy of the request (as httpguard.BodyDeadline
+		// does), and put back after.
+		t.rec.r = lr.Body
+		t.hw.rec = &t.rec
+		lr.Body = &t.rec
+		defer func(lr *http.Request, body io.ReadCloser) { lr.Body = body }(lr, t.rec.r)
+	}
+	rt.h.ServeHTTP(&t.hw, lr)
+	if !t.hw.held {
+		rt.s.endTurn(t)
+		return true
+	}
+	// Not reused: what the handler read is sent on.
+	if rec := t.hw.rec; rec != nil {
+		// The body to send on: what the handler read, then the rest.
+		c := *rt.r
+		c.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.buf.Bytes()), rec.r))
+		rt.f.r = &c
+	}
+	// This node lost its leadership while it served the request, and the
+	// handler answered 503: route it again, to the next leader.
+	rt.f.failures++
+	rt.f.reached = true
+	rt.s.metrics.forwarded.WithLabelValues(forwardRetry).Inc()
+	rt.deadline = time.Now().Add(rt.s.cfg.LeaderWait)
+	return false
+}
+
+// refuse answers a request another node forwarded here, to a node that
+// does not lead: it is never forwarded again, so that requests never
+// loop between nodes that disagree about the leader.
+func (rt *router) refuse() bool {
+	rt.w.Header().Set(HeaderNotApplied, "true")
+	rt.s.writeError(rt.w, rt.r, noLeader("request forwarded by %s, but %s is not the leader", rt.from, rt.s.cfg.NodeID))
+	return true
+}
+
+// forward proxies the request to leader id at addr (see forwardOnce): it
+// reports whether the request was answered.
+func (rt *router) forward(id, addr string) bool {
+	if !rt.f.verified && rt.bearer && hasBody(rt.r) {
+		if _, err := rt.s.tokens.Verify(rt.r.Header.Get("Authorization")); err != nil {
+			rt.s.writeError(rt.w, rt.r, err)
+			return true
+		}
+		rt.f.verified = true
+	}
+	if err := rt.f.prepare(); err != nil {
+		rt.s.writeError(rt.w, rt.r, err)
+		return true
+	}
+	switch rt.s.forwardOnce(rt.w, rt.f, id, addr) {
+	case attemptDone:
+		return true
+	case attemptFailed:
+		// The leader failed while it had the request: a new wait for
+		// the next leader begins.
+		rt.deadline = time.Now().Add(rt.s.cfg.LeaderWait)
+	}
+	return false
+}
+
+// wait waits for a leader change, or leaderPoll (the leader's HTTP
+// address may arrive in the replicated state after the leader is known),
+// until ctx's deadline, when it gives up.
+func (rt *router) wait(ctx context.Context, changed <-chan struct{}) bool {
+	if rt.poll == nil {
+		rt.poll = time.NewTimer(leaderPoll)
+	} else {
+		rt.poll.Reset(leaderPoll)
+	}
+	select {
+	case <-changed:
+	case <-rt.poll.C:
+	case <-ctx.Done():
+		return rt.giveUp(ctx, ctx.Err())
+	}
+	return false
+}
+
+// giveUp answers 503 when no leader could serve the request by ctx's
+// deadline, or err from the consistent read (see Server.leaderError).
+func (rt *router) giveUp(ctx context.Context, err error) bool {
+	rt.f.markNotApplied(rt.w)
+	rt.s.writeError(rt.w, rt.r, rt.s.leaderError(ctx, rt.r, err))
+	return true
 }
 
 // serveAsLeader serves r with h if this node leads and is not handing
@@ -627,9 +715,30 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 	stop := s.watchLeader(ctx, leaderID, cancel)
 	defer stop()
 
-	target := &url.URL{Scheme: "http", Host: addr}
 	var failure error
-	p := &httputil.ReverseProxy{
+	s.leaderProxy(f, addr, &failure).ServeHTTP(w, f.outRequest(ctx))
+	if failure == nil {
+		s.metrics.forwarded.WithLabelValues(forwardOK).Inc()
+		return attemptDone
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaderGone) {
+		failure = cause
+	}
+	if r.Context().Err() != nil {
+		// The client went away: whatever is answered, nobody reads it.
+		s.metrics.forwarded.WithLabelValues(forwardError).Inc()
+		return attemptDone
+	}
+	return s.afterFailure(w, f, leaderID, addr, failure)
+}
+
+// leaderProxy is the proxy of one forwarding attempt of f to the leader
+// at addr. An attempt that did not get the leader's answer through sets
+// *failure (and writes nothing): the leader could not be reached, or
+// answered 503 to a request that may be sent again.
+func (s *Server) leaderProxy(f *forwarding, addr string, failure *error) *httputil.ReverseProxy {
+	target := &url.URL{Scheme: "http", Host: addr}
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
@@ -654,22 +763,15 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
-			failure = err
+			*failure = err
 		},
 	}
-	p.ServeHTTP(w, f.outRequest(ctx))
-	if failure == nil {
-		s.metrics.forwarded.WithLabelValues(forwardOK).Inc()
-		return attemptDone
-	}
-	if cause := context.Cause(ctx); errors.Is(cause, errLeaderGone) {
-		failure = cause
-	}
-	if r.Context().Err() != nil {
-		// The client went away: whatever is answered, nobody reads it.
-		s.metrics.forwarded.WithLabelValues(forwardError).Inc()
-		return attemptDone
-	}
+}
+
+// afterFailure decides what follows an attempt to forward f to leader
+// leaderID at addr that failed with failure, and answers when the
+// request is not to be sent again (see forwardOnce).
+func (s *Server) afterFailure(w http.ResponseWriter, f *forwarding, leaderID, addr string, failure error) forwardResult {
 	notSent := errors.Is(failure, errNotApplied) || dialError(failure)
 	if notSent && f.replayable() {
 		s.retried(f, leaderID, failure)
@@ -686,13 +788,13 @@ func (s *Server) forwardOnce(w http.ResponseWriter, f *forwarding, leaderID, add
 	s.metrics.forwarded.WithLabelValues(forwardError).Inc()
 	if notSent {
 		f.markNotApplied(w)
-		s.writeError(w, r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, failure))
+		s.writeError(w, f.r, noLeader("cannot reach leader %s at %s: %s", leaderID, addr, failure))
 		return attemptDone
 	}
 	e := errorf(http.StatusServiceUnavailable, codeLeaderLost,
 		"leader %s failed while it had the request (%s): it may or may not have been applied", leaderID, failure)
 	e.RetryAfter = 1
-	s.writeError(w, r, e)
+	s.writeError(w, f.r, e)
 	return attemptDone
 }
 
