@@ -92,11 +92,6 @@ type Config struct {
 	// Switch, when set, can cut this node's raft traffic to simulate a
 	// network partition. For tests only.
 	Switch *NetworkSwitch
-
-	// legacyLog makes the node behave as a binary without feature levels
-	// (tests): it advertises level 0 and panics on the entry forms of
-	// later levels, as such a binary does.
-	legacyLog bool
 }
 
 // The defaults of Config. The raft timeouts suit a LAN: a follower starts

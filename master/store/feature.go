@@ -167,14 +167,9 @@ type levelCache struct {
 	level   int
 }
 
-// FeatureLevel returns the level this node advertises: FeatureLevel, or
-// 0 for a store that behaves as a binary without levels (tests).
-func (s *Store) FeatureLevel() int {
-	if s.cfg.legacyLog {
-		return 0
-	}
-	return FeatureLevel
-}
+// FeatureLevel returns the level this node advertises: that of the entry
+// forms it applies, FeatureLevel.
+func (s *Store) FeatureLevel() int { return s.level }
 
 // ClusterFeatureLevel returns the level of log entry forms the leader may
 // write: the lowest level advertised by the members of the latest raft
@@ -218,13 +213,16 @@ func (f *fsm) levels() *levelMap {
 	return f.st.levels
 }
 
-// legacyRefuses reports why a binary without levels could not apply the
-// entry data: the entry forms of level 1. A store configured to behave as
-// such a binary (tests) panics on them as that binary would.
-func legacyRefuses(data []byte) bool {
+// entryLevel returns the feature level of the form of the entry data: 1
+// (LevelSessions) for a session entry or a binary InsertFindings entry,
+// else 0.
+func entryLevel(data []byte) int {
 	if len(data) < 2 {
-		return false
+		return 0
 	}
 	t := cmdType(data[0])
-	return t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion)
+	if t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion) {
+		return LevelSessions
+	}
+	return 0
 }

@@ -84,6 +84,32 @@ func TestFSM_MemberLevels(t *testing.T) {
 	}
 }
 
+// TestFSM_LevelBelowEntries: a state machine of level 0 (a binary without
+// levels) ignores the levels members advertise and refuses, by panicking
+// as such a binary does, an entry of a level-1 form.
+func TestFSM_LevelBelowEntries(t *testing.T) {
+	f := newTestFSM(t)
+	f.level = 0
+	data, err := encodeCommand(SetMember{ID: "n1", HTTPAddr: "h:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(1)}
+	if r := f.ApplyBatch([]*raft.Log{l})[0].(Result); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := f.levels().get("n1"); got != 0 {
+		t.Fatalf("n1 at level %d, want 0 (not read)", got)
+	}
+	fsmApply(t, f, 2, CreateDraft{ID: "d1", Owner: "alice", Now: time.UnixMilli(1)})
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "feature level 1") {
+			t.Fatalf("applying a session entry at level 0: panic %v, want one naming feature level 1", p)
+		}
+	}()
+	fsmApply(t, f, 3, wrapped(session("k", ""), time.UnixMilli(2), TakeOver{ID: "d1", User: "bob"}))
+}
+
 // entryForms returns the type and version bytes of the command entries
 // of s's raft log after index from.
 func entryForms(t *testing.T, s *Store, from uint64) [][2]byte {
@@ -105,6 +131,11 @@ func entryForms(t *testing.T, s *Store, from uint64) [][2]byte {
 	return forms
 }
 
+// asBinaryWithoutLevels makes s, before it opens, behave as a binary
+// without feature levels: it advertises level 0, panics on the entry
+// forms of level 1 and ignores the levels the members advertise.
+func asBinaryWithoutLevels(s *Store) { s.level = 0 }
+
 // TestFeatureGate_RollingUpgrade: in a cluster where one member runs a
 // binary without feature levels (simulated: it panics on the entry forms
 // of level 1, as that binary does), the leader writes the old forms and
@@ -112,7 +143,11 @@ func entryForms(t *testing.T, s *Store, from uint64) [][2]byte {
 // registers its level, the new forms are written.
 func TestFeatureGate_RollingUpgrade(t *testing.T) {
 	const old = 2
-	nodes := newCluster(t, 3, func(i int, c *Config) { c.legacyLog = i == old })
+	nodes := newCluster(t, 3, nil, func(i int, s *Store) {
+		if i == old {
+			asBinaryWithoutLevels(s)
+		}
+	})
 	waitFor(t, 10*time.Second, func() bool { return leaderOf(t, nodes).ClusterFeatureLevel() == 0 }, "the cluster at level 0")
 
 	ms := time.Now().UnixMilli()
@@ -170,7 +205,7 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 	// address, it registers its level (as the master does when its
 	// record's level is not its binary's).
 	cfg := nodes[old].cfg
-	cfg.BindAddr, cfg.Registerer, cfg.legacyLog = nodes[old].Addr(), prometheus.NewRegistry(), false
+	cfg.BindAddr, cfg.Registerer = nodes[old].Addr(), prometheus.NewRegistry()
 	if err := nodes[old].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +324,7 @@ func TestStore_treeEntriesRecordLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(WithSession(ctx, session("edit", "body")), EditDraft{ID: id, User: "alice", Tree: treeWith("b"), Now: time.Now()}); err != nil {
+	if _, err := s.Apply(ctx, session("edit", "body"), EditDraft{ID: id, User: "alice", Tree: treeWith("b"), Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Batch(ctx, TakeOver{ID: id, User: "bob"}, ReplaceActive{Tree: treeWith("c")}); err != nil {

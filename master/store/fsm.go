@@ -60,12 +60,14 @@ type fsm struct {
 	// keys is the dedupe index of the findings in db, used and replaced
 	// (with db) only by raft's FSM goroutine.
 	keys *findingKeys
-	// legacy makes the node apply entries as a binary without feature
-	// levels would (tests): it ignores the members' levels and panics on
-	// the entry forms of level 1.
-	legacy bool
-	// sessionCap bounds the request table (0: MaxSessions); tests lower it.
-	sessionCap uint64
+	// level is the feature level of the entry forms this node applies
+	// (FeatureLevel): it panics on an entry of a later form, as a binary
+	// of that level does, and below LevelSessions it reads no raft
+	// extension (the levels members advertise, the level an entry was
+	// written under), as a binary without levels.
+	level int
+	// maxSessions bounds the request table (MaxSessions).
+	maxSessions int
 	// sessions indexes the request table by key; nil until first used
 	// after open or a restore (see sessionIndexOf).
 	sessions atomic.Pointer[sessionIndex]
@@ -170,7 +172,8 @@ func openFSM(path string, logger *slog.Logger, m *metrics) (*fsm, error) {
 	if err != nil {
 		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
 	}
-	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{})}, nil
+	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{}),
+		level: FeatureLevel, maxSessions: MaxSessions}, nil
 }
 
 func errorsJoinClose(err error, c io.Closer) error {
@@ -245,9 +248,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		if f.legacy && legacyRefuses(l.Data) {
+		if lv := entryLevel(l.Data); lv > f.level {
 			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %s version %d "+
-				"(this node behaves as a binary without feature levels)", l.Index, l.Term, cmdType(l.Data[0]), l.Data[1]))
+				"is of feature level %d, this node applies up to %d", l.Index, l.Term, cmdType(l.Data[0]), l.Data[1], lv, f.level))
 		}
 		d, err := decodeCommand(l.Data)
 		if err != nil {
@@ -255,7 +258,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				"refusing to skip it, which would make this node's state diverge", l.Index, l.Term, err))
 		}
 		switch {
-		case f.legacy:
+		case f.level < LevelSessions:
 			// A binary without levels reads no extension.
 		case d.typ == typeSetMember:
 			d.p.(*setMemberPayload).level = decodeMemberExt(l.Extensions)

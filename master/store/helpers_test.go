@@ -82,12 +82,16 @@ func testConfig(t testing.TB, id string) Config {
 	}
 }
 
-// openStore builds and opens a store, closed when the test ends.
-func openStore(t testing.TB, cfg Config) *Store {
+// openStore builds and opens a store, closed when the test ends; opts
+// adjust the store before it opens.
+func openStore(t testing.TB, cfg Config, opts ...func(*Store)) *Store {
 	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatalf("Open %s: %v", cfg.NodeID, err)
@@ -135,8 +139,9 @@ func waitReady(t testing.TB, s *Store) {
 }
 
 // newCluster starts n nodes: node 0 bootstraps, the others join it. mod,
-// if not nil, adjusts each node's config.
-func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
+// if not nil, adjusts each node's config; opts adjust each store before
+// it opens.
+func newCluster(t testing.TB, n int, mod func(i int, c *Config), opts ...func(i int, s *Store)) []*Store {
 	t.Helper()
 	nodes := make([]*Store, n)
 	for i := range n {
@@ -145,7 +150,11 @@ func newCluster(t testing.TB, n int, mod func(i int, c *Config)) []*Store {
 		if mod != nil {
 			mod(i, &cfg)
 		}
-		nodes[i] = openStore(t, cfg)
+		nodes[i] = openStore(t, cfg, func(s *Store) {
+			for _, o := range opts {
+				o(i, s)
+			}
+		})
 		if i == 0 {
 			waitReady(t, nodes[0])
 			continue

@@ -343,10 +343,7 @@ func (f *fsm) applySession(b *bolt.Bucket, st *state, idx uint64, d decoded) (Re
 	if err != nil {
 		return Result{}, err
 	}
-	limit := int(f.sessionCap)
-	if limit == 0 {
-		limit = MaxSessions
-	}
+	limit := f.maxSessions
 	if err := expireSessions(sb, index, p.NowMS-SessionWindow.Milliseconds(), limit); err != nil {
 		return Result{}, err
 	}

@@ -141,7 +141,7 @@ func lookup(t *testing.T, f *fsm, key [SessionKeySize]byte) (SessionOutcome, boo
 
 func TestSession_Bounds(t *testing.T) {
 	f := newTestFSM(t)
-	f.sessionCap = 3
+	f.maxSessions = 3
 	t0 := time.UnixMilli(1_700_000_000_000)
 	fsmApply(t, f, 1, CreateDraft{ID: "d1", Owner: "alice", Now: t0})
 	takeOver := TakeOver{ID: "d1", User: "bob"}

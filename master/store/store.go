@@ -52,6 +52,9 @@ type Store struct {
 	// this node submits; tests replace them.
 	now   func() time.Time
 	newID func() (string, error)
+	// level is the feature level this node advertises and whose entry
+	// forms it applies: FeatureLevel.
+	level int
 
 	raft atomic.Pointer[raft.Raft]
 	fsm  atomic.Pointer[fsm]
@@ -107,6 +110,7 @@ func New(cfg Config) (*Store, error) {
 		notify:   make(chan bool, 16),
 		now:      time.Now,
 		newID:    NewDraftID,
+		level:    FeatureLevel,
 		stop:     make(chan struct{}),
 		leaderCh: make(chan struct{}),
 	}
@@ -241,7 +245,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	f.legacy = c.legacyLog
+	f.level = s.level
 	cleanup = append(cleanup, f.close)
 	if err := restoreIfBehind(f, snaps); err != nil {
 		return fmt.Errorf("open store: %w", err)
