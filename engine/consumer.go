@@ -64,6 +64,21 @@ func queueShape(queueSize int) (chunks, chunk int) {
 	return chunks, max(1, queueSize/chunks)
 }
 
+// crashCause is implemented by a cause of the cancellation of Run's
+// context that makes it stop as a crash would: without waiting for the
+// events in progress and without a last commit. Only tests define one (a
+// process that crashes runs no code), to measure what a crash costs.
+type crashCause interface {
+	error
+	crash()
+}
+
+// crashed reports whether ctx was canceled with a crashCause.
+func crashed(ctx context.Context) bool {
+	var c crashCause
+	return errors.As(context.Cause(ctx), &c)
+}
+
 // consume waits for a tree, then consumes until ctx ends, and shuts the
 // consumer down.
 func (s *Service) consume(ctx context.Context) error {
@@ -105,7 +120,7 @@ func (s *Service) consume(ctx context.Context) error {
 	// Shutdown: no more fetching; drain the queues; commit; leave.
 	s.draining.Store(true)
 	s.updateReady()
-	crash := s.crashOnStop.Load()
+	crash := crashed(ctx)
 	if crash {
 		abort()
 	}

@@ -391,9 +391,18 @@ type runner struct {
 	t      testing.TB
 	reg    *prometheus.Registry
 	log    *testLog
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan error
 }
+
+// errCrash, as the cause of the cancellation of Run's context, makes the
+// engine stop as a crash would (see crashCause).
+type errCrash struct{}
+
+func (errCrash) Error() string { return "the engine crashed" }
+func (errCrash) crash()        {}
+
+var _ crashCause = errCrash{}
 
 // start runs an engine with cfg until stop, kill or the end of the test.
 func start(t testing.TB, cfg Config) *runner {
@@ -410,7 +419,7 @@ func start(t testing.TB, cfg Config) *runner {
 		t.Fatal(err)
 	}
 	r.Service = s
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(t.Context()))
 	r.cancel = cancel
 	go func() { r.done <- s.Run(ctx) }()
 	select {
@@ -430,10 +439,16 @@ func start(t testing.TB, cfg Config) *runner {
 // stop shuts the engine down gracefully and checks that Run returned nil.
 func (r *runner) stop() {
 	r.t.Helper()
+	r.end(nil)
+}
+
+// end cancels Run's context with cause and checks that Run returned nil.
+func (r *runner) end(cause error) {
+	r.t.Helper()
 	if r.cancel == nil {
 		return
 	}
-	r.cancel()
+	r.cancel(cause)
 	r.cancel = nil
 	select {
 	case err := <-r.done:
@@ -448,8 +463,10 @@ func (r *runner) stop() {
 // kill stops the engine as a crash would: no drain, no last commit.
 func (r *runner) kill() {
 	r.t.Helper()
-	r.crashOnStop.Store(true)
-	r.stop()
+	r.end(errCrash{})
+	if !strings.Contains(r.log.String(), "crash=true") {
+		r.t.Error("the engine stopped, but not as a crash: no consumer stopped crash=true in its log")
+	}
 }
 
 // counter returns the value of a counter (summed over its labels).

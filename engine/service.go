@@ -76,10 +76,6 @@ type Service struct {
 	addr       atomic.Pointer[string]
 	closeOnce  sync.Once
 	closeErr   error
-
-	// crashOnStop makes Run stop as a crash would: without waiting for
-	// the events in progress and without a last commit. For tests.
-	crashOnStop atomic.Bool
 }
 
 // New validates cfg, reads the actions configuration file and builds a
