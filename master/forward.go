@@ -82,6 +82,9 @@ const maxReplayBody = 1 << 20
 //     again: if this node is not the leader it answers 503 at once, with
 //     HeaderNotApplied, so that the forwarding node retries.
 //
+// A [router] holds one request's routing: each of these cases is one of
+// its states, a method.
+//
 // With writes set (placement OnLeaderWrite), a request that is not a read
 // (see readMethod) skips the consistent read on the leader: h serves it
 // as soon as this node believes it leads. See OnLeaderWrite for what h
