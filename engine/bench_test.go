@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
 )
 

@@ -22,7 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/squallhq/squall/config"
-	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"

@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/squallhq/squall/engine/internal/leaktest"
+	"github.com/squallhq/squall/internal/leaktest"
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
 

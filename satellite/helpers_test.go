@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 const topic = "squall.events"

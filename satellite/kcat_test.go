@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // kcatPath returns Debian's kcat. CI installs it (.ci/run): there, a missing

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // TestSatellite_PartitionRefused loads the satellite with the events of six

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
 

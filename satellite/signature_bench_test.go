@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
 

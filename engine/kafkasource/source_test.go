@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 const testTopic = "squall.events"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // selfSigned returns a certificate for 127.0.0.1 and the PEM file of it,

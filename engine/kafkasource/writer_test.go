@@ -3,7 +3,7 @@ package kafkasource
 import (
 	"testing"
 
-	"github.com/squallhq/squall/engine/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // TestWriter_RecordTopic checks that a record naming a topic goes there and

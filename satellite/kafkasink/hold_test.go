@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

@@ -3,7 +3,7 @@ package kafkasink
 import (
 	"testing"
 
-	"github.com/squallhq/squall/satellite/internal/leaktest"
+	"github.com/squallhq/squall/internal/leaktest"
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }

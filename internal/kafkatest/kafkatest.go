@@ -1,7 +1,8 @@
 // Package kafkatest runs an in-process Kafka-protocol broker (franz-go's
-// kfake) on the loopback interface for the satellite's tests, and reads
-// topics back with franz-go's client, a Kafka client independent of the
-// kafka-go producer under test.
+// kfake) on the loopback interface for the tests of the satellite's producer
+// and the engine's consumer, and reads topics and group offsets back with
+// franz-go's client, a Kafka client independent of the kafka-go code under
+// test.
 package kafkatest
 
 import (
@@ -52,6 +53,8 @@ func Start(t testing.TB, cfg Config) *Broker {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+		// Engines of the tests use short sessions.
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 	}
 	if len(cfg.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(cfg.Partitions, cfg.Topics...))
@@ -142,10 +145,7 @@ func (b *Broker) Records(t testing.TB, topic string, opts ...kgo.Opt) []Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ends, err := endOffsets(ctx, b.Addr, topic, opts)
-	if err != nil {
-		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
-	}
+	ends := b.EndOffsets(t, topic, opts...)
 	want := make(map[int32]kgo.Offset)
 	var total int64
 	for p, end := range ends {
@@ -203,6 +203,61 @@ func (b *Broker) Records(t testing.TB, topic string, opts ...kgo.Opt) []Record {
 	})
 	return out
 }
+
+// EndOffsets returns the end offset of every partition of topic.
+func (b *Broker) EndOffsets(t testing.TB, topic string, opts ...kgo.Opt) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := endOffsets(ctx, b.Addr, topic, opts)
+	if err != nil {
+		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
+	}
+	return ends
+}
+
+// Committed returns the offsets group committed for topic, by partition
+// (partitions without a commit are absent).
+func (b *Broker) Committed(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatalf("kafkatest: client: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	for p := range b.EndOffsets(t, topic) {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("kafkatest: offset fetch %s: %v", group, err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("kafkatest: offset fetch %s: error code %d", group, resp.ErrorCode)
+	}
+	out := make(map[int32]int64)
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("kafkatest: offset fetch %s/%d: error code %d", topic, p.Partition, p.ErrorCode)
+			}
+			if p.Offset >= 0 {
+				out[p.Partition] = p.Offset
+			}
+		}
+	}
+	return out
+}
+
+// String describes the broker.
+func (b *Broker) String() string { return fmt.Sprintf("kfake@%s", b.Addr) }
 
 // endOffsets returns the end offset of every partition of topic.
 func endOffsets(ctx context.Context, addr, topic string, opts []kgo.Opt) (map[int32]int64, error) {
