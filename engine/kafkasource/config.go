@@ -1,18 +1,12 @@
 package kafkasource
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/squallhq/squall/internal/kafkaclient"
 )
 
 // Defaults of the configurations.
@@ -30,13 +24,6 @@ const (
 	DefaultWriteTimeout      = 10 * time.Second
 )
 
-// SASL mechanisms of [SASLConfig].
-const (
-	MechanismPlain       = "PLAIN"
-	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
-	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
-)
-
 // Dial says how to reach the brokers; [SourceConfig] and [WriterConfig]
 // share it.
 type Dial struct {
@@ -52,51 +39,11 @@ type Dial struct {
 	Timeout time.Duration
 }
 
-// TLSConfig configures TLS to the brokers. TLS is on when Enable is true or
-// any file is given.
-type TLSConfig struct {
-	// Enable turns TLS on with the system's roots.
-	Enable bool
-	// CAFile is a PEM file of the roots that verify the brokers, instead
-	// of the system's.
-	CAFile string
-	// CertFile and KeyFile are a PEM client certificate and its key, for
-	// brokers that authenticate clients with TLS.
-	CertFile string
-	KeyFile  string
-	// ServerName overrides the name checked in the brokers' certificates.
-	ServerName string
-	// InsecureSkipVerify disables the verification of the brokers'
-	// certificates. For tests only.
-	InsecureSkipVerify bool
-}
+// TLSConfig configures TLS to the brokers (see [kafkaclient.TLS]).
+type TLSConfig = kafkaclient.TLS
 
-// SASLConfig configures SASL authentication to the brokers.
-type SASLConfig struct {
-	// Mechanism is "" (no SASL), "PLAIN", "SCRAM-SHA-256" or
-	// "SCRAM-SHA-512" (in any letter case).
-	Mechanism string
-	// Username and Password are the credentials. Password is never
-	// printed or logged.
-	Username string
-	Password string
-}
-
-// String describes c without the password.
-func (c SASLConfig) String() string {
-	if c.Mechanism == "" {
-		return "none"
-	}
-	return fmt.Sprintf("%s user=%s password=[redacted]", c.Mechanism, c.Username)
-}
-
-// Format implements fmt.Formatter so that no verb prints the password.
-func (c SASLConfig) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
-
-// LogValue implements slog.LogValuer without the password.
-func (c SASLConfig) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("mechanism", c.Mechanism), slog.String("username", c.Username))
-}
+// SASLConfig configures SASL authentication (see [kafkaclient.SASL]).
+type SASLConfig = kafkaclient.SASL
 
 // SourceConfig configures a [Source].
 type SourceConfig struct {
@@ -191,22 +138,14 @@ func (d Dial) withDefaults() Dial {
 
 // validate checks d; the errors name the field.
 func (d Dial) validate() []error {
-	var errs []error
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("brokers: at least one broker is required"))
-	}
-	for _, b := range d.Brokers {
-		if b == "" || strings.ContainsAny(b, " ,") || !strings.Contains(b, ":") {
-			errs = append(errs, fmt.Errorf("brokers: %q is not host:port", b))
-		}
-	}
+	errs := kafkaclient.ValidateBrokers(d.Brokers)
 	if d.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("dial timeout: %s is negative", d.Timeout))
 	}
-	if (d.TLS.CertFile == "") != (d.TLS.KeyFile == "") {
-		errs = append(errs, errors.New("tls: cert file and key file go together"))
+	if err := d.TLS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if _, err := d.SASL.mechanism(); err != nil {
+	if _, err := d.SASL.Build(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -307,67 +246,4 @@ func (c WriterConfig) withDefaults() WriterConfig {
 		c.WriteTimeout = DefaultWriteTimeout
 	}
 	return c
-}
-
-// enabled reports whether TLS is on.
-func (c TLSConfig) enabled() bool {
-	return c.Enable || c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
-}
-
-// build loads the certificate files; nil when TLS is off.
-func (c TLSConfig) build() (*tls.Config, error) {
-	if !c.enabled() {
-		return nil, nil
-	}
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // documented test-only option
-	}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: read ca file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: ca file %s holds no PEM certificate", c.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: load client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-// mechanism builds the SASL mechanism, nil for none.
-func (c SASLConfig) mechanism() (sasl.Mechanism, error) {
-	if c.Mechanism == "" {
-		return nil, nil
-	}
-	if c.Username == "" {
-		return nil, errors.New("sasl: username required")
-	}
-	switch strings.ToUpper(c.Mechanism) {
-	case MechanismPlain:
-		return plain.Mechanism{Username: c.Username, Password: c.Password}, nil
-	case MechanismSCRAMSHA256:
-		m, err := scram.Mechanism(scram.SHA256, c.Username, c.Password)
-		if err != nil {
-			return nil, fmt.Errorf("sasl: %w", err)
-		}
-		return m, nil
-	case MechanismSCRAMSHA512:
-		m, err := scram.Mechanism(scram.SHA512, c.Username, c.Password)
-		if err != nil {
-			return nil, fmt.Errorf("sasl: %w", err)
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("sasl: mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Mechanism)
 }

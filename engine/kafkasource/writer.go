@@ -24,11 +24,11 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, fmt.Errorf("kafka writer config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	tlsCfg, err := cfg.TLS.build()
+	tlsCfg, err := cfg.TLS.Config()
 	if err != nil {
 		return nil, fmt.Errorf("kafka writer config: %w", err)
 	}
-	mech, _ := cfg.SASL.mechanism()
+	mech, _ := cfg.SASL.Build()
 	transport := &kafka.Transport{
 		DialTimeout: cfg.Timeout,
 		IdleTimeout: time.Minute,

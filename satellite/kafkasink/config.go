@@ -1,19 +1,14 @@
 package kafkasink
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/kafkaclient"
+
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
 )
 
 // Defaults of [Config].
@@ -27,13 +22,6 @@ const (
 	DefaultMaxAttempts     = 3
 	DefaultMetadataTTL     = 2 * time.Second
 	DefaultMaxInFlight     = 5
-)
-
-// SASL mechanisms of [SASLConfig].
-const (
-	MechanismPlain       = "PLAIN"
-	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
-	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
 )
 
 // Compression codecs of [Config].
@@ -95,57 +83,11 @@ type Config struct {
 	AllowAutoTopicCreation bool
 }
 
-// TLSConfig configures TLS to the brokers. TLS is on when Enable is true or
-// any file is given.
-type TLSConfig struct {
-	// Enable turns TLS on with the system's roots.
-	Enable bool
-	// CAFile is a PEM file of the roots that verify the brokers, instead
-	// of the system's.
-	CAFile string
-	// CertFile is a PEM client certificate, for brokers that
-	// authenticate clients with TLS; KeyFile is required with it.
-	CertFile string
-	// KeyFile is the PEM private key of CertFile.
-	KeyFile string
-	// ServerName overrides the name checked in the brokers' certificates.
-	ServerName string
-	// InsecureSkipVerify disables the verification of the brokers'
-	// certificates. For tests only.
-	InsecureSkipVerify bool
-}
+// TLSConfig configures TLS to the brokers (see [kafkaclient.TLS]).
+type TLSConfig = kafkaclient.TLS
 
-// enabled reports whether TLS is on.
-func (c TLSConfig) enabled() bool {
-	return c.Enable || c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
-}
-
-// SASLConfig configures SASL authentication to the brokers.
-type SASLConfig struct {
-	// Mechanism is "" (no SASL), "PLAIN", "SCRAM-SHA-256" or
-	// "SCRAM-SHA-512" (in any letter case).
-	Mechanism string
-	// Username is the SASL user.
-	Username string
-	// Password is the user's password. It is never printed or logged.
-	Password string
-}
-
-// String describes c without the password.
-func (c SASLConfig) String() string {
-	if c.Mechanism == "" {
-		return "none"
-	}
-	return fmt.Sprintf("%s user=%s password=[redacted]", c.Mechanism, c.Username)
-}
-
-// Format implements fmt.Formatter so that no verb prints the password.
-func (c SASLConfig) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
-
-// LogValue implements slog.LogValuer without the password.
-func (c SASLConfig) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("mechanism", c.Mechanism), slog.String("username", c.Username))
-}
+// SASLConfig configures SASL authentication (see [kafkaclient.SASL]).
+type SASLConfig = kafkaclient.SASL
 
 // DefaultConfig returns the defaults, without brokers.
 func DefaultConfig() Config {
@@ -167,14 +109,7 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if len(c.Brokers) == 0 {
-		add("brokers: at least one broker is required")
-	}
-	for _, b := range c.Brokers {
-		if b == "" || strings.ContainsAny(b, " ,") || !strings.Contains(b, ":") {
-			add("brokers: %q is not host:port", b)
-		}
-	}
+	errs = append(errs, kafkaclient.ValidateBrokers(c.Brokers)...)
 	if c.Topic == "" {
 		add("topic: required")
 	}
@@ -202,10 +137,10 @@ func (c Config) Validate() error {
 	if c.MaxAttempts < 1 {
 		add("max_attempts: %d is less than 1", c.MaxAttempts)
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		add("tls: cert_file and key_file go together")
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if _, err := c.SASL.mechanism(); err != nil {
+	if _, err := c.SASL.Build(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -226,62 +161,4 @@ func compression(name string) (kafka.Compression, error) {
 		return kafka.Zstd, nil
 	}
 	return 0, fmt.Errorf("compression: %q is not none, gzip, snappy, lz4 or zstd", name)
-}
-
-// mechanism builds the SASL mechanism, nil for none.
-func (c SASLConfig) mechanism() (sasl.Mechanism, error) {
-	if c.Mechanism == "" {
-		return nil, nil
-	}
-	if c.Username == "" {
-		return nil, errors.New("sasl: username required")
-	}
-	switch strings.ToUpper(c.Mechanism) {
-	case MechanismPlain:
-		return plain.Mechanism{Username: c.Username, Password: c.Password}, nil
-	case MechanismSCRAMSHA256:
-		m, err := scram.Mechanism(scram.SHA256, c.Username, c.Password)
-		if err != nil {
-			return nil, fmt.Errorf("sasl: %w", err)
-		}
-		return m, nil
-	case MechanismSCRAMSHA512:
-		m, err := scram.Mechanism(scram.SHA512, c.Username, c.Password)
-		if err != nil {
-			return nil, fmt.Errorf("sasl: %w", err)
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("sasl: mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Mechanism)
-}
-
-// build loads the certificate files; nil when TLS is off.
-func (c TLSConfig) build() (*tls.Config, error) {
-	if !c.enabled() {
-		return nil, nil
-	}
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // documented test-only option
-	}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: read ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: ca_file %s holds no PEM certificate", c.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: load client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }

@@ -121,11 +121,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Sink, err
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka config: %w", err)
 	}
-	tlsCfg, err := cfg.TLS.build()
+	tlsCfg, err := cfg.TLS.Config()
 	if err != nil {
 		return nil, fmt.Errorf("kafka config: %w", err)
 	}
-	mech, err := cfg.SASL.mechanism()
+	mech, err := cfg.SASL.Build()
 	if err != nil {
 		return nil, fmt.Errorf("kafka config: %w", err)
 	}

@@ -22,16 +22,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/kafkaclient"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 const topic = "squall.events"
@@ -164,7 +167,7 @@ func TestSink_Compression(t *testing.T) {
 
 func TestSink_SASL(t *testing.T) {
 	t.Parallel()
-	for _, mech := range []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512} {
+	for _, mech := range []string{kafkaclient.MechanismPlain, kafkaclient.MechanismSCRAMSHA256, kafkaclient.MechanismSCRAMSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			t.Parallel()
 			b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Opts: []kfake.Opt{
@@ -178,9 +181,9 @@ func TestSink_SASL(t *testing.T) {
 			}
 			var auth kgo.Opt
 			switch mech {
-			case MechanismPlain:
+			case kafkaclient.MechanismPlain:
 				auth = kgo.SASL(plain.Auth{User: "satellite", Pass: "s3cr3t"}.AsMechanism())
-			case MechanismSCRAMSHA256:
+			case kafkaclient.MechanismSCRAMSHA256:
 				auth = kgo.SASL(scram.Auth{User: "satellite", Pass: "s3cr3t"}.AsSha256Mechanism())
 			default:
 				auth = kgo.SASL(scram.Auth{User: "satellite", Pass: "s3cr3t"}.AsSha512Mechanism())
