@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // benchTree is Tornado's full-match rule (engine/tree/testdata/tornado/

@@ -22,8 +22,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/squallhq/squall/config"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"

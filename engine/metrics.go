@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Stages of squall_engine_stage_duration_seconds.
@@ -32,8 +34,7 @@ const (
 
 // metrics are the engine's Prometheus metrics.
 type metrics struct {
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	set *metricset.Set
 
 	processed    prometheus.Counter
 	failed       *prometheus.CounterVec
@@ -61,7 +62,6 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
 		processed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "squall_engine_events_processed_total",
 			Help: "Events evaluated whose actions all ran (events without actions included).",
@@ -147,31 +147,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, where := range []string{panicEvaluate, panicAction, panicCompile, panicHTTP} {
 		m.panics.WithLabelValues(where)
 	}
-	m.collectors = []prometheus.Collector{
+	set, err := metricset.Register(reg,
 		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
 		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
 		m.panics, m.watchErrors, m.partitions, m.lag, m.ready,
+	)
+	if err != nil {
+		return nil, fmt.Errorf("register engine metrics: %w", err)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for i, c := range m.collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register engine metrics: %w", err)
-		}
-	}
+	m.set = set
 	return m, nil
 }
 
 // unregister removes the metrics from the registry.
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
+	m.set.Unregister()
 }

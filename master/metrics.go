@@ -4,12 +4,13 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // metrics are the master's HTTP metrics; the store adds its own.
 type metrics struct {
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	set *metricset.Set
 
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -30,7 +31,6 @@ const (
 // newMetrics builds the metrics and registers them with reg.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_master_http_requests_total",
 			Help: "HTTP requests answered by this node, by route pattern, method and status code.",
@@ -62,21 +62,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, code := range []string{codeNoLeader, codeLeaderLost, codeNotReady, codeUnavailable} {
 		m.unavailable.WithLabelValues(code)
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.duration, m.forwarded, m.unavailable, m.panics}
-	for i, c := range m.collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
+	set, err := metricset.Register(reg, m.requests, m.duration, m.forwarded, m.unavailable, m.panics)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	m.set = set
 	return m, nil
 }
 
 // unregister removes the metrics from the registry.
 func (m *metrics) unregister() {
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
+	m.set.Unregister()
 }

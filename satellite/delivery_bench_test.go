@@ -17,9 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/satellite/intake"
 )
 
 // kcatPath returns Debian's kcat. CI installs it (.ci/run): there, a missing

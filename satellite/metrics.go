@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Paths of squall_forward_events_total.
@@ -51,17 +53,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.toKafka = m.forwarded.WithLabelValues(pathKafka)
 	m.forwarded.WithLabelValues(pathSpool)
-	if reg == nil {
-		return m, nil
-	}
-	collectors := []prometheus.Collector{m.forwarded, m.drained, m.spooling, m.kafkaUp, m.connsRefused}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register forwarder metrics: %w", err)
-		}
+	if _, err := metricset.Register(reg, m.forwarded, m.drained, m.spooling, m.kafkaUp, m.connsRefused); err != nil {
+		return nil, fmt.Errorf("register forwarder metrics: %w", err)
 	}
 	return m, nil
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/tlscert"
 	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 	"github.com/squallhq/squall/webhooks"

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/satellite/intake"
 )
 
 // spanByName returns the ended span named name, failing the test if

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Reasons of squall_action_failed_total.
@@ -17,8 +19,7 @@ const (
 // become label values: ids that come from trees but have no executor are
 // counted without a label, so they cannot grow the series.
 type metrics struct {
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	set *metricset.Set
 
 	executed *prometheus.CounterVec
 	failed   *prometheus.CounterVec
@@ -31,7 +32,6 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
 		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_action_executed_total",
 			Help: "Actions that ran successfully (once per action, however many attempts it took), by action id.",
@@ -55,30 +55,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Actions dropped because no executor handles their id.",
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.executed, m.failed, m.retried, m.duration, m.unknown}
-	if reg == nil {
-		return m, nil
+	set, err := metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown)
+	if err != nil {
+		return nil, fmt.Errorf("register action metrics: %w", err)
 	}
-	for i, c := range m.collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register action metrics: %w", err)
-		}
-	}
+	m.set = set
 	return m, nil
 }
 
 // unregister removes the metrics from the registry, so that a new Registry
 // (after a configuration reload) can register its own.
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
+	m.set.Unregister()
 }
 
 // actionMetrics are the series of one action id, resolved once.

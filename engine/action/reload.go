@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Defaults of [ReloaderConfig].
@@ -411,14 +412,13 @@ const (
 
 // reloadMetrics count the reloads of the settings file.
 type reloadMetrics struct {
-	reg     prometheus.Registerer
+	set     *metricset.Set
 	reloads *prometheus.CounterVec
 	success prometheus.Gauge
 }
 
 func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 	m := &reloadMetrics{
-		reg: reg,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "squall_actions_config_reloads_total",
 			Help: "Reloads of the actions settings file (--actions-config), by result (ok, error: the previous settings stay).",
@@ -432,22 +432,12 @@ func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 	// the first error.
 	m.reloads.WithLabelValues(resultOK)
 	m.reloads.WithLabelValues(resultError)
-	if reg == nil {
-		return m, nil
-	}
-	if err := reg.Register(m.reloads); err != nil {
+	set, err := metricset.Register(reg, m.reloads, m.success)
+	if err != nil {
 		return nil, fmt.Errorf("register action reload metrics: %w", err)
 	}
-	if err := reg.Register(m.success); err != nil {
-		reg.Unregister(m.reloads)
-		return nil, fmt.Errorf("register action reload metrics: %w", err)
-	}
+	m.set = set
 	return m, nil
 }
 
-func (m *reloadMetrics) unregister() {
-	if m.reg != nil {
-		m.reg.Unregister(m.reloads)
-		m.reg.Unregister(m.success)
-	}
-}
+func (m *reloadMetrics) unregister() { m.set.Unregister() }

@@ -316,7 +316,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"heartbeat", func() error { c := ok; c.HeartbeatInterval = time.Minute; return c.Validate() }, "heartbeat interval"},
 		{"start offset", func() error { c := ok; c.StartOffset = "newest"; return c.Validate() }, `"newest" is neither`},
 		{"latest", func() error { c := ok; c.StartOffset = StartLatest; return c.Validate() }, ""},
-		{"tls pair", func() error { c := ok; c.TLS.CertFile = "c.pem"; return c.Validate() }, "cert file and key file"},
+		{"tls pair", func() error { c := ok; c.TLS.CertFile = "c.pem"; return c.Validate() }, "cert_file and key_file"},
 		{"sasl", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "GSSAPI", Username: "u"}; return c.Validate() }, "GSSAPI"},
 		{"sasl user", func() error { c := ok; c.SASL = SASLConfig{Mechanism: "PLAIN"}; return c.Validate() }, "username required"},
 		{"writer ok", func() error { return WriterConfig{Dial: ok.Dial, Topic: "t"}.Validate() }, ""},

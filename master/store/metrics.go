@@ -9,12 +9,13 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // metrics are the store's Prometheus metrics.
 type metrics struct {
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	set *metricset.Set
 
 	applyDuration *prometheus.HistogramVec
 	// The stages of a write, for finding where its time goes
@@ -38,7 +39,6 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "squall_store_apply_duration_seconds",
 			Help: "Time from submitting a command on the leader until it is committed and applied.",
@@ -98,30 +98,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []string{closeAlone, closeFull, closeClocked, closeWindow, closeGrace} {
 		m.findingBatches.WithLabelValues(c)
 	}
-	m.collectors = []prometheus.Collector{m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft}
-	if reg == nil {
-		return m, nil
+	set, err := metricset.Register(reg, m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	for i, c := range m.collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
-	}
+	m.set = set
 	return m, nil
 }
 
 // unregister removes the metrics from the registry, so that a new Store
 // can register its own.
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
+	m.set.Unregister()
 }
 
 // raftCollector reports raft's state when scraped.

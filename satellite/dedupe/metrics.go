@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // metrics are the store's Prometheus metrics.
@@ -25,22 +27,14 @@ func newMetrics(reg prometheus.Registerer, s *Store) (*metrics, error) {
 			Help: "Groups of delivery ids that could not be written to the dedupe file (not remembered).",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	collectors := []prometheus.Collector{m.evicted, m.writeErrors,
+	if _, err := metricset.Register(reg,
+		m.evicted, m.writeErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "squall_dedupe_entries",
 			Help: "Delivery ids remembered for the webhooks' dedupe.",
 		}, func() float64 { return float64(s.Len()) }),
-	}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register dedupe metrics: %w", err)
-		}
+	); err != nil {
+		return nil, fmt.Errorf("register dedupe metrics: %w", err)
 	}
 	return m, nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // metrics are the intake's Prometheus metrics.
@@ -118,17 +120,8 @@ func newMetrics(reg prometheus.Registerer, inflight, pending func() float64) (*m
 			Help: "Repeated deliveries of a webhook with dedupe, answered 200 with the first call's event id and no new event, by webhook id.",
 		}, []string{"webhook"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.inflight, m.pending, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register intake metrics: %w", err)
-		}
+	if _, err := metricset.Register(reg, m.requests, m.duration, m.inflight, m.pending, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics); err != nil {
+		return nil, fmt.Errorf("register intake metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Results of squall_kafka_messages_total.
@@ -45,17 +47,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.messages.WithLabelValues(r)
 	}
 	m.ok = m.messages.WithLabelValues(resultOK)
-	if reg == nil {
-		return m, nil
-	}
-	collectors := []prometheus.Collector{m.messages, m.duration, m.batch}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register kafka metrics: %w", err)
-		}
+	if _, err := metricset.Register(reg, m.messages, m.duration, m.batch); err != nil {
+		return nil, fmt.Errorf("register kafka metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // metrics are the spool's Prometheus metrics.
@@ -55,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, s *Spool) (*metrics, error) {
 	stat := func(f func(Stats) int64) func() float64 {
 		return func() float64 { return float64(f(s.Stats())) }
 	}
-	collectors := []prometheus.Collector{
+	if _, err := metricset.Register(reg,
 		m.appended, m.committed, m.full, m.quarantined, m.truncated, m.corrupt, m.fsync,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "squall_spool_records",
@@ -73,17 +75,8 @@ func newMetrics(reg prometheus.Registerer, s *Spool) (*metrics, error) {
 			Name: "squall_spool_max_bytes",
 			Help: "Largest allowed size of the segment files.",
 		}, stat(func(st Stats) int64 { return st.MaxBytes })),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register spool metrics: %w", err)
-		}
+	); err != nil {
+		return nil, fmt.Errorf("register spool metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // Results of squall_webhooks_reloads_total.
@@ -50,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, w *Watcher) (*metrics, error) {
 			return 0
 		}
 	}
-	collectors := []prometheus.Collector{
+	if _, err := metricset.Register(reg,
 		m.scans, m.reloads, m.fileErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "squall_webhooks_loaded",
@@ -68,17 +70,8 @@ func newMetrics(reg prometheus.Registerer, w *Watcher) (*metrics, error) {
 			Name: "squall_webhooks_last_reload_timestamp_seconds",
 			Help: "When the current webhook set was read, in seconds since the Unix epoch.",
 		}, snap(func(s *Snapshot) float64 { return float64(s.LoadedAt.UnixNano()) / 1e9 })),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("register watcher metrics: %w", err)
-		}
+	); err != nil {
+		return nil, fmt.Errorf("register watcher metrics: %w", err)
 	}
 	return m, nil
 }

@@ -1,0 +1,42 @@
+// Package metricset registers a component's Prometheus collectors as one
+// set: all of them or none, and unregistered together when the component
+// closes, so that its successor (after a reload or a restart in the same
+// process) can register its own.
+package metricset
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Set is collectors registered together. The zero Set, and a nil one,
+// registered nothing.
+type Set struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+}
+
+// Register registers cs with reg, in order. If one fails, it unregisters
+// those registered before it and returns the error. A nil reg registers
+// nothing.
+func Register(reg prometheus.Registerer, cs ...prometheus.Collector) (*Set, error) {
+	if reg == nil {
+		return &Set{}, nil
+	}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return nil, err
+		}
+	}
+	return &Set{reg: reg, collectors: cs}, nil
+}
+
+// Unregister removes the set's collectors from the registry.
+func (s *Set) Unregister() {
+	if s == nil || s.reg == nil {
+		return
+	}
+	for _, c := range s.collectors {
+		s.reg.Unregister(c)
+	}
+}
