@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/internal/tracing"
 )
@@ -98,26 +98,9 @@ func New(cfg Config) (*Service, error) {
 		urls[i], _ = masterURL(u)
 	}
 
-	reg, gath := cfg.Registerer, cfg.Gatherer
-	if reg == nil && gath == nil {
-		r := prometheus.NewRegistry()
-		if err := r.Register(collectors.NewGoCollector()); err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-		reg, gath = r, r
-	}
-	if reg == nil {
-		return nil, errors.New("engine: a Gatherer needs a Registerer")
-	}
-	if gath == nil {
-		g, ok := reg.(prometheus.Gatherer)
-		if !ok {
-			return nil, errors.New("engine: the Registerer is not a Gatherer: set Config.Gatherer")
-		}
-		gath = g
+	reg, gath, err := metricset.Resolve(cfg.Registerer, cfg.Gatherer)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	m, err := newMetrics(reg)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/squallhq/squall/master/store"
 
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 )
 
@@ -107,26 +107,9 @@ func New(cfg Config) (*Server, error) {
 		s.joinSecret.Store(newJoinSecret(tok))
 	}
 
-	reg, gath := cfg.Registerer, cfg.Gatherer
-	if reg == nil && gath == nil {
-		r := prometheus.NewRegistry()
-		if err := r.Register(collectors.NewGoCollector()); err != nil {
-			return nil, fmt.Errorf("master: %w", err)
-		}
-		if err := r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-			return nil, fmt.Errorf("master: %w", err)
-		}
-		reg, gath = r, r
-	}
-	if reg == nil {
-		return nil, errors.New("master: a Gatherer needs a Registerer")
-	}
-	if gath == nil {
-		g, ok := reg.(prometheus.Gatherer)
-		if !ok {
-			return nil, errors.New("master: the Registerer is not a Gatherer: set Config.Gatherer")
-		}
-		gath = g
+	reg, gath, err := metricset.Resolve(cfg.Registerer, cfg.Gatherer)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
 	}
 	s.gatherer = gath
 	if s.metrics, err = newMetrics(reg); err != nil {

@@ -11,13 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
 )
@@ -103,8 +102,7 @@ on the command line wins; empty variables are ignored.`,
 				}
 				cfg.SASL.Password = strings.TrimSpace(string(b))
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg := metricset.NewRegistry()
 			cfg.Registerer = reg
 			cfg.TracerProvider = tr.TracerProvider()
 			s, err := engine.New(cfg)

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"net/http"
+	"os"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/intake"
-	"golang.org/x/sync/errgroup"
-	"net/http"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -93,8 +94,7 @@ given on the command line wins; empty variables are ignored.`,
 				logger.Warn("unsigned tokens are accepted (--allow-unsigned-tokens): anyone who reaches this node's HTTP address can claim any role; run it only behind an authenticating proxy")
 			}
 			// One registry serves the master's and the executors' metrics.
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg := metricset.NewRegistry()
 			cfg.Registerer = reg
 			srv, err := master.New(cfg)
 			if err != nil {

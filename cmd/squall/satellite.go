@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
@@ -108,8 +108,7 @@ on the command line wins; empty variables are ignored.`,
 			if err := readSASLPassword(&cfg, saslPasswordFile); err != nil {
 				return err
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg := metricset.NewRegistry()
 			var s *satellite.Satellite
 			reporter, err := satelliteReporter(&fl, cfg.Name, splitList(masters), masterTokenFile, masterCAFile, logger, reg,
 				func() satellite.Status { return s.Status() })

@@ -4,7 +4,12 @@
 // process) can register its own.
 package metricset
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
 
 // Set is collectors registered together. The zero Set, and a nil one,
 // registered nothing.
@@ -39,4 +44,33 @@ func (s *Set) Unregister() {
 	for _, c := range s.collectors {
 		s.reg.Unregister(c)
 	}
+}
+
+// NewRegistry returns a registry with the Go runtime's and the process's
+// collectors, which every binary serves on /metrics.
+func NewRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Resolve completes a component's Registerer and Gatherer: with neither, a
+// new registry from NewRegistry serves both; with only a Registerer, it
+// must also be the Gatherer; a Gatherer alone is an error.
+func Resolve(reg prometheus.Registerer, gath prometheus.Gatherer) (prometheus.Registerer, prometheus.Gatherer, error) {
+	if reg == nil && gath == nil {
+		r := NewRegistry()
+		return r, r, nil
+	}
+	if reg == nil {
+		return nil, nil, errors.New("a Gatherer needs a Registerer")
+	}
+	if gath == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, nil, errors.New("the Registerer is not a Gatherer: set Config.Gatherer")
+		}
+		gath = g
+	}
+	return reg, gath, nil
 }
