@@ -2,10 +2,8 @@ package master
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +18,7 @@ import (
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/internal/tracing"
-	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -34,30 +32,19 @@ const (
 	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	codeValidation       = "VALIDATION_ERROR"
 	codeTooLarge         = "PAYLOAD_TOO_LARGE"
-	codeRequestTimeout   = "REQUEST_TIMEOUT"
 	codeNoLeader         = "NO_LEADER"
 	codeLeaderLost       = "LEADER_LOST"
 	codeNotReady         = "NOT_READY"
 	codeUnavailable      = "UNAVAILABLE"
-	codeInternal         = "INTERNAL"
 	codeUnreachable      = "NODE_UNREACHABLE"
 )
 
 // apiError is an error answer: a status and the JSON body
 // {"code", "params", "message"} of docs/decisions.md decision 16.
-type apiError struct {
-	Status  int               `json:"-"`
-	Code    string            `json:"code"`
-	Params  map[string]string `json:"params"`
-	Message string            `json:"message"`
-	// RetryAfter, in seconds, is sent as Retry-After when positive.
-	RetryAfter int `json:"-"`
-}
-
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+type apiError = apierror.Error
 
 func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+	return apierror.Errorf(status, code, format, args...)
 }
 
 // noLeader is the answer while no leader can serve a request.
@@ -70,18 +57,9 @@ func noLeader(format string, args ...any) *apiError {
 // toAPIError maps the errors of the layers below onto answers.
 func toAPIError(err error) *apiError {
 	var e *apiError
-	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &e):
 		return e
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return errorf(http.StatusUnauthorized, codeUnauthorized, "%s", err)
-	case errors.Is(err, auth.ErrForbidden):
-		return errorf(http.StatusForbidden, codeForbidden, "%s", err)
-	case errors.As(err, &mbe):
-		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", mbe.Limit)
-	case httpguard.IsTimeout(err):
-		return errorf(http.StatusRequestTimeout, codeRequestTimeout, "the body was not received in time")
 	case errors.Is(err, store.ErrUnreachable):
 		return errorf(http.StatusBadGateway, codeUnreachable, "%s", err)
 	case errors.Is(err, store.ErrIdentity):
@@ -94,13 +72,16 @@ func toAPIError(err error) *apiError {
 		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
 	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrTimeout):
 		return noLeader("%s", err)
-	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
 		e := errorf(http.StatusServiceUnavailable, codeUnavailable, "%s", err)
 		e.RetryAfter = 1
 		return e
 	}
-	return errorf(http.StatusInternalServerError, codeInternal, "%s", err)
+	// Authentication, body limits and ended contexts.
+	if e := apierror.Common(err); e != nil {
+		return e
+	}
+	return apierror.Internal(err)
 }
 
 // handlerFunc is an endpoint: it writes its answer itself on success and
@@ -119,12 +100,6 @@ func (s *Server) wrap(fn handlerFunc) http.Handler {
 // writeError answers err as JSON with its status and logs it, once.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toAPIError(err)
-	if e.Params == nil {
-		e.Params = map[string]string{}
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
 	if (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) && r.Body != nil && r.Body != http.NoBody {
 		// A refused caller's body is not read, not even to reuse the
 		// connection.
@@ -135,28 +110,24 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if e.Status < 500 {
 		s.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", keyMethod, r.Method, keyPath, r.URL.Path, keyError, e.Message)
-	} else {
-		level := slog.LevelInfo
-		if e.Status != http.StatusServiceUnavailable {
-			level = slog.LevelError
-		}
-		s.logger.Log(r.Context(), level, "request failed", keyMethod, r.Method, keyPath, r.URL.Path,
-			keyStatus, e.Status, keyCode, e.Code, keyError, e.Message)
+		apierror.Write(w, e)
+		return
 	}
-	writeJSON(w, e.Status, e)
+	level := slog.LevelInfo
+	if e.Status != http.StatusServiceUnavailable {
+		level = slog.LevelError
+	}
+	pub, id := e.Public()
+	attrs := []any{keyMethod, r.Method, keyPath, r.URL.Path, keyStatus, e.Status, keyCode, e.Code, keyError, e.Message}
+	if id != "" {
+		attrs = append(attrs, keyRequestID, id)
+	}
+	s.logger.Log(r.Context(), level, "request failed", attrs...)
+	apierror.Write(w, pub)
 }
 
 // writeJSON writes v as a JSON answer.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }
 
 // decodeBody decodes a JSON body of at most limit bytes strictly, after
 // checking its nesting depth.
@@ -189,14 +160,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 
 // Log attribute keys.
 const (
-	keyMethod   = "method"
-	keyPath     = "path"
-	keyStatus   = "status"
-	keyCode     = "code"
-	keyError    = "error"
-	keyNode     = "node"
-	keyURL      = "url"
-	keyDuration = "duration"
+	keyMethod    = "method"
+	keyPath      = "path"
+	keyStatus    = "status"
+	keyCode      = "code"
+	keyError     = "error"
+	keyRequestID = "request_id"
+	keyNode      = "node"
+	keyURL       = "url"
+	keyDuration  = "duration"
 )
 
 // statusWriter records the status of an answer for the request metrics.

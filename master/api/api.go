@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -205,19 +205,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)
 
 // Error is an error answer: {"code", "params", "message"} with a status
 // (docs/decisions.md decision 16).
-type Error struct {
-	Status  int               `json:"-"`
-	Code    string            `json:"code"`
-	Params  map[string]string `json:"params"`
-	Message string            `json:"message"`
-	// RetryAfter, in seconds, is sent as Retry-After when set.
-	RetryAfter int `json:"-"`
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+type Error = apierror.Error
 
 func errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+	return apierror.Errorf(status, code, format, args...)
 }
 
 // wrap turns a handlerFunc into an http.Handler: it authenticates the
@@ -259,46 +250,35 @@ func (a *API) wrap(perm auth.Permission, fn handlerFunc) http.Handler {
 // rawResponse is a response body already encoded.
 type rawResponse []byte
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }
 
+// writeError answers err and logs it once: client errors through the
+// summing recorder, server errors at error level, a 500's details under
+// the request id its answer names.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
-	if e.Params == nil {
-		e.Params = map[string]string{}
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
 	if e.Status < 500 {
 		a.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", "method", r.Method, "path", r.URL.Path, "error", e.Message)
-	} else {
-		a.logger.Log(r.Context(), slog.LevelError, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
+		apierror.Write(w, e)
+		return
 	}
-	writeJSON(w, e.Status, e)
+	pub, id := e.Public()
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message}
+	if id != "" {
+		attrs = append(attrs, "request_id", id)
+	}
+	a.logger.Log(r.Context(), slog.LevelError, "request failed", attrs...)
+	apierror.Write(w, pub)
 }
 
 // toError maps the errors of the layers below to answers.
 func toError(err error) *Error {
-	var e *Error
 	var notOwner *store.NotOwnerError
 	var outOfScope *store.OutOfScopeError
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &e):
+	if e := apierror.Common(err); e != nil {
 		return e
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return &Error{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: err.Error()}
-	case errors.Is(err, auth.ErrForbidden):
-		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
+	}
+	switch {
 	case errors.As(err, &notOwner):
 		return &Error{Status: http.StatusForbidden, Code: "NOT_OWNER", Params: map[string]string{"OWNER": notOwner.Owner, "ID": notOwner.DraftID}, Message: err.Error()}
 	case errors.As(err, &outOfScope):
@@ -318,25 +298,8 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: "BAD_EDIT", Message: err.Error()}
 	case errors.Is(err, store.ErrInvalidTree), errors.Is(err, config.ErrNestedIterator), isValidation(err), errors.Is(err, config.ErrLimit):
 		return validationError(err)
-	case errors.As(err, &mbe):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
-	case httpguard.IsTimeout(err):
-		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
-	case errors.Is(err, store.ErrRequestMismatch):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "IDEMPOTENCY_KEY_REUSED", Message: err.Error() +
-			": an Idempotency-Key names one request (method, path and body); use a new key for a new request"}
-	case errors.Is(err, store.ErrLeadershipLost):
-		// This node led when it proposed the command and lost the
-		// leadership before the command committed: the next leader may
-		// still commit it. The same answer as a follower gives when
-		// the leader it forwarded to failed with the request.
-		return &Error{Status: http.StatusServiceUnavailable, Code: "LEADER_LOST", Message: err.Error() + ": it may or may not have been applied", RetryAfter: 1}
-	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: err.Error(), RetryAfter: 1}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: err.Error()}
+	return apierror.Internal(err)
 }
 
 func isValidation(err error) bool {

@@ -2,7 +2,6 @@ package findings
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -70,15 +70,16 @@ const Prefix = "/intel/api/sdk/v0/"
 
 // Log attribute keys.
 const (
-	logMethod   = "method"
-	logPath     = "path"
-	logStatus   = "status"
-	logCode     = "code"
-	logError    = "error"
-	logTenant   = "tenant"
-	logTraceID  = "trace_id"
-	logParentID = "parent_id"
-	logDuration = "duration"
+	logMethod    = "method"
+	logPath      = "path"
+	logStatus    = "status"
+	logCode      = "code"
+	logError     = "error"
+	logRequestID = "request_id"
+	logTenant    = "tenant"
+	logTraceID   = "trace_id"
+	logParentID  = "parent_id"
+	logDuration  = "duration"
 )
 
 // API serves the findings API.
@@ -197,16 +198,7 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 // Error is an error answer: {"code", "params", "message"} with a status
 // (docs/decisions.md decision 16).
-type Error struct {
-	Status  int               `json:"-"`
-	Code    string            `json:"code"`
-	Params  map[string]string `json:"params"`
-	Message string            `json:"message"`
-	// RetryAfter, in seconds, is sent as Retry-After when set.
-	RetryAfter int `json:"-"`
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+type Error = apierror.Error
 
 // traceparent is the W3C trace-context header: version, trace id, parent
 // id, flags.
@@ -261,20 +253,20 @@ func (a *API) wrap(fn handlerFunc) http.Handler {
 func (a *API) finish(w http.ResponseWriter, r *http.Request, logger *slog.Logger, start time.Time, tenant string, status int, body any, err error) {
 	if err != nil {
 		e := toError(err)
-		if e.Params == nil {
-			e.Params = map[string]string{}
-		}
-		if e.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-		}
 		if e.Status < 500 {
 			a.clientErrs.Record(r.Context(), e.Status, e.Code, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
 				logError, e.Message, logDuration, time.Since(start))
-		} else {
-			logger.Log(r.Context(), slog.LevelError, "request failed", logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
-				logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start))
+			apierror.Write(w, e)
+			return
 		}
-		writeJSON(w, e.Status, e)
+		pub, id := e.Public()
+		attrs := []any{logMethod, r.Method, logPath, r.URL.Path, logTenant, tenant,
+			logStatus, e.Status, logCode, e.Code, logError, e.Message, logDuration, time.Since(start)}
+		if id != "" {
+			attrs = append(attrs, logRequestID, id)
+		}
+		logger.Log(r.Context(), slog.LevelError, "request failed", attrs...)
+		apierror.Write(w, pub)
 		return
 	}
 	// Checked first: the attributes of a disabled record would still be
@@ -293,12 +285,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// reflection: the same bytes as json.Marshal's.
 		b = append(append(append(make([]byte, 0, len(`{"uid":""}`)+len(u.UID)+1), `{"uid":"`...), u.UID...), "\"}\n"...)
 	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			status = http.StatusInternalServerError
-			b = []byte(`{"code":"INTERNAL","params":{},"message":"cannot encode the response"}`)
-		}
-		b = append(b, '\n')
+		apierror.WriteJSON(w, status, v)
+		return
 	}
 	w.Header()["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(status)
@@ -319,41 +307,19 @@ func plainUID(uid string) bool {
 
 // toError maps the errors of the layers below to answers.
 func toError(err error) *Error {
-	var e *Error
 	var fe *FieldError
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &e):
+	if e := apierror.Common(err); e != nil {
 		return e
+	}
+	switch {
 	case errors.As(err, &fe):
 		return &Error{Status: http.StatusBadRequest, Code: fe.Code, Params: map[string]string{"FIELD": fe.Field}, Message: fe.Error()}
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return &Error{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: err.Error()}
-	case errors.Is(err, auth.ErrForbidden):
-		return &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Message: err.Error()}
 	case errors.Is(err, store.ErrNoFinding):
 		return &Error{Status: http.StatusNotFound, Code: "FINDING_NOT_FOUND", Message: err.Error()}
-	case errors.As(err, &mbe):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)}
-	case httpguard.IsTimeout(err):
-		return &Error{Status: http.StatusRequestTimeout, Code: "REQUEST_TIMEOUT", Message: "the body was not received in time"}
-	case errors.Is(err, store.ErrRequestMismatch):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "IDEMPOTENCY_KEY_REUSED", Message: err.Error() +
-			": an Idempotency-Key names one request (method, path and body); use a new key for a new request"}
-	case errors.Is(err, store.ErrLeadershipLost):
-		// This node led when it proposed the command and lost the
-		// leadership before the command committed: the next leader may
-		// still commit it. The same answer as a follower gives when
-		// the leader it forwarded to failed with the request.
-		return &Error{Status: http.StatusServiceUnavailable, Code: "LEADER_LOST", Message: err.Error() + ": it may or may not have been applied", RetryAfter: 1}
-	case errors.Is(err, store.ErrNotLeader), errors.Is(err, store.ErrTimeout), errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotOpen):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "NO_LEADER", Message: err.Error(), RetryAfter: 1}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "UNAVAILABLE", Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, errBadBody):
 		return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: err.Error()}
+	return apierror.Internal(err)
 }
 
 // errBadBody marks a body that is not the JSON object a request needs.
