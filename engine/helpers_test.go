@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/logtest"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -390,7 +392,7 @@ type runner struct {
 	*Service
 	t      testing.TB
 	reg    *prometheus.Registry
-	log    *testLog
+	log    *logtest.Buffer
 	cancel context.CancelCauseFunc
 	done   chan error
 }
@@ -407,7 +409,7 @@ var _ crashCause = errCrash{}
 // start runs an engine with cfg until stop, kill or the end of the test.
 func start(t testing.TB, cfg Config) *runner {
 	t.Helper()
-	r := &runner{t: t, reg: prometheus.NewRegistry(), log: &testLog{}, done: make(chan error, 1)}
+	r := &runner{t: t, reg: prometheus.NewRegistry(), log: &logtest.Buffer{Max: 8 << 20}, done: make(chan error, 1)}
 	cfg.Registerer = r.reg
 	level := slog.LevelInfo
 	if os.Getenv("SQUALL_TEST_LOG") != "" {
@@ -574,27 +576,6 @@ func pause(t testing.TB, what string, d time.Duration) {
 	case <-t.Context().Done():
 		t.Fatalf("test ended while waiting for %s", what)
 	}
-}
-
-// testLog buffers an engine's log, printed if the test fails.
-type testLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.buf.Len() > 8<<20 {
-		return len(p), nil
-	}
-	return l.buf.Write(p)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // testCounter reads a counter.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/logtest"
+
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -133,7 +135,7 @@ func TestCluster_JoinAuthenticated(t *testing.T) {
 func TestServer_GeneratedJoinSecret(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	newNode := func(id string, mod func(*master.Config)) *master.Server {
 		t.Helper()
 		cfg := master.Default()
@@ -235,24 +237,6 @@ func TestServer_GeneratedJoinSecret(t *testing.T) {
 		t.Fatalf("upgraded member failed: %v", err)
 	default:
 	}
-}
-
-// syncBuffer is a log buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func newTestLogger(w io.Writer) *slog.Logger {

@@ -1,7 +1,6 @@
 package action
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -50,27 +51,9 @@ func newTestRegistry(t testing.TB, cfg Config, deps Deps) (*Registry, *prometheu
 	return r, reg
 }
 
-// logBuffer collects log output from concurrent goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newTestLogger returns a JSON logger at debug level and what it wrote.
-func newTestLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func newTestLogger() (*slog.Logger, *logtest.Buffer) {
+	b := &logtest.Buffer{}
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 

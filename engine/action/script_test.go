@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // argvScript writes its arguments after the first, NUL-terminated, to the
@@ -25,7 +26,7 @@ for a in "$@"; do printf '%s\0' "$a"; done > "$out"
 `
 
 // newTestScript returns a script executor on a fresh allowed directory.
-func newTestScript(t *testing.T, modify func(c *ScriptConfig)) (*scriptExecutor, string, *logBuffer) {
+func newTestScript(t *testing.T, modify func(c *ScriptConfig)) (*scriptExecutor, string, *logtest.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := Default().Script

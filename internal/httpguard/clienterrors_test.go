@@ -1,37 +1,19 @@
 package httpguard
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 )
-
-// syncBuffer is a log destination safe for the timer's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestClientErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out syncBuffer
+		var out logtest.Buffer
 		logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c := NewClientErrors(logger, time.Minute)
 		ctx := context.Background()
@@ -68,7 +50,7 @@ func TestClientErrors(t *testing.T) {
 }
 
 func TestClientErrors_Debug(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := NewClientErrors(logger, time.Hour)
 	defer c.Close()

@@ -6,11 +6,18 @@ package logtest
 import (
 	"bytes"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
-// Buffer is a log sink safe for concurrent writers.
+// Buffer is a log sink safe for concurrent writers. The zero Buffer keeps
+// everything.
 type Buffer struct {
+	// Max, when positive, bounds what the Buffer keeps: a write that
+	// would pass it drops the older half first, so that a long test that
+	// logs much keeps its newest lines.
+	Max int
+
 	mu sync.Mutex
 	b  bytes.Buffer
 }
@@ -19,7 +26,17 @@ type Buffer struct {
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.Max > 0 && b.b.Len()+len(p) > b.Max {
+		newer := b.b.Bytes()[b.b.Len()/2:]
+		b.b = *bytes.NewBuffer(append([]byte("...\n"), newer...))
+	}
 	return b.b.Write(p)
+}
+
+// Tail returns the last n lines.
+func (b *Buffer) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // String returns everything written so far.

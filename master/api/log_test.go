@@ -1,34 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 )
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestClientErrorsNotLoggedAtInfo: a flood of refused requests (bad
 // tokens, unknown paths) adds no line per request to an info-level log,
@@ -36,7 +18,7 @@ func (l *lockedBuffer) String() string {
 // summed up once a minute (httpguard.TestClientErrors).
 func TestClientErrorsNotLoggedAtInfo(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c := mastertest.TestCluster(t, 1,
 		mastertest.WithConfig(func(_ int, cfg *master.Config) { cfg.Logger = logger }),

@@ -1,7 +1,6 @@
 package findings_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/logtest"
+
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -22,30 +23,12 @@ import (
 	"github.com/squallhq/squall/master/store"
 )
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is the findings API mounted on every node of a 3-node cluster, with
 // one clock (Unix seconds) shared by all nodes.
 type env struct {
 	c     *mastertest.Cluster
 	clock atomic.Int64
-	logs  syncBuffer
+	logs  logtest.Buffer
 	// tokA and tokB are tokens of tenants a and b (tenant claim); specA is
 	// a spec-format token scoped to [root, a]; noTenant spans two tenants.
 	tokA, tokB, specA, noTenant string

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/squallhq/squall/master/auth"
 )
@@ -51,24 +52,6 @@ func TestNewReporter_invalid(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -106,7 +89,7 @@ func TestReporter_Run(t *testing.T) {
 	t.Cleanup(silent.Close)
 	var mu sync.Mutex
 	depth := int64(1)
-	var log syncBuffer
+	var log logtest.Buffer
 	r, err := NewReporter(ReporterConfig{
 		MasterURLs: []string{"http://" + silent.Listener.Addr().String(), srv.URL + "/"},
 		Token:      token("fleet_report"),
@@ -150,7 +133,7 @@ func TestReporter_RunFailing(t *testing.T) {
 	// Not serving yet: connections wait, requests time out.
 	srv := httptest.NewUnstartedServer(f.Handler())
 	t.Cleanup(srv.Close)
-	var log syncBuffer
+	var log logtest.Buffer
 	r, err := NewReporter(ReporterConfig{
 		MasterURLs: []string{"http://" + srv.Listener.Addr().String()},
 		Token:      token("fleet_report"),
@@ -169,7 +152,7 @@ func TestReporter_RunFailing(t *testing.T) {
 	waitUntil(t, "the recovery in the log", func() bool { return strings.Contains(log.String(), "fleet heartbeat delivered again") })
 
 	// A token without fleet_report: refused, and the log says why.
-	var log2 syncBuffer
+	var log2 logtest.Buffer
 	r2, err := NewReporter(ReporterConfig{
 		MasterURLs: []string{srv.URL},
 		Token:      token("view"),

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/logtest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/master"
@@ -48,7 +50,7 @@ type node struct {
 	srv     *master.Server
 	reg     *prometheus.Registry
 	sw      *store.NetworkSwitch
-	log     *testLog
+	log     *logtest.Buffer
 	running bool
 	cut     bool
 	// hold keeps the ports of a stopped node bound until it restarts.
@@ -198,7 +200,7 @@ func (c *Cluster) newNode(i int, bootstrap bool) *node {
 			cfg.JoinURLs = []string{c.URL(running[0])}
 		}
 	}
-	nd := &node{cfg: cfg, sw: &store.NetworkSwitch{}, log: &testLog{}}
+	nd := &node{cfg: cfg, sw: &store.NetworkSwitch{}, log: &logtest.Buffer{Max: 4 << 20}}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, nd)
 	c.mu.Unlock()
@@ -590,28 +592,4 @@ func WaitFor(t testing.TB, d time.Duration, cond func() bool, what string) {
 			t.Fatalf("test ended while waiting for %s", what)
 		}
 	}
-}
-
-// testLog buffers a node's log, printed only if the test fails.
-type testLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-const testLogMax = 4 << 20
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.buf.Len()+len(p) > testLogMax {
-		b := l.buf.Bytes()[l.buf.Len()/2:]
-		l.buf = *bytes.NewBuffer(append([]byte("...\n"), b...))
-	}
-	return l.buf.Write(p)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,45 +16,20 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/config"
 )
 
-// testLog buffers log output and shows it only when the test fails, so
-// raft's chatter stays out of passing runs.
-type testLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-const testLogMax = 4 << 20
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.buf.Len()+len(p) > testLogMax {
-		// Keep the newest half.
-		b := l.buf.Bytes()[l.buf.Len()/2:]
-		l.buf = *bytes.NewBuffer(append([]byte("...\n"), b...))
-	}
-	return l.buf.Write(p)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // testLogger returns a logger whose output is printed if t fails. Records
 // logged after the test ended go nowhere visible, which is harmless.
 func testLogger(t testing.TB) *slog.Logger {
-	tl := &testLog{}
+	tl := &logtest.Buffer{Max: 4 << 20}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", t.Name(), tl.String())

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 func TestTLSConfig_Validate(t *testing.T) {
@@ -178,9 +180,9 @@ func TestConfig_SourceIP(t *testing.T) {
 // logs "pipelining replication" when it starts.
 func TestStore_NoPipelinedReplication(t *testing.T) {
 	t.Parallel()
-	logs := make([]*testLog, 3)
+	logs := make([]*logtest.Buffer, 3)
 	nodes := newCluster(t, 3, func(i int, c *Config) {
-		logs[i] = &testLog{}
+		logs[i] = &logtest.Buffer{Max: 4 << 20}
 		c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	t.Cleanup(func() {

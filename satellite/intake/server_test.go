@@ -14,9 +14,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -231,7 +232,7 @@ func TestServer_Panic(t *testing.T) {
 	}
 	mux := satelliteMux(in)
 	mux.HandleFunc("GET /panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
-	var logs syncBuffer
+	var logs logtest.Buffer
 	srv := serveFront(t, frontFastHTTP, in, mux, ServerConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := rawCall(t, srv.Addr, "GET /panic HTTP/1.1\r\nHost: x\r\n\r\n", true)
 	if a.resp.StatusCode != http.StatusInternalServerError || !a.closed {
@@ -250,24 +251,6 @@ func TestServer_Panic(t *testing.T) {
 	if a := rawCall(t, srv.Addr, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", false); a.resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the panic: %d %s", a.resp.StatusCode, a.body)
 	}
-}
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestServer_Timeouts: headers that do not come in HeaderTimeout, a body

@@ -1,7 +1,6 @@
 package tlscert
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 
 	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 )
@@ -133,24 +134,6 @@ func TestReloader_TLSConfig(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // serve serves HTTPS with r's configuration on a loopback port until the
 // end of the test, answering 204, and returns the address.
 func serve(t *testing.T, r *Reloader) string {
@@ -194,7 +177,7 @@ func servedSerial(t *testing.T, ca *tlscerttest.CA, addr string) int64 {
 // handshake, and rotates the files under it.
 func TestReloader_Rotation(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	ca, certFile, keyFile, r := loaded(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	addr := serve(t, r)
 	count := func(msg string) int { return strings.Count(logs.String(), msg) }

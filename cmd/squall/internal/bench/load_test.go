@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // run builds and runs a load, failing the test on an error.
@@ -268,7 +270,7 @@ func TestLoad_rate(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(srv.Close)
-	var progress lockedWriter
+	var progress logtest.Buffer
 	r := run(t, t.Context(), Config{URL: srv.URL, Connections: 4, Rate: 200, Duration: 500 * time.Millisecond, Timeout: 10 * time.Second,
 		Progress: &progress, ProgressInterval: 100 * time.Millisecond})
 	if r.Scheduled != 100 || r.Sent+r.Missed != 100 || r.Answered != r.Sent || r.Status["200"] != r.Sent || r.LatencyFrom != "intended" || r.Rate != 200 {
@@ -284,24 +286,6 @@ func TestLoad_rate(t *testing.T) {
 			t.Errorf("progress line %q", l)
 		}
 	}
-}
-
-// lockedWriter is a bytes.Buffer safe for concurrent use.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func TestNew_bad(t *testing.T) {

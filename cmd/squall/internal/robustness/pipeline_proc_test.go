@@ -16,35 +16,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // The helpers of TestPipeline: its processes (squall, built by TestMain,
 // and this test binary as the broker), and polling with deadlines (the
 // processes give no signal to wait on).
-
-// pipeLog is a log that goroutines append to.
-type pipeLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *pipeLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// tail returns the last n lines.
-func (l *pipeLog) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
 
 // pipeProc is a process of a pipeline test: squall, or this test binary as
 // the broker.
@@ -53,7 +34,7 @@ type pipeProc struct {
 	addr string // what its start line names
 	base string // http://addr
 	cmd  *exec.Cmd
-	logs *pipeLog
+	logs *logtest.Buffer
 	done chan struct{} // closed when its output ends
 }
 
@@ -63,7 +44,7 @@ type pipeProc struct {
 // when the test ends unless it was stopped.
 func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *pipeProc {
 	t.Helper()
-	p := &pipeProc{name: name, cmd: cmd, logs: &pipeLog{}}
+	p := &pipeProc{name: name, cmd: cmd, logs: &logtest.Buffer{}}
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
@@ -98,15 +79,15 @@ func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *p
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			_ = os.WriteFile(filepath.Join(t.ArtifactDir(), name+".log"), []byte(p.logs.tail(1<<30)), 0o600)
+			_ = os.WriteFile(filepath.Join(t.ArtifactDir(), name+".log"), []byte(p.logs.Tail(1<<30)), 0o600)
 		}
 	})
 	select {
 	case p.addr = <-addr:
 	case <-p.done:
-		t.Fatalf("%s exited:\n%s", name, p.logs.tail(40))
+		t.Fatalf("%s exited:\n%s", name, p.logs.Tail(40))
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no %q log line within 30s:\n%s", name, msg, p.logs.tail(40))
+		t.Fatalf("%s: no %q log line within 30s:\n%s", name, msg, p.logs.Tail(40))
 	}
 	p.base = "http://" + p.addr
 	return p
@@ -155,7 +136,7 @@ func (p *pipeProc) stop(t *testing.T) {
 		p.kill()
 	}
 	if st := p.cmd.ProcessState; st != nil && !st.Success() {
-		t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, st, p.logs.tail(30))
+		t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, st, p.logs.Tail(30))
 	}
 }
 
@@ -184,7 +165,7 @@ func pipeMust(t *testing.T, d time.Duration, what string, procs []*pipeProc, con
 	if !pipeWait(t.Context(), d, cond) {
 		var b strings.Builder
 		for _, p := range procs {
-			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, p.logs.tail(25))
+			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, p.logs.Tail(25))
 		}
 		t.Fatalf("%s: not within %s\n%s", what, d, b.String())
 	}
