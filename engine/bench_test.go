@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/kafkatest"
 )
 
@@ -133,7 +134,7 @@ func benchService(b *testing.B, workers int, tp trace.TracerProvider) {
 
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, _ := cpuTime()
+	cpu0, _ := cputime.Process()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(b.Context()))
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -147,7 +148,7 @@ func benchService(b *testing.B, workers int, tp trace.TracerProvider) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	b.StopTimer()
-	cpu1, cpuOK := cpuTime()
+	cpu1, cpuOK := cputime.Process()
 	elapsed := b.Elapsed()
 	stages := stageSums(b, reg)
 	cancel()

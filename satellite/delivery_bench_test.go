@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
@@ -126,7 +127,7 @@ func loadRequests(client *http.Client, mk func() (*http.Request, error), n int) 
 		first error
 		wg    sync.WaitGroup
 	)
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Process()
 	start := time.Now()
 	for range benchConnections {
 		wg.Go(func() {
@@ -162,7 +163,7 @@ func loadRequests(client *http.Client, mk func() (*http.Request, error), n int) 
 	}
 	wg.Wait()
 	st.elapsed = time.Since(start)
-	if cpu1, ok := cpuTime(); ok && cpuOK {
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		st.cpu = cpu1 - cpu0
 	}
 	return st, first
@@ -234,7 +235,7 @@ func BenchmarkIntakeGuards(b *testing.B) {
 			}
 			w := &discardWriter{h: make(http.Header)}
 			b.ReportAllocs()
-			cpu0, cpuOK := cpuTime()
+			cpu0, cpuOK := cputime.Process()
 			b.ResetTimer()
 			for i := range b.N {
 				r := reqs[i]
@@ -249,7 +250,7 @@ func BenchmarkIntakeGuards(b *testing.B) {
 			b.StopTimer()
 			// Process CPU, the dedupe writer's included: steadier than
 			// the wall clock on a shared machine.
-			if cpu1, ok := cpuTime(); ok && cpuOK {
+			if cpu1, ok := cputime.Process(); ok && cpuOK {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 		})

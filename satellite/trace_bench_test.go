@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/webhooks"
@@ -67,7 +68,7 @@ func benchIntakeHandler(b *testing.B, tp trace.TracerProvider) {
 	}
 	u, _ := url.Parse("/engine/webhook/event/plain?token=tok")
 	b.ReportAllocs()
-	cpu0, _ := cpuTime()
+	cpu0, _ := cputime.Process()
 	b.RunParallel(func(pb *testing.PB) {
 		body := bytes.NewReader(benchBody)
 		w := &discardWriter{h: http.Header{}}
@@ -80,7 +81,7 @@ func benchIntakeHandler(b *testing.B, tp trace.TracerProvider) {
 			in.ServeHTTP(w, r)
 		}
 	})
-	cpu1, ok := cpuTime()
+	cpu1, ok := cputime.Process()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	if ok {
 		// The process's CPU per call (the span processor's goroutine

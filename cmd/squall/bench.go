@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/squallhq/squall/cmd/squall/internal/bench"
+	"github.com/squallhq/squall/internal/bench"
 	"github.com/squallhq/squall/satellite/kafkasink"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/squallhq/squall/cmd/squall/internal/bench"
+	"github.com/squallhq/squall/internal/bench"
 	"github.com/squallhq/squall/master/mastertest"
 )
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/cputime"
 )
 
 // side is one of the two workloads a ratio benchmark interleaves.
@@ -28,13 +30,13 @@ func interleave(b *testing.B, x, y *side) {
 		if i%2 == 1 {
 			s = y
 		}
-		c0, ok := cpuTime()
+		c0, ok := cputime.Process()
 		t0 := time.Now()
 		for k := range per {
 			s.op(s.n + k)
 		}
 		s.wall += time.Since(t0)
-		if c1, ok1 := cpuTime(); ok && ok1 {
+		if c1, ok1 := cputime.Process(); ok && ok1 {
 			s.cpu += c1 - c0
 		}
 		s.n += per

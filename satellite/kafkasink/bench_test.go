@@ -10,6 +10,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/kafkatest"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkSink_WriteWithin(b *testing.B) {
 			var failed atomic.Value
 			var wg sync.WaitGroup
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0, _ := cputime.Process()
 			b.ResetTimer()
 			start := time.Now()
 			for w := range writers {
@@ -60,7 +61,8 @@ func BenchmarkSink_WriteWithin(b *testing.B) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
-			cpu := cpuTime() - cpu0
+			cpu1, _ := cputime.Process()
+			cpu := cpu1 - cpu0
 			if err, _ := failed.Load().(error); err != nil {
 				b.Fatal(err)
 			}

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/squallhq/squall/internal/cputime"
 )
 
 // Limits of a [Config].
@@ -347,7 +349,7 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	}
 	shards := make([]shard, min(l.cfg.Connections, 2*runtime.GOMAXPROCS(0)))
 	shards[0].connects.Add(1)
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := cputime.Process()
 	start := time.Now()
 	sched := newSchedule(start, l.cfg.Duration, l.cfg.Rate, l.cfg.Requests)
 	sched.stop = l.stop
@@ -367,7 +369,7 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	var cpu time.Duration
-	if cpu1, ok := processCPU(); ok && cpuOK {
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		cpu = cpu1 - cpu0
 	}
 	close(done)

@@ -5,7 +5,7 @@
 # docs/decisions.md decision 46): run it to measure again. From the
 # repository's root:
 #
-#   cmd/squall/internal/sidebyside/pgo.sh
+#   internal/bench/sidebyside/pgo.sh
 #
 # It runs run.sh with CPU_PROFILES over the three hot workloads of the real
 # binary: the satellite's intake (CONNECTIONS connections, ROUNDS rounds of
@@ -26,7 +26,7 @@
 # default cmd/squall/default.pgo). Run it on a quiet machine.
 set -euo pipefail
 
-here=./cmd/squall/internal/sidebyside
+here=./internal/bench/sidebyside
 PROFILES=${PROFILES:-$(mktemp -d -t squall-pgo.XXXXXX)}
 PGO_OUT=${PGO_OUT:-cmd/squall/default.pgo}
 mkdir -p "$PROFILES"

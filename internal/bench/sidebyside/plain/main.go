@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/squallhq/squall/cmd/squall/internal/sidebyside"
+	"github.com/squallhq/squall/internal/bench/sidebyside"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package main
+package sidebyside
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestSideBySide runs cmd/squall/internal/sidebyside/run.sh with a tiny
+// TestSideBySide runs internal/bench/sidebyside/run.sh with a tiny
 // configuration (one round of 1 s per intake target, 500 events for the
 // engine and the bare consumer), so that the harness keeps working: it
 // builds the programs, every target answers 200 (each round with the CPU
@@ -29,8 +29,8 @@ func TestSideBySide(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
-	cmd.Dir = "../.."
+	cmd := exec.CommandContext(ctx, "internal/bench/sidebyside/run.sh")
+	cmd.Dir = "../../.."
 	cmd.Env = append(os.Environ(), "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "EVENTS=500", "ENGINE_ROUNDS=1", "OUT="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -75,8 +75,8 @@ func TestSideBySide_Findings(t *testing.T) {
 	needCurl(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "cmd/squall/internal/sidebyside/run.sh")
-	cmd.Dir = "../.."
+	cmd := exec.CommandContext(ctx, "internal/bench/sidebyside/run.sh")
+	cmd.Dir = "../../.."
 	out := t.TempDir()
 	cmd.Env = append(os.Environ(), "PARTS=findings", "ROUNDS=1", "DURATION=1s", "CONNECTIONS=4", "OUT="+out)
 	b, err := cmd.CombinedOutput()

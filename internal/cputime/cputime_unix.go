@@ -1,14 +1,15 @@
 //go:build unix
 
-package engine
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the CPU time (user and system) the process has used.
-func cpuTime() (time.Duration, bool) {
+// Process returns the CPU time (user and system) this process has used so
+// far, and whether the platform reports it.
+func Process() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/squallhq/squall/cmd/squall/internal/sidebyside"
+	"github.com/squallhq/squall/internal/bench/sidebyside"
 )
 
 func main() {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/logtest"
 )
 
@@ -97,7 +98,7 @@ func TestLoad_status(t *testing.T) {
 	}
 	// The load generator's own CPU: the test's process served and sent
 	// 41 requests, so it used some.
-	if _, ok := processCPU(); ok {
+	if _, ok := cputime.Process(); ok {
 		perAnswer := r.ClientCPUSeconds * 1e6 / float64(r.Answered)
 		if r.ClientCPUSeconds <= 0 || r.ClientCPUMicrosPerAnswer <= 0 || math.Abs(r.ClientCPUMicrosPerAnswer-perAnswer) > 1 ||
 			!strings.Contains(text.String(), "client CPU") {

@@ -2,7 +2,7 @@
 # Side-by-side benchmarks with real processes (docs/BENCHMARKS.md, "Side by
 # side"). From the repository's root:
 #
-#   cmd/squall/internal/sidebyside/run.sh
+#   internal/bench/sidebyside/run.sh
 #
 # 1. Intake: a kfake broker in its own process; squall satellite, the plain
 #    handler and the naive kafka-go handler, each loaded in turn with
@@ -141,7 +141,7 @@ busy() { awk -v r="$1" -v n="$(nproc)" 'BEGIN {for (i = 2; i < ARGC; i++) s += A
 # median: the median of the numbers on standard input.
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
-here=./cmd/squall/internal/sidebyside
+here=./internal/bench/sidebyside
 echo "building"
 go build -o "$OUT/bin/squall" ./cmd/squall
 for p in broker plain naive bareconsumer; do

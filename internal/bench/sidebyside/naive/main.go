@@ -17,8 +17,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/squallhq/squall/cmd/squall/internal/sidebyside"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/bench/sidebyside"
 )
 
 func main() {

@@ -16,7 +16,7 @@
 // plain and naive, loads each in turn with squall bench webhook in
 // interleaved rounds and prints the ratios; then it preloads a topic and
 // lets squall engine and the bare consumer drain it in turn, measured with
-// squall bench engine. TestSideBySide (cmd/squall) runs it with a tiny
+// squall bench engine. TestSideBySide (this package) runs it with a tiny
 // configuration.
 package sidebyside
 

@@ -1,0 +1,4 @@
+// Package cputime reads the CPU time the process has used, which the bench
+// tool and the benchmarks divide by the work done (CPU per request, per
+// event).
+package cputime

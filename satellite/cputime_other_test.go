@@ -1,8 +1,0 @@
-//go:build !unix
-
-package satellite
-
-import "time"
-
-// cpuTime is not measured on this system.
-func cpuTime() (time.Duration, bool) { return 0, false }
