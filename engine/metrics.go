@@ -62,80 +62,25 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		processed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_events_processed_total",
-			Help: "Events evaluated whose actions all ran (events without actions included).",
-		}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_engine_events_failed_total",
-			Help: "Events sent to the dead-letter topic, by reason: decode (not an event), evaluate (evaluating it panicked) or action (an action failed past its retries, or panicked).",
-		}, []string{"reason"}),
-		deduplicated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_events_deduplicated_total",
-			Help: "Events skipped because their squall-event-id was processed recently (redeliveries).",
-		}),
-		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_events_abandoned_total",
-			Help: "Events whose processing was cut off at shutdown; they stay uncommitted and come again.",
-		}),
-		dlq: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_dlq_messages_total",
-			Help: "Records written to the dead-letter topic.",
-		}),
-		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_dlq_write_failures_total",
-			Help: "Failed writes to the dead-letter topic (each is retried).",
-		}),
-		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "squall_engine_stage_duration_seconds",
-			Help: "Duration of one event's stage (decode, evaluate, act), or of one commit (commit).",
-			// 1µs to ~16s.
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 13),
-		}, []string{"stage"}),
-		commits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_commits_total",
-			Help: "Offset commits that succeeded.",
-		}),
-		commitFails: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_commit_failures_total",
-			Help: "Offset commits that failed (retried at the next interval).",
-		}),
-		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_fetch_errors_total",
-			Help: "Errors fetching from Kafka.",
-		}),
-		treeIndex: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_engine_tree_index",
-			Help: "Index of the tree the engine evaluates events against (0: none yet).",
-		}),
-		treeUpdates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_tree_updates_total",
-			Help: "Trees compiled and swapped in.",
-		}),
-		compileFails: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_tree_compile_failures_total",
-			Help: "Trees from the master refused because they did not decode or compile; the previous tree stays.",
-		}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_engine_panics_total",
-			Help: "Panics contained to the work that raised them, by where: evaluate (one event: dead-lettered), action (one action: failed, the event dead-lettered), compile (one tree: refused, the previous one stays), http (one request: answered 500). Each is logged with its stack.",
-		}, []string{"where"}),
-		watchErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_engine_watch_errors_total",
-			Help: "Failed tree-watch requests to the masters.",
-		}),
-		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_engine_assigned_partitions",
-			Help: "Partitions assigned to this engine in the consumer group.",
-		}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "squall_engine_partition_lag",
-			Help: "Records of an assigned partition after the last one handed to a worker (the partition's high watermark when it was fetched, minus its offset, minus 1).",
-		}, []string{"partition"}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_engine_ready",
-			Help: "1 when the engine has a tree and has joined the consumer group.",
-		}),
+		processed:    metricset.Counter("squall_engine_events_processed_total", "Events evaluated whose actions all ran (events without actions included)."),
+		failed:       metricset.CounterVec("squall_engine_events_failed_total", "Events sent to the dead-letter topic, by reason: decode (not an event), evaluate (evaluating it panicked) or action (an action failed past its retries, or panicked).", "reason"),
+		deduplicated: metricset.Counter("squall_engine_events_deduplicated_total", "Events skipped because their squall-event-id was processed recently (redeliveries)."),
+		abandoned:    metricset.Counter("squall_engine_events_abandoned_total", "Events whose processing was cut off at shutdown; they stay uncommitted and come again."),
+		dlq:          metricset.Counter("squall_engine_dlq_messages_total", "Records written to the dead-letter topic."),
+		dlqFailures:  metricset.Counter("squall_engine_dlq_write_failures_total", "Failed writes to the dead-letter topic (each is retried)."),
+		// 1µs to ~16s.
+		stage:        metricset.HistogramVec("squall_engine_stage_duration_seconds", "Duration of one event's stage (decode, evaluate, act), or of one commit (commit).", prometheus.ExponentialBuckets(1e-6, 4, 13), "stage"),
+		commits:      metricset.Counter("squall_engine_commits_total", "Offset commits that succeeded."),
+		commitFails:  metricset.Counter("squall_engine_commit_failures_total", "Offset commits that failed (retried at the next interval)."),
+		fetchErrors:  metricset.Counter("squall_engine_fetch_errors_total", "Errors fetching from Kafka."),
+		treeIndex:    metricset.Gauge("squall_engine_tree_index", "Index of the tree the engine evaluates events against (0: none yet)."),
+		treeUpdates:  metricset.Counter("squall_engine_tree_updates_total", "Trees compiled and swapped in."),
+		compileFails: metricset.Counter("squall_engine_tree_compile_failures_total", "Trees from the master refused because they did not decode or compile; the previous tree stays."),
+		panics:       metricset.CounterVec("squall_engine_panics_total", "Panics contained to the work that raised them, by where: evaluate (one event: dead-lettered), action (one action: failed, the event dead-lettered), compile (one tree: refused, the previous one stays), http (one request: answered 500). Each is logged with its stack.", "where"),
+		watchErrors:  metricset.Counter("squall_engine_watch_errors_total", "Failed tree-watch requests to the masters."),
+		partitions:   metricset.Gauge("squall_engine_assigned_partitions", "Partitions assigned to this engine in the consumer group."),
+		lag:          metricset.GaugeVec("squall_engine_partition_lag", "Records of an assigned partition after the last one handed to a worker (the partition's high watermark when it was fetched, minus its offset, minus 1).", "partition"),
+		ready:        metricset.Gauge("squall_engine_ready", "1 when the engine has a tree and has joined the consumer group."),
 	}
 	m.decode = m.stage.WithLabelValues(stageDecode)
 	m.evaluate = m.stage.WithLabelValues(stageEvaluate)

@@ -31,28 +31,12 @@ const (
 // newMetrics builds the metrics and registers them with reg.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_master_http_requests_total",
-			Help: "HTTP requests answered by this node, by route pattern, method and status code.",
-		}, []string{"route", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "squall_master_http_request_duration_seconds",
-			Help: "Time to answer HTTP requests, by route pattern (forwarding and blocking waits included).",
-			// 0.5ms to ~8s; tree watches wait longer and land in +Inf.
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15),
-		}, []string{"route"}),
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_master_forwarded_requests_total",
-			Help: "Requests this node forwarded to the leader, by outcome of each attempt (ok: the leader answered; retry: it failed and the request was sent again to the next leader; error: it failed and the request was answered 503).",
-		}, []string{"result"}),
-		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_master_unavailable_responses_total",
-			Help: "503 answers, by error code (NO_LEADER during elections, LEADER_LOST, NOT_READY, UNAVAILABLE).",
-		}, []string{"code"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_master_http_panics_total",
-			Help: "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id.",
-		}),
+		requests: metricset.CounterVec("squall_master_http_requests_total", "HTTP requests answered by this node, by route pattern, method and status code.", "route", "method", "code"),
+		// 0.5ms to ~8s; tree watches wait longer and land in +Inf.
+		duration:    metricset.HistogramVec("squall_master_http_request_duration_seconds", "Time to answer HTTP requests, by route pattern (forwarding and blocking waits included).", prometheus.ExponentialBuckets(0.0005, 2, 15), "route"),
+		forwarded:   metricset.CounterVec("squall_master_forwarded_requests_total", "Requests this node forwarded to the leader, by outcome of each attempt (ok: the leader answered; retry: it failed and the request was sent again to the next leader; error: it failed and the request was answered 503).", "result"),
+		unavailable: metricset.CounterVec("squall_master_unavailable_responses_total", "503 answers, by error code (NO_LEADER during elections, LEADER_LOST, NOT_READY, UNAVAILABLE).", "code"),
+		panics:      metricset.Counter("squall_master_http_panics_total", "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id."),
 	}
 	// The series that alerts and dashboards query exist from the start, at
 	// 0, so that increase() and rate() see their first increment.

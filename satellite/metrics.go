@@ -30,26 +30,11 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_forward_events_total",
-			Help: "Accepted events, by where they were when the call was answered (kafka or spool).",
-		}, []string{"path"}),
-		drained: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_forward_drained_total",
-			Help: "Spooled events delivered to Kafka.",
-		}),
-		spooling: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_forward_spooling",
-			Help: "1 while new events go to the spool (Kafka unavailable or the spool not yet drained), 0 while they go to Kafka directly.",
-		}),
-		kafkaUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_kafka_up",
-			Help: "1 if the last write to Kafka or check of a broker succeeded, else 0.",
-		}),
-		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_intake_connections_refused_total",
-			Help: "Connections answered 503 OVERLOADED and closed because --max-connections were open.",
-		}),
+		forwarded:    metricset.CounterVec("squall_forward_events_total", "Accepted events, by where they were when the call was answered (kafka or spool).", "path"),
+		drained:      metricset.Counter("squall_forward_drained_total", "Spooled events delivered to Kafka."),
+		spooling:     metricset.Gauge("squall_forward_spooling", "1 while new events go to the spool (Kafka unavailable or the spool not yet drained), 0 while they go to Kafka directly."),
+		kafkaUp:      metricset.Gauge("squall_kafka_up", "1 if the last write to Kafka or check of a broker succeeded, else 0."),
+		connsRefused: metricset.Counter("squall_intake_connections_refused_total", "Connections answered 503 OVERLOADED and closed because --max-connections were open."),
 	}
 	m.toKafka = m.forwarded.WithLabelValues(pathKafka)
 	m.forwarded.WithLabelValues(pathSpool)

@@ -32,28 +32,12 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_action_executed_total",
-			Help: "Actions that ran successfully (once per action, however many attempts it took), by action id.",
-		}, []string{"action"}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_action_failed_total",
-			Help: "Actions that failed for good, by action id and reason (permanent, exhausted, canceled).",
-		}, []string{"action", "reason"}),
-		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_action_retried_total",
-			Help: "Retries of actions after a retriable failure, by action id.",
-		}, []string{"action"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "squall_action_duration_seconds",
-			Help: "Duration of one execution attempt of an action, by action id.",
-			// 50µs to ~13s.
-			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
-		}, []string{"action"}),
-		unknown: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_action_unknown_total",
-			Help: "Actions dropped because no executor handles their id.",
-		}),
+		executed: metricset.CounterVec("squall_action_executed_total", "Actions that ran successfully (once per action, however many attempts it took), by action id.", "action"),
+		failed:   metricset.CounterVec("squall_action_failed_total", "Actions that failed for good, by action id and reason (permanent, exhausted, canceled).", "action", "reason"),
+		retried:  metricset.CounterVec("squall_action_retried_total", "Retries of actions after a retriable failure, by action id.", "action"),
+		// 50µs to ~13s.
+		duration: metricset.HistogramVec("squall_action_duration_seconds", "Duration of one execution attempt of an action, by action id.", prometheus.ExponentialBuckets(0.00005, 4, 10), "action"),
+		unknown:  metricset.Counter("squall_action_unknown_total", "Actions dropped because no executor handles their id."),
 	}
 	set, err := metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown)
 	if err != nil {

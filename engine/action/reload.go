@@ -419,14 +419,8 @@ type reloadMetrics struct {
 
 func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 	m := &reloadMetrics{
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_actions_config_reloads_total",
-			Help: "Reloads of the actions settings file (--actions-config), by result (ok, error: the previous settings stay).",
-		}, []string{"result"}),
-		success: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_actions_config_last_reload_success_timestamp_seconds",
-			Help: "When the actions settings in use were loaded (at start or by the last successful reload), as a Unix time.",
-		}),
+		reloads: metricset.CounterVec("squall_actions_config_reloads_total", "Reloads of the actions settings file (--actions-config), by result (ok, error: the previous settings stay).", "result"),
+		success: metricset.Gauge("squall_actions_config_last_reload_success_timestamp_seconds", "When the actions settings in use were loaded (at start or by the last successful reload), as a Unix time."),
 	}
 	// Both results exist from the start, so that alerts on increase() see
 	// the first error.

@@ -74,3 +74,40 @@ func Resolve(reg prometheus.Registerer, gath prometheus.Gatherer) (prometheus.Re
 	}
 	return reg, gath, nil
 }
+
+// Counter returns a counter named name.
+func Counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// CounterVec returns a counter named name with the labels.
+func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// Gauge returns a gauge named name.
+func Gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+// GaugeVec returns a gauge named name with the labels.
+func GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+// Histogram returns a histogram named name with the buckets (nil:
+// Prometheus's default buckets).
+func Histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+// HistogramVec returns a histogram named name with the buckets (nil:
+// Prometheus's default buckets) and the labels.
+func HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+// GaugeFunc returns a gauge named name whose value fn reads when scraped.
+func GaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+}

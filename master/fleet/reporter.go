@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/metricset"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -109,10 +111,7 @@ func NewReporter(cfg ReporterConfig, status func() Report) (*Reporter, error) {
 		cfg.MasterURLs[i] = strings.TrimRight(u, "/")
 	}
 	r := &Reporter{cfg: cfg, status: status, log: cfg.Logger.With("component", "fleet-reporter"),
-		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_fleet_heartbeats_total",
-			Help: "Fleet heartbeats sent to the masters, by result: ok, or error when every master failed.",
-		}, []string{"result"})}
+		sent: metricset.CounterVec("squall_fleet_heartbeats_total", "Fleet heartbeats sent to the masters, by result: ok, or error when every master failed.", "result")}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(r.sent); err != nil {
 			return nil, fmt.Errorf("fleet reporter metrics: %w", err)

@@ -39,59 +39,20 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "squall_store_apply_duration_seconds",
-			Help: "Time from submitting a command on the leader until it is committed and applied.",
-			// 250µs to ~4s.
-			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
-		}, []string{"command"}),
-		logAppend: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "squall_store_raft_log_append_seconds",
-			Help: "Time of each write of entries to this node's raft log, its fsync included (on the leader before it replicates them, on a follower before it answers).",
-			// 50µs to ~1.6s.
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-		}),
-		fsmApply: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "squall_store_fsm_apply_seconds",
-			Help:    "Time of each state-file transaction applying committed entries on this node.",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-		}),
-		findingBatchWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "squall_store_finding_batch_wait_seconds",
-			Help:    "Time from the first insert of a group-commit batch of findings until the batch is submitted to raft (leader).",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-		}),
-		findingBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "squall_store_finding_batch_size",
-			Help:    "Findings per group-commit batch submitted to raft (leader).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 7),
-		}),
-		findingBatchAfterAnswer: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "squall_store_finding_batch_after_answer_seconds",
-			Help:    "The part of a group-commit batch's wait (squall_store_finding_batch_wait_seconds) after the answer of the batch before it, when no other batch was in raft: the wait for the answered callers to come back; all of its wait when it opened after that answer (leader).",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-		}),
-		findingBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_store_finding_batches_total",
-			Help: "Group-commit batches of findings submitted to raft, by what closed them: full, clocked (as many inserts came after the last batch's answer as it held), window (its window ended), grace (late, half a window after the answer), alone (an insert while they come one at a time) (leader).",
-		}, []string{"close"}),
-		fsmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_store_fsm_commands_total",
-			Help: "Commands applied by the state machine, by command type and outcome (ok or refused; command session, result replayed: a request applied before).",
-		}, []string{"command", "result"}),
-		fsmRestores: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_store_fsm_restores_total",
-			Help: "Snapshots restored into the state machine.",
-		}),
-		stateIndex: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_store_state_index",
-			Help: "Raft log index of the last change of the replicated state.",
-		}),
-		activeIndex: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "squall_store_active_index",
-			Help: "Raft log index of the last change of the active tree.",
-		}),
-		raft: newRaftCollector(),
+		// 250µs to ~4s.
+		applyDuration: metricset.HistogramVec("squall_store_apply_duration_seconds", "Time from submitting a command on the leader until it is committed and applied.", prometheus.ExponentialBuckets(0.00025, 2, 15), "command"),
+		// 50µs to ~1.6s.
+		logAppend:               metricset.Histogram("squall_store_raft_log_append_seconds", "Time of each write of entries to this node's raft log, its fsync included (on the leader before it replicates them, on a follower before it answers).", prometheus.ExponentialBuckets(0.00005, 2, 16)),
+		fsmApply:                metricset.Histogram("squall_store_fsm_apply_seconds", "Time of each state-file transaction applying committed entries on this node.", prometheus.ExponentialBuckets(0.00005, 2, 16)),
+		findingBatchWait:        metricset.Histogram("squall_store_finding_batch_wait_seconds", "Time from the first insert of a group-commit batch of findings until the batch is submitted to raft (leader).", prometheus.ExponentialBuckets(0.00005, 2, 16)),
+		findingBatchSize:        metricset.Histogram("squall_store_finding_batch_size", "Findings per group-commit batch submitted to raft (leader).", prometheus.ExponentialBuckets(1, 2, 7)),
+		findingBatchAfterAnswer: metricset.Histogram("squall_store_finding_batch_after_answer_seconds", "The part of a group-commit batch's wait (squall_store_finding_batch_wait_seconds) after the answer of the batch before it, when no other batch was in raft: the wait for the answered callers to come back; all of its wait when it opened after that answer (leader).", prometheus.ExponentialBuckets(0.00005, 2, 16)),
+		findingBatches:          metricset.CounterVec("squall_store_finding_batches_total", "Group-commit batches of findings submitted to raft, by what closed them: full, clocked (as many inserts came after the last batch's answer as it held), window (its window ended), grace (late, half a window after the answer), alone (an insert while they come one at a time) (leader).", "close"),
+		fsmCommands:             metricset.CounterVec("squall_store_fsm_commands_total", "Commands applied by the state machine, by command type and outcome (ok or refused; command session, result replayed: a request applied before).", "command", "result"),
+		fsmRestores:             metricset.Counter("squall_store_fsm_restores_total", "Snapshots restored into the state machine."),
+		stateIndex:              metricset.Gauge("squall_store_state_index", "Raft log index of the last change of the replicated state."),
+		activeIndex:             metricset.Gauge("squall_store_active_index", "Raft log index of the last change of the active tree."),
+		raft:                    newRaftCollector(),
 	}
 	// Every close reason is exported at 0 from the start, so that rate()
 	// and increase() see a reason's first batch.

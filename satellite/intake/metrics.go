@@ -81,44 +81,16 @@ func (m *metrics) credentialVerified(webhook, kind string, index int) {
 // pending the bytes they hold for Kafka.
 func newMetrics(reg prometheus.Registerer, inflight, pending func() float64) (*metrics, error) {
 	m := &metrics{
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_intake_http_panics_total",
-			Help: "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id.",
-		}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_intake_requests_total",
-			Help: "Webhook calls, by webhook id (empty when the id is unknown) and HTTP status.",
-		}, []string{"webhook", "code"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "squall_intake_request_duration_seconds",
-			Help: "Time to answer a webhook call, Kafka acknowledgement or spool write included.",
-			// 100µs to ~3.3s.
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}),
-		inflight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_intake_in_flight_requests",
-			Help: "Webhook calls being handled.",
-		}, inflight),
-		pending: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_intake_pending_bytes",
-			Help: "Bytes of bodies and events the webhook calls in progress hold until Kafka acknowledges or the spool takes them; bounded by --max-pending-bytes.",
-		}, pending),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_intake_refused_total",
-			Help: "Calls of a known webhook refused, by webhook id and reason (token, signature, timestamp, address, rate, size, delivery_id).",
-		}, []string{"webhook", "reason"}),
-		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_intake_credential_verified_total",
-			Help: "Calls whose token or signature verified, by webhook id, credential (token, secret) and index of the entry in the webhook file's tokens or secrets.",
-		}, []string{"webhook", "credential", "index"}),
-		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_intake_accepted_total",
-			Help: "Events accepted (acknowledged by Kafka or spooled), by webhook id.",
-		}, []string{"webhook"}),
-		deduplicated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_intake_deduplicated_total",
-			Help: "Repeated deliveries of a webhook with dedupe, answered 200 with the first call's event id and no new event, by webhook id.",
-		}, []string{"webhook"}),
+		panics:   metricset.Counter("squall_intake_http_panics_total", "Requests whose handler panicked: each was answered 500 with a request id, and logged with its stack under that id."),
+		requests: metricset.CounterVec("squall_intake_requests_total", "Webhook calls, by webhook id (empty when the id is unknown) and HTTP status.", "webhook", "code"),
+		// 100µs to ~3.3s.
+		duration:     metricset.Histogram("squall_intake_request_duration_seconds", "Time to answer a webhook call, Kafka acknowledgement or spool write included.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
+		inflight:     metricset.GaugeFunc("squall_intake_in_flight_requests", "Webhook calls being handled.", inflight),
+		pending:      metricset.GaugeFunc("squall_intake_pending_bytes", "Bytes of bodies and events the webhook calls in progress hold until Kafka acknowledges or the spool takes them; bounded by --max-pending-bytes.", pending),
+		refused:      metricset.CounterVec("squall_intake_refused_total", "Calls of a known webhook refused, by webhook id and reason (token, signature, timestamp, address, rate, size, delivery_id).", "webhook", "reason"),
+		credentials:  metricset.CounterVec("squall_intake_credential_verified_total", "Calls whose token or signature verified, by webhook id, credential (token, secret) and index of the entry in the webhook file's tokens or secrets.", "webhook", "credential", "index"),
+		accepted:     metricset.CounterVec("squall_intake_accepted_total", "Events accepted (acknowledged by Kafka or spooled), by webhook id.", "webhook"),
+		deduplicated: metricset.CounterVec("squall_intake_deduplicated_total", "Repeated deliveries of a webhook with dedupe, answered 200 with the first call's event id and no new event, by webhook id.", "webhook"),
 	}
 	if _, err := metricset.Register(reg, m.requests, m.duration, m.inflight, m.pending, m.refused, m.credentials, m.accepted, m.deduplicated, m.panics); err != nil {
 		return nil, fmt.Errorf("register intake metrics: %w", err)

@@ -27,21 +27,10 @@ type metrics struct {
 // registers nothing.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_kafka_messages_total",
-			Help: "Records written to Kafka, by result (ok, error, rejected).",
-		}, []string{"result"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "squall_kafka_produce_duration_seconds",
-			Help: "Duration of one produce request to Kafka until it is acknowledged, retries included.",
-			// 100µs to ~3.3s.
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}),
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "squall_kafka_batch_records",
-			Help:    "Records per produce request.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-		}),
+		messages: metricset.CounterVec("squall_kafka_messages_total", "Records written to Kafka, by result (ok, error, rejected).", "result"),
+		// 100µs to ~3.3s.
+		duration: metricset.Histogram("squall_kafka_produce_duration_seconds", "Duration of one produce request to Kafka until it is acknowledged, retries included.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
+		batch:    metricset.Histogram("squall_kafka_batch_records", "Records per produce request.", prometheus.ExponentialBuckets(1, 2, 11)),
 	}
 	for _, r := range []string{resultOK, resultError, resultRejected} {
 		m.messages.WithLabelValues(r)

@@ -25,18 +25,9 @@ type metrics struct {
 // and registers them with reg; a nil reg registers nothing.
 func newMetrics(reg prometheus.Registerer, w *Watcher) (*metrics, error) {
 	m := &metrics{
-		scans: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "squall_webhooks_scans_total",
-			Help: "Reads of the webhook directory (after events, periodic, or asked for).",
-		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_webhooks_reloads_total",
-			Help: "New webhook sets published (ok), or reads of the directory that failed and kept the current set (error).",
-		}, []string{"result"}),
-		fileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "squall_webhooks_file_errors_total",
-			Help: "Webhook files skipped when a new set was published, by reason (invalid, duplicate, unreadable).",
-		}, []string{"reason"}),
+		scans:      metricset.Counter("squall_webhooks_scans_total", "Reads of the webhook directory (after events, periodic, or asked for)."),
+		reloads:    metricset.CounterVec("squall_webhooks_reloads_total", "New webhook sets published (ok), or reads of the directory that failed and kept the current set (error).", "result"),
+		fileErrors: metricset.CounterVec("squall_webhooks_file_errors_total", "Webhook files skipped when a new set was published, by reason (invalid, duplicate, unreadable).", "reason"),
 	}
 	for _, r := range []string{resultOK, resultError} {
 		m.reloads.WithLabelValues(r)
@@ -54,22 +45,10 @@ func newMetrics(reg prometheus.Registerer, w *Watcher) (*metrics, error) {
 	}
 	if _, err := metricset.Register(reg,
 		m.scans, m.reloads, m.fileErrors,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_webhooks_loaded",
-			Help: "Webhooks of the current set.",
-		}, snap(func(s *Snapshot) float64 { return float64(len(s.Webhooks)) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_webhooks_skipped_files",
-			Help: "Webhook files left out of the current set (invalid, duplicate or unreadable).",
-		}, snap(func(s *Snapshot) float64 { return float64(len(s.Problems)) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_webhooks_generation",
-			Help: "Number of webhook sets published since the start.",
-		}, snap(func(s *Snapshot) float64 { return float64(s.Generation) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "squall_webhooks_last_reload_timestamp_seconds",
-			Help: "When the current webhook set was read, in seconds since the Unix epoch.",
-		}, snap(func(s *Snapshot) float64 { return float64(s.LoadedAt.UnixNano()) / 1e9 })),
+		metricset.GaugeFunc("squall_webhooks_loaded", "Webhooks of the current set.", snap(func(s *Snapshot) float64 { return float64(len(s.Webhooks)) })),
+		metricset.GaugeFunc("squall_webhooks_skipped_files", "Webhook files left out of the current set (invalid, duplicate or unreadable).", snap(func(s *Snapshot) float64 { return float64(len(s.Problems)) })),
+		metricset.GaugeFunc("squall_webhooks_generation", "Number of webhook sets published since the start.", snap(func(s *Snapshot) float64 { return float64(s.Generation) })),
+		metricset.GaugeFunc("squall_webhooks_last_reload_timestamp_seconds", "When the current webhook set was read, in seconds since the Unix epoch.", snap(func(s *Snapshot) float64 { return float64(s.LoadedAt.UnixNano()) / 1e9 })),
 	); err != nil {
 		return nil, fmt.Errorf("register watcher metrics: %w", err)
 	}
