@@ -274,12 +274,8 @@ events or after --timeout (exit code 1 then, after the summary).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Kafka.Brokers = splitList(brokers)
-			if saslPasswordFile != "" {
-				b, err := os.ReadFile(saslPasswordFile)
-				if err != nil {
-					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
-				}
-				cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
+			if err := readSASLPassword(&cfg.Kafka.SASL, saslPasswordFile); err != nil {
+				return err
 			}
 			if bodyFile != "" {
 				b, err := readBodyFile(bodyFile)
@@ -330,13 +326,7 @@ events or after --timeout (exit code 1 then, after the summary).`,
 	f.IntVar(&cfg.Batch, "batch", 1000, "events per write")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "longest run, writing and draining")
 	f.StringVar(&cfg.Kafka.Compression, "kafka-compression", cfg.Kafka.Compression, "none, gzip, snappy, lz4 or zstd")
-	f.BoolVar(&cfg.Kafka.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
-	f.StringVar(&cfg.Kafka.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
-	f.StringVar(&cfg.Kafka.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
-	f.StringVar(&cfg.Kafka.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
-	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
-	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	kafkaClientFlags(f, &cfg.Kafka.TLS, &cfg.Kafka.SASL, &saslPasswordFile)
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	return cmd
 }

@@ -24,9 +24,9 @@ import (
 func newEngineCommand() *cobra.Command {
 	cfg := engine.Default()
 	var masters, brokers []string
-	var tokenFile, masterCAFile, saslPasswordFile, logLevel, cpuProfile string
+	var tokenFile, masterCAFile, saslPasswordFile string
 	var fl fleetFlags
-	var traceOpts tracingOptions
+	var role roleOptions
 	cmd := &cobra.Command{
 		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
 		Short: "Run an engine: consume events from Kafka, evaluate the active tree, run the actions",
@@ -53,32 +53,22 @@ name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd, os.LookupEnv); err != nil {
-				return err
-			}
-			for _, name := range []string{"master", "token-file", "kafka-brokers"} {
-				if !cmd.Flags().Lookup(name).Changed {
-					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+			return role.preRun(cmd, func() error {
+				for _, name := range []string{"master", "token-file", "kafka-brokers"} {
+					if !cmd.Flags().Lookup(name).Changed {
+						return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+					}
 				}
-			}
-			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
+				return nil
+			})
 		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
-			if err != nil {
-				return err
-			}
-			stopProfile, err := startCPUProfile(cpuProfile)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, stopProfile()) }()
-			tr, err := traceOpts.start(cmd.Context(), "", logger)
+			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {
 				return err
 			}
 			// The spans left are exported once the role stopped.
-			defer func() { err = errors.Join(err, stopTracing(cmd.Context(), tr)) }()
+			defer func() { err = errors.Join(err, stopRole()) }()
 			cfg.Logger = logger
 			tuneGC(logger)
 			cfg.MasterURLs = splitList(masters)
@@ -95,12 +85,8 @@ on the command line wins; empty variables are ignored.`,
 					return fmt.Errorf("--master-ca-file: %w", err)
 				}
 			}
-			if saslPasswordFile != "" {
-				b, err := os.ReadFile(saslPasswordFile)
-				if err != nil {
-					return fmt.Errorf("--kafka-sasl-password-file: %w", err)
-				}
-				cfg.SASL.Password = strings.TrimSpace(string(b))
+			if err := readSASLPassword(&cfg.SASL, saslPasswordFile); err != nil {
+				return err
 			}
 			reg := metricset.NewRegistry()
 			cfg.Registerer = reg
@@ -153,17 +139,9 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&cfg.ActionsConfig, "actions-config", "", "executor configuration file (archive, script, http, kafka, finding, elasticsearch, retries); without it only logger and foreach run; reloaded when the file changes and on SIGHUP (a bad file is logged and the current settings stay)")
 	f.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "listen address of /healthz, /readyz and /metrics")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a stop waits for the events in progress")
-	f.BoolVar(&cfg.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
-	f.StringVar(&cfg.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
-	f.StringVar(&cfg.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
-	f.StringVar(&cfg.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
-	f.StringVar(&cfg.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	f.StringVar(&cfg.SASL.Username, "kafka-sasl-username", "", "SASL user")
-	f.StringVar(&saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	kafkaClientFlags(f, &cfg.TLS, &cfg.SASL, &saslPasswordFile)
 	fl.define(f, true)
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	tracingFlags(f, &traceOpts, tracing.ServiceEngine)
-	cpuProfileFlag(f, &cpuProfile)
+	role.define(f, tracing.ServiceEngine)
 	documentEnv(f)
 	return cmd
 }

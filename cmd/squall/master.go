@@ -26,10 +26,10 @@ import (
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
 	fleetCfg := fleet.Default()
-	var logLevel, actionsConfig, findingsKey, saslPasswordFile, cpuProfile string
+	var actionsConfig, findingsKey, saslPasswordFile string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
-	var traceOpts tracingOptions
+	var role roleOptions
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
@@ -58,34 +58,25 @@ name in upper case with underscores, e.g. SQUALL_NODE_ID for --node-id. A flag
 given on the command line wins; empty variables are ignored.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd, os.LookupEnv); err != nil {
-				return err
-			}
-			for _, name := range []string{"node-id", "data-dir"} {
-				if cmd.Flags().Lookup(name).Value.String() == "" {
-					return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+			return role.preRun(cmd, func() error {
+				for _, name := range []string{"node-id", "data-dir"} {
+					if cmd.Flags().Lookup(name).Value.String() == "" {
+						return fmt.Errorf("--%s (or %s) is required", name, envName(name))
+					}
 				}
-			}
-			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
+				return nil
+			})
 		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
+			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {
 				return err
 			}
-			stopProfile, err := startCPUProfile(cpuProfile)
-			if err != nil {
+			// The spans left are exported once the role stopped.
+			defer func() { err = errors.Join(err, stopRole()) }()
+			if err := readSASLPassword(&intakeCfg.Kafka.SASL, saslPasswordFile); err != nil {
 				return err
 			}
-			defer func() { err = errors.Join(err, stopProfile()) }()
-			if err := readSASLPassword(&intakeCfg, saslPasswordFile); err != nil {
-				return err
-			}
-			tr, err := traceOpts.start(cmd.Context(), "", logger)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, stopTracing(cmd.Context(), tr)) }()
 			cfg.TracerProvider = tr.TracerProvider()
 			intakeCfg.TracerProvider = tr.TracerProvider()
 			cfg.Logger = logger
@@ -197,9 +188,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", store.DefaultElectionTimeout, "how long a candidate waits for votes before it starts a new election; at least --raft-heartbeat-timeout")
 	f.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "how long a leader stays leader without hearing from a quorum; at most --raft-heartbeat-timeout")
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	tracingFlags(f, &traceOpts, tracing.ServiceMaster)
-	cpuProfileFlag(f, &cpuProfile)
+	role.define(f, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
 	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake, host:port (repeatable or comma-separated)")
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")

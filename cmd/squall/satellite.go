@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,9 +25,9 @@ import (
 func newSatelliteCommand() *cobra.Command {
 	cfg := satellite.Default()
 	var brokers, masters []string
-	var logLevel, saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile, cpuProfile string
+	var saslPasswordFile, tlsCertFile, tlsKeyFile, masterTokenFile, masterCAFile string
 	var fl fleetFlags
-	var traceOpts tracingOptions
+	var role roleOptions
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
 		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
@@ -70,29 +69,15 @@ that does not load leaves the previous one in place (logged).
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd, os.LookupEnv); err != nil {
-				return err
-			}
-			return traceOpts.complete(cmd.Flags(), os.LookupEnv)
-		},
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return role.preRun(cmd, nil) },
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			logger, err := newLogger(cmd.ErrOrStderr(), logLevel)
-			if err != nil {
-				return err
-			}
-			stopProfile, err := startCPUProfile(cpuProfile)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, stopProfile()) }()
-			tr, err := traceOpts.start(cmd.Context(), "", logger)
+			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {
 				return err
 			}
 			// The spans left are exported once the role stopped.
-			defer func() { err = errors.Join(err, stopTracing(cmd.Context(), tr)) }()
+			defer func() { err = errors.Join(err, stopRole()) }()
 			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
@@ -105,7 +90,7 @@ on the command line wins; empty variables are ignored.`,
 				cfg.TLS = certs.TLSConfig()
 			}
 			cfg.Kafka.Brokers = splitList(brokers)
-			if err := readSASLPassword(&cfg, saslPasswordFile); err != nil {
+			if err := readSASLPassword(&cfg.Kafka.SASL, saslPasswordFile); err != nil {
 				return err
 			}
 			reg := metricset.NewRegistry()
@@ -144,9 +129,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringVar(&masterTokenFile, "master-token-file", "", "file holding the token of the fleet heartbeat, with fleet_report on the root (required with --master)")
 	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
 	fl.define(f, false)
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	tracingFlags(f, &traceOpts, tracing.ServiceSatellite)
-	cpuProfileFlag(f, &cpuProfile)
+	role.define(f, tracing.ServiceSatellite)
 	documentEnv(f)
 	return cmd
 }
@@ -189,13 +172,7 @@ func intakeFlags(f *pflag.FlagSet, cfg *satellite.Config, saslPasswordFile *stri
 	f.Int64Var(&cfg.Spool.MaxBytes, "spool-max-bytes", cfg.Spool.MaxBytes, "spool size above which calls are answered 503")
 	f.DurationVar(&cfg.AckTimeout, "ack-timeout", cfg.AckTimeout, "how long a call waits for Kafka before its event is spooled instead")
 	f.StringVar(&cfg.Kafka.Compression, "kafka-compression", cfg.Kafka.Compression, "none, gzip, snappy, lz4 or zstd")
-	f.BoolVar(&cfg.Kafka.TLS.Enable, "kafka-tls", false, "connect to Kafka with TLS")
-	f.StringVar(&cfg.Kafka.TLS.CAFile, "kafka-tls-ca", "", "PEM CA of the brokers (default: the system's)")
-	f.StringVar(&cfg.Kafka.TLS.CertFile, "kafka-tls-cert", "", "PEM client certificate for mutual TLS")
-	f.StringVar(&cfg.Kafka.TLS.KeyFile, "kafka-tls-key", "", "PEM key of --kafka-tls-cert")
-	f.StringVar(&cfg.Kafka.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	f.StringVar(&cfg.Kafka.SASL.Username, "kafka-sasl-username", "", "SASL user")
-	f.StringVar(saslPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	kafkaClientFlags(f, &cfg.Kafka.TLS, &cfg.Kafka.SASL, saslPasswordFile)
 	trustedProxyFlags(f, cfg)
 	intakeBoundFlags(f, cfg)
 	f.IntVar(&cfg.DedupeMaxEntries, "dedupe-max-entries", cfg.DedupeMaxEntries, "delivery ids remembered for the webhooks' dedupe (dedupe.db in the spool folder, about 60 bytes of memory and 65 of file each); past it the oldest are forgotten")
@@ -241,19 +218,6 @@ func (v *prefixesValue) String() string {
 
 // Type implements pflag.Value.
 func (v *prefixesValue) Type() string { return "cidrs" }
-
-// readSASLPassword reads --kafka-sasl-password-file into cfg.
-func readSASLPassword(cfg *satellite.Config, path string) error {
-	if path == "" {
-		return nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("--kafka-sasl-password-file: %w", err)
-	}
-	cfg.Kafka.SASL.Password = strings.TrimSpace(string(b))
-	return nil
-}
 
 // splitList trims the values of a list flag and drops empty ones.
 func splitList(values []string) []string {
