@@ -7,15 +7,15 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/nettest"
 
 	"github.com/squallhq/squall/internal/logtest"
 
@@ -36,43 +36,6 @@ func members(t *testing.T, c *mastertest.Cluster, i int) []store.Member {
 		st.Members[j].Leader = false
 	}
 	return st.Members
-}
-
-// silentListener accepts TCP connections and never answers: an open port
-// that does not speak raft. It stops when the test ends.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
 }
 
 // TestCluster_JoinAuthenticated runs the attacks of issue 13 against a
@@ -111,7 +74,7 @@ func TestCluster_JoinAuthenticated(t *testing.T) {
 	}
 	unchanged("unauthenticated joins")
 
-	rogue := silentListener(t)
+	rogue := nettest.SilentListener(t)
 	for _, tc := range []struct{ name, body string }{
 		{"move to an unreachable address", `{"id":"` + victim.ID() + `","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:9"}`},
 		{"move to a silent listener", `{"id":"` + victim.ID() + `","raft_addr":"` + rogue + `","http_addr":"127.0.0.1:9"}`},

@@ -5,53 +5,16 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"net"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/nettest"
+
 	"github.com/hashicorp/raft"
 )
-
-// silentListener accepts TCP connections and reads them without ever
-// answering: a port that is open but does not speak raft. It stops when
-// the test ends.
-func silentListener(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
 
 // TestStore_JoinSilentListener: an address that accepts TCP but does not
 // speak raft never enters the configuration, and the cluster keeps
@@ -62,7 +25,7 @@ func TestStore_JoinSilentListener(t *testing.T) {
 	nodes := newCluster(t, 1, func(_ int, c *Config) { c.TransportTimeout = 500 * time.Millisecond })
 	leader := nodes[0]
 	before, _ := membersOf(t, leader)
-	rogue := silentListener(t)
+	rogue := nettest.SilentListener(t)
 
 	ctx := ctxTimeout(t, 20*time.Second)
 	err := leader.Join(ctx, "rogue", rogue, "127.0.0.1:9")
@@ -145,7 +108,7 @@ func TestStore_JoinMovedMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := membersOf(t, leader)
-	for _, addr := range []string{"127.0.0.1:1", silentListener(t)} {
+	for _, addr := range []string{"127.0.0.1:1", nettest.SilentListener(t)} {
 		err := leader.Join(ctx, f.ID(), addr, "127.0.0.1:6")
 		if !errors.Is(err, ErrUnreachable) {
 			t.Fatalf("move %s to %s: %v, want ErrUnreachable", f.ID(), addr, err)
