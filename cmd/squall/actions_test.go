@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // ssrfTree is a tree whose one rule sends an http action, and a foreach
@@ -61,7 +63,7 @@ func TestMasterActionsByConfiguration(t *testing.T) {
 	}
 	send := func(base string) answer {
 		t.Helper()
-		code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/event/active/all", admin, strings.NewReader(event), "application/json")
+		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/api/v2_beta/event/active/all", admin, strings.NewReader(event), "application/json")
 		var a answer
 		if code != http.StatusOK || json.Unmarshal(body, &a) != nil || a.Result == nil {
 			t.Fatalf("Full test event: %d %s", code, body)
@@ -70,7 +72,7 @@ func TestMasterActionsByConfiguration(t *testing.T) {
 	}
 
 	base := startMaster(t, "--allow-unsigned-tokens")
-	deployTree(t, base, admin, ssrfTree(srv.URL))
+	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	a := send(base)
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("a master without --actions-config sent %d http requests", n)
@@ -91,7 +93,7 @@ func TestMasterActionsByConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	base = startMaster(t, "--allow-unsigned-tokens", "--actions-config", actions)
-	deployTree(t, base, admin, ssrfTree(srv.URL))
+	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	if a := send(base); len(a.ActionErrors) != 0 || calls.Load() != 3 {
 		t.Fatalf("with http.allowed_hosts: %d calls, action_errors %+v; want 3 calls and none", calls.Load(), a.ActionErrors)
 	}
@@ -129,7 +131,7 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	tokenFile, token := adminTokenFile(t, t.TempDir())
-	deployTree(t, base, token, ssrfTree(srv.URL))
+	apitest.DeployTree(t, base, token, ssrfTree(srv.URL))
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))

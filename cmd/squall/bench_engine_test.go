@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/bench"
 )
 
@@ -34,7 +35,7 @@ func TestBenchEngine(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	deployTree(t, base, token, []byte(benchEngineTree))
+	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "squall.events", "squall.events.dlq"),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))

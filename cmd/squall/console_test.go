@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/fleet"
@@ -230,7 +231,7 @@ func TestConsole_Browser(t *testing.T) {
 	// Findings to page through: 30 of tenant master (the admin token's).
 	for i := range 30 {
 		body := fmt.Sprintf(`{"monitored_domain_id": %d, "tool_code": "leakmon", "resource_url": "https://login.example.com/", "username": "user%02d@example.com", "password": "pw%d"}`, 1+i%3, i, i)
-		if code, resp := apiCall(t.Context(), http.MethodPut, base+"/intel/api/sdk/v0/findings/credentials", token, strings.NewReader(body), "application/json"); code != http.StatusCreated {
+		if code, resp := apitest.Call(t.Context(), http.MethodPut, base+"/intel/api/sdk/v0/findings/credentials", token, strings.NewReader(body), "application/json"); code != http.StatusCreated {
 			t.Fatalf("insert finding: %d %s", code, resp)
 		}
 	}
@@ -317,7 +318,7 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#deploy-confirm`)),
 		until(`document.getElementById('status').textContent.includes('Deployed')`),
 	)
-	code, active := apiCall(t.Context(), http.MethodGet, base+"/api/v2_beta/config/active/rule/details/all/root,master,disks/archive_disk_alerts", token, nil, "")
+	code, active := apitest.Call(t.Context(), http.MethodGet, base+"/api/v2_beta/config/active/rule/details/all/root,master,disks/archive_disk_alerts", token, nil, "")
 	if code != http.StatusOK || !strings.Contains(string(active), "Edited in the console") {
 		t.Fatalf("the active rule after the deploy: %d %s", code, active)
 	}
@@ -362,7 +363,7 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#findings-table tbody tr[data-uid="`+uid+`"] td[data-state="Resolved"]') !== null`),
 	)
 	b.shot("findings")
-	code, f := apiCall(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/finding/"+uid, token, nil, "")
+	code, f := apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/finding/"+uid, token, nil, "")
 	var got struct {
 		Findings []struct {
 			State  string  `json:"state"`
@@ -436,7 +437,7 @@ func TestConsole_Browser(t *testing.T) {
 			t.Errorf("%s is shown to a viewer", sel)
 		}
 	}
-	if code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all", viewer, nil, ""); code != http.StatusForbidden {
+	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all", viewer, nil, ""); code != http.StatusForbidden {
 		t.Errorf("a viewer created a draft: %d %s", code, body)
 	}
 	b.shot("viewer")
@@ -513,11 +514,11 @@ func TestMountConsole_Cluster(t *testing.T) {
 	}
 	f := c.Followers()
 	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}})
-	if code, body := apiCall(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
+	if code, body := apitest.Call(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
 		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("heartbeat through follower %d: %d %s", f[0], code, body)
 	}
-	code, body := apiCall(ctx, http.MethodGet, c.URL(f[1])+"/squall/v1/fleet", engineToken, nil, "")
+	code, body := apitest.Call(ctx, http.MethodGet, c.URL(f[1])+"/squall/v1/fleet", engineToken, nil, "")
 	var list struct {
 		Members []struct {
 			ID     string `json:"id"`

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // The Grafana dashboard (deploy/grafana) and the Prometheus alerting rules
@@ -48,14 +50,14 @@ func TestDashboardMetrics(t *testing.T) {
 	// One webhook through the example tree: the intake, Kafka, the engine
 	// and the archive action create their labelled series.
 	hook := readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile))
-	code, body := apiCall(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
+	code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
 		strings.NewReader(`{"host": "web-1", "message": "Disk 95% full on /var"}`), "application/json")
 	if code != http.StatusOK {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
 	archiveLines(t, d, filepath.Join(dir, "squall-data", "archive", devArchiveFile), 1)
 	// And one refused call, for the refused-by-reason series.
-	if code, body := apiCall(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token=wrong", "",
+	if code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token=wrong", "",
 		strings.NewReader(`{}`), "application/json"); code != http.StatusUnauthorized {
 		t.Fatalf("webhook with a wrong token: %d %s", code, body)
 	}
@@ -318,7 +320,7 @@ type exposedMetric map[string]bool
 // the label names its series carry.
 func scrapeMetrics(t *testing.T, url string) map[string]exposedMetric {
 	t.Helper()
-	code, body := apiCall(t.Context(), http.MethodGet, url, "", nil, "")
+	code, body := apitest.Call(t.Context(), http.MethodGet, url, "", nil, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, code, body)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/master/auth"
 )
 
@@ -542,7 +543,7 @@ func TestDevFindingAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := strings.TrimSpace(string(b))
-	deployTree(t, base, token, []byte(`{"version": "1.1", "Filter": {"name": "root",
+	apitest.DeployTree(t, base, token, []byte(`{"version": "1.1", "Filter": {"name": "root",
 	  "filter": {"description": "", "active": true, "filter": {}},
 	  "nodes": [{"Ruleset": {"name": "leaks", "rules": [{"name": "leak", "description": "", "continue": true, "active": true,
 	    "constraint": {"WHERE": {"type": "equals", "first": "${event.type}", "second": "disk_alert"}, "WITH": {}},
@@ -570,13 +571,13 @@ func TestDevFindingAction(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
 		}
-		code, body := apiCall(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile)), "",
+		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile)), "",
 			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
 		if code != http.StatusOK {
 			t.Fatalf("webhook: %d %s", code, body)
 		}
 		for range 10 {
-			code, body = apiCall(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", token, nil, "")
+			code, body = apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", token, nil, "")
 			if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
 				t.Fatalf("list findings: %d %s", code, body)
 			}

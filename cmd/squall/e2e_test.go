@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +25,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // The load of TestDistributed: one call per e2eInterval and satellite, at
@@ -102,7 +103,7 @@ func TestDistributed(t *testing.T) {
 
 	// Deploy the tree through a follower (forwarded to the leader).
 	tree := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	deployTree(t, m2.base, admin, tree)
+	apitest.DeployTree(t, m2.base, admin, tree)
 
 	// Engines: both know every master and share the consumer group.
 	actionsConfig := filepath.Join(dir, "actions.json")
@@ -183,14 +184,14 @@ func TestDistributed(t *testing.T) {
 		return agreedLeader(survivors, admin, leaderID) != ""
 	})
 	t.Logf("master leader %s killed; %s leads after %s", leaderID, agreedLeader(survivors, admin, leaderID), time.Since(killedAt).Round(time.Millisecond))
-	if code, body := apiCall(t.Context(), http.MethodGet, survivors[0].base+"/api/v2_beta/config/active/tree/info/all", admin, nil, ""); code != http.StatusOK ||
+	if code, body := apitest.Call(t.Context(), http.MethodGet, survivors[0].base+"/api/v2_beta/config/active/tree/info/all", admin, nil, ""); code != http.StatusOK ||
 		!bytes.Contains(body, []byte(`"rules_count":1`)) {
 		t.Fatalf("active tree after the failover: %d %s", code, body)
 	}
 	// The new leader deploys a changed tree; the engines, whose first
 	// master may be the dead one, follow it.
 	treeIndex := engineStatus(engines[0]).TreeIndex
-	deployTree(t, survivors[0].base, admin, bytes.ReplaceAll(tree, []byte(`"name": "notify"`), []byte(`"name": "notify_v2"`)))
+	apitest.DeployTree(t, survivors[0].base, admin, bytes.ReplaceAll(tree, []byte(`"name": "notify"`), []byte(`"name": "notify_v2"`)))
 	waitFor(t, 30*time.Second, "both engines on the tree deployed after the failover", all, func() bool {
 		a, b := engineStatus(engines[0]), engineStatus(engines[1])
 		return a.TreeIndex > treeIndex && a.TreeIndex == b.TreeIndex
@@ -406,31 +407,6 @@ func procLogs(procs []*e2eProc) string {
 	return b.String()
 }
 
-// e2eClient sends the test's API and status requests.
-var e2eClient = &http.Client{Timeout: 10 * time.Second}
-
-// apiCall sends one request with the bearer token (if any) and returns the
-// status and body; 0 when the request failed.
-func apiCall(ctx context.Context, method, url, token string, body io.Reader, contentType string) (int, []byte) {
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return 0, nil
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := e2eClient.Do(req)
-	if err != nil {
-		return 0, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b
-}
-
 // e2eCluster is a master's GET /squall/v1/cluster.
 type e2eCluster struct {
 	NodeID      string      `json:"node_id"`
@@ -447,7 +423,7 @@ type e2eMember struct {
 // clusterView returns m's view of the cluster; false if m did not answer.
 func clusterView(m *e2eProc, token string) (e2eCluster, bool) {
 	var info e2eCluster
-	code, body := apiCall(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
+	code, body := apitest.Call(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
 	return info, code == http.StatusOK && json.Unmarshal(body, &info) == nil
 }
 
@@ -466,55 +442,6 @@ func agreedLeader(ms []*e2eProc, token, notID string) string {
 	return leader
 }
 
-// deployTree creates a draft, imports tree as the whole tree and deploys it.
-func deployTree(t *testing.T, base, token string, tree []byte) {
-	t.Helper()
-	ctx := t.Context()
-	id, code, body := importTree(t, base, token, "root", tree)
-	if code != http.StatusOK {
-		t.Fatalf("import tree: %d %s", code, body)
-	}
-	if code, body := apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", token, nil, ""); code != http.StatusOK {
-		t.Fatalf("deploy: %d %s", code, body)
-	}
-}
-
-// importTree creates a draft and imports tree as its whole tree (root is
-// the name of the active tree's root); it returns the draft's id and the
-// import's answer.
-func importTree(t *testing.T, base, token, root string, tree []byte) (id string, code int, body []byte) {
-	t.Helper()
-	ctx := t.Context()
-	code, body = apiCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
-	var draft struct {
-		ID string `json:"id"`
-	}
-	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
-		t.Fatalf("create draft: %d %s", code, body)
-	}
-	var form bytes.Buffer
-	mw := multipart.NewWriter(&form)
-	fw, err := mw.CreateFormFile("file", "tree.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fw.Write(tree); err != nil {
-		t.Fatal(err)
-	}
-	if err := mw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	code, body = apiCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/"+root, token, &form, mw.FormDataContentType())
-	return draft.ID, code, body
-}
-
-// e2eEngineStatus is an engine's /readyz.
-type e2eEngineStatus struct {
-	Ready      bool   `json:"ready"`
-	TreeIndex  uint64 `json:"tree_index"`
-	Partitions []int  `json:"partitions"`
-}
-
 // engineShares reports whether both engines are ready and share the
 // partitions.
 func engineShares(engines []*e2eProc) bool {
@@ -523,28 +450,15 @@ func engineShares(engines []*e2eProc) bool {
 		len(a.Partitions)+len(b.Partitions) == e2ePartitions
 }
 
-func engineStatus(p *e2eProc) e2eEngineStatus {
-	var st e2eEngineStatus
-	if _, body := apiCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
-		_ = json.Unmarshal(body, &st)
-	}
+func engineStatus(p *e2eProc) apitest.EngineStatus {
+	var st apitest.EngineStatus
+	apitest.Ready(p.base, &st)
 	return st
 }
 
-// e2eSatelliteStatus is a satellite's /readyz.
-type e2eSatelliteStatus struct {
-	Ready bool   `json:"ready"`
-	Mode  string `json:"mode"`
-	Spool struct {
-		Records int64 `json:"records"`
-	} `json:"spool"`
-}
-
-func satelliteStatus(p *e2eProc) e2eSatelliteStatus {
-	var st e2eSatelliteStatus
-	if _, body := apiCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
-		_ = json.Unmarshal(body, &st)
-	}
+func satelliteStatus(p *e2eProc) apitest.SatelliteStatus {
+	var st apitest.SatelliteStatus
+	apitest.Ready(p.base, &st)
 	return st
 }
 

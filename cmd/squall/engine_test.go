@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 func TestEngineFlags(t *testing.T) {
@@ -159,7 +161,7 @@ func TestEngineBinary(t *testing.T) {
 				ConsumerLag *int64 `json:"consumer_lag"`
 			} `json:"members"`
 		}
-		code, body := apiCall(t.Context(), http.MethodGet, base+"/squall/v1/fleet", strings.TrimSpace(string(token)), nil, "")
+		code, body := apitest.Call(t.Context(), http.MethodGet, base+"/squall/v1/fleet", strings.TrimSpace(string(token)), nil, "")
 		if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
 			t.Fatalf("fleet: %d %s", code, body)
 		}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // TestNestedConditions runs the shape every real tree has, a rule whose
@@ -59,7 +61,7 @@ func TestNestedConditions(t *testing.T) {
 
 	// A first tree, then the engines.
 	first := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	deployTree(t, m2.base, admin, first)
+	apitest.DeployTree(t, m2.base, admin, first)
 	actionsConfig := filepath.Join(dir, "actions.json")
 	writeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`)
 	var engines []*e2eProc
@@ -78,7 +80,7 @@ func TestNestedConditions(t *testing.T) {
 
 	// The nested tree: accepted by import and deploy, through a follower.
 	nested := bytes.ReplaceAll(mustRead(t, "testdata/nested/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	deployTree(t, m3.base, admin, nested)
+	apitest.DeployTree(t, m3.base, admin, nested)
 	waitFor(t, 30*time.Second, "both engines on the nested tree", all, func() bool {
 		a, b := engineStatus(engines[0]), engineStatus(engines[1])
 		return a.Ready && b.Ready && a.TreeIndex > before && a.TreeIndex == b.TreeIndex
@@ -133,14 +135,14 @@ func TestNestedConditions(t *testing.T) {
 	}
 
 	// A test event against a draft holding the tree is answered.
-	code, body := apiCall(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/config/drafts/all", admin, nil, "")
+	code, body := apitest.Call(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/config/drafts/all", admin, nil, "")
 	var draft struct {
 		ID string `json:"id"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil {
 		t.Fatalf("create draft: %d %s", code, body)
 	}
-	code, body = apiCall(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/event/draft/all/"+draft.ID, admin,
+	code, body = apitest.Call(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/event/draft/all/"+draft.ID, admin,
 		strings.NewReader(`{"event": {"type": "a", "created_ms": 1, "payload": {"host": "h", "id": "t1"}}, "process_type": "SkipActions"}`), "application/json")
 	if code != http.StatusOK || !bytes.Contains(body, []byte(`"status":"Matched"`)) {
 		t.Errorf("test event on the draft: %d %s", code, body)

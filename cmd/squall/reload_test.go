@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // waitLogs waits, at most 30 s, until the process has written n log
@@ -63,14 +65,14 @@ func TestMasterActionsReload(t *testing.T) {
 	p := startLogged(t, cmd, "master started", "http_addr")
 	base := "http://" + p.addr
 	waitFor(t, 30*time.Second, "the master ready", nil, func() bool {
-		code, _ := apiCall(t.Context(), http.MethodGet, base+"/readyz", "", nil, "")
+		code, _ := apitest.Call(t.Context(), http.MethodGet, base+"/readyz", "", nil, "")
 		return code == http.StatusOK
 	})
-	deployTree(t, base, admin, ssrfTree(srv.URL))
+	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
 	send := func() int {
 		t.Helper()
-		code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/event/active/all", admin, strings.NewReader(event), "application/json")
+		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/api/v2_beta/event/active/all", admin, strings.NewReader(event), "application/json")
 		var a struct {
 			ActionErrors []json.RawMessage `json:"action_errors"`
 		}
@@ -81,7 +83,7 @@ func TestMasterActionsReload(t *testing.T) {
 	}
 	metric := func(result string) string {
 		t.Helper()
-		code, body := apiCall(t.Context(), http.MethodGet, base+"/metrics", "", nil, "")
+		code, body := apitest.Call(t.Context(), http.MethodGet, base+"/metrics", "", nil, "")
 		if code != http.StatusOK {
 			t.Fatalf("/metrics: %d", code)
 		}
@@ -137,7 +139,7 @@ func TestEngineActionsReload(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	deployTree(t, base, token, ssrfTree(srv.URL))
+	apitest.DeployTree(t, base, token, ssrfTree(srv.URL))
 	actions := filepath.Join(dir, "actions.json")
 	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)

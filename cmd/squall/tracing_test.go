@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/tracing/tracingtest"
 )
 
@@ -40,7 +41,7 @@ func TestTracing(t *testing.T) {
 	broker := newRestartableBroker(t, filepath.Join(dir, "kafka"))
 	base := startMaster(t, "--allow-unsigned-tokens")
 	tokenFile, token := adminTokenFile(t, dir)
-	deployTree(t, base, token, fmt.Appendf(nil, `{"version": "1.1", "Filter": {"name": "root",
+	apitest.DeployTree(t, base, token, fmt.Appendf(nil, `{"version": "1.1", "Filter": {"name": "root",
 	  "filter": {"description": "", "active": true, "filter": {}},
 	  "nodes": [{"Ruleset": {"name": "traced", "rules": [
 	    {"name": "notify", "description": "", "continue": true, "active": true,

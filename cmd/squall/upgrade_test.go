@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/config"
 )
 
@@ -156,7 +157,7 @@ func (c *failoverCluster) active(i int, after uint64, wait string) (activeTree, 
 	if after > 0 {
 		url += fmt.Sprintf("?index=%d&wait=%s", after, wait)
 	}
-	code, body := apiCall(c.t.Context(), http.MethodGet, url, c.token, nil, "")
+	code, body := apitest.Call(c.t.Context(), http.MethodGet, url, c.token, nil, "")
 	if code != http.StatusOK {
 		return activeTree{}, fmt.Errorf("%s: tree watch: %d %s", c.nodes[i].id, code, body)
 	}
@@ -241,7 +242,7 @@ func TestMasterBinary_PreviousRelease(t *testing.T) {
 				t.Helper()
 				backup := fmt.Sprintf(`{"format":1,"index":0,"active_index":0,"active":%s,`+
 					`"draft":{"id":"restored","owner":"ops","created_ms":1,"updated_ms":2,"tree":%s}}`, tree, tree)
-				if code, body := apiCall(t.Context(), http.MethodPost, base+"/squall/v1/restore", c.token, strings.NewReader(backup), "application/json"); code != http.StatusOK {
+				if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/squall/v1/restore", c.token, strings.NewReader(backup), "application/json"); code != http.StatusOK {
 					t.Fatalf("restore %s: %d %s", name, code, body)
 				}
 				c.sameActive(leader, "restoring "+name)
@@ -251,11 +252,11 @@ func TestMasterBinary_PreviousRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, tree := range corpus {
-				id, code, body := importTree(t, base, c.token, config.RootName, tree)
+				id, code, body := apitest.ImportTree(t, base, c.token, config.RootName, tree)
 				if code != http.StatusOK {
 					t.Fatalf("import %s: %d %s", name, code, body)
 				}
-				if code, body := apiCall(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", c.token, nil, ""); code != http.StatusOK {
+				if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", c.token, nil, ""); code != http.StatusOK {
 					t.Fatalf("deploy %s: %d %s", name, code, body)
 				}
 				c.sameActive(leader, "deploying "+name)
@@ -271,7 +272,7 @@ func TestMasterBinary_PreviousRelease(t *testing.T) {
 			}
 			before := c.sameActive(leader, "the corpus")
 			for name, tree := range bad {
-				if _, code, body := importTree(t, base, c.token, config.RootName, tree); code < 400 || code >= 500 {
+				if _, code, body := apitest.ImportTree(t, base, c.token, config.RootName, tree); code < 400 || code >= 500 {
 					t.Errorf("import of the invalid tree %s: %d %s", name, code, body)
 				}
 			}

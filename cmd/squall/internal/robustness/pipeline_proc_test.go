@@ -2,15 +2,12 @@ package robustness
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"mime/multipart"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,31 +168,6 @@ func pipeMust(t *testing.T, d time.Duration, what string, procs []*pipeProc, con
 	}
 }
 
-// pipeClient sends the test's own requests (not the load).
-var pipeClient = &http.Client{Timeout: 10 * time.Second}
-
-// pipeCall sends one request and returns the status and body; 0 when it
-// failed.
-func pipeCall(ctx context.Context, method, url, token string, body io.Reader, contentType string) (int, []byte) {
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return 0, nil
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := pipeClient.Do(req)
-	if err != nil {
-		return 0, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b
-}
-
 // pipeRun runs the binary and returns its standard output.
 func pipeRun(t *testing.T, bin string, args ...string) string {
 	t.Helper()
@@ -204,37 +176,6 @@ func pipeRun(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
 	}
 	return string(out)
-}
-
-// pipeDeploy creates a draft, imports tree as the whole tree and deploys it.
-func pipeDeploy(t *testing.T, base, token string, tree []byte) {
-	t.Helper()
-	ctx := t.Context()
-	code, body := pipeCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
-	var draft struct {
-		ID string `json:"id"`
-	}
-	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
-		t.Fatalf("create draft: %d %s", code, body)
-	}
-	var form bytes.Buffer
-	mw := multipart.NewWriter(&form)
-	fw, err := mw.CreateFormFile("file", "tree.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fw.Write(tree); err != nil {
-		t.Fatal(err)
-	}
-	if err := mw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := pipeCall(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/root", token, &form, mw.FormDataContentType()); code != http.StatusOK {
-		t.Fatalf("import tree: %d %s", code, body)
-	}
-	if code, body := pipeCall(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy", token, nil, ""); code != http.StatusOK {
-		t.Fatalf("deploy: %d %s", code, body)
-	}
 }
 
 // pipeFixedPort returns a loopback address whose port is free now and lies

@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // The shape and load of TestPipeline.
@@ -248,10 +250,10 @@ func TestPipeline(t *testing.T) {
 	master := startPipeProc(t, "master", exec.Command(bin, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "m1"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile, "--bootstrap"), "master started", "http_addr")
 	pipeMust(t, pipeStartup, "the master ready", []*pipeProc{master}, func() bool {
-		code, _ := pipeCall(t.Context(), http.MethodGet, master.base+"/readyz", "", nil, "")
+		code, _ := apitest.Call(t.Context(), http.MethodGet, master.base+"/readyz", "", nil, "")
 		return code == http.StatusOK
 	})
-	pipeDeploy(t, master.base, admin, []byte(strings.ReplaceAll(pipeTree, "RECEIVER_URL", counter.URL+"/action")))
+	apitest.DeployTree(t, master.base, admin, []byte(strings.ReplaceAll(pipeTree, "RECEIVER_URL", counter.URL+"/action")))
 
 	// Engines.
 	actionsConfig := filepath.Join(dir, "actions.json")
@@ -533,39 +535,20 @@ func pipeReadEvents(t *testing.T, addr string, tally *PipelineTally) {
 	}
 }
 
-// pipeEngineStatusBody is an engine's /readyz.
-type pipeEngineStatusBody struct {
-	Ready      bool  `json:"ready"`
-	Partitions []int `json:"partitions"`
-}
-
-func pipeEngineStatus(p *pipeProc) pipeEngineStatusBody {
-	var st pipeEngineStatusBody
+func pipeEngineStatus(p *pipeProc) apitest.EngineStatus {
+	var st apitest.EngineStatus
 	if !p.running() {
 		return st
 	}
-	if _, body := pipeCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
-		_ = json.Unmarshal(body, &st)
-	}
+	apitest.Ready(p.base, &st)
 	return st
 }
 
-// pipeSatelliteStatusBody is a satellite's /readyz.
-type pipeSatelliteStatusBody struct {
-	Ready bool   `json:"ready"`
-	Mode  string `json:"mode"`
-	Spool struct {
-		Records int64 `json:"records"`
-	} `json:"spool"`
-}
-
-func pipeSatelliteStatus(p *pipeProc) pipeSatelliteStatusBody {
-	var st pipeSatelliteStatusBody
+func pipeSatelliteStatus(p *pipeProc) apitest.SatelliteStatus {
+	var st apitest.SatelliteStatus
 	if !p.running() {
 		return st
 	}
-	if _, body := pipeCall(context.Background(), http.MethodGet, p.base+"/readyz", "", nil, ""); body != nil {
-		_ = json.Unmarshal(body, &st)
-	}
+	apitest.Ready(p.base, &st)
 	return st
 }
