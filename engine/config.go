@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/fielderr"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -189,34 +191,14 @@ func Default() Config {
 	}
 }
 
-// ConfigError reports an invalid field of a [Config].
-type ConfigError struct {
-	// Field is the field's name, such as "master_urls" or "kafka".
-	Field string
-	// Err is what is wrong with it.
-	Err error
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError reports an invalid field of a [Config] (see [fielderr.Error]).
+type ConfigError = fielderr.Error
 
 // Validate checks c without touching files or the network. Every problem
 // is reported, joined with [errors.Join], each a [*ConfigError].
 func (c Config) Validate() error {
-	var errs []error
-	add := func(field string, err error) {
-		if err != nil {
-			errs = append(errs, &ConfigError{Field: field, Err: err})
-		}
-	}
-	positive := func(field string, d time.Duration) {
-		if d <= 0 {
-			add(field, fmt.Errorf("%s must be positive", d))
-		}
-	}
+	var problems fielderr.List
+	add, positive := problems.Add, problems.Positive
 	if len(c.MasterURLs) == 0 {
 		add("master_urls", errors.New("at least one master URL is required"))
 	}
@@ -268,7 +250,7 @@ func (c Config) Validate() error {
 			add("http_addr", fmt.Errorf("%q: want host:port", c.HTTPAddr))
 		}
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }
 
 // masterURL checks and normalises a master's base URL: http or https, a

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/squallhq/squall/internal/fielderr"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/satellite/clientaddr"
@@ -158,35 +160,14 @@ func Default() Config {
 	}
 }
 
-// ConfigError reports an invalid field of a [Config].
-type ConfigError struct {
-	// Field is the field's path, such as "kafka" or "ack_timeout"; the
-	// error of a section names the field inside it.
-	Field string
-	// Err is what is wrong with it.
-	Err error
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError reports an invalid field of a [Config] (see [fielderr.Error]).
+type ConfigError = fielderr.Error
 
 // Validate checks c. Every problem is reported, joined with [errors.Join],
 // each as a [*ConfigError].
 func (c Config) Validate() error {
-	var errs []error
-	add := func(field string, err error) {
-		if err != nil {
-			errs = append(errs, &ConfigError{Field: field, Err: err})
-		}
-	}
-	positive := func(field string, d time.Duration) {
-		if d <= 0 {
-			add(field, fmt.Errorf("%s must be positive", d))
-		}
-	}
+	var problems fielderr.List
+	add, positive := problems.Add, problems.Positive
 	add("webhooks", c.Webhooks.Validate())
 	add("kafka", c.Kafka.Validate())
 	add("spool", c.Spool.Validate())
@@ -233,5 +214,5 @@ func (c Config) Validate() error {
 	if c.Spool.MaxBytes < 4*c.Kafka.MaxMessageBytes {
 		add("spool", fmt.Errorf("max_bytes %d must hold at least 4 records of kafka.max_message_bytes %d", c.Spool.MaxBytes, c.Kafka.MaxMessageBytes))
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }

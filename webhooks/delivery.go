@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // Limits of the delivery settings of a webhook file ("dedupe", "rate_limit",
@@ -152,7 +154,7 @@ func (w *Webhook) validateDelivery() error {
 		if (d.Header == "") == (d.expr == nil) {
 			errs = append(errs, &ValidationError{Field: "dedupe", Err: errors.New(`set "header" or "jmespath", not both`)})
 		}
-		if d.Header != "" && !isFieldName(d.Header) {
+		if d.Header != "" && !httpguard.ValidFieldName(d.Header) {
 			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: d.Header, Err: errors.New("must be an HTTP header name")})
 		}
 		if d.Window < time.Second || d.Window > MaxDedupeWindow {
@@ -193,7 +195,7 @@ func decodeDedupe(raw json.RawMessage) (*Dedupe, error) {
 	case !o.present("header") && !o.present("jmespath"):
 		errs = append(errs, &ValidationError{Field: "dedupe", Err: errors.New(`set "header" or "jmespath"`)})
 	case o.present("header"):
-		if !isFieldName(header) {
+		if !httpguard.ValidFieldName(header) {
 			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: header, Err: errors.New("must be an HTTP header name")})
 		}
 		d.Header = http.CanonicalHeaderKey(header)
@@ -308,22 +310,4 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("host bits set (did you mean %s?)", p.Masked())
 	}
 	return p, nil
-}
-
-// isFieldName reports whether s is a non-empty HTTP field name (an RFC 9110
-// token).
-func isFieldName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

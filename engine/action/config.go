@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/squallhq/squall/internal/fielderr"
 )
 
 // Config holds the executor settings: one JSON file, read with [Load] (or
@@ -281,26 +283,14 @@ func parseFile(path string, data []byte) (Config, error) {
 	return cfg, nil
 }
 
-// ConfigError reports an invalid configuration field. Field is its JSON
-// path, such as "archive.paths.one".
-type ConfigError struct {
-	Field string
-	Err   error
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string { return e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError reports an invalid field of a [Config] (see [fielderr.Error]).
+type ConfigError = fielderr.Error
 
 // Validate checks the configuration. It returns every problem found, each
 // a [*ConfigError], joined with [errors.Join].
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: field, Err: fmt.Errorf(format, args...)})
-	}
+	var problems fielderr.List
+	bad := problems.Addf
 
 	r := c.Retry
 	if r.MaxAttempts < 1 || r.MaxAttempts > 100 {
@@ -440,7 +430,7 @@ func (c Config) Validate() error {
 	if e.Workers < 1 || e.Workers > 64 {
 		bad("elasticsearch.workers", "must be between 1 and 64, not %d", e.Workers)
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }
 
 // Duration is a [time.Duration] written in JSON as a string such as "250ms"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/httpguard"
+
 	"github.com/squallhq/squall/engine/tree"
 )
 
@@ -120,7 +122,7 @@ func (h *httpExecutor) Execute(ctx context.Context, a tree.Action) error {
 			if !ok {
 				return payloadError(IDHTTP, "headers", fmt.Sprintf("%q must be a string", name))
 			}
-			if !validHeaderName(name) || strings.ContainsAny(s, "\r\n\x00") {
+			if !httpguard.ValidFieldName(name) || strings.ContainsAny(s, "\r\n\x00") {
 				return payloadError(IDHTTP, "headers", fmt.Sprintf("%q is not a valid header", name))
 			}
 			header.Add(name, s)
@@ -260,23 +262,6 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes the idle connections.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // Schemes.
@@ -245,10 +247,10 @@ func (v *Verifier) configureHMAC(cfg Config) []error {
 	v.header, v.prefix, v.tsHeader = cfg.Header, cfg.Prefix, cfg.TimestampHeader
 	if cfg.Header == "" {
 		errs = append(errs, &OptionError{Option: "header", Err: errors.New("required")})
-	} else if !validHeaderName(cfg.Header) {
+	} else if !httpguard.ValidFieldName(cfg.Header) {
 		errs = append(errs, &OptionError{Option: "header", Value: cfg.Header, Err: errors.New("must be an HTTP header name")})
 	}
-	if cfg.TimestampHeader != "" && !validHeaderName(cfg.TimestampHeader) {
+	if cfg.TimestampHeader != "" && !httpguard.ValidFieldName(cfg.TimestampHeader) {
 		errs = append(errs, &OptionError{Option: "timestamp_header", Value: cfg.TimestampHeader, Err: errors.New("must be an HTTP header name")})
 	}
 	if len(cfg.Prefix) > 64 {
@@ -404,24 +406,6 @@ func (v *Verifier) LogValue() slog.Value {
 		attrs = append(attrs, slog.Duration("tolerance", v.tolerance))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-// validHeaderName reports whether s is a non-empty HTTP field name (an RFC
-// 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // keyedMAC is an HMAC keyed with one key, and room for its sum.
