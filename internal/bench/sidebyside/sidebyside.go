@@ -22,12 +22,15 @@ package sidebyside
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Listen listens on addr (host:port; port 0 picks one) and, when file is
@@ -74,4 +77,20 @@ func WriteAddr(file, addr string) error {
 // SignalContext returns a context that ends on SIGINT or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Serve serves h on ln until ctx ends, then shuts the server down within
+// five seconds.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

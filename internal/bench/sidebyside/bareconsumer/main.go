@@ -18,8 +18,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/squallhq/squall/internal/metricset"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -43,10 +43,9 @@ func run() error {
 	if *brokers == "" {
 		return errors.New("--kafka-brokers is required")
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	processed := prometheus.NewCounter(prometheus.CounterOpts{Name: "squall_engine_events_processed_total", Help: "Records read and decoded."})
-	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "squall_engine_events_failed_total", Help: "Records whose value is not JSON."})
+	reg := metricset.NewRegistry()
+	processed := metricset.Counter("squall_engine_events_processed_total", "Records read and decoded.")
+	failed := metricset.Counter("squall_engine_events_failed_total", "Records whose value is not JSON.")
 	reg.MustRegister(processed, failed)
 
 	ctx, stop := sidebyside.SignalContext()

@@ -7,7 +7,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/bench/sidebyside"
@@ -52,7 +50,7 @@ func run() error {
 		return err
 	}
 	k := []byte(*key)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, 1<<20))
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusRequestEntityTooLarge)
@@ -63,16 +61,7 @@ func run() error {
 			return
 		}
 		rw.WriteHeader(http.StatusOK)
-	})}
+	})
 	slog.Info("naive handler listening", "addr", ln.Addr().String())
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return sidebyside.Serve(ctx, ln, h)
 }
