@@ -23,6 +23,7 @@ package sidebyside
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -93,4 +94,22 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return err
 	}
 	return nil
+}
+
+// Main runs a baseline program named name: it defines --addr (the listen
+// address, described by addrUsage) and --addr-file (see WriteAddr), parses
+// the command line, and calls run with a context that ends on SIGINT or
+// SIGTERM. An error is printed after the program's name, and the process
+// exits with status 1. Flags of the program's own are defined before.
+func Main(name, addrUsage string, run func(ctx context.Context, addr, addrFile string) error) {
+	addr := flag.String("addr", "127.0.0.1:0", addrUsage)
+	addrFile := flag.String("addr-file", "", "file to write the address listened on into")
+	flag.Parse()
+	ctx, stop := SignalContext()
+	err := run(ctx, *addr, *addrFile)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }

@@ -12,92 +12,79 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
-
-	"github.com/squallhq/squall/internal/metricset"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/bench/sidebyside"
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bareconsumer:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:0", "listen address of /metrics")
-	addrFile := flag.String("addr-file", "", "file to write the address listened on into")
 	brokers := flag.String("kafka-brokers", "", "Kafka broker, host:port (required)")
 	topic := flag.String("topic", "squall.events", "topic to read")
 	group := flag.String("group", "bareconsumer", "consumer group")
-	flag.Parse()
-	if *brokers == "" {
-		return errors.New("--kafka-brokers is required")
-	}
-	reg := metricset.NewRegistry()
-	processed := metricset.Counter("squall_engine_events_processed_total", "Records read and decoded.")
-	failed := metricset.Counter("squall_engine_events_failed_total", "Records whose value is not JSON.")
-	reg.MustRegister(processed, failed)
-
-	ctx, stop := sidebyside.SignalContext()
-	defer stop()
-	ln, err := sidebyside.Listen(*addr, *addrFile)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-
-	src, err := kafkasource.Open(kafkasource.SourceConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}}, Topic: *topic, Group: *group})
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	slog.Info("bare consumer listening", "addr", ln.Addr().String())
-	next := map[int]int64{}
-	lastCommit := time.Now()
-	commit := func() {
-		ps := make([]kafkasource.Position, 0, len(next))
-		for p, n := range next {
-			ps = append(ps, kafkasource.Position{Partition: p, Next: n})
+	sidebyside.Main("bareconsumer", "listen address of /metrics", func(ctx context.Context, addr, addrFile string) error {
+		if *brokers == "" {
+			return errors.New("--kafka-brokers is required")
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := src.Commit(cctx, ps...); err != nil {
-			slog.Warn("commit failed", "error", err)
-		}
-		lastCommit = time.Now()
-	}
-	for {
-		m, err := src.Fetch(ctx)
+		reg := metricset.NewRegistry()
+		processed := metricset.Counter("squall_engine_events_processed_total", "Records read and decoded.")
+		failed := metricset.Counter("squall_engine_events_failed_total", "Records whose value is not JSON.")
+		reg.MustRegister(processed, failed)
+
+		ln, err := sidebyside.Listen(addr, addrFile)
 		if err != nil {
-			if ctx.Err() != nil {
-				commit()
-				return nil
-			}
 			return err
 		}
-		var v map[string]any
-		if err := json.Unmarshal(m.Value(), &v); err != nil {
-			failed.Inc()
-		} else {
-			processed.Inc()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+
+		src, err := kafkasource.Open(kafkasource.SourceConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}}, Topic: *topic, Group: *group})
+		if err != nil {
+			return err
 		}
-		next[m.Partition()] = m.Offset() + 1
-		if time.Since(lastCommit) >= time.Second {
-			commit()
+		defer src.Close()
+		slog.Info("bare consumer listening", "addr", ln.Addr().String())
+		next := map[int]int64{}
+		lastCommit := time.Now()
+		commit := func() {
+			ps := make([]kafkasource.Position, 0, len(next))
+			for p, n := range next {
+				ps = append(ps, kafkasource.Position{Partition: p, Next: n})
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := src.Commit(cctx, ps...); err != nil {
+				slog.Warn("commit failed", "error", err)
+			}
+			lastCommit = time.Now()
 		}
-	}
+		for {
+			m, err := src.Fetch(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					commit()
+					return nil
+				}
+				return err
+			}
+			var v map[string]any
+			if err := json.Unmarshal(m.Value(), &v); err != nil {
+				failed.Inc()
+			} else {
+				processed.Inc()
+			}
+			next[m.Partition()] = m.Offset() + 1
+			if time.Since(lastCommit) >= time.Second {
+				commit()
+			}
+		}
+	})
 }

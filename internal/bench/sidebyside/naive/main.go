@@ -7,61 +7,50 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/bench/sidebyside"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "naive:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:0", "listen address")
-	addrFile := flag.String("addr-file", "", "file to write the address listened on into")
 	brokers := flag.String("kafka-brokers", "", "Kafka broker, host:port (required)")
 	topic := flag.String("topic", "squall.events", "topic to write to")
 	key := flag.String("key", "bench", "key of every record")
 	batchTimeout := flag.Duration("batch-timeout", kafkasource.DefaultBatchTimeout, "kafka-go Writer's BatchTimeout")
-	flag.Parse()
-	if *brokers == "" {
-		return errors.New("--kafka-brokers is required")
-	}
-	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}},
-		Topic: *topic, BatchTimeout: *batchTimeout})
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	ctx, stop := sidebyside.SignalContext()
-	defer stop()
-	ln, err := sidebyside.Listen(*addr, *addrFile)
-	if err != nil {
-		return err
-	}
-	k := []byte(*key)
-	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, 1<<20))
+	sidebyside.Main("naive", "listen address", func(ctx context.Context, addr, addrFile string) error {
+		if *brokers == "" {
+			return errors.New("--kafka-brokers is required")
+		}
+		w, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{*brokers}},
+			Topic: *topic, BatchTimeout: *batchTimeout})
 		if err != nil {
-			http.Error(rw, err.Error(), http.StatusRequestEntityTooLarge)
-			return
+			return err
 		}
-		if err := w.Write(r.Context(), kafkasource.Record{Key: k, Value: body}); err != nil {
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
+		defer w.Close()
+		ln, err := sidebyside.Listen(addr, addrFile)
+		if err != nil {
+			return err
 		}
-		rw.WriteHeader(http.StatusOK)
+		k := []byte(*key)
+		h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, 1<<20))
+			if err != nil {
+				http.Error(rw, err.Error(), http.StatusRequestEntityTooLarge)
+				return
+			}
+			if err := w.Write(r.Context(), kafkasource.Record{Key: k, Value: body}); err != nil {
+				http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			rw.WriteHeader(http.StatusOK)
+		})
+		slog.Info("naive handler listening", "addr", ln.Addr().String())
+		return sidebyside.Serve(ctx, ln, h)
 	})
-	slog.Info("naive handler listening", "addr", ln.Addr().String())
-	return sidebyside.Serve(ctx, ln, h)
 }
