@@ -64,36 +64,8 @@ func BenchmarkIntake(b *testing.B) {
 		s := startBenchSatellite(b)
 		intakeURL := s.url + "/engine/webhook/event/plain?token=tok"
 		plainClient, intakeClient := newLoadClient(), newLoadClient()
-		for _, c := range []struct {
-			client *http.Client
-			url    string
-		}{{plainClient, plainURL}, {intakeClient, intakeURL}} {
-			if _, err := loadN(c.client, c.url, benchConnections); err != nil {
-				b.Fatal(err)
-			}
-		}
-		const rounds = 10
-		var plain, intake loadStats
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range rounds {
-			n := b.N / rounds // b.N in all
-			if i < b.N%rounds {
-				n++
-			}
-			for _, c := range []struct {
-				client *http.Client
-				url    string
-				stats  *loadStats
-			}{{plainClient, plainURL, &plain}, {intakeClient, intakeURL, &intake}} {
-				st, err := loadN(c.client, c.url, n)
-				if err != nil {
-					b.Fatal(err)
-				}
-				c.stats.add(st)
-			}
-		}
-		b.StopTimer()
+		st := interleaved(b, loadTarget{plainClient, plainURL}, loadTarget{intakeClient, intakeURL})
+		plain, intake := st[0], st[1]
 		if plain.elapsed == 0 || intake.elapsed == 0 {
 			return
 		}
@@ -183,6 +155,42 @@ func reportSatellite(b *testing.B, s *runner) {
 func newLoadClient() *http.Client {
 	transport := &http.Transport{MaxIdleConnsPerHost: benchConnections, MaxConnsPerHost: benchConnections}
 	return &http.Client{Transport: transport, Timeout: 30 * time.Second}
+}
+
+// loadTarget is an endpoint a benchmark loads, with its client.
+type loadTarget struct {
+	client *http.Client
+	url    string
+}
+
+// interleaved warms the targets up, then sends each b.N requests in all,
+// in rounds that go through the targets in turn, and returns their stats
+// in the order of targets. The timer runs only during the rounds.
+func interleaved(b *testing.B, targets ...loadTarget) []loadStats {
+	for _, t := range targets {
+		if _, err := loadN(t.client, t.url, benchConnections); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const rounds = 10
+	stats := make([]loadStats, len(targets))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range rounds {
+		n := b.N / rounds // b.N in all
+		if i < b.N%rounds {
+			n++
+		}
+		for j, t := range targets {
+			st, err := loadN(t.client, t.url, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stats[j].add(st)
+		}
+	}
+	b.StopTimer()
+	return stats
 }
 
 // loadStats describes the requests of one or more loads.

@@ -54,36 +54,8 @@ func BenchmarkIntake_Signed(b *testing.B) {
 	plainClient.Transport = headerTransport{base: plainClient.Transport, header: http.Header{}}
 	signedClient.Transport = headerTransport{base: signedClient.Transport, header: signer.Signature.Sign(benchBody, time.Now(), "")}
 	plainURL, signedURL := s.url+"/engine/webhook/event/plain?token=tok", s.url+"/engine/webhook/event/signed?token=tok"
-	for _, c := range []struct {
-		client *http.Client
-		url    string
-	}{{plainClient, plainURL}, {signedClient, signedURL}} {
-		if _, err := loadN(c.client, c.url, benchConnections); err != nil {
-			b.Fatal(err)
-		}
-	}
-	const rounds = 10
-	var plain, signed loadStats
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range rounds {
-		n := b.N / rounds
-		if i < b.N%rounds {
-			n++
-		}
-		for _, c := range []struct {
-			client *http.Client
-			url    string
-			stats  *loadStats
-		}{{plainClient, plainURL, &plain}, {signedClient, signedURL, &signed}} {
-			st, err := loadN(c.client, c.url, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.stats.add(st)
-		}
-	}
-	b.StopTimer()
+	st := interleaved(b, loadTarget{plainClient, plainURL}, loadTarget{signedClient, signedURL})
+	plain, signed := st[0], st[1]
 	if plain.elapsed == 0 || signed.elapsed == 0 {
 		return
 	}
