@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/cputime"
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -137,13 +138,5 @@ func checkCreated(resp *http.Response) error {
 	return nil
 }
 
-// cpuTime returns the CPU time (user and system) this process has used:
-// on a shared machine, CPU per operation is steadier than wall-clock
-// throughput.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// cpuTime returns the CPU time the process has used so far.
+func cpuTime(*testing.B) time.Duration { d, _ := cputime.Process(); return d }

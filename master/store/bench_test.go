@@ -7,9 +7,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/cputime"
 
 	"github.com/squallhq/squall/config"
 )
@@ -48,16 +49,8 @@ func benchCluster(b *testing.B) *Store {
 	return leaderOf(b, nodes)
 }
 
-// cpuTime returns the CPU time (user and system) this process has used:
-// on a shared machine, CPU per operation is steadier than wall-clock
-// throughput.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// cpuTime returns the CPU time the process has used so far.
+func cpuTime(*testing.B) time.Duration { d, _ := cputime.Process(); return d }
 
 func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 	slices.Sort(lat)
