@@ -34,7 +34,7 @@ const (
 
 // metrics are the engine's Prometheus metrics.
 type metrics struct {
-	set *metricset.Set
+	*metricset.Set
 
 	processed    prometheus.Counter
 	failed       *prometheus.CounterVec
@@ -92,19 +92,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, where := range []string{panicEvaluate, panicAction, panicCompile, panicHTTP} {
 		m.panics.WithLabelValues(where)
 	}
-	set, err := metricset.Register(reg,
+	var err error
+	if m.Set, err = metricset.Register(reg,
 		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
 		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
 		m.panics, m.watchErrors, m.partitions, m.lag, m.ready,
-	)
-	if err != nil {
+	); err != nil {
 		return nil, fmt.Errorf("register engine metrics: %w", err)
 	}
-	m.set = set
 	return m, nil
-}
-
-// unregister removes the metrics from the registry.
-func (m *metrics) unregister() {
-	m.set.Unregister()
 }

@@ -118,7 +118,7 @@ func New(cfg Config) (*Service, error) {
 	// each to its own topic.
 	dlq, err := kafkasource.NewWriter(cfg.dlqConfig())
 	if err != nil {
-		m.unregister()
+		m.Unregister()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	rcfg := action.ReloaderConfig{File: cfg.ActionsConfig, Settings: cfg.Actions}
@@ -135,7 +135,7 @@ func New(cfg Config) (*Service, error) {
 		TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
-		m.unregister()
+		m.Unregister()
 		_ = dlq.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -365,7 +365,7 @@ func (s *Service) Close() error {
 		if s.masterClient != nil {
 			s.masterClient.CloseIdleConnections()
 		}
-		s.m.unregister()
+		s.m.Unregister()
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr

@@ -24,19 +24,17 @@ import (
 
 // Error codes of the master's own endpoints (docs/decisions.md decision 16).
 const (
-	codeBadRequest       = "BAD_REQUEST"
-	codeUnauthorized     = "UNAUTHORIZED"
-	codeForbidden        = "FORBIDDEN"
-	codeNotFound         = "NOT_FOUND"
-	codeMemberNotFound   = "MEMBER_NOT_FOUND"
-	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
-	codeValidation       = "VALIDATION_ERROR"
-	codeTooLarge         = "PAYLOAD_TOO_LARGE"
-	codeNoLeader         = "NO_LEADER"
-	codeLeaderLost       = "LEADER_LOST"
-	codeNotReady         = "NOT_READY"
-	codeUnavailable      = "UNAVAILABLE"
-	codeUnreachable      = "NODE_UNREACHABLE"
+	codeBadRequest     = "BAD_REQUEST"
+	codeUnauthorized   = "UNAUTHORIZED"
+	codeForbidden      = "FORBIDDEN"
+	codeMemberNotFound = "MEMBER_NOT_FOUND"
+	codeValidation     = "VALIDATION_ERROR"
+	codeTooLarge       = "PAYLOAD_TOO_LARGE"
+	codeNoLeader       = "NO_LEADER"
+	codeLeaderLost     = "LEADER_LOST"
+	codeNotReady       = "NOT_READY"
+	codeUnavailable    = "UNAVAILABLE"
+	codeUnreachable    = "NODE_UNREACHABLE"
 )
 
 // apiError is an error answer: a status and the JSON body
@@ -195,17 +193,6 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // (flushes of proxied answers).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// statusProbe records the status and headers a handler writes, and drops
-// the body: it tells the mux's 404 from its 405.
-type statusProbe struct {
-	header http.Header
-	status int
-}
-
-func (p *statusProbe) Header() http.Header         { return p.header }
-func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
-func (p *statusProbe) WriteHeader(status int)      { p.status = status }
-
 // serveHTTP dispatches to the routes, answers unknown paths and methods in
 // JSON, and records the request metrics.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -231,16 +218,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	if pattern == "" {
-		probe := &statusProbe{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		if allow := probe.header.Get("Allow"); allow != "" {
-			w.Header().Set("Allow", allow)
-		}
-		e := errorf(http.StatusNotFound, codeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
-		if probe.status == http.StatusMethodNotAllowed {
-			e = errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
-		}
-		s.writeError(sw, r, e)
+		s.writeError(sw, r, apierror.NoRoute(h, w, r))
 		pattern = "none"
 	} else if r.RequestURI != "*" && !strings.Contains(pattern, "{") {
 		// Served with the handler matched above, not matched again by

@@ -10,7 +10,7 @@ import (
 
 // metrics are the master's HTTP metrics; the store adds its own.
 type metrics struct {
-	set *metricset.Set
+	*metricset.Set
 
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -46,15 +46,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, code := range []string{codeNoLeader, codeLeaderLost, codeNotReady, codeUnavailable} {
 		m.unavailable.WithLabelValues(code)
 	}
-	set, err := metricset.Register(reg, m.requests, m.duration, m.forwarded, m.unavailable, m.panics)
-	if err != nil {
+	var err error
+	if m.Set, err = metricset.Register(reg, m.requests, m.duration, m.forwarded, m.unavailable, m.panics); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	m.set = set
 	return m, nil
-}
-
-// unregister removes the metrics from the registry.
-func (m *metrics) unregister() {
-	m.set.Unregister()
 }

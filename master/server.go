@@ -120,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	sc.Registerer = reg
 	s.forwardGrace, _, _, _ = sc.RaftTimeouts()
 	if s.store, err = store.New(sc); err != nil {
-		s.metrics.unregister()
+		s.metrics.Unregister()
 		return nil, fmt.Errorf("master: %w", err)
 	}
 	dial := (&net.Dialer{Timeout: cfg.ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -513,7 +513,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	s.metrics.unregister()
+	s.metrics.Unregister()
 	s.clientErrs.Close()
 	s.logger.Info("master stopped")
 	if err := errors.Join(errs...); err != nil {

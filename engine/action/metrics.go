@@ -19,7 +19,7 @@ const (
 // become label values: ids that come from trees but have no executor are
 // counted without a label, so they cannot grow the series.
 type metrics struct {
-	set *metricset.Set
+	*metricset.Set
 
 	executed *prometheus.CounterVec
 	failed   *prometheus.CounterVec
@@ -39,18 +39,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		duration: metricset.HistogramVec("squall_action_duration_seconds", "Duration of one execution attempt of an action, by action id.", prometheus.ExponentialBuckets(0.00005, 4, 10), "action"),
 		unknown:  metricset.Counter("squall_action_unknown_total", "Actions dropped because no executor handles their id."),
 	}
-	set, err := metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown)
-	if err != nil {
+	var err error
+	if m.Set, err = metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown); err != nil {
 		return nil, fmt.Errorf("register action metrics: %w", err)
 	}
-	m.set = set
 	return m, nil
-}
-
-// unregister removes the metrics from the registry, so that a new Registry
-// (after a configuration reload) can register its own.
-func (m *metrics) unregister() {
-	m.set.Unregister()
 }
 
 // actionMetrics are the series of one action id, resolved once.

@@ -346,7 +346,7 @@ func (r *Registry) Close() error {
 		errs = append(errs, c.Close())
 	}
 	if r.ownMetrics {
-		r.metrics.unregister()
+		r.metrics.Unregister()
 	}
 	return errors.Join(errs...)
 }

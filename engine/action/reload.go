@@ -138,12 +138,12 @@ func NewReloader(cfg ReloaderConfig, deps Deps) (*Reloader, error) {
 	}
 	reg, err := newRegistry(settings, deps, r.m)
 	if err != nil {
-		r.m.unregister()
+		r.m.Unregister()
 		return nil, err
 	}
 	if r.rm, err = newReloadMetrics(deps.Registerer); err != nil {
 		_ = reg.Close()
-		r.m.unregister()
+		r.m.Unregister()
 		return nil, err
 	}
 	r.rm.success.SetToCurrentTime()
@@ -391,8 +391,8 @@ func (r *Reloader) Close() error {
 	<-g.drained
 	err := g.reg.Close()
 	r.retiring.Wait()
-	r.m.unregister()
-	r.rm.unregister()
+	r.m.Unregister()
+	r.rm.Unregister()
 	return err
 }
 
@@ -412,7 +412,7 @@ const (
 
 // reloadMetrics count the reloads of the settings file.
 type reloadMetrics struct {
-	set     *metricset.Set
+	*metricset.Set
 	reloads *prometheus.CounterVec
 	success prometheus.Gauge
 }
@@ -426,12 +426,9 @@ func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 	// the first error.
 	m.reloads.WithLabelValues(resultOK)
 	m.reloads.WithLabelValues(resultError)
-	set, err := metricset.Register(reg, m.reloads, m.success)
-	if err != nil {
+	var err error
+	if m.Set, err = metricset.Register(reg, m.reloads, m.success); err != nil {
 		return nil, fmt.Errorf("register action reload metrics: %w", err)
 	}
-	m.set = set
 	return m, nil
 }
-
-func (m *reloadMetrics) unregister() { m.set.Unregister() }

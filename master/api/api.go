@@ -177,28 +177,9 @@ func (a *API) Handler() http.Handler {
 		}
 		// No route: the mux tells 404 from 405 (with its Allow header);
 		// answer either in JSON.
-		probe := &statusProbe{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		if allow := probe.header.Get("Allow"); allow != "" {
-			w.Header().Set("Allow", allow)
-		}
-		e := &Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such endpoint: " + r.Method + " " + r.URL.Path}
-		if probe.status == http.StatusMethodNotAllowed {
-			e.Status, e.Code, e.Message = http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path
-		}
-		a.writeError(w, r, e)
+		a.writeError(w, r, apierror.NoRoute(h, w, r))
 	})
 }
-
-// statusProbe records the status and headers a handler writes, and drops the body.
-type statusProbe struct {
-	header http.Header
-	status int
-}
-
-func (p *statusProbe) Header() http.Header         { return p.header }
-func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
-func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 // handlerFunc is a handler that returns its result, written as JSON by wrap.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (any, error)

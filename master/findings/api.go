@@ -147,16 +147,7 @@ func (a *API) Handler() http.Handler {
 			routes.ServeHTTP(w, r)
 			return
 		}
-		probe := &statusProbe{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		e := &Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such endpoint: " + r.Method + " " + r.URL.Path}
-		if allow := probe.header.Get("Allow"); allow != "" {
-			w.Header().Set("Allow", allow)
-		}
-		if probe.status == http.StatusMethodNotAllowed {
-			e.Status, e.Code, e.Message = http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path
-		}
-		a.finish(w, r, a.logger, time.Now(), "", 0, nil, e)
+		a.finish(w, r, a.logger, time.Now(), "", 0, nil, apierror.NoRoute(h, w, r))
 	})
 	return &fastRoutes{insert: insert, mux: mux}
 }
@@ -185,16 +176,6 @@ func (f *fastRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mux.ServeHTTP(w, r)
 }
-
-// statusProbe records the status and headers a handler writes, and drops the body.
-type statusProbe struct {
-	header http.Header
-	status int
-}
-
-func (p *statusProbe) Header() http.Header         { return p.header }
-func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
-func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 // Error is an error answer: {"code", "params", "message"} with a status
 // (docs/decisions.md decision 16).

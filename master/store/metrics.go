@@ -15,7 +15,7 @@ import (
 
 // metrics are the store's Prometheus metrics.
 type metrics struct {
-	set *metricset.Set
+	*metricset.Set
 
 	applyDuration *prometheus.HistogramVec
 	// The stages of a write, for finding where its time goes
@@ -59,18 +59,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []string{closeAlone, closeFull, closeClocked, closeWindow, closeGrace} {
 		m.findingBatches.WithLabelValues(c)
 	}
-	set, err := metricset.Register(reg, m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft)
-	if err != nil {
+	var err error
+	if m.Set, err = metricset.Register(reg, m.applyDuration, m.logAppend, m.fsmApply, m.findingBatchWait, m.findingBatchSize, m.findingBatchAfterAnswer, m.findingBatches, m.fsmCommands, m.fsmRestores, m.stateIndex, m.activeIndex, m.raft); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	m.set = set
 	return m, nil
-}
-
-// unregister removes the metrics from the registry, so that a new Store
-// can register its own.
-func (m *metrics) unregister() {
-	m.set.Unregister()
 }
 
 // raftCollector reports raft's state when scraped.

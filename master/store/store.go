@@ -361,7 +361,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	if !s.opened {
-		s.metrics.unregister()
+		s.metrics.Unregister()
 		return nil
 	}
 	r := s.raft.Load()
@@ -407,7 +407,7 @@ func (s *Store) Close() error {
 	}
 	s.metrics.raft.raft.Store(nil)
 	s.metrics.raft.store.Store(nil)
-	s.metrics.unregister()
+	s.metrics.Unregister()
 	s.logger.Info("store closed")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store: %w", err)

@@ -134,3 +134,30 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// NoRoute is the answer to a request no route matched, given h, the
+// handler http.ServeMux returned for it: 405 METHOD_NOT_ALLOWED when the
+// path has routes for other methods (with the mux's Allow header, set on
+// w), else 404 NOT_FOUND.
+func NoRoute(h http.Handler, w http.ResponseWriter, r *http.Request) *Error {
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if probe.status == http.StatusMethodNotAllowed {
+		return Errorf(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "%s is not allowed on %s", r.Method, r.URL.Path)
+	}
+	return Errorf(http.StatusNotFound, "NOT_FOUND", "no such endpoint: %s %s", r.Method, r.URL.Path)
+}
+
+// statusProbe records the status and headers a handler writes, and drops
+// the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
