@@ -53,14 +53,7 @@ name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return role.preRun(cmd, func() error {
-				for _, name := range []string{"master", "token-file", "kafka-brokers"} {
-					if !cmd.Flags().Lookup(name).Changed {
-						return fmt.Errorf("--%s (or %s) is required", name, envName(name))
-					}
-				}
-				return nil
-			})
+			return role.preRun(cmd, "master", "token-file", "kafka-brokers")
 		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, tr, stopRole, err := role.start(cmd)

@@ -56,17 +56,8 @@ authenticating proxy).
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_NODE_ID for --node-id. A flag
 given on the command line wins; empty variables are ignored.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return role.preRun(cmd, func() error {
-				for _, name := range []string{"node-id", "data-dir"} {
-					if cmd.Flags().Lookup(name).Value.String() == "" {
-						return fmt.Errorf("--%s (or %s) is required", name, envName(name))
-					}
-				}
-				return nil
-			})
-		},
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return role.preRun(cmd, "node-id", "data-dir") },
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {

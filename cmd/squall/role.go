@@ -30,15 +30,16 @@ func (o *roleOptions) define(f *pflag.FlagSet, service string) {
 	cpuProfileFlag(f, &o.cpuProfile)
 }
 
-// preRun reads the environment into the flags not given, runs check (when
-// not nil) and completes the tracing settings.
-func (o *roleOptions) preRun(cmd *cobra.Command, check func() error) error {
+// preRun reads the environment into the flags not given, checks that the
+// required flags are set (by flag or variable, not empty) and completes
+// the tracing settings.
+func (o *roleOptions) preRun(cmd *cobra.Command, required ...string) error {
 	if err := bindEnv(cmd, os.LookupEnv); err != nil {
 		return err
 	}
-	if check != nil {
-		if err := check(); err != nil {
-			return err
+	for _, name := range required {
+		if f := cmd.Flags().Lookup(name); !f.Changed || f.Value.String() == "" {
+			return fmt.Errorf("--%s (or %s) is required", name, envName(name))
 		}
 	}
 	return o.tracing.complete(cmd.Flags(), os.LookupEnv)

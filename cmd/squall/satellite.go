@@ -70,7 +70,7 @@ Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
 		Args:    cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return role.preRun(cmd, nil) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return role.preRun(cmd) },
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {
