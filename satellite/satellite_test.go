@@ -22,9 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/tlscerttest"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/tlscert"
-	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 	"github.com/squallhq/squall/webhooks"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
+	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
 // TestSatelliteBinary runs squall satellite against an in-process Kafka

@@ -17,7 +17,7 @@ import (
 
 	"github.com/squallhq/squall/internal/logtest"
 
-	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
+	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
 // pair returns the paths of a certificate and key file in a new folder,

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -117,4 +118,26 @@ func (ca *CA) Client(t testing.TB) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// ServerCert returns a new server certificate signed by the CA (see
+// [CA.Leaf]), ready for a tls.Config.
+func (ca *CA) ServerCert(t testing.TB, serial int64) tls.Certificate {
+	t.Helper()
+	cert, err := tls.X509KeyPair(ca.Leaf(t, serial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// WriteCA writes the CA's certificate, PEM, to a new file in a temporary
+// directory of the test and returns its path.
+func (ca *CA) WriteCA(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
