@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
 )
@@ -59,7 +61,7 @@ func TestService_FindingAndKafkaActions(t *testing.T) {
 	}
 	e.produce(evs...)
 
-	waitFor(t, "6 records on "+testOut, processTimeout, func() bool { return len(e.broker.Records(t, testOut)) >= 6 })
+	polltest.Wait(t, "6 records on "+testOut, processTimeout, func() bool { return len(e.broker.Records(t, testOut)) >= 6 })
 	got := map[string]string{} // id -> key
 	for _, rec := range e.broker.Records(t, testOut) {
 		var v struct {
@@ -85,7 +87,7 @@ func TestService_FindingAndKafkaActions(t *testing.T) {
 		} `json:"findings"`
 	}
 	var l list
-	waitFor(t, "6 findings", processTimeout, func() bool {
+	polltest.Wait(t, "6 findings", processTimeout, func() bool {
 		resp, body := e.masters.Do(0, http.MethodGet, "/intel/api/sdk/v0/findings/credential?limit=100", acme, nil)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("list findings: %d %s", resp.StatusCode, body)

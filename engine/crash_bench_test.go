@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // BenchmarkCrashDuplicates measures the events an engine crash makes run
@@ -52,7 +54,7 @@ func benchCrash(b *testing.B, workers, queue int, delay time.Duration) {
 		cfg.Workers = workers
 		cfg.QueueSize = queue
 		first := start(b, cfg)
-		waitFor(b, "half the events processed", processTimeout, func() bool {
+		polltest.Wait(b, "half the events processed", processTimeout, func() bool {
 			return first.counter("squall_engine_events_processed_total") >= crashEvents/2
 		})
 		first.kill()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,7 +36,7 @@ const (
 
 func waitReady(t testing.TB, rs ...*runner) {
 	t.Helper()
-	waitFor(t, "the engines to be ready", readyTimeout, func() bool {
+	polltest.Wait(t, "the engines to be ready", readyTimeout, func() bool {
 		for _, r := range rs {
 			if !r.Ready() {
 				return false
@@ -135,7 +137,7 @@ func TestService_ProcessesEvents(t *testing.T) {
 	e.produce(evs[7])
 
 	lines := e.waitArchived(evs)
-	waitFor(t, "the dead letters", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 3 })
+	polltest.Wait(t, "the dead letters", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 3 })
 	e.waitCommitted()
 	if got := r.counter("squall_engine_events_deduplicated_total"); got != 1 {
 		t.Errorf("%v events deduplicated, want 1", got)
@@ -278,12 +280,12 @@ func TestService_PartitionLag(t *testing.T) {
 	waitReady(t, r)
 	// The worker waits in the first event's http call and the fetch loop
 	// on the full queue: a few events fetched, the rest behind them.
-	waitFor(t, "the lag of the waiting events", processTimeout, func() bool {
+	polltest.Wait(t, "the lag of the waiting events", processTimeout, func() bool {
 		return r.counter("squall_engine_partition_lag") >= float64(len(evs)-5)
 	})
 	release()
 	e.waitArchived(evs)
-	waitFor(t, "a lag of 0", processTimeout, func() bool {
+	polltest.Wait(t, "a lag of 0", processTimeout, func() bool {
 		return r.counter("squall_engine_partition_lag") == 0 && r.counter("squall_engine_events_processed_total") == float64(len(evs))
 	})
 	if got := metricLabels(t, r.reg, "squall_engine_partition_lag"); got != "partition=0" {
@@ -323,7 +325,7 @@ func TestService_RedeployMidStream(t *testing.T) {
 
 	evs := orders(2000, 8)
 	e.produce(evs[:1000]...)
-	waitFor(t, "the first events", processTimeout, func() bool { return len(e.archivedEvents()) >= 200 })
+	polltest.Wait(t, "the first events", processTimeout, func() bool { return len(e.archivedEvents()) >= 200 })
 	i2 := e.deploy("v2")
 	e.produce(evs[1000:]...)
 	lines := e.waitArchived(evs)
@@ -379,7 +381,7 @@ func TestService_CrashLosesNothing(t *testing.T) {
 
 	evs := orders(3000, 6)
 	e.produce(evs[:1500]...)
-	waitFor(t, "some events processed", processTimeout, func() bool { return len(e.archivedEvents()) >= 300 })
+	polltest.Wait(t, "some events processed", processTimeout, func() bool { return len(e.archivedEvents()) >= 300 })
 	a.kill()
 	before := len(e.archivedEvents())
 	e.produce(evs[1500:]...)
@@ -416,7 +418,7 @@ func TestService_TwoEnginesSplitPartitions(t *testing.T) {
 		t.Fatalf("engine a alone: lag gauges %q, want 6", got)
 	}
 	b := start(t, cfg)
-	waitFor(t, "the engines to share the partitions", readyTimeout, func() bool {
+	polltest.Wait(t, "the engines to share the partitions", readyTimeout, func() bool {
 		pa, pb := a.Assignment(), b.Assignment()
 		if !pa.Joined || !pb.Joined || len(pa.Partitions) != 3 || len(pb.Partitions) != 3 {
 			return false
@@ -460,7 +462,7 @@ func TestService_WaitsForMaster(t *testing.T) {
 	evs := orders(50, 3)
 	e.produce(evs...)
 
-	waitFor(t, "failed watch requests", readyTimeout, func() bool { return r.counter("squall_engine_watch_errors_total") >= 3 })
+	polltest.Wait(t, "failed watch requests", readyTimeout, func() bool { return r.counter("squall_engine_watch_errors_total") >= 3 })
 	if code, st := r.readyz(); code != http.StatusServiceUnavailable || st.Ready || st.TreeIndex != 0 || st.Joined {
 		t.Fatalf("without a master: /readyz %d %+v", code, st)
 	}
@@ -493,8 +495,8 @@ func TestService_NotReadyReasons(t *testing.T) {
 	cfg := e.config()
 	cfg.NotReadyLogInterval = quick
 	noTree := start(t, cfg)
-	waitFor(t, "the reason: no tree deployed", readyTimeout, reasonIs(noTree, "no tree deployed"))
-	waitFor(t, "the reason repeated in the log", readyTimeout, func() bool {
+	polltest.Wait(t, "the reason: no tree deployed", readyTimeout, reasonIs(noTree, "no tree deployed"))
+	polltest.Wait(t, "the reason repeated in the log", readyTimeout, func() bool {
 		return strings.Count(noTree.log.String(), "no tree deployed") >= 2
 	})
 
@@ -504,14 +506,14 @@ func TestService_NotReadyReasons(t *testing.T) {
 		"acme": {Path: []string{"root", "acme"}, Roles: []string{string(auth.View)}},
 	}})
 	badToken := start(t, cfg)
-	waitFor(t, "the reason: the token is refused", readyTimeout, reasonIs(badToken, "refuses the engine's token (403"))
+	polltest.Wait(t, "the reason: the token is refused", readyTimeout, reasonIs(badToken, "refuses the engine's token (403"))
 
 	cfg = e.config()
 	cfg.NotReadyLogInterval = quick
 	cfg.MasterURLs = []string{"http://127.0.0.1:1"}
 	noMaster := start(t, cfg)
-	waitFor(t, "the reason: no master", readyTimeout, reasonIs(noMaster, "master unreachable"))
-	waitFor(t, "the reason in the log", readyTimeout, func() bool {
+	polltest.Wait(t, "the reason: no master", readyTimeout, reasonIs(noMaster, "master unreachable"))
+	polltest.Wait(t, "the reason in the log", readyTimeout, func() bool {
 		return strings.Contains(noMaster.log.String(), "engine not ready") && strings.Contains(noMaster.log.String(), "master unreachable")
 	})
 
@@ -519,7 +521,7 @@ func TestService_NotReadyReasons(t *testing.T) {
 	cfg = e.config()
 	cfg.Brokers = []string{"127.0.0.1:1"}
 	noKafka := start(t, cfg)
-	waitFor(t, "the reason: Kafka unreachable", readyTimeout, reasonIs(noKafka, "Kafka unreachable"))
+	polltest.Wait(t, "the reason: Kafka unreachable", readyTimeout, reasonIs(noKafka, "Kafka unreachable"))
 
 	waitReady(t, noTree)
 	if code, st := noTree.readyz(); code != http.StatusOK || len(st.Reasons) != 0 || st.Reasons == nil {
@@ -550,7 +552,7 @@ func TestService_RefusesTreeThatDoesNotCompile(t *testing.T) {
 	e.waitArchived(first)
 
 	stub.set(2, badTree)
-	waitFor(t, "the refusal", processTimeout, func() bool {
+	polltest.Wait(t, "the refusal", processTimeout, func() bool {
 		return r.counter("squall_engine_tree_compile_failures_total") == 1
 	})
 	second := orders(40, 4)
@@ -566,7 +568,7 @@ func TestService_RefusesTreeThatDoesNotCompile(t *testing.T) {
 	}
 
 	stub.set(3, tree("v3"))
-	waitFor(t, "tree 3", processTimeout, func() bool { return r.TreeIndex() == 3 })
+	polltest.Wait(t, "tree 3", processTimeout, func() bool { return r.TreeIndex() == 3 })
 	third := orders(40, 4)
 	e.produce(third...)
 	lines = e.waitArchived(third)

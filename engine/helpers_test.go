@@ -529,23 +529,6 @@ func (r *runner) readyz() (int, Status) {
 	return code, st
 }
 
-// waitFor polls cond, at most timeout: only for conditions that depend on
-// real sockets, a real broker and a real master. It polls every 5ms at
-// first, then less and less often, up to every 100ms, so that a long wait
-// does not take the CPU from what it waits for.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	every := 5 * time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		pause(t, what, every)
-		every = min(2*every, 100*time.Millisecond)
-	}
-}
-
 // waitProgress polls progress until it reports done. Its deadline moves:
 // it fails only when the count progress reports (of events archived, of
 // offsets committed) stayed the same for stall. A busy machine makes the

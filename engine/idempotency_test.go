@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/tree"
@@ -69,7 +71,7 @@ func TestService_IdempotencyKeys(t *testing.T) {
 
 	evs := orders(5, 1) // one tenant: one partition, in order
 	e.produce(append(slices.Clone(evs), evs...)...)
-	waitFor(t, "20 http actions and 10 kafka records", processTimeout, func() bool {
+	polltest.Wait(t, "20 http actions and 10 kafka records", processTimeout, func() bool {
 		mu.Lock()
 		n := 0
 		for _, ks := range keys {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/squallhq/squall/engine/action"
 )
 
@@ -70,36 +72,36 @@ func TestService_reloadActions(t *testing.T) {
 	// http is disabled: the event's http action fails, it is dead-lettered.
 	evs := orders(5, 1)
 	e.produce(evs[0])
-	waitFor(t, "the first event dead-lettered", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 1 })
+	polltest.Wait(t, "the first event dead-lettered", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 1 })
 
 	// Enabling http in the file enables it for the next events.
 	replaceFile(t, e.actions, withHTTP)
-	waitFor(t, "a reload", processTimeout, func() bool { return reloads("ok") == 1 })
+	polltest.Wait(t, "a reload", processTimeout, func() bool { return reloads("ok") == 1 })
 	e.produce(evs[1])
-	waitFor(t, "the second event posted", processTimeout, func() bool { return received(evs[1].id) })
+	polltest.Wait(t, "the second event posted", processTimeout, func() bool { return received(evs[1].id) })
 
 	// A bad file is refused and counted; http stays enabled.
 	replaceFile(t, e.actions, `{"http": {}}`)
-	waitFor(t, "a refused reload", processTimeout, func() bool { return reloads("error") == 1 })
+	polltest.Wait(t, "a refused reload", processTimeout, func() bool { return reloads("error") == 1 })
 	e.produce(evs[2])
-	waitFor(t, "the third event posted", processTimeout, func() bool { return received(evs[2].id) })
+	polltest.Wait(t, "the third event posted", processTimeout, func() bool { return received(evs[2].id) })
 
 	// An http action held by the receiver during a reload that disables
 	// http finishes on the old executor: its event is not dead-lettered.
 	release := e.receiver.hold()
 	e.produce(evs[3])
-	waitFor(t, "the fourth event's request", processTimeout, func() bool { return received(evs[3].id) })
+	polltest.Wait(t, "the fourth event's request", processTimeout, func() bool { return received(evs[3].id) })
 	replaceFile(t, e.actions, archiveOnly)
-	waitFor(t, "the second reload", processTimeout, func() bool { return reloads("ok") == 2 })
+	polltest.Wait(t, "the second reload", processTimeout, func() bool { return reloads("ok") == 2 })
 	release()
-	waitFor(t, "the fourth event processed", processTimeout, func() bool { return r.counter("squall_engine_events_processed_total") == 3 })
+	polltest.Wait(t, "the fourth event processed", processTimeout, func() bool { return r.counter("squall_engine_events_processed_total") == 3 })
 	if n := r.counter("squall_engine_dlq_messages_total"); n != 1 {
 		t.Fatalf("%v dead letters, want 1: the action in flight did not finish on its executor", n)
 	}
 
 	// And the next event finds http disabled.
 	e.produce(evs[4])
-	waitFor(t, "the fifth event dead-lettered", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 2 })
+	polltest.Wait(t, "the fifth event dead-lettered", processTimeout, func() bool { return r.counter("squall_engine_dlq_messages_total") == 2 })
 	if received(evs[4].id) {
 		t.Error("the fifth event was posted after http was disabled")
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -28,7 +30,7 @@ func TestService_Tracing(t *testing.T) {
 
 	ev := orders(1, 1)[0]
 	e.produce(ev)
-	waitFor(t, "the http action", 20*time.Second, func() bool { return len(e.receiver.Calls()) == 1 })
+	polltest.Wait(t, "the http action", 20*time.Second, func() bool { return len(e.receiver.Calls()) == 1 })
 	spans := func() map[string]tracetest.SpanStub {
 		m := map[string]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
@@ -37,7 +39,7 @@ func TestService_Tracing(t *testing.T) {
 		return m
 	}
 	var got map[string]tracetest.SpanStub
-	waitFor(t, "the consumer span", 10*time.Second, func() bool {
+	polltest.Wait(t, "the consumer span", 10*time.Second, func() bool {
 		got = spans()
 		_, ok := got["process "+testTopic]
 		return ok
@@ -70,8 +72,8 @@ func TestService_Tracing(t *testing.T) {
 	// is an event, and the logs carry the trace.
 	exp.Reset()
 	e.produce(event{id: "flaky-1", tenant: "t", typ: "flaky"})
-	waitFor(t, "the dead-lettered event", 20*time.Second, func() bool { return r.counter("squall_engine_dlq_messages_total") == 1 })
-	waitFor(t, "the consumer span of the failed event", 10*time.Second, func() bool {
+	polltest.Wait(t, "the dead-lettered event", 20*time.Second, func() bool { return r.counter("squall_engine_dlq_messages_total") == 1 })
+	polltest.Wait(t, "the consumer span of the failed event", 10*time.Second, func() bool {
 		got = spans()
 		_, ok := got["process "+testTopic]
 		return ok

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
@@ -180,7 +182,7 @@ func TestSatellite_RateLimitAndAddresses(t *testing.T) {
 	}
 	replace("allowed.json", strings.Replace(allowedHook, `["192.0.2.0/24"]`, `["192.0.2.0/24", "127.0.0.0/8"]`, 1))
 	replace("limited.json", strings.Replace(limitedHook, `"burst": 2`, `"burst": 5`, 1))
-	waitFor(t, "the reloaded files", 5*time.Second, func() bool {
+	polltest.Wait(t, "the reloaded files", 5*time.Second, func() bool {
 		w := s.watcher.Lookup("allowed")
 		l := s.watcher.Lookup("limited")
 		return w != nil && len(w.AllowIPs) == 2 && l != nil && l.RateLimit.Burst == 5

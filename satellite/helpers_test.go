@@ -188,21 +188,6 @@ func (r *runner) readyz(t testing.TB) (int, Status) {
 	return code, st
 }
 
-// waitFor polls cond every few milliseconds, at most timeout: only for
-// conditions that depend on real sockets and a real broker.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // eventPayload decodes a record value's payload.all (plainHook).
 func eventPayload(t testing.TB, rec kafkatest.Record) map[string]any {
 	t.Helper()

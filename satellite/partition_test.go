@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -68,14 +70,14 @@ func TestSatellite_PartitionRefused(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "events before the fault", 20*time.Second, func() bool { return count.Load() >= tenants*5 })
+	polltest.Wait(t, "events before the fault", 20*time.Second, func() bool { return count.Load() >= tenants*5 })
 	faulty.Store(true)
-	waitFor(t, "the switch to the spool", 20*time.Second, func() bool { return s.fwd.spooling.Load() })
+	polltest.Wait(t, "the switch to the spool", 20*time.Second, func() bool { return s.fwd.spooling.Load() })
 	from := count.Load()
-	waitFor(t, "events during the fault", 20*time.Second, func() bool { return count.Load() >= min(from+tenants*5, tenants*perTenant) })
+	polltest.Wait(t, "events during the fault", 20*time.Second, func() bool { return count.Load() >= min(from+tenants*5, tenants*perTenant) })
 	faulty.Store(false)
 	wg.Wait()
-	waitFor(t, "the spool drained", 30*time.Second, func() bool { return !s.fwd.spooling.Load() && s.spool.Stats().Records == 0 })
+	polltest.Wait(t, "the spool drained", 30*time.Second, func() bool { return !s.fwd.spooling.Load() && s.spool.Stats().Records == 0 })
 
 	if !multi.Load() {
 		t.Error("no produce request carried several partitions")

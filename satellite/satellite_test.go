@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -212,13 +214,13 @@ func TestSatellite_HotReload(t *testing.T) {
 	tmp := filepath.Join(hooks, ".late.json.swp")
 	os.WriteFile(tmp, []byte(`{"id": "late", "token": "l", "collector_config": {"event_type": "x", "payload": {}}}`), 0o600)
 	os.Rename(tmp, filepath.Join(hooks, "late.json"))
-	waitFor(t, "the new webhook", 5*time.Second, func() bool { return s.watcher.Lookup("late") != nil })
+	polltest.Wait(t, "the new webhook", 5*time.Second, func() bool { return s.watcher.Lookup("late") != nil })
 	if status, id := s.post(t, "late", "l", `{}`, nil); status != 200 {
 		t.Fatalf("late: %d %s", status, id)
 	}
 	// A broken edit of another file leaves the new webhook alone.
 	os.WriteFile(filepath.Join(hooks, "plain.json"), []byte(`{"id": "plain", `), 0o600)
-	waitFor(t, "plain removed", 5*time.Second, func() bool { return s.watcher.Lookup("plain") == nil })
+	polltest.Wait(t, "plain removed", 5*time.Second, func() bool { return s.watcher.Lookup("plain") == nil })
 	if status, _ := s.post(t, "late", "l", `{}`, nil); status != 200 {
 		t.Fatalf("late after a broken file: %d", status)
 	}
@@ -226,7 +228,7 @@ func TestSatellite_HotReload(t *testing.T) {
 		t.Fatalf("plain while broken: %d", status)
 	}
 	os.Remove(filepath.Join(hooks, "late.json"))
-	waitFor(t, "late removed", 5*time.Second, func() bool { return s.watcher.Lookup("late") == nil })
+	polltest.Wait(t, "late removed", 5*time.Second, func() bool { return s.watcher.Lookup("late") == nil })
 	if status, _ := s.post(t, "late", "l", `{}`, nil); status != 404 {
 		t.Fatalf("late after removal: %d", status)
 	}
@@ -306,10 +308,10 @@ func TestSatellite_BrokerOutage(t *testing.T) {
 		return func() bool { return l.count.Load() >= from+n }
 	}
 
-	waitFor(t, "events with the broker up", 20*time.Second, atLeast(100))
+	polltest.Wait(t, "events with the broker up", 20*time.Second, atLeast(100))
 	b.Stop()
-	waitFor(t, "the switch to the spool", 20*time.Second, func() bool { return s.fwd.spooling.Load() })
-	waitFor(t, "events spooled", 20*time.Second, atLeast(150))
+	polltest.Wait(t, "the switch to the spool", 20*time.Second, func() bool { return s.fwd.spooling.Load() })
+	polltest.Wait(t, "events spooled", 20*time.Second, atLeast(150))
 	if _, st := s.readyz(t); !st.Ready || st.Kafka.Up || st.Mode != "spooling" || st.Spool.Records == 0 {
 		t.Errorf("/readyz while Kafka is down: %+v", st)
 	}
@@ -321,13 +323,13 @@ func TestSatellite_BrokerOutage(t *testing.T) {
 	if !s.fwd.spooling.Load() {
 		t.Fatal("a restarted satellite with a full spool writes to Kafka directly")
 	}
-	waitFor(t, "events spooled after the restart", 20*time.Second, atLeast(150))
+	polltest.Wait(t, "events spooled after the restart", 20*time.Second, atLeast(150))
 
 	b.Restart()
-	waitFor(t, "the spool drained", 30*time.Second, func() bool { return !s.fwd.spooling.Load() })
-	waitFor(t, "events with the broker back", 20*time.Second, atLeast(100))
+	polltest.Wait(t, "the spool drained", 30*time.Second, func() bool { return !s.fwd.spooling.Load() })
+	polltest.Wait(t, "events with the broker back", 20*time.Second, atLeast(100))
 	l.halt()
-	waitFor(t, "an empty spool", 10*time.Second, func() bool { return s.spool.Stats().Records == 0 })
+	polltest.Wait(t, "an empty spool", 10*time.Second, func() bool { return s.spool.Stats().Records == 0 })
 
 	recs := b.Records(t, topic)
 	seen := make(map[string]int)
@@ -407,7 +409,7 @@ func TestSatellite_SpoolFull(t *testing.T) {
 	}
 
 	b.Restart()
-	waitFor(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
+	polltest.Wait(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
 	if code, st := s.readyz(t); code != 200 || !st.Ready || st.Spool.Records != 0 {
 		t.Errorf("/readyz after the drain: %d %+v", code, st)
 	}
@@ -451,7 +453,7 @@ func TestSatellite_TornSpool(t *testing.T) {
 
 	b.Restart()
 	s = start(t, cfg)
-	waitFor(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
+	polltest.Wait(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
 	got := make(map[string]bool)
 	for _, r := range b.Records(t, topic) {
 		id, _ := r.Header(intake.HeaderEventID)
@@ -529,7 +531,7 @@ func TestSatellite_SlowKafkaShutdown(t *testing.T) {
 	<-stopped
 
 	s = start(t, cfg)
-	waitFor(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
+	polltest.Wait(t, "the spool drained", 20*time.Second, func() bool { return !s.fwd.spooling.Load() })
 	found := false
 	for _, r := range b.Records(t, topic) {
 		if id, _ := r.Header(intake.HeaderEventID); id == slowID {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -97,7 +99,7 @@ func TestSatellite_Tracing(t *testing.T) {
 	}
 	b.Restart()
 	// The drain's span ends after the spool's commit: wait for the span.
-	waitFor(t, "the drain's span", 30*time.Second, func() bool {
+	polltest.Wait(t, "the drain's span", 30*time.Second, func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.Name == "send "+topic+" (spool)" {
 				return true

@@ -11,27 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/polltest"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 const testTopic = "squall.events"
-
-// waitFor polls cond, at most timeout: only for conditions that depend on a
-// real broker.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
 
 func testDial(addr string) Dial {
 	return Dial{Brokers: []string{addr}, Timeout: 2 * time.Second}
@@ -227,11 +214,11 @@ func TestSource_TwoMembersSplitPartitions(t *testing.T) {
 	s1 := openSource(t, testSourceConfig(b.Addr, "g2"))
 	// The first member starts fetching (kafka-go joins on the first fetch
 	// of a group reader as well as in the background).
-	waitFor(t, "member 1 to own every partition", 10*time.Second, func() bool {
+	polltest.Wait(t, "member 1 to own every partition", 10*time.Second, func() bool {
 		return len(s1.Assignment().Partitions) == 4
 	})
 	s2 := openSource(t, testSourceConfig(b.Addr, "g2"))
-	waitFor(t, "both members to share the partitions", 10*time.Second, func() bool {
+	polltest.Wait(t, "both members to share the partitions", 10*time.Second, func() bool {
 		a1, a2 := s1.Assignment(), s2.Assignment()
 		if !a1.Joined || !a2.Joined || len(a1.Partitions) != 2 || len(a2.Partitions) != 2 {
 			return false

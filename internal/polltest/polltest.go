@@ -1,0 +1,31 @@
+// Package polltest waits in tests for a condition that no signal reports:
+// the state of a real broker, socket or cluster. Code under test that can
+// signal is waited on through its channels instead.
+package polltest
+
+import (
+	"testing"
+	"time"
+)
+
+// Wait polls cond until it holds, and fails the test, naming what it
+// waited for, if it still does not after timeout (or when the test ends).
+// It polls every 5 ms at first, then less and less often, up to every
+// 100 ms, so that a long wait does not take the CPU from what it waits
+// for.
+func Wait(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	every := 5 * time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-time.After(every):
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting for %s", what)
+		}
+		every = min(2*every, 100*time.Millisecond)
+	}
+}
