@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
+
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -229,14 +231,5 @@ func postJoin(t *testing.T, base, secret, body string) (*http.Response, []byte) 
 	}
 	tr := &http.Transport{ExpectContinueTimeout: 10 * time.Second}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return calltest.Do(t, (&http.Client{Transport: tr}).Do, req)
 }

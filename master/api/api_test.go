@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/squallhq/squall/internal/calltest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -134,15 +135,7 @@ func (e *env) do(method, path, tok, contentType string, body []byte) response {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	resp, b := calltest.Do(e.t, http.DefaultClient.Do, req)
 	return response{resp.StatusCode, b, resp.Header}
 }
 

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master/auth"
@@ -41,15 +41,7 @@ func TestInternalError_hidesDetails(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+alice)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := calltest.Do(t, srv.Client().Do, req)
 	if resp.StatusCode != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500: %s", resp.StatusCode, body)
 	}

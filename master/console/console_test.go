@@ -2,12 +2,13 @@ package console
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 func newServer(t *testing.T) *httptest.Server {
@@ -32,15 +33,7 @@ func do(t *testing.T, method, url string, header http.Header) (*http.Response, s
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req) // no redirect following
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := calltest.Do(t, http.DefaultTransport.RoundTrip, req) // no redirect following
 	return resp, string(b)
 }
 

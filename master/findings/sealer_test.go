@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/master/auth"
@@ -103,15 +105,7 @@ func TestSealer_AtRest(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
 		return resp.StatusCode, b
 	}
 	const secret = "Correct-Horse-Battery-Staple-42"

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 
 	"github.com/squallhq/squall/master/auth"
 )
@@ -52,15 +53,7 @@ func callAllow(t *testing.T, method, url, tok, ctype, body string) (int, string,
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := calltest.Do(t, http.DefaultClient.Do, req)
 	return resp.StatusCode, string(b), resp.Header.Get("Allow")
 }
 
