@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master/auth"
 )
 

@@ -11,13 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/internal/fielderr"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/fielderr"
 )
 
 // Defaults of [Config].

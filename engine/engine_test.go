@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master/auth"
 )
 

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -26,6 +24,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"

@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // keyTree posts "order" events to the key receiver (URL replaced) twice,

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // replaceFile writes content to path through a rename, as editors and

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/calltest"
-
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/mastertest"

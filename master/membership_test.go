@@ -15,10 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/nettest"
-
 	"github.com/squallhq/squall/internal/logtest"
-
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"

@@ -17,12 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/master/auth"
-	"github.com/squallhq/squall/master/store"
-
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/store"
 )
 
 // Server is one master node: the replicated store, the HTTP API that

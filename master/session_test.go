@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/mastertest"
@@ -185,12 +186,7 @@ func TestIdempotencyKey(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(i)+takeOverPrefix+"x", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 		req.Header.Set(master.HeaderIdempotencyKey, key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
 		return resp, b
 	}
 	var first takeOverAnswer

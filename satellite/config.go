@@ -7,10 +7,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/squallhq/squall/internal/fielderr"
-
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/fielderr"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"

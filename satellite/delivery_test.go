@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/webhooks"

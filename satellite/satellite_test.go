@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/internal/tlscerttest"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/tlscert"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // TestSatelliteBinaryGuards runs squall satellite behind a "proxy" (the
@@ -59,12 +60,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 			req.Header.Set("X-Forwarded-For", forwardedFor)
 		}
 		req.Header.Set("X-Delivery", delivery)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
+		resp, raw := calltest.Do(t, http.DefaultClient.Do, req)
 		var body struct {
 			EventID string `json:"event_id"`
 			Code    string `json:"code"`

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // TestExport runs `squall export` against a live master: the active tree,
@@ -25,12 +26,7 @@ func TestExport(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 		}

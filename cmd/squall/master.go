@@ -7,20 +7,18 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
-	"github.com/squallhq/squall/satellite"
-	"github.com/squallhq/squall/satellite/intake"
-
-	"github.com/spf13/cobra"
-
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/store"
+	"github.com/squallhq/squall/satellite"
+	"github.com/squallhq/squall/satellite/intake"
 )
 
 func newMasterCommand() *cobra.Command {

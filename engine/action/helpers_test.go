@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // testConfig returns a valid configuration with fast retries and nothing

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/internal/httpguard"
-
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/httpguard"
 )
 
 // HeaderIdempotencyKey is the header of the http action's idempotency key.

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/polltest"
-
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 const testTopic = "squall.events"

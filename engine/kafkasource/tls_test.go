@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/tlscerttest"
-
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
 func TestSource_TLS(t *testing.T) {

@@ -14,12 +14,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/squallhq/squall/internal/calltest"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/mastertest"

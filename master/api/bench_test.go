@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/mastertest"
@@ -66,12 +66,7 @@ func BenchmarkDraftRuleEditHTTP20k(b *testing.B) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
+		resp, out := calltest.Do(b, client.Do, req)
 		if resp.StatusCode != 200 {
 			b.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 )

@@ -2,10 +2,10 @@ package api
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"testing"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 )
 
@@ -27,12 +27,7 @@ func TestIdempotencyKey_Answers(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+alice)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(master.HeaderIdempotencyKey, key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
 		return response{resp.StatusCode, b, resp.Header}
 	}
 	twice := func(method, path, key, body string) response {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"

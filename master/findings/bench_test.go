@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/cputime"
-
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"

@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/calltest"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/store"

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
-
 	"github.com/squallhq/squall/master/auth"
 )
 

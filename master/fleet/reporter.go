@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/internal/metricset"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/metricset"
 )
 
 // ReporterConfig configures a Reporter.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/squallhq/squall/master/auth"
 )
 

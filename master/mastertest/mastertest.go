@@ -17,10 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/cputime"
-
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/cputime"
 )
 
 // benchTree returns a tree whose ReplaceActive entry is exactly 1 KiB.

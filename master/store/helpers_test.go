@@ -19,11 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // testLogger returns a logger whose output is printed if t fails. Records

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/nettest"
-
 	"github.com/hashicorp/raft"
+
+	"github.com/squallhq/squall/internal/nettest"
 )
 
 // TestStore_JoinSilentListener: an address that accepts TCP but does not

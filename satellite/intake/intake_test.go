@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/webhooks"
 )
 
@@ -118,12 +119,7 @@ func call(t *testing.T, client *http.Client, method, url string, body io.Reader,
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := calltest.Do(t, client.Do, req)
 	a := answer{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if resp.StatusCode != http.StatusOK {
 		if err := json.Unmarshal(raw, &a.body); err != nil {

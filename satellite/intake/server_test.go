@@ -17,12 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 // rawAnswer is an answer read off a raw connection.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/internal/kafkaclient"
-
 	"github.com/segmentio/kafka-go"
+
+	"github.com/squallhq/squall/internal/kafkaclient"
 )
 
 // Defaults of [Config].

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // holdQueue is a sink (no broker: nothing is sent) whose broker 0 has a

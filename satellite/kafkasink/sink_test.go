@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/kafkaclient"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -34,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/squallhq/squall/internal/kafkaclient"
 	"github.com/squallhq/squall/internal/kafkatest"
 )
 

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/logtest"
-
 	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
