@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -289,10 +290,7 @@ func TestServer_Join(t *testing.T) {
 
 	// A node with the wrong join token fails: Err reports the refusal.
 	dir := t.TempDir()
-	wrong := filepath.Join(dir, "join")
-	if err := os.WriteFile(wrong, []byte("0123456789abcdef-wrong"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	wrong := filetest.Write(t, dir, "join", "0123456789abcdef-wrong")
 	cfg := master.Default()
 	cfg.NodeID, cfg.DataDir, cfg.AllowUnsignedTokens = "intruder", dir, true
 	cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestWebhook_MatchToken: the index of the token entry that matched, and
@@ -85,10 +87,7 @@ func TestParse_CredentialSources(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := t.TempDir()
 			if tc.mode != 0 {
-				p := filepath.Join(d, "loose")
-				if err := os.WriteFile(p, []byte("LOOSE-TOKEN"), 0o600); err != nil {
-					t.Fatal(err)
-				}
+				p := filetest.Write(t, d, "loose", "LOOSE-TOKEN")
 				if err := os.Chmod(p, tc.mode); err != nil {
 					t.Fatal(err)
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // ssrfTree is a tree whose one rule sends an http action, and a foreach
@@ -88,10 +89,7 @@ func TestMasterActionsByConfiguration(t *testing.T) {
 	}
 
 	// The same tree on a master whose actions file allows the host.
-	actions := filepath.Join(t.TempDir(), "actions.json")
-	if err := os.WriteFile(actions, []byte(`{"http": {"allowed_hosts": ["127.0.0.1"]}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions := filetest.Write(t, t.TempDir(), "actions.json", `{"http": {"allowed_hosts": ["127.0.0.1"]}}`)
 	base = startMaster(t, "--allow-unsigned-tokens", "--actions-config", actions)
 	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	if a := send(base); len(a.ActionErrors) != 0 || calls.Load() != 3 {
@@ -105,10 +103,7 @@ func TestMasterActionsByConfiguration(t *testing.T) {
 func TestMasterActionsConfigRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, []byte(`{"http": {"timeout": "5s"}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions := filetest.Write(t, dir, "actions.json", `{"http": {"timeout": "5s"}}`)
 	// Bounded: a master that accepted the file would run until killed.
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()

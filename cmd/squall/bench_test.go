@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/internal/bench"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master/mastertest"
 )
 
@@ -109,10 +110,7 @@ func TestBenchWebhookStatus(t *testing.T) {
 		w.WriteHeader(code)
 	}))
 	t.Cleanup(srv.Close)
-	body := filepath.Join(t.TempDir(), "body.json")
-	if err := os.WriteFile(body, []byte(`{"a": 1}`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	body := filetest.Write(t, t.TempDir(), "body.json", `{"a": 1}`+"\n")
 	args := []string{"--url", srv.URL + "/hook", "--connections", "3", "--requests", "30", "--duration", "1m",
 		"--body-file", body, "--header", "X-Tenant: acme", "--header", "Content-Type:text/plain"}
 	r, _ := benchJSON(t, args...)
@@ -191,10 +189,7 @@ func TestBenchFindings(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	bin := squallBinary(t)
 	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "bench", "--tenant", "bench", "--unsigned"))
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := filetest.Write(t, t.TempDir(), "token", token+"\n")
 	code, stdout, stderr := runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile,
 		"--connections", "4", "--readers", "2", "--requests", "60", "--duration", "1m", "--page-size", "10", "--pages", "3")
 	if code != 0 {

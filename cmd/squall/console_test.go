@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/fleet"
@@ -377,10 +378,7 @@ func TestConsole_Browser(t *testing.T) {
 	// A separate satellite and engine attached to squall dev's broker
 	// report to its master over HTTP, as in a deployment.
 	kafkaAddr := logField(t, d.p.logs.String(), "squall dev started", "kafka")
-	tokenFile := filepath.Join(dir, "fleet.token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := filetest.Write(t, dir, "fleet.token", token+"\n")
 	hooks := t.TempDir()
 	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat-par", "--site", "par",
 		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"),

@@ -18,14 +18,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 func TestEngineFlags(t *testing.T) {
 	t.Parallel()
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := filetest.Write(t, t.TempDir(), "token", "tok\n")
 	base := []string{"engine", "--master", "http://m:8080", "--token-file", tokenFile, "--kafka-brokers", "k:9092"}
 	for _, tc := range []struct {
 		args []string

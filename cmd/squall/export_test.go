@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestExport runs `squall export` against a live master: the active tree,
@@ -56,10 +57,7 @@ func TestExport(t *testing.T) {
 		t.Errorf("draft export file: %v\n%s", err, b)
 	}
 	// The export is a tree squall process reads.
-	evFile := filepath.Join(dir, "event.json")
-	if err := os.WriteFile(evFile, []byte(`{"type":"t","created_ms":1,"payload":{}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	evFile := filetest.Write(t, dir, "event.json", `{"type":"t","created_ms":1,"payload":{}}`)
 	if got := mustRun(t, bin, "process", "--tree", out, "--event", evFile); !strings.Contains(got, "draft_only_rs") {
 		t.Errorf("squall process on the export:\n%s", got)
 	}

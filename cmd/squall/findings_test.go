@@ -3,20 +3,18 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestMasterFindings runs `squall master --findings-key` and uses the
 // findings API with a token minted by `squall token --tenant`.
 func TestMasterFindings(t *testing.T) {
 	t.Parallel()
-	keyFile := filepath.Join(t.TempDir(), "findings.key")
-	if err := os.WriteFile(keyFile, []byte(strings.Repeat("0f", 32)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := filetest.Write(t, t.TempDir(), "findings.key", strings.Repeat("0f", 32))
 	base := startMaster(t, "--allow-unsigned-tokens", "--findings-key", keyFile)
 	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ingest", "--tenant", "acme", "--unsigned"))
 	do := func(method, path, body string) (int, map[string]any) {
@@ -56,10 +54,7 @@ func TestMasterFindings(t *testing.T) {
 func TestMasterFindingsBadKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "findings.key")
-	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := filetest.Write(t, dir, "findings.key", "not a key")
 	code, stdout, stderr := runSquall(t, "", "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--findings-key", keyFile)
 	if code == 0 || !strings.Contains(stderr, "findings key") {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 )
 
@@ -117,10 +118,7 @@ func TestImportTornadoBinary_unsupportedActions(t *testing.T) {
 func TestImportTornadoBinary_notAFolder(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "rules.d")
-	file := filepath.Join(t.TempDir(), "rules.json")
-	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := filetest.Write(t, t.TempDir(), "rules.json", "{}")
 	noVersion := writeTree(t, map[string]string{"rs/ruleset.json": `{"type": "ruleset", "name": "rs"}`})
 	for _, tc := range []struct{ dir, want string }{
 		{missing, `import-tornado: no Tornado rules folder at "` + missing + `" (expected the rules.d directory: version.json and one folder per node holding filter.json, iterator.json or ruleset.json)`},

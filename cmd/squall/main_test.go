@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master/auth"
 )
 
@@ -121,10 +122,7 @@ func TestBinary(t *testing.T) {
 func TestToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
 	code, out, errOut := runSquall(t, "", "token", "--user", "alice", "--auth", "all=root:admin", "--auth", "acme=root,acme:view,edit", "--tenant", "acme", "--hmac-key-file", keyFile)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -166,10 +164,7 @@ func TestImportTornado(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// The export file is a tree squall process accepts.
-	file := filepath.Join(t.TempDir(), "tree.json")
-	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := filetest.Write(t, t.TempDir(), "tree.json", out)
 	code, out, errOut = runSquall(t, `{"type":"something","created_ms":1,"metadata":{"tenant_id":"beta"},"payload":{}}`, "process", "--tree", file, "--event", "-")
 	if code != 0 || !strings.Contains(out, `"name": "tenant_id_beta"`) {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)

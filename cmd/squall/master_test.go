@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 func TestBindEnv(t *testing.T) {
@@ -95,10 +97,7 @@ func TestMasterBinary(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	keyFile := filepath.Join(dir, "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
 
 	cmd := exec.Command(bin, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap")
 	cmd.Env = append(os.Environ(),
@@ -248,10 +247,7 @@ func (b *lockedBuffer) String() string {
 func TestMasterUnsignedWarning(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	key := filepath.Join(dir, "token.key")
-	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := filetest.Write(t, dir, "token.key", "0123456789abcdef0123456789abcdef")
 	for _, tc := range []struct {
 		flag string
 		want bool

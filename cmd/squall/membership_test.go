@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestMasterBinaryJoinSecret forms a two-node cluster from real squall
@@ -23,10 +25,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	t.Parallel()
 	bin := squallBinary(t)
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
 	master := func(id string, extra ...string) *exec.Cmd {
 		args := append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
 			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, extra...)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
@@ -143,10 +144,7 @@ func TestMasterIntake(t *testing.T) {
 func TestSatelliteFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	garbage := filepath.Join(dir, "garbage.pem")
-	if err := os.WriteFile(garbage, []byte("not PEM"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	garbage := filetest.Write(t, dir, "garbage.pem", "not PEM")
 	base := []string{"satellite", "--webhooks-dir", dir, "--kafka-brokers", "k:9092", "--spool-dir", filepath.Join(dir, "spool")}
 	for _, tc := range []struct {
 		args []string

@@ -2,10 +2,11 @@ package action
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestBuiltinIDs checks BuiltinIDs against a registry with every executor
@@ -13,10 +14,7 @@ import (
 func TestBuiltinIDs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("t0ken\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	token := filetest.Write(t, dir, "token", "t0ken\n")
 	cfg := testConfig()
 	cfg.Archive.BasePath, cfg.Archive.DefaultPath = filepath.Join(dir, "archive"), "/all.log"
 	cfg.Script.AllowedDir = dir

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // Elasticsearch cannot run on this machine (no Docker, not packaged in
@@ -276,10 +277,7 @@ func waitAdded(t testing.TB, e *elasticsearchExecutor, n uint64) {
 // writeSecret writes s and a newline to a new file and returns its path.
 func writeSecret(t testing.TB, s string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(p, []byte(s+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := filetest.Write(t, t.TempDir(), "secret", s+"\n")
 	return p
 }
 

@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -34,10 +33,7 @@ func findingCluster(t *testing.T) *mastertest.Cluster {
 // node of c with token.
 func findingRegistry(t *testing.T, c *mastertest.Cluster, token string) *action.Registry {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := filetest.Write(t, t.TempDir(), "token", token+"\n")
 	cfg := action.Default()
 	cfg.Retry.MaxAttempts, cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = 3, action.Duration(10*time.Millisecond), action.Duration(50*time.Millisecond)
 	for i := range c.Len() {

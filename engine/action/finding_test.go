@@ -5,11 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // newTestFindingExecutor returns a finding executor whose only master is an
@@ -23,10 +24,7 @@ func newTestFindingExecutor(t testing.TB, h http.Handler) *findingExecutor {
 
 func newTestFindingExecutorURLs(t testing.TB, urls ...string) *findingExecutor {
 	t.Helper()
-	tok := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tok, []byte("s3cr3t-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tok := filetest.Write(t, t.TempDir(), "token", "s3cr3t-token\n")
 	cfg := Default().Finding
 	cfg.MasterURLs, cfg.TokenFile = urls, tok
 	f, err := newFindingExecutor(cfg, nil)
@@ -123,10 +121,7 @@ func TestFindingExecutor_failsOver(t *testing.T) {
 func TestFindingExecutor_tokenFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	empty := filetest.Write(t, dir, "empty", " \n")
 	for _, path := range []string{filepath.Join(dir, "missing"), empty} {
 		cfg := testConfig()
 		cfg.Finding.MasterURLs, cfg.Finding.TokenFile = []string{"http://127.0.0.1:1"}, path

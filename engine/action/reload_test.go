@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // Settings files of the reload tests.
@@ -150,10 +151,7 @@ func TestReloader_Reload(t *testing.T) {
 func TestReloader_secretsNotLogged(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	pw := filepath.Join(dir, "es-password")
-	if err := os.WriteFile(pw, []byte("hunter2-secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pw := filetest.Write(t, dir, "es-password", "hunter2-secret")
 	file := filepath.Join(dir, "actions.json")
 	writeAtomically(t, file, settingsLoggerOnly)
 	log, logs := newTestLogger()

@@ -3,14 +3,14 @@ package action
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // headerRecorder answers 201 and records the traceparent of every request.
@@ -47,10 +47,7 @@ func TestRegistry_tracing(t *testing.T) {
 	findingSrv := httptest.NewServer(&findingTarget)
 	t.Cleanup(findingSrv.Close)
 	es := newFakeElasticsearch(t)
-	tok := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tok, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tok := filetest.Write(t, t.TempDir(), "token", "tok")
 	cfg := testConfig()
 	cfg.Finding.MasterURLs, cfg.Finding.TokenFile = []string{findingSrv.URL}, tok
 	cfg.Elasticsearch.DefaultEndpoint = es.URL

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/store"
@@ -25,10 +26,7 @@ import (
 
 func testSealer(t *testing.T) *findings.Sealer {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "findings.key")
-	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := filetest.Write(t, t.TempDir(), "findings.key", strings.Repeat("ab", 32)+"\n")
 	s, err := findings.LoadKey(path)
 	if err != nil {
 		t.Fatal(err)
