@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // The load of TestDistributed: one call per e2eInterval and satellite, at
@@ -267,7 +268,7 @@ func TestDistributed(t *testing.T) {
 
 	// Every acknowledged webhook produced its action at least once.
 	ids := load.ackedIDs()
-	if !waitUntil(t.Context(), 75*time.Second, func() bool { return len(rx.missing(ids)) == 0 }) {
+	if !polltest.Until(t.Context(), 75*time.Second, func() bool { return len(rx.missing(ids)) == 0 }) {
 		missing := rx.missing(ids)
 		t.Fatalf("%d of %d acknowledged webhooks produced no action within 75s, e.g. %v\n%s",
 			len(missing), len(ids), missing[:min(len(missing), 20)], procLogs(all))
@@ -374,28 +375,9 @@ func logTail(s string, n int) string {
 // on: polling, bounded, is the way.
 func waitFor(t *testing.T, d time.Duration, what string, procs []*e2eProc, cond func() bool) {
 	t.Helper()
-	if !waitUntil(t.Context(), d, cond) {
+	if !polltest.Until(t.Context(), d, cond) {
 		t.Fatalf("%s: not within %s\n%s", what, d, procLogs(procs))
 	}
-}
-
-// waitUntil polls cond every 20 ms until it holds (true), or d passes or
-// ctx ends (false).
-func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
 }
 
 // procLogs returns the tail of the logs of procs.

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // waitLogs waits, at most 30 s, until the process has written n log
@@ -32,7 +33,7 @@ func waitLogs(t *testing.T, p *started, msg string, n int) {
 			return false
 		}
 	}
-	if !waitUntil(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n || exited() }) || countLogs(p, msg) < n {
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n || exited() }) || countLogs(p, msg) < n {
 		t.Fatalf("fewer than %d %q log lines within 30s (exited: %v):\n%s", n, msg, exited(), p.logs.String())
 	}
 }
@@ -180,7 +181,7 @@ func TestEngineActionsReload(t *testing.T) {
 	}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitUntil(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
+	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
 		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
 	}
 }

@@ -4,6 +4,7 @@
 package polltest
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -28,4 +29,24 @@ func Wait(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 		}
 		every = min(2*every, 100*time.Millisecond)
 	}
+}
+
+// Until polls cond every 20 ms until it holds (true), or d passes or ctx
+// ends (false): for callers that report the failure themselves, with the
+// logs of the processes they wait on.
+func Until(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }

@@ -2,7 +2,6 @@ package robustness
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // The helpers of TestPipeline: its processes (squall, built by TestMain,
@@ -137,29 +137,10 @@ func (p *pipeProc) stop(t *testing.T) {
 	}
 }
 
-// pipeWait polls cond every 20 ms until it holds (true), or d passes or ctx
-// ends (false).
-func pipeWait(ctx context.Context, d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
-}
-
 // pipeMust waits for cond or fails the test with the logs of procs.
 func pipeMust(t *testing.T, d time.Duration, what string, procs []*pipeProc, cond func() bool) {
 	t.Helper()
-	if !pipeWait(t.Context(), d, cond) {
+	if !polltest.Until(t.Context(), d, cond) {
 		var b strings.Builder
 		for _, p := range procs {
 			fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, p.logs.Tail(25))

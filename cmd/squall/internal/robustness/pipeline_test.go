@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // The shape and load of TestPipeline.
@@ -415,7 +416,7 @@ func TestPipeline(t *testing.T) {
 
 	// Every acknowledged webhook reaches the counting server, and the
 	// spools drain.
-	if !pipeWait(t.Context(), 2*time.Minute, func() bool { return len(tally.MissingActions()) == 0 }) {
+	if !polltest.Until(t.Context(), 2*time.Minute, func() bool { return len(tally.MissingActions()) == 0 }) {
 		missing := tally.MissingActions()
 		t.Errorf("%d acknowledged webhooks produced no action within 2m, e.g. %v", len(missing), missing[:min(len(missing), 20)])
 	}
