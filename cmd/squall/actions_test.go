@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // ssrfTree is a tree whose one rule sends an http action, and a foreach
@@ -128,13 +127,7 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 	tokenFile, token := adminTokenFile(t, t.TempDir())
 	apitest.DeployTree(t, base, token, ssrfTree(srv.URL))
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
 	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
 	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-actions")
 	p := startLogged(t, cmd, "ops endpoints listening", "addr")

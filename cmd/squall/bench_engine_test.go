@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/bench"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 // benchEngineTree archives every event.
@@ -37,13 +35,7 @@ func TestBenchEngine(t *testing.T) {
 	tokenFile, token := adminTokenFile(t, dir)
 	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 3}).Addr
 	archive := filepath.Join(dir, "archive")
 	actions := filepath.Join(dir, "actions.json")
 	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/squallhq/squall/internal/calltest"
 )
 
@@ -40,7 +37,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	}
 	startSatellite := func() (string, *exec.Cmd, *started) {
 		cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--webhooks-dir", hooks,
-			"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+			"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 		cmd.Env = append(os.Environ(), "SQUALL_TRUSTED_PROXIES=127.0.0.1,::1")
 		s := startLogged(t, cmd, "satellite started", "http")
 		return "http://" + s.addr, cmd, s
@@ -112,39 +109,13 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	n := endOffset(t, broker.ListenAddrs()[0])
-	for ; n < 3 && time.Now().Before(deadline); n = endOffset(t, broker.ListenAddrs()[0]) {
+	n := broker.EndOffsets(t, "squall.events")[0]
+	for ; n < 3 && time.Now().Before(deadline); n = broker.EndOffsets(t, "squall.events")[0] {
 		<-tick.C
 	}
 	if n != 3 {
 		t.Errorf("%d records in Kafka, want 3", n)
 	}
-}
-
-// endOffset returns the end offset of the one partition of squall.events:
-// the number of records written to it.
-func endOffset(t *testing.T, broker string) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DisableClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrListOffsetsRequest()
-	topic := kmsg.NewListOffsetsRequestTopic()
-	topic.Topic = "squall.events"
-	part := kmsg.NewListOffsetsRequestTopicPartition()
-	part.Timestamp = -1 // the end
-	topic.Partitions = append(topic.Partitions, part)
-	req.Topics = append(req.Topics, topic)
-	resp, err := req.RequestWith(t.Context(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("list offsets: %+v", resp)
-	}
-	return resp.Topics[0].Partitions[0].Offset
 }
 
 // TestSatelliteGuardFlags: bad --trusted-proxies and --trusted-proxy-header

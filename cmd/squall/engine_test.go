@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/kafkatest"
 )
 
 func TestEngineFlags(t *testing.T) {
@@ -78,13 +77,7 @@ func TestEngineBinary(t *testing.T) {
 		t.Fatalf("deploy: %d", resp.StatusCode)
 	}
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 2}).Addr
 	archive := filepath.Join(dir, "archive")
 	actions := filepath.Join(dir, "actions.json")
 	if err := os.WriteFile(actions, []byte(fmt.Sprintf(`{"archive": {"base_path": %q,

@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -145,13 +144,7 @@ func TestEngineActionsReload(t *testing.T) {
 	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
 	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
 	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-reload")
 	p := startLogged(t, cmd, "ops endpoints listening", "addr")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/tlscerttest"
 )
 
@@ -28,7 +27,7 @@ func TestSatelliteBinary(t *testing.T) {
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
 	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
-		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
 	base := "http://" + startLogged(t, cmd, "satellite started", "http").addr
 	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
@@ -52,7 +51,7 @@ func TestSatelliteBinary(t *testing.T) {
 		t.Errorf("wrong token: %d", resp.StatusCode)
 	}
 
-	r := oneRecord(t, broker.ListenAddrs()[0])
+	r := oneRecord(t, broker.Addr)
 	headers := map[string]string{}
 	for _, h := range r.Headers {
 		headers[h.Key] = string(h.Value)
@@ -71,15 +70,9 @@ func TestSatelliteBinary(t *testing.T) {
 	}
 }
 
-func startBroker(t *testing.T) *kfake.Cluster {
+func startBroker(t *testing.T) *kafkatest.Broker {
 	t.Helper()
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "squall.events"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	return broker
+	return kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events"}, Partitions: 1})
 }
 
 // webhookDir writes a folder with the webhook "github" (token s3cret,
@@ -126,7 +119,7 @@ func TestMasterIntake(t *testing.T) {
 	broker := startBroker(t)
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
-	base := startMaster(t, "--allow-unsigned-tokens", "--webhooks-dir", hooks, "--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+	base := startMaster(t, "--allow-unsigned-tokens", "--webhooks-dir", hooks, "--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +128,7 @@ func TestMasterIntake(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("webhook on the master: %d", resp.StatusCode)
 	}
-	r := oneRecord(t, broker.ListenAddrs()[0])
+	r := oneRecord(t, broker.Addr)
 	if string(r.Key) != "acme" || !strings.Contains(string(r.Value), "refs/heads/dev") {
 		t.Fatalf("record %q %s", r.Key, r.Value)
 	}
@@ -184,7 +177,7 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.WriteLeaf(t, certFile, keyFile, 2)
 	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--tls-cert-file", certFile,
-		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", hooks)
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", hooks)
 	cmd.Env = append(os.Environ(), "SQUALL_TLS_KEY_FILE="+keyFile)
 	p := startLogged(t, cmd, "satellite started", "http")
 	if !strings.Contains(p.logs.String(), `"tls":true`) {
@@ -198,7 +191,7 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/1.1" { // the satellite offers no HTTP/2
 		t.Fatalf("webhook over HTTPS: %s %d", resp.Proto, resp.StatusCode)
 	}
-	if r := oneRecord(t, broker.ListenAddrs()[0]); !strings.Contains(string(r.Value), "refs/heads/tls") {
+	if r := oneRecord(t, broker.Addr); !strings.Contains(string(r.Value), "refs/heads/tls") {
 		t.Fatalf("record %s", r.Value)
 	}
 	if logs := p.logs.String(); strings.Contains(logs, "PRIVATE KEY") || strings.Contains(logs, "BEGIN") {

@@ -82,7 +82,7 @@ func TestSignatureDocs(t *testing.T) {
 
 	broker := startBroker(t)
 	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
-		"--kafka-brokers", broker.ListenAddrs()[0], "--spool-dir", filepath.Join(dir, "spool"))
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
 	addr := startLogged(t, cmd, "satellite started", "http").addr
 
@@ -129,7 +129,7 @@ func TestSignatureDocs(t *testing.T) {
 	}
 
 	// One event per accepted call, none for the refused ones.
-	got := records(t, broker.ListenAddrs()[0], len(accepted))
+	got := records(t, broker.Addr, len(accepted))
 	for _, r := range got {
 		h := map[string]string{}
 		for _, kv := range r.Headers {
