@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/baseurl"
 	"github.com/squallhq/squall/internal/fielderr"
 )
 
@@ -255,23 +254,13 @@ func (c Config) Validate() error {
 // masterURL checks and normalises a master's base URL: http or https, a
 // host, no query; a bare host:port means http.
 func masterURL(s string) (string, error) {
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
+	u, err := baseurl.Parse(s)
 	if err != nil {
 		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", errors.New("the scheme must be http or https")
-	}
-	if u.Host == "" {
-		return "", errors.New("no host")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "", errors.New("a base URL has no query or fragment")
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
 	return u.String(), nil
 }
 

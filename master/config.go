@@ -2,21 +2,19 @@ package master
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/master/store"
-
+	"github.com/squallhq/squall/internal/baseurl"
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/master/store"
 )
 
 // Config configures a master node. Start from Default.
@@ -316,20 +314,11 @@ func (c Config) storeConfig() store.Config {
 // joinEndpoint returns the join endpoint of a member's URL; a bare
 // host:port means http.
 func joinEndpoint(member string) (string, error) {
-	if !strings.Contains(member, "://") {
-		member = "http://" + member
-	}
-	u, err := url.Parse(member)
+	u, err := baseurl.Parse(member)
 	if err != nil {
 		return "", err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", errors.New("the scheme must be http or https")
-	}
-	if u.Host == "" {
-		return "", errors.New("no host")
-	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + pathJoin
+	u.Path += pathJoin
 	u.RawQuery, u.Fragment = "", ""
 	return u.String(), nil
 }

@@ -435,15 +435,7 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 }
 
 func (a *API) export(w http.ResponseWriter, r *http.Request) (any, error) {
-	root, s, err := a.readTree(r)
-	if err != nil {
-		return nil, err
-	}
-	path, err := resolve(s, r.PathValue("node_path"))
-	if err != nil {
-		return nil, err
-	}
-	n, err := find(root, path)
+	n, err := a.readNode(r)
 	if err != nil {
 		return nil, err
 	}

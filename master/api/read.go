@@ -76,7 +76,9 @@ func (a *API) draftChildren(_ http.ResponseWriter, r *http.Request) (any, error)
 	return a.children(r)
 }
 
-func (a *API) details(r *http.Request) (any, error) {
+// readNode reads the node at the request's node_path in the tree it
+// names (active or draft), within the token's scope.
+func (a *API) readNode(r *http.Request) (*config.Node, error) {
 	root, s, err := a.readTree(r)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,11 @@ func (a *API) details(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := find(root, path)
+	return find(root, path)
+}
+
+func (a *API) details(r *http.Request) (any, error) {
+	n, err := a.readNode(r)
 	if err != nil {
 		return nil, err
 	}
