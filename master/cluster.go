@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -12,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -83,6 +84,20 @@ const (
 	maxRestoreBody = 4 << 30
 )
 
+// FleetMasters lists the cluster's members as the fleet list shows them
+// (the masters fleet.New reports on).
+func (s *Server) FleetMasters(ctx context.Context) ([]fleet.Master, error) {
+	st, err := s.Store().Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]fleet.Master, 0, len(st.Members))
+	for _, m := range st.Members {
+		ms = append(ms, fleet.Master{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
+	}
+	return ms, nil
+}
+
 // authorize authenticates the request's bearer token and checks that one
 // of its authorizations is on the whole tree (path ["root"]) and grants p.
 func (s *Server) authorize(r *http.Request, p auth.Permission) error {
@@ -90,12 +105,7 @@ func (s *Server) authorize(r *http.Request, p auth.Permission) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range c.Auths {
-		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(p) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", auth.ErrForbidden, config.RootName, p)
+	return c.OnRoot(p)
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) error {

@@ -26,17 +26,7 @@ func mountConsole(srv *master.Server, fcfg fleet.Config, logger *slog.Logger) (*
 	if err := srv.Mount("GET "+console.Prefix, c, master.OnAnyNode); err != nil {
 		return nil, err
 	}
-	f := fleet.New(fcfg, srv.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
-		st, err := srv.Store().Stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ms := make([]fleet.Master, 0, len(st.Members))
-		for _, m := range st.Members {
-			ms = append(ms, fleet.Master{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
-		}
-		return ms, nil
-	}, logger)
+	f := fleet.New(fcfg, srv.Verifier(), srv.FleetMasters, logger)
 	// Every method: the handler answers the ones it does not serve 405
 	// with Allow and a JSON error.
 	if err := srv.Mount(fleet.Pattern+"/", f.Handler(), master.OnLeader); err != nil {

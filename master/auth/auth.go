@@ -247,6 +247,17 @@ type Scope struct {
 	Authorization
 }
 
+// OnRoot checks that one of c's authorizations is on the whole tree
+// (path ["root"]) and grants p; the error wraps ErrForbidden.
+func (c *Claims) OnRoot(p Permission) error {
+	for _, a := range c.Auths {
+		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", ErrForbidden, config.RootName, p)
+}
+
 // Scope picks the named authorization and checks that it grants p.
 func (c *Claims) Scope(name string, p Permission) (*Scope, error) {
 	a, ok := c.Auths[name]

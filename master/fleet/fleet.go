@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
 )
 
@@ -303,12 +302,7 @@ func (f *Fleet) authorize(r *http.Request, p auth.Permission) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range c.Auths {
-		if len(a.Path) == 1 && a.Path[0] == config.RootName && a.Grants(p) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: the token has no authorization on %q that grants %s", auth.ErrForbidden, config.RootName, p)
+	return c.OnRoot(p)
 }
 
 func (f *Fleet) serveList(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,17 +20,7 @@ func mountFleet(t *testing.T, s *master.Server) {
 	// A loaded machine running the race detector may take seconds to
 	// answer; the test is about what the masters say, not how fast.
 	cfg.ProbeTimeout = 15 * time.Second
-	f := fleet.New(cfg, s.Verifier(), func(ctx context.Context) ([]fleet.Master, error) {
-		st, err := s.Store().Stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ms := make([]fleet.Master, 0, len(st.Members))
-		for _, m := range st.Members {
-			ms = append(ms, fleet.Master{ID: m.ID, RaftAddr: m.Addr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader})
-		}
-		return ms, nil
-	}, nil)
+	f := fleet.New(cfg, s.Verifier(), s.FleetMasters, nil)
 	for _, p := range []string{fleet.Pattern, fleet.Pattern + "/"} {
 		if err := s.Mount(p, f.Handler(), master.OnLeader); err != nil {
 			t.Error(err)
