@@ -13,7 +13,9 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/panics"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // TestService_ContainsAPanicToItsEvent: while the tree in use panics on
@@ -35,7 +37,7 @@ func TestService_ContainsAPanicToItsEvent(t *testing.T) {
 	r.install(treeVersion{tree: (*tree.Tree)(nil), index: idx + 100})
 	poisoned := orders(5, 2)
 	e.produce(poisoned...)
-	waitFor(t, "the events of the panicking tree dead-lettered", processTimeout, func() bool {
+	polltest.Wait(t, "the events of the panicking tree dead-lettered", processTimeout, func() bool {
 		return r.counter("squall_engine_dlq_messages_total") == float64(len(poisoned))
 	})
 	stages := map[string]int{}
@@ -65,7 +67,7 @@ func TestService_ContainsAPanicToItsEvent(t *testing.T) {
 
 	// The next tree from the masters takes over.
 	e.deploy("v2")
-	waitFor(t, "tree v2", processTimeout, func() bool { return r.TreeIndex() != idx+100 })
+	polltest.Wait(t, "tree v2", processTimeout, func() bool { return r.TreeIndex() != idx+100 })
 	next := orders(20, 4)
 	e.produce(next...)
 	ids := map[string]bool{}
@@ -98,7 +100,7 @@ func TestRunAction_ContainsAPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs testLog
+	var logs logtest.Buffer
 	// No registry: running an action dereferences nil, a real panic.
 	s := &Service{m: m, log: slog.New(slog.NewTextHandler(&logs, nil))}
 	err = s.runAction(context.Background(), &kafkasource.Message{}, []byte("ev-1"), tree.Action{ID: "logger"})
@@ -130,7 +132,7 @@ func TestService_RefusedTreeIsReported(t *testing.T) {
 	waitReady(t, r)
 
 	stub.set(2, badTree)
-	waitFor(t, "the refusal", processTimeout, func() bool {
+	polltest.Wait(t, "the refusal", processTimeout, func() bool {
 		return r.counter("squall_engine_tree_compile_failures_total") == 1
 	})
 	code, st := r.readyz()
@@ -150,7 +152,7 @@ func TestService_RefusedTreeIsReported(t *testing.T) {
 	}
 
 	stub.set(3, strings.NewReplacer("VERSION", "v3", "RECEIVER", e.receiver.URL).Replace(testTree))
-	waitFor(t, "tree 3", processTimeout, func() bool { return r.TreeIndex() == 3 })
+	polltest.Wait(t, "tree 3", processTimeout, func() bool { return r.TreeIndex() == 3 })
 	if _, st := r.readyz(); len(st.Warnings) != 0 {
 		t.Errorf("the warning outlived the next tree: %v", st.Warnings)
 	}

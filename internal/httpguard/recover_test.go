@@ -11,11 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/squallhq/squall/internal/logtest"
 )
 
 func TestRecover(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "panics_total", Help: "h"})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) {
