@@ -15,10 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
+	"github.com/squallhq/squall/internal/tlscerttest"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/internal/kafkatest"
 	"github.com/squallhq/squall/satellite/tlscert"
-	"github.com/squallhq/squall/satellite/tlscert/tlscerttest"
 )
 
 // Figures of TestSatellite_Flood (docs/operations.md, "Bounds of the
@@ -127,7 +128,7 @@ func TestSatellite_Flood(t *testing.T) {
 		return 0
 	}
 	finished := 0
-	waitFor(t, "the flood to settle", 60*time.Second, func() bool {
+	polltest.Wait(t, "the flood to settle", 60*time.Second, func() bool {
 		for {
 			select {
 			case <-done:
@@ -171,7 +172,7 @@ func TestSatellite_Flood(t *testing.T) {
 
 	// Every event answered 200 is in the topic.
 	var records []kafkatest.Record
-	waitFor(t, "the accepted events in Kafka", 30*time.Second, func() bool {
+	polltest.Wait(t, "the accepted events in Kafka", 30*time.Second, func() bool {
 		records = b.Records(t, topic)
 		return len(records) >= len(acked)+1
 	})

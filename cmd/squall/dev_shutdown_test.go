@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // devLoadTree is the example tree with a second action on its rule: a
@@ -55,12 +57,12 @@ func TestDevStopUnderLoad(t *testing.T) {
 	data := filepath.Join(dir, "squall-data")
 	admin := readTrimmed(t, filepath.Join(data, devAdminTokenFile))
 	hook := base + "/engine/webhook/event/" + devWebhookID + "?token=" + readTrimmed(t, filepath.Join(data, devWebhookTokenFile))
-	deployTree(t, base, admin, []byte(devLoadTree))
+	apitest.DeployTree(t, base, admin, []byte(devLoadTree))
 
 	// The engine takes the new tree within a moment: send a probe until
 	// its finding is there.
 	post := func(host string) (int, string) {
-		code, body := apiCall(t.Context(), http.MethodPost, hook, "",
+		code, body := apitest.Call(t.Context(), http.MethodPost, hook, "",
 			strings.NewReader(fmt.Sprintf(`{"host": %q, "message": "Disk 95%% full on /var"}`, host)), "application/json")
 		var ack struct {
 			EventID string `json:"event_id"`
@@ -77,7 +79,7 @@ func TestDevStopUnderLoad(t *testing.T) {
 			t.Fatalf("probe webhook: %d", code)
 		}
 		for range 10 {
-			code, body := apiCall(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", admin, nil, "")
+			code, body := apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", admin, nil, "")
 			var list struct {
 				Total int `json:"total"`
 			}
