@@ -22,10 +22,6 @@ import (
 // takes: it copies an object's members once per enclosing object.
 const maxDirectDepth = 16
 
-// maxInsertionSort is the most members of an object the direct path sorts
-// by insertion.
-const maxInsertionSort = 12
-
 // isIdentity reports whether a JMESPath expression is @ alone: the whole
 // document.
 func isIdentity(src string) bool {
@@ -324,22 +320,8 @@ func (c *canonicalizer) object(b []byte) ([]byte, bool) {
 	if sorted {
 		return append(b, '}'), true
 	}
-	if len(ms) <= maxInsertionSort {
-		// An insertion sort, for the few members of most objects: no
-		// comparison function called through a pointer. Equal keys are
-		// found below, once sorted.
-		for i := 1; i < len(ms); i++ {
-			m := ms[i]
-			k := key(m)
-			j := i
-			for ; j > 0 && bytes.Compare(key(ms[j-1]), k) > 0; j-- {
-				ms[j] = ms[j-1]
-			}
-			ms[j] = m
-		}
-	} else {
-		slices.SortFunc(ms, func(x, y member) int { return bytes.Compare(key(x), key(y)) })
-	}
+	// Equal keys are found below, once sorted.
+	slices.SortFunc(ms, func(x, y member) int { return bytes.Compare(key(x), key(y)) })
 	for i := 1; i < len(ms); i++ {
 		if bytes.Equal(key(ms[i-1]), key(ms[i])) {
 			return nil, false
