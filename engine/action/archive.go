@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/encoding/json"
 
 	"github.com/squallhq/squall/engine/tree"
@@ -39,7 +40,9 @@ type archiveExecutor struct {
 	paths       map[string]*pathTemplate
 	maxOpen     int
 	ttl         time.Duration
+	recentKeys  int // keys remembered per file; 0: lines carry no key
 	log         *slog.Logger
+	repeats     prometheus.Counter // lines not written again; nil: not counted
 
 	bufs sync.Pool // *bytes.Buffer
 
@@ -59,6 +62,21 @@ type archiveFile struct {
 	mu     sync.Mutex // serializes writes and the close
 	f      *os.File
 	closed bool
+	// keys are the keys of the file's last lines (recentKeys of them),
+	// read back at open and kept up to date by every write; size is
+	// where the file ended after the last write or read back; torn says
+	// the file ended without a newline then (a write a crash cut short).
+	// Used only when recentKeys > 0.
+	keys *recentKeys
+	size int64
+	torn bool
+}
+
+// keyedLine is where a line ends in a buffer of lines, and its key.
+type keyedLine struct {
+	end   int
+	key   lineKey
+	keyed bool
 }
 
 var (
@@ -68,13 +86,14 @@ var (
 
 func newArchiveExecutor(cfg ArchiveConfig, log *slog.Logger) (*archiveExecutor, error) {
 	a := &archiveExecutor{
-		basePath: cfg.BasePath,
-		paths:    make(map[string]*pathTemplate, len(cfg.Paths)),
-		maxOpen:  cfg.MaxOpenFiles,
-		ttl:      time.Duration(cfg.FileTTL),
-		log:      log,
-		files:    make(map[string]*archiveFile),
-		lru:      list.New(),
+		basePath:   cfg.BasePath,
+		paths:      make(map[string]*pathTemplate, len(cfg.Paths)),
+		maxOpen:    cfg.MaxOpenFiles,
+		ttl:        time.Duration(cfg.FileTTL),
+		recentKeys: cfg.RecentKeys,
+		log:        log,
+		files:      make(map[string]*archiveFile),
+		lru:        list.New(),
 	}
 	a.bufs.New = func() any { return new(bytes.Buffer) }
 	var err error
@@ -109,22 +128,60 @@ func (a *archiveExecutor) Execute(ctx context.Context, act tree.Action) error {
 	buf := a.bufs.Get().(*bytes.Buffer)
 	defer a.putBuf(buf)
 	buf.Reset()
+	line, err := a.encode(buf, event, act)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return NewRetriable(fmt.Errorf("archive: %w", context.Cause(ctx)))
+	}
+	if wb := writeBatchFrom(ctx); wb != nil {
+		wb.add(a, path, buf.Bytes(), line, act)
+		return nil
+	}
+	line.end = buf.Len()
+	return a.append(path, buf.Bytes(), []keyedLine{line})
+}
+
+// encode writes the event's line into buf and returns its key. With
+// recentKeys, an object event of an action with an idempotency key is
+// written with the key as its first field (ArchiveKeyField), unless the
+// event has such a field of its own.
+func (a *archiveExecutor) encode(buf *bytes.Buffer, event any, act tree.Action) (keyedLine, error) {
+	var line keyedLine
+	key := ""
+	if m, ok := event.(map[string]any); ok && a.recentKeys > 0 {
+		if _, own := m[ArchiveKeyField]; !own {
+			key = act.IdempotencyKey()
+		}
+	}
+	if key != "" {
+		line.key, line.keyed = parseLineKey([]byte(key))
+		buf.WriteString(archiveKeyPrefix)
+		buf.WriteString(key)
+		buf.WriteByte('"')
+	}
+	start := buf.Len()
 	// segmentio/encoding writes what encoding/json writes (map keys
 	// sorted, the same escapes) without reflection's allocations: 37
 	// allocations per Tornado-sized event fewer.
 	enc := json.NewEncoder(buf) // compact, and ends the line with "\n"
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(event); err != nil {
-		return NewPermanent(fmt.Errorf("archive: encode event: %w", err))
+		return line, NewPermanent(fmt.Errorf("archive: encode event: %w", err))
 	}
-	if err := ctx.Err(); err != nil {
-		return NewRetriable(fmt.Errorf("archive: %w", context.Cause(ctx)))
+	if key != "" {
+		// The object's "{" becomes the separator after the key, or goes
+		// away when the object is empty.
+		b := buf.Bytes()
+		if b[start+1] == '}' {
+			copy(b[start:], b[start+1:])
+			buf.Truncate(buf.Len() - 1)
+		} else {
+			b[start] = ','
+		}
 	}
-	if wb := writeBatchFrom(ctx); wb != nil {
-		wb.add(a, path, buf.Bytes(), act)
-		return nil
-	}
-	return a.append(path, buf.Bytes())
+	return line, nil
 }
 
 func (a *archiveExecutor) putBuf(b *bytes.Buffer) {
@@ -133,8 +190,10 @@ func (a *archiveExecutor) putBuf(b *bytes.Buffer) {
 	}
 }
 
-// append writes line to the file at path (relative to the base directory).
-func (a *archiveExecutor) append(path string, line []byte) error {
+// append writes buf, lines ending at lines[i].end, to the file at path
+// (relative to the base directory), leaving out the lines whose key the
+// file holds among its last recentKeys lines.
+func (a *archiveExecutor) append(path string, buf []byte, lines []keyedLine) error {
 	for {
 		f, err := a.acquire(path)
 		if err != nil {
@@ -145,7 +204,7 @@ func (a *archiveExecutor) append(path string, line []byte) error {
 			f.mu.Unlock()
 			continue
 		}
-		_, err = f.f.Write(line)
+		err = a.write(f, buf, lines)
 		f.mu.Unlock()
 		if err != nil {
 			a.drop(f)
@@ -153,6 +212,81 @@ func (a *archiveExecutor) append(path string, line []byte) error {
 		}
 		return nil
 	}
+}
+
+// write writes the lines to f. The caller holds f.mu.
+func (a *archiveExecutor) write(f *archiveFile, buf []byte, lines []keyedLine) error {
+	if f.keys == nil {
+		_, err := f.f.Write(buf)
+		return err
+	}
+	if err := f.catchUp(a.recentKeys); err != nil {
+		return err
+	}
+	out, repeats := f.fresh(buf, lines)
+	if repeats > 0 && a.repeats != nil {
+		a.repeats.Add(float64(repeats))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if f.torn { // end the cut line first, so that ours stays whole
+		if _, err := f.f.Write([]byte{'\n'}); err != nil {
+			return err
+		}
+		f.size++
+		f.torn = false
+	}
+	n, err := f.f.Write(out)
+	f.size += int64(n)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if l.keyed {
+			f.keys.add(l.key, a.recentKeys)
+		}
+	}
+	return nil
+}
+
+// fresh returns the lines of buf whose key f does not hold (nor an earlier
+// line of buf), and how many it left out. The caller holds f.mu.
+func (f *archiveFile) fresh(buf []byte, lines []keyedLine) ([]byte, int) {
+	repeats := 0
+	var inBuf map[lineKey]struct{}
+	if len(lines) > 1 {
+		inBuf = make(map[lineKey]struct{}, len(lines))
+	}
+	for _, l := range lines {
+		if !l.keyed {
+			continue
+		}
+		_, twice := inBuf[l.key]
+		if twice || f.keys.has(l.key) {
+			repeats++
+		}
+		if inBuf != nil {
+			inBuf[l.key] = struct{}{}
+		}
+	}
+	if repeats == 0 {
+		return buf, 0
+	}
+	out := make([]byte, 0, len(buf))
+	clear(inBuf)
+	start := 0
+	for _, l := range lines {
+		_, twice := inBuf[l.key]
+		if !l.keyed || !(twice || f.keys.has(l.key)) {
+			out = append(out, buf[start:l.end]...)
+		}
+		if l.keyed && inBuf != nil {
+			inBuf[l.key] = struct{}{}
+		}
+		start = l.end
+	}
+	return out, repeats
 }
 
 // acquire returns the open file for path, opening it (and evicting the least
@@ -190,6 +324,15 @@ func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
 		return nil, err
 	}
 	f := &archiveFile{path: path, opened: now, f: osf}
+	if a.recentKeys > 0 {
+		f.keys = newRecentKeys(a.recentKeys)
+		if err := f.recover(a.recentKeys); err != nil {
+			if cerr := osf.Close(); cerr != nil {
+				a.log.Warn("archive: close file", logKeyPath, path, logKeyError, cerr.Error())
+			}
+			return nil, classifyIOError(fmt.Errorf("archive: open %s: %w", path, err))
+		}
+	}
 	f.elem = a.lru.PushFront(f)
 	a.files[path] = f
 	for a.lru.Len() > a.maxOpen {
@@ -203,7 +346,10 @@ func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
 // open opens path for appending inside the root, creating its parent
 // directories when they are missing. The caller holds a.mu.
 func (a *archiveExecutor) open(path string) (*os.File, error) {
-	const flags = os.O_WRONLY | os.O_APPEND | os.O_CREATE
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE
+	if a.recentKeys > 0 { // the last lines are read back
+		flags = os.O_RDWR | os.O_APPEND | os.O_CREATE
+	}
 	f, err := a.root.OpenFile(path, flags, archiveFileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		if dir := filepath.Dir(path); dir != "." {

@@ -128,6 +128,12 @@ type RetryConfig struct {
 	Jitter float64 `json:"jitter"`
 }
 
+// Bounds of [ArchiveConfig.RecentKeys].
+const (
+	DefaultArchiveRecentKeys = 4096
+	MaxArchiveRecentKeys     = 1 << 20
+)
+
 // ArchiveConfig configures the archive executor.
 type ArchiveConfig struct {
 	// BasePath is the directory every archive file lives under; it is
@@ -146,6 +152,15 @@ type ArchiveConfig struct {
 	// FileTTL is how long a file stays open before it is reopened, so that
 	// an archive file moved away (log rotation) is recreated. Default 1m.
 	FileTTL Duration `json:"file_ttl"`
+	// RecentKeys is how many of a file's last lines the archive checks
+	// before writing a line: a line whose action's idempotency key is
+	// among them is not written again, so that an event an engine runs
+	// again after a crash, a rebalance or a restart is archived once. The
+	// lines begin with their key ([ArchiveKeyField]); the keys are read
+	// back from the file's last RecentKeys lines (and at most RecentKeys ×
+	// 4 KiB) when it is opened. Default 4096 (about 300 KB of memory per
+	// open file); 0 writes the lines without keys and checks nothing.
+	RecentKeys int `json:"recent_keys"`
 }
 
 // ScriptConfig configures the script executor.
@@ -205,6 +220,7 @@ func Default() Config {
 		Archive: ArchiveConfig{
 			MaxOpenFiles: 64,
 			FileTTL:      Duration(time.Minute),
+			RecentKeys:   DefaultArchiveRecentKeys,
 		},
 		Script: ScriptConfig{
 			Timeout:   Duration(30 * time.Second),
@@ -331,6 +347,9 @@ func (c Config) Validate() error {
 	}
 	if a.FileTTL <= 0 {
 		bad("archive.file_ttl", "must be positive")
+	}
+	if a.RecentKeys < 0 || a.RecentKeys > MaxArchiveRecentKeys {
+		bad("archive.recent_keys", "must be between 0 and %d", MaxArchiveRecentKeys)
 	}
 
 	s := c.Script

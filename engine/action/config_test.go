@@ -32,6 +32,7 @@ func TestLoad(t *testing.T) {
 			Paths:        map[string]string{"one": "/one/${key}/file.log", "two": "two/${a}-${b}.log"},
 			MaxOpenFiles: 8,
 			FileTTL:      Duration(30 * time.Second),
+			RecentKeys:   DefaultArchiveRecentKeys,
 		},
 		Script: ScriptConfig{
 			AllowedDir: "/etc/squall/scripts",
@@ -176,6 +177,7 @@ func TestConfig_Validate(t *testing.T) {
 			c.Archive.Paths = map[string]string{"": "y.log"}
 		}, "archive.paths", "must not be empty"},
 		{"max_open_files 0", func(c *Config) { c.Archive.MaxOpenFiles = 0 }, "archive.max_open_files", "at least 1"},
+		{"recent_keys negative", func(c *Config) { c.Archive.RecentKeys = -1 }, "archive.recent_keys", "between 0 and"},
 		{"relative allowed_dir", func(c *Config) { c.Script.AllowedDir = "scripts" }, "script.allowed_dir", "absolute"},
 		{"script timeout 0", func(c *Config) { c.Script.Timeout = 0 }, "script.timeout", "positive"},
 		{"max_output 0", func(c *Config) { c.Script.MaxOutput = 0 }, "script.max_output", "at least 1"},

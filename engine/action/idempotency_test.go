@@ -2,8 +2,12 @@ package action
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -184,5 +188,72 @@ func TestKafka_idempotencyHeaders(t *testing.T) {
 	}
 	if got[2] != nil {
 		t.Errorf("headers without an event id: %q, want none", got[2])
+	}
+}
+
+// The script action's program finds the event id, the position and the key
+// in its environment, over script.env's variables of the same names; a
+// script of an action without an event id gets script.env alone.
+func TestScript_idempotencyEnvironment(t *testing.T) {
+	t.Parallel()
+	s, dir, _ := newTestScript(t, func(c *ScriptConfig) {
+		c.Env = map[string]string{"ONLY": "this", EnvIdempotencyKey: "configured"}
+	})
+	writeScript(t, dir, "env.sh", `env > "$1"`+"\n")
+	run := func(a tree.Action) []string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "env")
+		a.Payload = map[string]any{"script": "env.sh", "args": out}
+		if err := s.Execute(t.Context(), a); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env []string
+		for _, kv := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(kv, "SQUALL_") || strings.HasPrefix(kv, "ONLY=") {
+				env = append(env, kv)
+			}
+		}
+		slices.Sort(env)
+		return env
+	}
+	a := keyed(IDScript, nil, "ev-1", "root/rs/r/0")
+	want := []string{"ONLY=this", "SQUALL_ACTION_POSITION=root/rs/r/0", "SQUALL_EVENT_ID=ev-1",
+		"SQUALL_IDEMPOTENCY_KEY=" + a.IdempotencyKey()}
+	if got := run(a); !slices.Equal(got, want) {
+		t.Errorf("environment %q, want %q", got, want)
+	}
+	if got := run(tree.Action{ID: IDScript}); !slices.Equal(got, []string{"ONLY=this", "SQUALL_IDEMPOTENCY_KEY=configured"}) {
+		t.Errorf("environment without an event id %q, want script.env", got)
+	}
+}
+
+// The logger action logs the event id, the position and the key.
+func TestLogger_idempotencyKey(t *testing.T) {
+	t.Parallel()
+	log, out := newTestLogger()
+	l := &loggerExecutor{log: log}
+	a := keyed(IDLogger, map[string]any{"n": 1}, "ev-1", "root/rs/r/0")
+	for _, act := range []tree.Action{a, {ID: IDLogger, Payload: map[string]any{"n": 2}}} {
+		if err := l.Execute(t.Context(), act); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), out)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["idempotency_key"] != a.IdempotencyKey() || rec["event_id"] != "ev-1" || rec["position"] != "root/rs/r/0" {
+		t.Errorf("log line %s: want the event id, the position and the key", lines[0])
+	}
+	if strings.Contains(lines[1], "idempotency_key") {
+		t.Errorf("log line without an event id %s: want no key", lines[1])
 	}
 }

@@ -26,6 +26,8 @@ type metrics struct {
 	retried  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	unknown  prometheus.Counter
+	// archiveRepeats counts the archive lines not written again.
+	archiveRepeats prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them with reg; a nil reg
@@ -38,9 +40,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		// 50µs to ~13s.
 		duration: metricset.HistogramVec("squall_action_duration_seconds", "Duration of one execution attempt of an action, by action id.", prometheus.ExponentialBuckets(0.00005, 4, 10), "action"),
 		unknown:  metricset.Counter("squall_action_unknown_total", "Actions dropped because no executor handles their id."),
+		archiveRepeats: metricset.Counter("squall_action_archive_repeats_total",
+			"Archive lines not written because their file already holds their idempotency key (an event run again after a crash, rebalance or restart)."),
 	}
 	var err error
-	if m.Set, err = metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown); err != nil {
+	if m.Set, err = metricset.Register(reg, m.executed, m.failed, m.retried, m.duration, m.unknown, m.archiveRepeats); err != nil {
 		return nil, fmt.Errorf("register action metrics: %w", err)
 	}
 	return m, nil

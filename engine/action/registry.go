@@ -198,6 +198,9 @@ func newRegistry(cfg Config, deps Deps, m *metrics) (*Registry, error) {
 		r.ownMetrics = true
 	}
 	r.metrics = m
+	if a, ok := executors[IDArchive].(*archiveExecutor); ok {
+		a.repeats = m.archiveRepeats
+	}
 	r.entries = make(map[string]*entry, len(executors))
 	for id, ex := range executors {
 		r.entries[id] = &entry{ex: ex, m: m.forAction(id)}
@@ -367,4 +370,7 @@ const (
 	logKeyStderr    = "stderr"
 	logKeyIndex     = "index"
 	logKeyReason    = "reason"
+	logKeyKey       = "idempotency_key"
+	logKeyEventID   = "event_id"
+	logKeyPosition  = "position"
 )

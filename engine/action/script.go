@@ -75,7 +75,7 @@ func (s *scriptExecutor) Execute(ctx context.Context, a tree.Action) error {
 	runCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	began := time.Now()
-	cmd, stdout, stderr, err := s.start(runCtx, prog, args)
+	cmd, stdout, stderr, err := s.start(runCtx, prog, args, s.environ(a))
 	if err != nil {
 		err = fmt.Errorf("script %s: start: %w", fields[0], err)
 		if errors.Is(err, syscall.ETXTBSY) {
@@ -112,12 +112,12 @@ func (s *scriptExecutor) Execute(ctx context.Context, a tree.Action) error {
 // meanwhile, by this engine or another, still holds it open for writing
 // until its exec), it tries again a few times with a new Cmd: a Cmd starts
 // only once.
-func (s *scriptExecutor) start(ctx context.Context, prog string, args []string) (*exec.Cmd, *cappedBuffer, *cappedBuffer, error) {
+func (s *scriptExecutor) start(ctx context.Context, prog string, args, env []string) (*exec.Cmd, *cappedBuffer, *cappedBuffer, error) {
 	delay := 5 * time.Millisecond
 	for try := 1; ; try++ {
 		cmd := exec.CommandContext(ctx, prog, args...)
 		cmd.Dir = s.allowedDir
-		cmd.Env = s.env
+		cmd.Env = env
 		stdout := &cappedBuffer{max: s.maxOutput}
 		stderr := &cappedBuffer{max: s.maxOutput}
 		cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -136,6 +136,34 @@ func (s *scriptExecutor) start(ctx context.Context, prog string, args []string) 
 		}
 		delay *= 2
 	}
+}
+
+// The environment variables a script receives when its event id is known,
+// besides script.env: the event id, the action's position in the tree and
+// the key derived from both ([tree.Action.IdempotencyKey]), which a script
+// may record to skip the work a redelivered event asks again.
+const (
+	EnvEventID        = "SQUALL_EVENT_ID"
+	EnvActionPosition = "SQUALL_ACTION_POSITION"
+	EnvIdempotencyKey = "SQUALL_IDEMPOTENCY_KEY"
+)
+
+// environ returns the environment of a's run: script.env, and the
+// action's identity when its event id is known (overriding script.env's
+// variables of the same names).
+func (s *scriptExecutor) environ(a tree.Action) []string {
+	if a.EventID == "" {
+		return s.env
+	}
+	env := make([]string, 0, len(s.env)+3)
+	for _, kv := range s.env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != EnvEventID && name != EnvActionPosition && name != EnvIdempotencyKey {
+			env = append(env, kv)
+		}
+	}
+	return append(env, EnvEventID+"="+a.EventID, EnvActionPosition+"="+a.Position,
+		EnvIdempotencyKey+"="+a.IdempotencyKey())
 }
 
 // resolve finds the program inside the allowed directory: a relative name

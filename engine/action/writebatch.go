@@ -28,10 +28,11 @@ type WriteBatch struct {
 
 // pendingWrite is the lines of one file of one executor.
 type pendingWrite struct {
-	ex   *archiveExecutor
-	path string
-	buf  []byte
-	acts []ownedAction
+	ex    *archiveExecutor
+	path  string
+	buf   []byte
+	lines []keyedLine
+	acts  []ownedAction
 }
 
 type ownedAction struct {
@@ -73,7 +74,7 @@ func (b *WriteBatch) Pending() bool { return len(b.pending) > 0 }
 func (b *WriteBatch) Lines() int { return b.lines }
 
 // add queues line for the file at path of ex.
-func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, act tree.Action) {
+func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, kl keyedLine, act tree.Action) {
 	var p *pendingWrite
 	for _, q := range b.pending { // a batch holds few files
 		if q.ex == ex && q.path == path {
@@ -92,6 +93,8 @@ func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, act tree
 	}
 	b.lines++
 	p.buf = append(p.buf, line...)
+	kl.end = len(p.buf)
+	p.lines = append(p.lines, kl)
 	p.acts = append(p.acts, ownedAction{owner: b.Owner, index: b.Index, act: act})
 }
 
@@ -100,7 +103,7 @@ func (b *WriteBatch) add(ex *archiveExecutor, path string, line []byte, act tree
 // fails may have received part of its lines.
 func (b *WriteBatch) Flush(failed []FailedWrite) []FailedWrite {
 	for i, p := range b.pending {
-		if err := p.ex.append(p.path, p.buf); err != nil {
+		if err := p.ex.append(p.path, p.buf, p.lines); err != nil {
 			for _, oa := range p.acts {
 				failed = append(failed, FailedWrite{Owner: oa.owner, Index: oa.index, Action: oa.act, Err: err})
 			}
@@ -108,6 +111,7 @@ func (b *WriteBatch) Flush(failed []FailedWrite) []FailedWrite {
 		p.ex, p.path = nil, ""
 		clear(p.acts)
 		p.acts = p.acts[:0]
+		p.lines = p.lines[:0]
 		if cap(p.buf) > 1<<20 { // do not keep huge buffers alive
 			p.buf = nil
 		}
