@@ -129,3 +129,48 @@ func TestService_CommitsAfterCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestService_CrashArchivesOnce kills an engine that committed nothing
+// while it drains a backlog and starts another on the same archive
+// directory: it runs every event again, and the archive writes none of
+// the lines the first one wrote a second time (their keys are in the
+// files' last lines): every event is archived exactly once, while the http
+// receiver, which ignores the keys, sees the repeats.
+func TestService_CrashArchivesOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	e.deploy("v1")
+	cfg := e.config()
+	// Engine a never commits: everything it archives is run again.
+	first := cfg
+	first.CommitInterval, first.CommitDelay, first.CommitBatch = time.Hour, 0, 1<<30
+	a := start(t, first)
+	waitReady(t, a)
+
+	evs := orders(2000, 6)
+	e.produce(evs...)
+	waitFor(t, "some events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 300 })
+	a.kill()
+	before := len(e.archivedEvents())
+
+	b := start(t, cfg)
+	lines := e.waitArchived(evs)
+	e.waitCommitted()
+	lines = e.archivedEvents()
+	for id, n := range countIDs(lines) {
+		if n != 1 {
+			t.Errorf("event %s archived %d times", id, n)
+		}
+	}
+	if len(lines) != len(evs) {
+		t.Errorf("%d archive lines for %d events", len(lines), len(evs))
+	}
+	if got := b.counter("squall_action_archive_repeats_total"); got != float64(before) {
+		t.Errorf("engine b left out %v repeated lines, want the %d engine a wrote", got, before)
+	}
+	// An http call of a's may have been cut by the crash.
+	if calls := len(e.receiver.Calls()); calls < len(evs)+before-cfg.Workers {
+		t.Errorf("%d http calls: want the %d events and the %d events run again", calls, len(evs), before)
+	}
+	t.Logf("engine a archived %d events before its crash; engine b ran them again and archived none of them twice", before)
+}
