@@ -64,6 +64,11 @@ type Config struct {
 	// MasterClient sends the watch requests (for TLS to the masters). Nil
 	// uses a client of its own.
 	MasterClient *http.Client
+	// DataDir, when set, is a directory of the engine's own: it keeps the
+	// last tree installed from a master there (tree.json, written
+	// atomically), and an engine that starts while no master answers its
+	// first request runs that tree until one does. Empty keeps nothing.
+	DataDir string
 
 	// Brokers are the Kafka bootstrap brokers, host:port. Required.
 	Brokers []string

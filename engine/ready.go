@@ -39,6 +39,10 @@ func (s *Service) readiness() (reasons, warnings []string) {
 	} else if last != nil && last.err != nil {
 		warnings = append(warnings, watchProblem(last)+"; the current tree stays in use")
 	}
+	if o, cur := s.fromCache.Load(), s.current.Load(); o != nil && cur != nil && cur.index == o.index {
+		warnings = append(warnings, fmt.Sprintf("running on a cached tree of index %d from %s (%s): no master has answered since the engine started; it switches to the masters' tree when one does",
+			o.index, o.savedAt.Format(time.RFC3339), s.cache.path()))
+	}
 	if r, cur := s.refused.Load(), s.current.Load(); r != nil && cur != nil && r.index > cur.index {
 		// Events still flow, with the last tree that compiled.
 		warnings = append(warnings, fmt.Sprintf("the active tree (index %d) was refused: %v; events are evaluated with the tree of index %d (squall_engine_tree_compile_failures_total)", r.index, r.err, cur.index))

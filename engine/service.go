@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,11 @@ type Service struct {
 	masterClient *http.Client
 
 	current atomic.Pointer[treeVersion]
+	// cache keeps the last tree installed from a master (nil: no
+	// Config.DataDir); fromCache is set while the current tree is one
+	// the cache gave at start, not yet confirmed by a master.
+	cache     *treeCache
+	fromCache atomic.Pointer[cacheOrigin]
 	// refused is the latest tree refused, until a later one is installed.
 	refused   atomic.Pointer[refusal]
 	treeReady chan struct{} // closed when the first tree is installed
@@ -178,12 +184,19 @@ func New(cfg Config) (*Service, error) {
 		install:    s.install,
 		refused:    s.refuse,
 	}
+	if cfg.DataDir != "" {
+		s.cache = &treeCache{dir: cfg.DataDir}
+		s.watcher.saved = s.saveTree
+		s.watcher.fallback = s.installCached
+		s.watcher.confirmed = s.confirmTree
+	}
 	s.mux = s.routes()
 	return s, nil
 }
 
 // install swaps a new tree in.
 func (s *Service) install(tv treeVersion) {
+	s.fromCache.Store(nil)
 	old := s.current.Swap(&tv)
 	if r := s.refused.Load(); r != nil && r.index < tv.index {
 		s.refused.CompareAndSwap(r, nil)
@@ -197,6 +210,55 @@ func (s *Service) install(tv treeVersion) {
 	s.log.Info("tree installed", attrs...)
 	s.treeOnce.Do(func() { close(s.treeReady) })
 	s.updateReady()
+}
+
+// cacheOrigin is the cached tree the engine runs.
+type cacheOrigin struct {
+	index   uint64
+	savedAt time.Time
+}
+
+// saveTree keeps a tree installed from a master in the cache.
+func (s *Service) saveTree(index uint64, raw json.RawMessage) {
+	if err := s.cache.save(index, raw, time.Now()); err != nil {
+		s.log.Warn("tree not cached: an engine restarted while no master answers will not run it",
+			slog.Uint64(logKeyTreeIndex, index), slog.String(logKeyError, err.Error()))
+	}
+}
+
+// installCached installs the cached tree, when no master answered the
+// engine's first request, and returns its index (0: none installed). A
+// corrupt cache file, or a tree that does not compile, is logged and
+// ignored.
+func (s *Service) installCached() uint64 {
+	ct, err := s.cache.load()
+	if errors.Is(err, errNoCachedTree) {
+		s.log.Info("no master answers and no tree is cached: waiting for a master", slog.String("data_dir", s.cfg.DataDir))
+		return 0
+	}
+	if err != nil {
+		s.log.Error("cached tree ignored", slog.String(logKeyError, err.Error()))
+		return 0
+	}
+	t, err := compileAnswer(ct.Tree)
+	if err != nil {
+		s.log.Error("cached tree ignored: it does not compile", slog.Uint64(logKeyTreeIndex, ct.Index),
+			slog.String(logKeyError, err.Error()))
+		return 0
+	}
+	s.log.Warn("no master answers: running the cached tree until one does",
+		slog.Uint64(logKeyTreeIndex, ct.Index), slog.Time("saved_at", ct.SavedAt))
+	s.install(treeVersion{tree: t, index: ct.Index})
+	s.fromCache.Store(&cacheOrigin{index: ct.Index, savedAt: ct.SavedAt})
+	return ct.Index
+}
+
+// confirmTree records that a master answered with the index of the tree
+// in use: a cached tree is the masters' again.
+func (s *Service) confirmTree(index uint64) {
+	if o := s.fromCache.Load(); o != nil && o.index == index && s.fromCache.CompareAndSwap(o, nil) {
+		s.log.Info("a master answers with the cached tree's index: it is the active tree", slog.Uint64(logKeyTreeIndex, index))
+	}
 }
 
 // refusal is a tree the engine refused.

@@ -49,6 +49,17 @@ type watcher struct {
 	install func(treeVersion)
 	// refused is called when a tree does not decode or compile.
 	refused func(index uint64, err error)
+	// saved, when set, is called with the export file of each tree
+	// installed from a master.
+	saved func(index uint64, raw json.RawMessage)
+	// fallback, when set, is called once, when every master failed the
+	// first request: it installs a tree kept from an earlier run and
+	// returns its index (0: none). The watcher then installs only trees
+	// with a greater index.
+	fallback func() uint64
+	// confirmed, when set, is called when a master answers with the
+	// index of the tree in use.
+	confirmed func(index uint64)
 
 	// last is the outcome of the latest watch request; nil before the
 	// first one ended.
@@ -107,6 +118,10 @@ func (w *watcher) run(ctx context.Context) {
 			w.log.Log(ctx, level, "tree watch failed", slog.String(logKeyMaster, url),
 				slog.Int(logKeyAttempt, failures), slog.String(logKeyError, err.Error()))
 			cur = (cur + 1) % len(w.urls)
+			if first && failures == len(w.urls) && w.fallback != nil {
+				// No master answers the engine that just started.
+				index = max(index, w.fallback())
+			}
 			if d := w.backoff(failures, err); d > 0 && !sleep(ctx, d) {
 				return
 			}
@@ -130,7 +145,11 @@ func (w *watcher) run(ctx context.Context) {
 			continue
 		}
 		if ans.Index == index {
-			// The wait ended without a change.
+			// The wait ended without a change (or the first answer is
+			// the tree in use).
+			if index > 0 && w.confirmed != nil {
+				w.confirmed(index)
+			}
 			continue
 		}
 		index = ans.Index
@@ -140,6 +159,9 @@ func (w *watcher) run(ctx context.Context) {
 			continue
 		}
 		w.install(treeVersion{tree: t, index: index})
+		if w.saved != nil {
+			w.saved(index, ans.Tree)
+		}
 	}
 }
 

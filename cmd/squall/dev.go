@@ -67,7 +67,8 @@ master (configuration, test-event and findings APIs), the webhook intake, the
 engine, and an in-process Kafka-protocol broker. Everything lives under
 --data-dir (default ./squall-data): the replicated state, the broker's topics,
 the intake's spool, the webhook files (webhooks/, watched), the executors'
-settings (actions.json) and the archive (archive/).
+settings (actions.json), the archive (archive/) and the engine's cached tree
+(engine/).
 
 The first start seeds an example: a webhook (webhooks/disk_alerts.json), a
 deployed tree that filters tenant master and archives disk alerts with the
@@ -306,6 +307,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
 	ecfg.Token = d.engineToken
 	ecfg.Brokers = brokers
+	ecfg.DataDir = d.path("engine")
 	if ecfg.Actions, err = d.devActions("http://" + srv.HTTPAddr()); err != nil {
 		return errors.Join(fmt.Errorf("engine: %w", err), stopMaster())
 	}

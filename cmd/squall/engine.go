@@ -48,6 +48,11 @@ its own: a master that fails is skipped, and failures only delay the next
 heartbeat (logged once, then once a minute). /healthz, /readyz (ready once a
 tree is installed and the group joined) and /metrics are served on --http.
 
+With --data-dir, the engine keeps the last tree it installed there
+(tree.json, written atomically); started while no master answers, it runs
+that tree until one does (/readyz warns meanwhile), and never a tree older
+than the one it runs. Without it, an engine waits for a master to start.
+
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
@@ -112,6 +117,7 @@ on the command line wins; empty variables are ignored.`,
 	f.StringSliceVar(&masters, "master", nil, "base URL of a master, http://host:port (repeatable or comma-separated; required)")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the API token, with view and fleet_report on the root (required)")
 	f.StringVar(&masterCAFile, "master-ca-file", "", "PEM CA of the masters' HTTPS certificates (default: the system's)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the engine's own (one per engine) where it keeps the last tree installed, to run when it starts while no master answers (default: none, an engine waits for a master)")
 	f.StringSliceVar(&brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port (repeatable or comma-separated; required)")
 	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the events")
 	f.StringVar(&cfg.DLQTopic, "dlq-topic", cfg.DLQTopic, "Kafka topic of the events that cannot be processed")
