@@ -196,7 +196,7 @@ func New(cfg Config) (*Service, error) {
 
 // install swaps a new tree in.
 func (s *Service) install(tv treeVersion) {
-	s.fromCache.Store(nil)
+	s.fromCache.Store(tv.origin) // before the tree can make the engine ready
 	old := s.current.Swap(&tv)
 	if r := s.refused.Load(); r != nil && r.index < tv.index {
 		s.refused.CompareAndSwap(r, nil)
@@ -248,8 +248,7 @@ func (s *Service) installCached() uint64 {
 	}
 	s.log.Warn("no master answers: running the cached tree until one does",
 		slog.Uint64(logKeyTreeIndex, ct.Index), slog.Time("saved_at", ct.SavedAt))
-	s.install(treeVersion{tree: t, index: ct.Index})
-	s.fromCache.Store(&cacheOrigin{index: ct.Index, savedAt: ct.SavedAt})
+	s.install(treeVersion{tree: t, index: ct.Index, origin: &cacheOrigin{index: ct.Index, savedAt: ct.SavedAt}})
 	return ct.Index
 }
 

@@ -29,6 +29,8 @@ const maxTreeBytes = 64 << 20
 type treeVersion struct {
 	tree  *tree.Tree
 	index uint64
+	// origin is set when the tree comes from the engine's cache.
+	origin *cacheOrigin
 }
 
 // watcher follows the active tree of the masters with blocking queries

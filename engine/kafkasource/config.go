@@ -16,8 +16,13 @@ const (
 	DefaultMaxWait           = 500 * time.Millisecond
 	DefaultMaxBytes          = 10 << 20
 	DefaultQueueCapacity     = 1000
-	DefaultHeartbeatInterval = 3 * time.Second
-	DefaultSessionTimeout    = 30 * time.Second
+	// DefaultSessionTimeout is the smallest a Kafka broker accepts by
+	// default (group.min.session.timeout.ms): a member that dies is
+	// evicted 6s after its last heartbeat at most, and the others, which
+	// learn it at their next heartbeat (every second), take its
+	// partitions over within 10s.
+	DefaultHeartbeatInterval = time.Second
+	DefaultSessionTimeout    = 6 * time.Second
 	DefaultRebalanceTimeout  = 30 * time.Second
 	DefaultBatchTimeout      = 2 * time.Millisecond
 	DefaultBatchSize         = 100
@@ -62,10 +67,10 @@ type SourceConfig struct {
 	// 1000).
 	QueueCapacity int
 	// HeartbeatInterval is how often the member tells the coordinator it is
-	// alive, and so how soon it notices a rebalance (default 3s).
+	// alive, and so how soon it notices a rebalance (default 1s).
 	HeartbeatInterval time.Duration
 	// SessionTimeout is how long the coordinator waits for a heartbeat
-	// before it evicts a silent member (default 30s). Brokers bound it
+	// before it evicts a silent member (default 6s). Brokers bound it
 	// (Kafka: 6s to 5m by default).
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long the coordinator waits for the members
