@@ -9,18 +9,17 @@ import (
 	"github.com/squallhq/squall/internal/kafkaclient"
 )
 
-// Defaults of the configurations.
+// Defaults of the configurations. DefaultSessionTimeout is the smallest a
+// Kafka broker accepts by default (group.min.session.timeout.ms): a member
+// that dies is evicted 6s after its last heartbeat at most, and the others,
+// which learn it at their next heartbeat (every second), take its
+// partitions over within 10s.
 const (
 	DefaultClientID          = "squall-engine"
 	DefaultDialTimeout       = 5 * time.Second
 	DefaultMaxWait           = 500 * time.Millisecond
 	DefaultMaxBytes          = 10 << 20
 	DefaultQueueCapacity     = 1000
-	// DefaultSessionTimeout is the smallest a Kafka broker accepts by
-	// default (group.min.session.timeout.ms): a member that dies is
-	// evicted 6s after its last heartbeat at most, and the others, which
-	// learn it at their next heartbeat (every second), take its
-	// partitions over within 10s.
 	DefaultHeartbeatInterval = time.Second
 	DefaultSessionTimeout    = 6 * time.Second
 	DefaultRebalanceTimeout  = 30 * time.Second
