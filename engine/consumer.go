@@ -115,7 +115,7 @@ func (s *Service) consume(ctx context.Context) error {
 	var committer sync.WaitGroup
 	committer.Go(func() { s.commitLoop(commitCtx, src, kick, finished) })
 
-	s.fetch(ctx, src, queues)
+	s.fetch(ctx, src, queues, kick)
 
 	// Shutdown: no more fetching; drain the queues; commit; leave.
 	s.draining.Store(true)
@@ -199,7 +199,7 @@ func (l *lagGauges) set(a *kafkasource.Assignment, partition int, lag int64) {
 // same worker. The partition's lag gauge follows the messages handed to
 // the workers: set after each chunk (from its last message, the highest
 // offset of the chunk) and at the end of the batch.
-func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan []job) {
+func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []chan []job, kick chan<- struct{}) {
 	lag := lagGauges{vec: s.m.lag}
 	_, chunk := queueShape(s.cfg.QueueSize)
 	pending := make([][]job, len(queues))
@@ -216,6 +216,9 @@ func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []c
 				return
 			}
 			continue
+		}
+		if !s.waitRoom(ctx, kick) {
+			return
 		}
 		tickets = s.tracker.addBatch(b.Partition, b.Messages, tickets[:0])
 		for i := range b.Messages {
@@ -244,6 +247,33 @@ func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []c
 		last := &b.Messages[len(b.Messages)-1]
 		lag.set(s.assignment.Load(), b.Partition, b.HighWaterMark-last.Offset()-1)
 	}
+}
+
+// replayLimit returns how many fetched messages may wait for their commit
+// (queued, in progress, or finished and not committed yet) before the
+// fetch loop waits for a commit: twice what the workers' queues hold.
+// An engine that dies repeats at most that many events, plus one batch
+// ([kafkasource.MaxBatchMessages]): 2 × Workers × QueueSize + 256.
+func (c *Config) replayLimit() int { return 2 * c.Workers * c.QueueSize }
+
+// waitRoom waits, before a fetched batch is handed to the workers, until
+// fewer than replayLimit messages wait for their commit, asking the commit
+// loop for one; it reports false when ctx ended first.
+func (s *Service) waitRoom(ctx context.Context, kick chan<- struct{}) bool {
+	limit := s.cfg.replayLimit()
+	for s.tracker.uncommitted(limit) >= limit {
+		s.m.commitWaits.Inc()
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-s.tracker.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // sendChunk puts jobs in q, waiting for room until ctx ends.
@@ -352,7 +382,7 @@ func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<
 // finish records a finished event for the commit loop.
 func (s *Service) finish(tk ticket, kick, finished chan<- struct{}) {
 	signal := finished
-	if s.tracker.done(tk) >= s.cfg.CommitBatch {
+	if n, now := s.tracker.done(tk); now || n >= s.cfg.CommitBatch {
 		signal = kick
 	}
 	select {

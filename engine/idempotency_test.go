@@ -14,6 +14,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/polltest"
 )
@@ -141,7 +142,8 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 	e := newEnv(t, 3)
 	e.deploy("v1")
 	cfg := e.config()
-	// Engine a never commits: everything it archives is run again.
+	// Engine a never commits: everything it archives is run again (the
+	// 2000 events stay under its replay limit, 2 × 4 workers × 256).
 	first := cfg
 	first.CommitInterval, first.CommitDelay, first.CommitBatch = time.Hour, 0, 1<<30
 	a := start(t, first)
@@ -154,9 +156,9 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 	before := len(e.archivedEvents())
 
 	b := start(t, cfg)
-	lines := e.waitArchived(evs)
+	e.waitArchived(evs)
 	e.waitCommitted()
-	lines = e.archivedEvents()
+	lines := e.archivedEvents() // with what b archived before its last commit
 	for id, n := range countIDs(lines) {
 		if n != 1 {
 			t.Errorf("event %s archived %d times", id, n)
@@ -173,4 +175,47 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 		t.Errorf("%d http calls: want the %d events and the %d events run again", calls, len(evs), before)
 	}
 	t.Logf("engine a archived %d events before its crash; engine b ran them again and archived none of them twice", before)
+}
+
+// TestService_ReplayBounded: an engine whose commits come only when its
+// fetch loop asks for them (no interval, no delay, no batch count) holds
+// at most 2 × workers × queue size events uncommitted, plus one batch:
+// killed halfway through a backlog, it leaves at most that many to run
+// again, whatever its commit settings.
+func TestService_ReplayBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	e.deploy("v1")
+	cfg := e.config()
+	first := cfg
+	first.Workers, first.QueueSize = 2, 16
+	first.CommitInterval, first.CommitDelay, first.CommitBatch = time.Hour, 0, 1<<30
+	bound := 2*first.Workers*first.QueueSize + kafkasource.MaxBatchMessages
+	a := start(t, first)
+	waitReady(t, a)
+
+	evs := orders(3000, 6)
+	e.produce(evs...)
+	waitFor(t, "half the events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 1500 })
+	waits := a.counter("squall_engine_commit_waits_total") // a's metrics go with it
+	a.kill()
+	before := len(e.archivedEvents())
+
+	b := start(t, cfg)
+	e.waitArchived(evs)
+	e.waitCommitted()
+	repeats := b.counter("squall_action_archive_repeats_total")
+	t.Logf("engine a archived %d events, waited %v times for a commit; engine b ran %v of them again (bound %d)",
+		before, waits, repeats, bound)
+	if repeats > float64(bound) {
+		t.Errorf("%v events run again, want at most %d", repeats, bound)
+	}
+	if waits == 0 {
+		t.Error("engine a never waited for a commit")
+	}
+	for id, n := range countIDs(e.archivedEvents()) {
+		if n != 1 {
+			t.Errorf("event %s archived %d times", id, n)
+		}
+	}
 }

@@ -49,6 +49,7 @@ type metrics struct {
 	commit       prometheus.Observer
 	commits      prometheus.Counter
 	commitFails  prometheus.Counter
+	commitWaits  prometheus.Counter
 	fetchErrors  prometheus.Counter
 	treeIndex    prometheus.Gauge
 	treeUpdates  prometheus.Counter
@@ -69,9 +70,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		dlq:          metricset.Counter("squall_engine_dlq_messages_total", "Records written to the dead-letter topic."),
 		dlqFailures:  metricset.Counter("squall_engine_dlq_write_failures_total", "Failed writes to the dead-letter topic (each is retried)."),
 		// 1µs to ~16s.
-		stage:        metricset.HistogramVec("squall_engine_stage_duration_seconds", "Duration of one event's stage (decode, evaluate, act), or of one commit (commit).", prometheus.ExponentialBuckets(1e-6, 4, 13), "stage"),
-		commits:      metricset.Counter("squall_engine_commits_total", "Offset commits that succeeded."),
-		commitFails:  metricset.Counter("squall_engine_commit_failures_total", "Offset commits that failed (retried at the next interval)."),
+		stage:       metricset.HistogramVec("squall_engine_stage_duration_seconds", "Duration of one event's stage (decode, evaluate, act), or of one commit (commit).", prometheus.ExponentialBuckets(1e-6, 4, 13), "stage"),
+		commits:     metricset.Counter("squall_engine_commits_total", "Offset commits that succeeded."),
+		commitFails: metricset.Counter("squall_engine_commit_failures_total", "Offset commits that failed (retried at the next interval)."),
+		commitWaits: metricset.Counter("squall_engine_commit_waits_total",
+			"Fetched batches held until a commit made room: 2 × workers × queue size events were waiting for their commit (the bound of what a crash repeats)."),
 		fetchErrors:  metricset.Counter("squall_engine_fetch_errors_total", "Errors fetching from Kafka."),
 		treeIndex:    metricset.Gauge("squall_engine_tree_index", "Index of the tree the engine evaluates events against (0: none yet)."),
 		treeUpdates:  metricset.Counter("squall_engine_tree_updates_total", "Trees compiled and swapped in."),
@@ -95,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	var err error
 	if m.Set, err = metricset.Register(reg,
 		m.processed, m.failed, m.deduplicated, m.abandoned, m.dlq, m.dlqFailures, m.stage,
-		m.commits, m.commitFails, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
+		m.commits, m.commitFails, m.commitWaits, m.fetchErrors, m.treeIndex, m.treeUpdates, m.compileFails,
 		m.panics, m.watchErrors, m.partitions, m.lag, m.ready,
 	); err != nil {
 		return nil, fmt.Errorf("register engine metrics: %w", err)

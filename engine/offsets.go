@@ -26,6 +26,11 @@ type offsetTracker struct {
 	assigned map[int]bool // nil: the assignment is not known; track all
 	epoch    uint64       // last epoch given to a partition's tracking
 	finished int          // messages finished since the last Positions
+	// waiting is set while the fetch loop waits for room (waitRoom):
+	// done then asks for a commit at once.
+	waiting bool
+	// room is signaled when commits or a new assignment make room.
+	room chan struct{}
 }
 
 // partitionOffsets is one partition's window of fetched messages.
@@ -41,6 +46,9 @@ type partitionOffsets struct {
 	// of the finished run); committed is the last one committed, -1 for
 	// none known.
 	next, committed int64
+	// awaiting counts the finished messages up to next not committed
+	// yet; inCommit how many of them the commit in progress covers.
+	awaiting, inCommit int
 }
 
 // ticket identifies a tracked message for done.
@@ -51,7 +59,7 @@ type ticket struct {
 }
 
 func newOffsetTracker() *offsetTracker {
-	return &offsetTracker{parts: make(map[int]*partitionOffsets)}
+	return &offsetTracker{parts: make(map[int]*partitionOffsets), room: make(chan struct{}, 1)}
 }
 
 // addBatch records the fetched messages of one partition, in order, and
@@ -92,18 +100,20 @@ func (t *offsetTracker) addLocked(part int, offset int64) ticket {
 }
 
 // done records that the ticket's message was processed (or dead-lettered)
-// and returns how many messages were finished since the last positions.
-func (t *offsetTracker) done(tk ticket) int {
+// and returns how many messages were finished since the last positions,
+// and whether a commit is wanted at once (the fetch loop waits for one and
+// this message made something committable).
+func (t *offsetTracker) done(tk ticket) (int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.finished++
 	p := t.parts[tk.part]
 	if tk.epoch == 0 || p == nil || p.epoch != tk.epoch || tk.seq < p.base {
-		return t.finished
+		return t.finished, false
 	}
 	i := tk.seq - p.base
 	if i >= uint64(len(p.done)) {
-		return t.finished
+		return t.finished, false
 	}
 	p.done[i] = true
 	n := 0
@@ -114,12 +124,13 @@ func (t *offsetTracker) done(tk ticket) int {
 		p.next = p.offsets[n-1] + 1
 		p.offsets, p.done = p.offsets[n:], p.done[n:]
 		p.base += uint64(n)
+		p.awaiting += n
 		if len(p.offsets) == 0 {
 			// Reuse the arrays from their start.
 			p.offsets, p.done = p.offsets[:0:0], p.done[:0:0]
 		}
 	}
-	return t.finished
+	return t.finished, n > 0 && t.waiting
 }
 
 // positions returns the positions to commit: the partitions whose finished
@@ -132,6 +143,7 @@ func (t *offsetTracker) positions() []kafkasource.Position {
 	for part, p := range t.parts {
 		if p.next >= 0 && p.next != p.committed {
 			ps = append(ps, kafkasource.Position{Partition: part, Next: p.next})
+			p.inCommit = p.awaiting
 		}
 	}
 	slices.SortFunc(ps, func(a, b kafkasource.Position) int { return a.Partition - b.Partition })
@@ -145,8 +157,38 @@ func (t *offsetTracker) committed(ps []kafkasource.Position) {
 	for _, pos := range ps {
 		if p := t.parts[pos.Partition]; p != nil && p.next >= pos.Next {
 			p.committed = pos.Next
+			p.awaiting -= min(p.inCommit, p.awaiting)
+			p.inCommit = 0
 		}
 	}
+	t.signalRoom()
+}
+
+// signalRoom wakes the fetch loop if it waits for room. The caller holds
+// t.mu.
+func (t *offsetTracker) signalRoom() {
+	t.waiting = false
+	select {
+	case t.room <- struct{}{}:
+	default:
+	}
+}
+
+// uncommitted returns the number of tracked messages not committed yet:
+// unfinished, behind an unfinished one, or finished and awaiting their
+// commit. When it is at least limit, it also records that the fetch loop
+// waits for room, so that done asks for a commit as soon as one helps.
+func (t *offsetTracker) uncommitted(limit int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, p := range t.parts {
+		n += len(p.offsets) + p.awaiting
+	}
+	if n >= limit {
+		t.waiting = true
+	}
+	return n
 }
 
 // assign sets the partitions this member owns: the others are forgotten
@@ -165,6 +207,7 @@ func (t *offsetTracker) assign(joined bool, parts []int) {
 			delete(t.parts, part)
 		}
 	}
+	t.signalRoom()
 }
 
 // inFlight returns the number of tracked messages not yet finished or

@@ -160,18 +160,68 @@ func TestOffsetTracker_DoneCountsFinished(t *testing.T) {
 	t.Parallel()
 	tr := newOffsetTracker()
 	a, b := tr.add(0, 0), tr.add(0, 1)
-	if n := tr.done(a); n != 1 {
+	if n, _ := tr.done(a); n != 1 {
 		t.Errorf("after one: %d", n)
 	}
-	if n := tr.done(b); n != 2 {
+	if n, _ := tr.done(b); n != 2 {
 		t.Errorf("after two: %d", n)
 	}
 	if tr.inFlight() != 0 {
 		t.Errorf("in flight %d", tr.inFlight())
 	}
 	tr.positions()
-	if n := tr.done(tr.add(0, 2)); n != 1 {
+	if n, _ := tr.done(tr.add(0, 2)); n != 1 {
 		t.Errorf("after positions: %d", n)
+	}
+}
+
+// TestOffsetTracker_uncommitted counts the messages not committed yet
+// (queued, behind an unfinished one, finished and awaiting their commit)
+// and signals room when a commit lands; done asks for a commit at once
+// while the fetch loop waits.
+func TestOffsetTracker_uncommitted(t *testing.T) {
+	t.Parallel()
+	tr := newOffsetTracker()
+	tks := []ticket{tr.add(0, 10), tr.add(0, 11), tr.add(0, 12), tr.add(1, 5)}
+	if n := tr.uncommitted(10); n != 4 {
+		t.Fatalf("uncommitted %d, want 4", n)
+	}
+	if _, now := tr.done(tks[1]); now {
+		t.Error("done asks for a commit while the fetch loop does not wait")
+	}
+	// 11 finished behind 10: still 4.
+	if n := tr.uncommitted(4); n != 4 {
+		t.Fatalf("uncommitted %d, want 4", n)
+	}
+	// The fetch loop waits (limit 4 reached): finishing 10 makes 10 and
+	// 11 committable, and asks for a commit.
+	if _, now := tr.done(tks[0]); !now {
+		t.Error("done does not ask for a commit while the fetch loop waits")
+	}
+	ps := tr.positions()
+	tr.done(tks[2]) // finished during the commit: not covered by it
+	select {
+	case <-tr.room:
+		t.Fatal("room before the commit landed")
+	default:
+	}
+	tr.committed(ps)
+	select {
+	case <-tr.room:
+	default:
+		t.Fatal("no room signaled by the commit")
+	}
+	if n := tr.uncommitted(10); n != 2 { // 12 awaiting, 5 queued
+		t.Fatalf("uncommitted after the commit %d, want 2", n)
+	}
+	tr.committed(tr.positions())
+	if n := tr.uncommitted(10); n != 1 {
+		t.Fatalf("uncommitted %d, want 1", n)
+	}
+	// Losing partition 1 drops its message.
+	tr.assign(true, []int{0})
+	if n := tr.uncommitted(10); n != 0 {
+		t.Fatalf("uncommitted after the rebalance %d, want 0", n)
 	}
 }
 
