@@ -87,10 +87,16 @@
 // The prompt commit keeps short the list of events an engine that dies
 // has run but not committed, which another engine runs again: those of its
 // last milliseconds, and those finished ahead of a slower event of their
-// partition. The actions of a repeated event carry the same idempotency
-// keys as the first time ([tree.Action.IdempotencyKey]: the engine sets
-// each action's EventID from the record's squall-event-id header), which
-// the http, elasticsearch and kafka executors send along.
+// partition. Whatever the commit settings, the list is bounded: the fetch
+// loop hands a batch to the workers only while fewer than 2 × Workers ×
+// QueueSize fetched events wait for their commit (queued, in progress, or
+// finished); at the bound it asks the commit loop for a commit and waits
+// for it. A crash repeats at most 2 × Workers × QueueSize +
+// [kafkasource.MaxBatchMessages] events. The actions of a repeated event
+// carry the same idempotency keys as the first time
+// ([tree.Action.IdempotencyKey]: the engine sets each action's EventID
+// from the record's squall-event-id header), which every executor passes
+// on; the archive writes a key once per file.
 //
 // # Shutdown
 //

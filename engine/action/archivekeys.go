@@ -100,11 +100,13 @@ func readTail(f io.ReaderAt, size int64, lines, maxBytes int) (tail []byte, torn
 	if size == 0 || lines == 0 {
 		return nil, false, nil
 	}
-	const chunk = 64 << 10
-	var buf []byte // the bytes from off to size
+	chunk := int64(64 << 10) // doubled at each step: O(size) copies
+	var buf []byte           // the bytes from off to size
 	off := size
+	newlines := 0
 	for off > 0 && len(buf) < maxBytes {
-		n := min(int64(chunk), off, int64(maxBytes-len(buf)))
+		n := min(chunk, off, int64(maxBytes-len(buf)))
+		chunk *= 2
 		off -= n
 		b := make([]byte, int(n)+len(buf))
 		if _, err := f.ReadAt(b[:n], off); err != nil && err != io.EOF {
@@ -113,7 +115,7 @@ func readTail(f io.ReaderAt, size int64, lines, maxBytes int) (tail []byte, torn
 		copy(b[n:], buf)
 		buf = b
 		// Enough lines: a newline before the last `lines` newlines.
-		if bytes.Count(buf, []byte{'\n'}) > lines {
+		if newlines += bytes.Count(buf[:n], []byte{'\n'}); newlines > lines {
 			break
 		}
 	}

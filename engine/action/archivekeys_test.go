@@ -225,13 +225,14 @@ func TestArchive_repeatsMetric(t *testing.T) {
 func TestReadTail(t *testing.T) {
 	t.Parallel()
 	file := []byte("aaaa\nbb\ncccccc\nd\n")
-	tests := []struct {
+	type tailCase struct {
 		name            string
 		file            string
 		lines, maxBytes int
 		want            string
 		torn            bool
-	}{
+	}
+	tests := []tailCase{
 		{"all", string(file), 10, 100, string(file), false},
 		{"last two lines", string(file), 2, 100, "cccccc\nd\n", false},
 		{"byte bound cuts a line", string(file), 10, 9, "d\n", false},
@@ -240,6 +241,15 @@ func TestReadTail(t *testing.T) {
 		{"only a torn line", "aaaa", 10, 100, "", true},
 		{"empty", "", 10, 100, "", false},
 	}
+	// A file of several read chunks.
+	var big bytes.Buffer
+	for i := range 20000 {
+		fmt.Fprintf(&big, "line %020d\n", i) // 26 bytes
+	}
+	tests = append(tests,
+		tailCase{"big file, line bound", big.String(), 3, 1 << 20, "line 00000000000000019997\nline 00000000000000019998\nline 00000000000000019999\n", false},
+		tailCase{"big file, byte bound", big.String(), 1 << 20, 26*9000 + 5, big.String()[26*11000:], false},
+	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -248,7 +258,7 @@ func TestReadTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			if string(got) != tt.want || torn != tt.torn {
-				t.Errorf("readTail = %q, torn %v; want %q, %v", got, torn, tt.want, tt.torn)
+				t.Errorf("readTail = %d bytes %.60q…, torn %v; want %d bytes %.60q…, %v", len(got), got, torn, len(tt.want), tt.want, tt.torn)
 			}
 		})
 	}
