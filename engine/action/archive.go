@@ -149,17 +149,14 @@ func (a *archiveExecutor) Execute(ctx context.Context, act tree.Action) error {
 // event has such a field of its own.
 func (a *archiveExecutor) encode(buf *bytes.Buffer, event any, act tree.Action) (keyedLine, error) {
 	var line keyedLine
-	key := ""
-	if m, ok := event.(map[string]any); ok && a.recentKeys > 0 {
+	if m, ok := event.(map[string]any); ok && a.recentKeys > 0 && act.EventID != "" {
 		if _, own := m[ArchiveKeyField]; !own {
-			key = act.IdempotencyKey()
+			act.AppendIdempotencyKey(line.key[:0])
+			line.keyed = true
+			buf.WriteString(archiveKeyPrefix)
+			buf.Write(line.key[:])
+			buf.WriteByte('"')
 		}
-	}
-	if key != "" {
-		line.key, line.keyed = parseLineKey([]byte(key))
-		buf.WriteString(archiveKeyPrefix)
-		buf.WriteString(key)
-		buf.WriteByte('"')
 	}
 	start := buf.Len()
 	// segmentio/encoding writes what encoding/json writes (map keys
@@ -170,7 +167,7 @@ func (a *archiveExecutor) encode(buf *bytes.Buffer, event any, act tree.Action) 
 	if err := enc.Encode(event); err != nil {
 		return line, NewPermanent(fmt.Errorf("archive: encode event: %w", err))
 	}
-	if key != "" {
+	if line.keyed {
 		// The object's "{" becomes the separator after the key, or goes
 		// away when the object is empty.
 		b := buf.Bytes()
@@ -215,23 +212,27 @@ func (a *archiveExecutor) append(path string, buf []byte, lines []keyedLine) err
 }
 
 // write writes the lines to f. The caller holds f.mu.
-func (a *archiveExecutor) write(f *archiveFile, buf []byte, lines []keyedLine) error {
+func (a *archiveExecutor) write(f *archiveFile, buf []byte, lines []keyedLine) (err error) {
 	if f.keys == nil {
 		_, err := f.f.Write(buf)
 		return err
 	}
-	if err := f.catchUp(a.recentKeys); err != nil {
+	if err = f.catchUp(a.recentKeys); err != nil {
 		return err
 	}
-	out, repeats := f.fresh(buf, lines)
+	out, repeats := f.fresh(buf, lines, a.recentKeys)
 	if repeats > 0 && a.repeats != nil {
-		a.repeats.Add(float64(repeats))
+		defer func() {
+			if err == nil {
+				a.repeats.Add(float64(repeats))
+			}
+		}()
 	}
 	if len(out) == 0 {
 		return nil
 	}
 	if f.torn { // end the cut line first, so that ours stays whole
-		if _, err := f.f.Write([]byte{'\n'}); err != nil {
+		if _, err = f.f.Write([]byte{'\n'}); err != nil {
 			return err
 		}
 		f.size++
@@ -239,52 +240,29 @@ func (a *archiveExecutor) write(f *archiveFile, buf []byte, lines []keyedLine) e
 	}
 	n, err := f.f.Write(out)
 	f.size += int64(n)
-	if err != nil {
-		return err
-	}
-	for _, l := range lines {
-		if l.keyed {
-			f.keys.add(l.key, a.recentKeys)
-		}
-	}
-	return nil
+	return err
 }
 
 // fresh returns the lines of buf whose key f does not hold (nor an earlier
-// line of buf), and how many it left out. The caller holds f.mu.
-func (f *archiveFile) fresh(buf []byte, lines []keyedLine) ([]byte, int) {
-	repeats := 0
-	var inBuf map[lineKey]struct{}
-	if len(lines) > 1 {
-		inBuf = make(map[lineKey]struct{}, len(lines))
-	}
+// line of buf), and how many it left out, and remembers their keys: a
+// write that fails then drops the file (drop), whose next open reads the
+// keys back from what the file holds. The caller holds f.mu.
+func (f *archiveFile) fresh(buf []byte, lines []keyedLine, size int) ([]byte, int) {
+	var out []byte // nil until the first repeat
+	repeats, start := 0, 0
 	for _, l := range lines {
-		if !l.keyed {
-			continue
-		}
-		_, twice := inBuf[l.key]
-		if twice || f.keys.has(l.key) {
+		if l.keyed && !f.keys.add(l.key, size) {
 			repeats++
-		}
-		if inBuf != nil {
-			inBuf[l.key] = struct{}{}
-		}
-	}
-	if repeats == 0 {
-		return buf, 0
-	}
-	out := make([]byte, 0, len(buf))
-	clear(inBuf)
-	start := 0
-	for _, l := range lines {
-		_, twice := inBuf[l.key]
-		if !l.keyed || !(twice || f.keys.has(l.key)) {
+			if out == nil {
+				out = append(make([]byte, 0, len(buf)), buf[:start]...)
+			}
+		} else if out != nil {
 			out = append(out, buf[start:l.end]...)
 		}
-		if l.keyed && inBuf != nil {
-			inBuf[l.key] = struct{}{}
-		}
 		start = l.end
+	}
+	if out == nil {
+		return buf, 0
 	}
 	return out, repeats
 }

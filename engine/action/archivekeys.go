@@ -2,9 +2,10 @@ package action
 
 import (
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"io"
+
+	"github.com/squallhq/squall/engine/tree"
 )
 
 // ArchiveKeyField is the field an archive line starts with when its action
@@ -16,27 +17,16 @@ const ArchiveKeyField = "squall_idempotency_key"
 // archiveKeyPrefix is how a keyed line begins.
 const archiveKeyPrefix = `{"` + ArchiveKeyField + `":"`
 
-// keyLen is the length of an idempotency key: 32 bytes in unpadded
-// base64url.
-const keyLen = 43
+// keyLen is the length of an idempotency key.
+const keyLen = tree.IdempotencyKeyLen
 
 // archiveTailBytesPerKey bounds what is read back from a file at open, per
 // remembered key: a file whose last RecentKeys lines are longer is read
 // back only this far (RecentKeys × 4 KiB: 16 MiB with the defaults).
 const archiveTailBytesPerKey = 4 << 10
 
-// lineKey is an idempotency key in its 32 bytes.
-type lineKey [32]byte
-
-// parseLineKey decodes a 43-character key.
-func parseLineKey(s []byte) (lineKey, bool) {
-	var k lineKey
-	if len(s) != keyLen {
-		return k, false
-	}
-	n, err := base64.RawURLEncoding.Decode(k[:], s)
-	return k, err == nil && n == len(k)
-}
+// lineKey is an idempotency key, as its characters.
+type lineKey [keyLen]byte
 
 // recentKeys is the bounded set of the keys of a file's last lines, the
 // oldest forgotten first.
@@ -50,16 +40,11 @@ func newRecentKeys(size int) *recentKeys {
 	return &recentKeys{set: make(map[lineKey]struct{}, min(size, 1024)), ring: make([]lineKey, 0, min(size, 1024))}
 }
 
-// has reports whether k is remembered.
-func (r *recentKeys) has(k lineKey) bool {
-	_, ok := r.set[k]
-	return ok
-}
-
-// add remembers k, forgetting the oldest key beyond size.
-func (r *recentKeys) add(k lineKey, size int) {
+// add remembers k, forgetting the oldest key beyond size, and reports
+// whether it was new.
+func (r *recentKeys) add(k lineKey, size int) bool {
 	if _, ok := r.set[k]; ok {
-		return
+		return false
 	}
 	if len(r.ring) < size {
 		r.ring = append(r.ring, k)
@@ -69,6 +54,7 @@ func (r *recentKeys) add(k lineKey, size int) {
 		r.head = (r.head + 1) % size
 	}
 	r.set[k] = struct{}{}
+	return true
 }
 
 // addLines remembers the keys of the complete keyed lines of b, in order.
@@ -89,7 +75,7 @@ func keyOfLine(line []byte) (lineKey, bool) {
 	if !ok || len(rest) <= keyLen || rest[keyLen] != '"' {
 		return lineKey{}, false
 	}
-	return parseLineKey(rest[:keyLen])
+	return lineKey(rest[:keyLen]), true
 }
 
 // readTail reads back the last lines of f, from its end at size, at most

@@ -42,11 +42,24 @@ func (a Action) IdempotencyKey() string {
 	if a.EventID == "" {
 		return ""
 	}
-	h := sha256.New()
-	h.Write([]byte(a.EventID))
-	h.Write([]byte{'\n'})
-	h.Write([]byte(a.Position))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	var b [IdempotencyKeyLen]byte
+	return string(a.AppendIdempotencyKey(b[:0]))
+}
+
+// IdempotencyKeyLen is the length of an idempotency key.
+const IdempotencyKeyLen = 43
+
+// AppendIdempotencyKey appends the action's idempotency key to b (nothing
+// when the event id is unknown), without allocating when the event id and
+// the position are short (under 200 bytes together) and b has room.
+func (a Action) AppendIdempotencyKey(b []byte) []byte {
+	if a.EventID == "" {
+		return b
+	}
+	var in [200]byte
+	msg := append(append(append(in[:0], a.EventID...), '\n'), a.Position...)
+	sum := sha256.Sum256(msg)
+	return base64.RawURLEncoding.AppendEncode(b, sum[:])
 }
 
 // MarshalJSON writes {id, payload}, the API form of an action.

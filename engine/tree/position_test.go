@@ -1,7 +1,10 @@
 package tree
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/squallhq/squall/config"
@@ -67,5 +70,27 @@ func TestAction_IdempotencyKey(t *testing.T) {
 	}
 	if k := (Action{Position: "root/a/r/0"}).IdempotencyKey(); k != "" {
 		t.Errorf("without an event id: key %q, want none", k)
+	}
+	// The key is the unpadded base64url SHA-256 of the event id, a
+	// newline and the position, for short and long ones alike; appending
+	// it to a buffer with room allocates nothing.
+	for _, a := range []Action{a, {Position: strings.Repeat("p", 300), EventID: strings.Repeat("e", 100)}} {
+		sum := sha256.Sum256([]byte(a.EventID + "\n" + a.Position))
+		want := base64.RawURLEncoding.EncodeToString(sum[:])
+		if got := a.IdempotencyKey(); got != want {
+			t.Errorf("key %q, want %q", got, want)
+		}
+		if got := string(a.AppendIdempotencyKey([]byte("x"))); got != "x"+want {
+			t.Errorf("appended key %q, want %q", got, "x"+want)
+		}
+	}
+}
+
+// AppendIdempotencyKey allocates nothing (the archive calls it per line).
+func TestAction_AppendIdempotencyKey_allocs(t *testing.T) {
+	a := Action{Position: "root/alerts/notify/0", EventID: "019a0000-0000-7000-8000-000000000001"}
+	buf := make([]byte, 0, IdempotencyKeyLen)
+	if n := testing.AllocsPerRun(100, func() { buf = a.AppendIdempotencyKey(buf[:0]) }); n != 0 {
+		t.Errorf("AppendIdempotencyKey: %v allocations, want 0", n)
 	}
 }
