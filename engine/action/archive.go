@@ -62,14 +62,18 @@ type archiveFile struct {
 	mu     sync.Mutex // serializes writes and the close
 	f      *os.File
 	closed bool
-	// keys are the keys of the file's last lines (recentKeys of them),
-	// read back at open and kept up to date by every write; size is
-	// where the file ended after the last write or read back; torn says
-	// the file ended without a newline then (a write a crash cut short).
-	// Used only when recentKeys > 0.
-	keys *recentKeys
-	size int64
-	torn bool
+	// found are the keys of the last lines other writers left in the
+	// file (another process, or an earlier run of this one): read back
+	// at open, and by every write from what was appended since; keys
+	// are the keys of the lines this executor wrote. Each holds
+	// recentKeys keys, so that this executor's writes never push out the
+	// lines a crashed engine left, which the engine taking its work over
+	// runs again. size is where the file ended after the last write or
+	// read back; torn says the file ended without a newline then (a
+	// write a crash cut short). Used only when recentKeys > 0.
+	found, keys *recentKeys
+	size        int64
+	torn        bool
 }
 
 // keyedLine is where a line ends in a buffer of lines, and its key.
@@ -251,7 +255,7 @@ func (f *archiveFile) fresh(buf []byte, lines []keyedLine, size int) ([]byte, in
 	var out []byte // nil until the first repeat
 	repeats, start := 0, 0
 	for _, l := range lines {
-		if l.keyed && !f.keys.add(l.key, size) {
+		if l.keyed && (f.found.has(l.key) || !f.keys.add(l.key, size)) {
 			repeats++
 			if out == nil {
 				out = append(make([]byte, 0, len(buf)), buf[:start]...)
@@ -303,7 +307,7 @@ func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
 	}
 	f := &archiveFile{path: path, opened: now, f: osf}
 	if a.recentKeys > 0 {
-		f.keys = newRecentKeys(a.recentKeys)
+		f.found, f.keys = newRecentKeys(a.recentKeys), newRecentKeys(a.recentKeys)
 		if err := f.recover(a.recentKeys); err != nil {
 			if cerr := osf.Close(); cerr != nil {
 				a.log.Warn("archive: close file", logKeyPath, path, logKeyError, cerr.Error())

@@ -10,8 +10,8 @@ import (
 
 // ArchiveKeyField is the field an archive line starts with when its action
 // has an idempotency key: {"squall_idempotency_key":"<key>", …the event's
-// fields}. The archive writes a key at most once per file among the last
-// [ArchiveConfig.RecentKeys] lines.
+// fields}. The archive writes no line whose key it finds among the last
+// [ArchiveConfig.RecentKeys] lines it found in the file or wrote.
 const ArchiveKeyField = "squall_idempotency_key"
 
 // archiveKeyPrefix is how a keyed line begins.
@@ -38,6 +38,12 @@ type recentKeys struct {
 
 func newRecentKeys(size int) *recentKeys {
 	return &recentKeys{set: make(map[lineKey]struct{}, min(size, 1024)), ring: make([]lineKey, 0, min(size, 1024))}
+}
+
+// has reports whether k is remembered.
+func (r *recentKeys) has(k lineKey) bool {
+	_, ok := r.set[k]
+	return ok
 }
 
 // add remembers k, forgetting the oldest key beyond size, and reports
@@ -139,7 +145,7 @@ func (f *archiveFile) recover(size int) error {
 	if err != nil {
 		return fmt.Errorf("read back the last lines: %w", err)
 	}
-	f.keys.addLines(tail, size)
+	f.found.addLines(tail, size)
 	f.torn = torn
 	return nil
 }
@@ -164,7 +170,7 @@ func (f *archiveFile) catchUp(size int) error {
 	if err != nil {
 		return fmt.Errorf("read back the lines appended by another writer: %w", err)
 	}
-	f.keys.addLines(tail, size)
+	f.found.addLines(tail, size)
 	f.size, f.torn = end, torn
 	return nil
 }

@@ -140,6 +140,30 @@ func TestArchive_idempotencyKey(t *testing.T) {
 			t.Errorf("lines of n %v, want [0 1 2 3 0 1]", ns)
 		}
 	})
+	t.Run("own lines keep the lines found", func(t *testing.T) {
+		t.Parallel()
+		bound := func(c *ArchiveConfig) { c.RecentKeys = 3 }
+		a, base := newTestArchive(t, bound)
+		for i := range 3 {
+			if err := a.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The engine after a crash writes more lines of its own than
+		// recent_keys before it runs the crashed one's events again.
+		b, _ := newTestArchive(t, func(c *ArchiveConfig) { c.BasePath = base; bound(c) })
+		for _, i := range []int{3, 4, 5, 6, 0, 1, 2, 3} {
+			if err := b.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ns := keyLines(t, filepath.Join(base, "default", "file.out")); fmt.Sprint(ns) != "[0 1 2 3 4 5 6 3]" {
+			t.Errorf("lines of n %v, want [0 1 2 3 4 5 6 3]: the found lines once, 3 pushed out of the lines of its own", ns)
+		}
+	})
 	t.Run("torn last line", func(t *testing.T) {
 		t.Parallel()
 		a, base := newTestArchive(t, nil)

@@ -152,14 +152,15 @@ type ArchiveConfig struct {
 	// FileTTL is how long a file stays open before it is reopened, so that
 	// an archive file moved away (log rotation) is recreated. Default 1m.
 	FileTTL Duration `json:"file_ttl"`
-	// RecentKeys is how many of a file's last lines the archive checks
-	// before writing a line: a line whose action's idempotency key is
-	// among them is not written again, so that an event an engine runs
-	// again after a crash, a rebalance or a restart is archived once. The
-	// lines begin with their key ([ArchiveKeyField]); the keys are read
-	// back from the file's last RecentKeys lines (and at most RecentKeys ×
-	// 4 KiB) when it is opened. Default 4096 (about 300 KB of memory per
-	// open file); 0 writes the lines without keys and checks nothing.
+	// RecentKeys is how many idempotency keys the archive remembers per
+	// open file, of the last lines it found in the file (read back at
+	// open, at most RecentKeys × 4 KiB, and caught up before each write)
+	// and, apart, of the last lines it wrote: a line whose key is among
+	// them is not written again, so that an event an engine runs again
+	// after a crash, a rebalance or a restart is archived once. The lines
+	// begin with their key ([ArchiveKeyField]). Default 4096 (about 600
+	// KB of memory per open file); 0 writes the lines without keys and
+	// checks nothing.
 	RecentKeys int `json:"recent_keys"`
 }
 

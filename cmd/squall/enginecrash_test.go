@@ -1,0 +1,241 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestEngineTakeover measures, with real processes and the default Kafka
+// timeouts, how long the partitions of a SIGKILLed engine wait for the
+// other engine of its group: at most 10s (docs/operations.md). The
+// survivor then processes events of every partition, into the archive
+// directory both engines share.
+func TestEngineTakeover(t *testing.T) {
+	t.Parallel()
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	dir := t.TempDir()
+	tokenFile, token := adminTokenFile(t, dir)
+	deployTree(t, base, token, []byte(benchEngineTree))
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	archive := filepath.Join(dir, "archive")
+	actions := filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startEngine := func(name string) (*exec.Cmd, *started) {
+		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr,
+			"--actions-config", actions, "--name", name)
+		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=takeover-test")
+		p := startLogged(t, cmd, "ops endpoints listening", "addr")
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; _ = cmd.Wait() })
+		return cmd, p
+	}
+	a, pa := startEngine("engine-a")
+	_, pb := startEngine("engine-b")
+	ea, eb := &e2eProc{base: "http://" + pa.addr}, &e2eProc{base: "http://" + pb.addr}
+
+	// A separate process gives no signal to wait on: poll, bounded.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sa, sb := engineStatus(ea), engineStatus(eb)
+		if sa.Ready && sb.Ready && len(sa.Partitions) == 2 && len(sb.Partitions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engines do not share the 4 partitions: %v and %v\n%s\n%s", sa.Partitions, sb.Partitions, pa.logs, pb.logs)
+		}
+		pause(t)
+	}
+
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var took time.Duration
+	for {
+		if len(engineStatus(eb).Partitions) == 4 {
+			took = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.logs)
+		}
+		pause(t)
+	}
+	t.Logf("engine b owns every partition %s after engine a was killed", took.Round(10*time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("takeover took %s, want at most 10s with the default timeouts", took)
+	}
+
+	// Engine b processes the events of every partition.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, &kgo.Record{
+			Key:     fmt.Appendf(nil, "k%d", i),
+			Value:   fmt.Appendf(nil, `{"type": "squall_bench", "created_ms": 1700000000000, "payload": {"n": %d}}`, i),
+			Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
+		})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
+		if n := strings.Count(string(b), "\n"); n == 40 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("archive has %d lines, want 40:\n%s", n, pb.logs)
+		}
+		pause(t)
+	}
+}
+
+// TestEngineCrashRepeats SIGKILLs engine processes at three points of a
+// backlog drain (as soon as the first event is archived, then past a
+// quarter and past half of the backlog), each time starting the next
+// engine on the same archive directory. The events a killed engine ran
+// and had not committed run again; the archive writes none of them twice
+// and counts them (squall_action_archive_repeats_total of the next
+// engine): never more than 2 × workers × queue size + 256 per kill, and
+// every event is archived exactly once.
+func TestEngineCrashRepeats(t *testing.T) {
+	t.Parallel()
+	bin := squallBinary(t)
+	base := startMaster(t, "--allow-unsigned-tokens")
+	dir := t.TempDir()
+	tokenFile, token := adminTokenFile(t, dir)
+	deployTree(t, base, token, []byte(benchEngineTree))
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "squall.events", "squall.events.dlq"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	addr := broker.ListenAddrs()[0]
+	archive := filepath.Join(dir, "archive")
+	actions := filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	const events = 60_000
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for start := 0; start < events; start += 5000 {
+		var recs []*kgo.Record
+		for i := start; i < start+5000; i++ {
+			recs = append(recs, &kgo.Record{
+				Key:     fmt.Appendf(nil, "k%d", i%64),
+				Value:   fmt.Appendf(nil, `{"type": "squall_bench", "created_ms": 1700000000000, "payload": {"n": %d}}`, i),
+				Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
+			})
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const workers, queue = 4, 256
+	bound := uint64(2*workers*queue + 256)
+	archived := func() []byte {
+		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
+		return b
+	}
+	startEngine := func() (*exec.Cmd, *started) {
+		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr,
+			"--actions-config", actions, "--workers", fmt.Sprint(workers), "--queue-size", fmt.Sprint(queue))
+		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=crash-test")
+		p := startLogged(t, cmd, "ops endpoints listening", "addr")
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; _ = cmd.Wait() })
+		return cmd, p
+	}
+	// waitLines polls the archive (a separate process gives no signal).
+	waitLines := func(n int, p *started) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for strings.Count(string(archived()), "\n") < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the archive has %d lines, want %d:\n%s", strings.Count(string(archived()), "\n"), n, p.logs)
+			}
+			pause(t)
+		}
+	}
+	repeatsOf := func(p *started) uint64 {
+		t.Helper()
+		_, body := apiCall(t.Context(), http.MethodGet, "http://"+p.addr+"/metrics", "", nil, "")
+		return metricValue(t, string(body), "squall_action_archive_repeats_total")
+	}
+
+	var p *started
+	for i, at := range []int{1, events / 4, events / 2} {
+		next, np := startEngine()
+		waitLines(at, np)
+		if p != nil {
+			// The next engine ran the killed one's uncommitted events
+			// first (they head their partitions): its count is final.
+			r := repeatsOf(np)
+			t.Logf("kill %d: %d events run again (bound %d)", i, r, bound)
+			if r > bound {
+				t.Errorf("kill %d: %d events run again, want at most %d", i, r, bound)
+			}
+		}
+		if err := next.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-np.done
+		_ = next.Wait()
+		t.Logf("kill %d: engine SIGKILLed with %d events archived", i+1, strings.Count(string(archived()), "\n"))
+		p = np
+	}
+	_, last := startEngine()
+	waitLines(events, last)
+	r := repeatsOf(last)
+	t.Logf("kill 3: %d events run again (bound %d)", r, bound)
+	if r > bound {
+		t.Errorf("kill 3: %d events run again, want at most %d", r, bound)
+	}
+	keys := map[string]int{}
+	first := map[string]int{}
+	var dups []string // the first few lines written twice
+	n := 0
+	for line := range strings.Lines(string(archived())) {
+		k, _, _ := strings.Cut(strings.TrimPrefix(line, `{"squall_idempotency_key":"`), `"`)
+		keys[k]++
+		if f, ok := first[k]; !ok {
+			first[k] = n
+		} else if len(dups) < 5 {
+			dups = append(dups, fmt.Sprintf("line %d repeats line %d (%d lines back)", n, f, n-f))
+		}
+		n++
+	}
+	if len(keys) != events || n != events {
+		t.Errorf("%d lines with %d keys, want each of the %d events once; %s", n, len(keys), events, strings.Join(dups, "; "))
+	}
+}
