@@ -192,8 +192,8 @@ func (a *archiveExecutor) putBuf(b *bytes.Buffer) {
 }
 
 // append writes buf, lines ending at lines[i].end, to the file at path
-// (relative to the base directory), leaving out the lines whose key the
-// file holds among its last recentKeys lines.
+// (relative to the base directory), leaving out the lines whose key is
+// among the last lines found in the file or written to it (fresh).
 func (a *archiveExecutor) append(path string, buf []byte, lines []keyedLine) error {
 	for {
 		f, err := a.acquire(path)
