@@ -40,7 +40,7 @@ func (s *Service) readiness() (reasons, warnings []string) {
 		warnings = append(warnings, watchProblem(last)+"; the current tree stays in use")
 	}
 	if o, cur := s.fromCache.Load(), s.current.Load(); o != nil && cur != nil && cur.index == o.index {
-		warnings = append(warnings, fmt.Sprintf("running on a cached tree of index %d from %s (%s): no master has answered since the engine started; it switches to the masters' tree when one does",
+		warnings = append(warnings, fmt.Sprintf("running on a cached tree of index %d from %s (%s), kept from an earlier run: no master answered when the engine started; the masters' tree replaces it as soon as one serves it",
 			o.index, o.savedAt.Format(time.RFC3339), s.cache.path()))
 	}
 	if r, cur := s.refused.Load(), s.current.Load(); r != nil && cur != nil && r.index > cur.index {
