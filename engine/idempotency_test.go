@@ -151,7 +151,7 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 
 	evs := orders(2000, 6)
 	e.produce(evs...)
-	waitFor(t, "some events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 300 })
+	polltest.Wait(t, "some events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 300 })
 	a.kill()
 	before := len(e.archivedEvents())
 
@@ -196,7 +196,7 @@ func TestService_ReplayBounded(t *testing.T) {
 
 	evs := orders(3000, 6)
 	e.produce(evs...)
-	waitFor(t, "half the events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 1500 })
+	polltest.Wait(t, "half the events archived", processTimeout, func() bool { return len(e.archivedEvents()) >= 1500 })
 	waits := a.counter("squall_engine_commit_waits_total") // a's metrics go with it
 	a.kill()
 	before := len(e.archivedEvents())

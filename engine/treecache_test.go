@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // TestService_CachedTree: an engine with a data directory keeps the tree
@@ -52,7 +54,7 @@ func TestService_CachedTree(t *testing.T) {
 	}
 
 	e.masters.Restart(0)
-	waitFor(t, "engine b to install the master's tree", readyTimeout, func() bool { return b.TreeIndex() == v2 })
+	polltest.Wait(t, "engine b to install the master's tree", readyTimeout, func() bool { return b.TreeIndex() == v2 })
 	_, st = b.readyz()
 	if w := strings.Join(st.Warnings, "\n"); strings.Contains(w, "cached tree") {
 		t.Errorf("readyz warnings %q after the master answered", st.Warnings)
@@ -89,7 +91,7 @@ func TestService_CachedTree(t *testing.T) {
 		e.masters.Stop(0)
 		defer e.masters.Restart(0)
 		c := start(t, cfg)
-		waitFor(t, "engine c to try its cache", readyTimeout, func() bool {
+		polltest.Wait(t, "engine c to try its cache", readyTimeout, func() bool {
 			return strings.Contains(c.log.String(), "cached tree ignored")
 		})
 		if !strings.Contains(c.log.String(), "does not match its sha256") {

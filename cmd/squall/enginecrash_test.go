@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,8 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // TestEngineTakeover measures, with real processes and the default Kafka
@@ -26,15 +28,9 @@ func TestEngineTakeover(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	deployTree(t, base, token, []byte(benchEngineTree))
+	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4}).Addr
 	archive := filepath.Join(dir, "archive")
 	actions := filepath.Join(dir, "actions.json")
 	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
@@ -53,33 +49,22 @@ func TestEngineTakeover(t *testing.T) {
 	ea, eb := &e2eProc{base: "http://" + pa.addr}, &e2eProc{base: "http://" + pb.addr}
 
 	// A separate process gives no signal to wait on: poll, bounded.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !polltest.Until(t.Context(), 60*time.Second, func() bool {
 		sa, sb := engineStatus(ea), engineStatus(eb)
-		if sa.Ready && sb.Ready && len(sa.Partitions) == 2 && len(sb.Partitions) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the engines do not share the 4 partitions: %v and %v\n%s\n%s", sa.Partitions, sb.Partitions, pa.logs, pb.logs)
-		}
-		pause(t)
+		return sa.Ready && sb.Ready && len(sa.Partitions) == 2 && len(sb.Partitions) == 2
+	}) {
+		t.Fatalf("the engines do not share the 4 partitions: %v and %v\n%s\n%s",
+			engineStatus(ea).Partitions, engineStatus(eb).Partitions, pa.logs, pb.logs)
 	}
 
 	if err := a.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	var took time.Duration
-	for {
-		if len(engineStatus(eb).Partitions) == 4 {
-			took = time.Since(killed)
-			break
-		}
-		if time.Since(killed) > 60*time.Second {
-			t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.logs)
-		}
-		pause(t)
+	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return len(engineStatus(eb).Partitions) == 4 }) {
+		t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.logs)
 	}
+	took := time.Since(killed)
 	t.Logf("engine b owns every partition %s after engine a was killed", took.Round(10*time.Millisecond))
 	if took > 10*time.Second {
 		t.Errorf("takeover took %s, want at most 10s with the default timeouts", took)
@@ -102,15 +87,12 @@ func TestEngineTakeover(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	lines := func() int {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
-		if n := strings.Count(string(b), "\n"); n == 40 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("archive has %d lines, want 40:\n%s", n, pb.logs)
-		}
-		pause(t)
+		return strings.Count(string(b), "\n")
+	}
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return lines() == 40 }) {
+		t.Fatalf("archive has %d lines, want 40:\n%s", lines(), pb.logs)
 	}
 }
 
@@ -128,14 +110,8 @@ func TestEngineCrashRepeats(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	deployTree(t, base, token, []byte(benchEngineTree))
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "squall.events", "squall.events.dlq"),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(broker.Close)
-	addr := broker.ListenAddrs()[0]
+	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
+	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4}).Addr
 	archive := filepath.Join(dir, "archive")
 	actions := filepath.Join(dir, "actions.json")
 	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
@@ -179,17 +155,14 @@ func TestEngineCrashRepeats(t *testing.T) {
 	// waitLines polls the archive (a separate process gives no signal).
 	waitLines := func(n int, p *started) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for strings.Count(string(archived()), "\n") < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the archive has %d lines, want %d:\n%s", strings.Count(string(archived()), "\n"), n, p.logs)
-			}
-			pause(t)
+		lines := func() int { return strings.Count(string(archived()), "\n") }
+		if !polltest.Until(t.Context(), 90*time.Second, func() bool { return lines() >= n }) {
+			t.Fatalf("the archive has %d lines, want %d:\n%s", lines(), n, p.logs)
 		}
 	}
 	repeatsOf := func(p *started) uint64 {
 		t.Helper()
-		_, body := apiCall(t.Context(), http.MethodGet, "http://"+p.addr+"/metrics", "", nil, "")
+		_, body := apitest.Call(t.Context(), http.MethodGet, "http://"+p.addr+"/metrics", "", nil, "")
 		return metricValue(t, string(body), "squall_action_archive_repeats_total")
 	}
 
