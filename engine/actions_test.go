@@ -33,7 +33,7 @@ const leakTree = `{"version": "1.1", "Filter": {
 func TestService_FindingAndKafkaActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2)
-	acme := e.masters.Token(auth.Claims{User: "engine-findings", Tenant: "acme"})
+	acme := e.masters.Token(auth.FindingsClaims("engine-findings", "acme", auth.FindingsRead, auth.FindingsWrite))
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "finding.token")
 	writeFile(t, tokenFile, acme+"\n")

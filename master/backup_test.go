@@ -75,7 +75,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	f := c.Followers()[0]
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = c.Token(auth.Claims{User: "scanner", Tenant: tenant})
+		tokens[tenant] = c.Token(auth.FindingsClaims("scanner", tenant, auth.FindingsRead, auth.FindingsWrite))
 	}
 	const secret = "correct-horse-battery-staple"
 	insert := func(c *mastertest.Cluster, node int, tenant string, n int) string {
@@ -217,7 +217,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	// Into a new cluster with the same key (disaster recovery).
 	other := mastertest.TestCluster(t, 1, mountFindings(t, key))
 	for tenant := range tokens {
-		tokens[tenant] = other.Token(auth.Claims{User: "scanner", Tenant: tenant})
+		tokens[tenant] = other.Token(auth.FindingsClaims("scanner", tenant, auth.FindingsRead, auth.FindingsWrite))
 	}
 	resp, out = do(t, other, 0, http.MethodPost, "/squall/v1/restore", other.AdminToken, backup)
 	if resp.StatusCode != http.StatusOK {

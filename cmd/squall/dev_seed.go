@@ -183,8 +183,9 @@ func prepareDevDir(dir string) (*devDir, error) {
 		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View)}}}}, devEngineTTL); err != nil {
 		return nil, err
 	}
-	// The finding executor's: the findings API needs only the tenant.
-	if d.findingToken, err = signer.Sign(auth.Claims{User: "squall-engine", Tenant: devTenant}, devEngineTTL); err != nil {
+	// The finding executor's: it inserts findings and reads none
+	// (findings_write on the tenant, decision 8).
+	if d.findingToken, err = signer.Sign(auth.FindingsClaims("squall-engine", devTenant, auth.FindingsWrite), devEngineTTL); err != nil {
 		return nil, err
 	}
 	return d, nil

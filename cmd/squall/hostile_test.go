@@ -17,7 +17,7 @@ import (
 func TestMaster_HostileRequests(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "scanner", "--tenant", "acme", "--unsigned"))
+	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "scanner", "--auth", "findings=root,acme:findings_read,findings_write", "--unsigned"))
 	send := func(method, path, tok string, body io.Reader) (*http.Response, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)

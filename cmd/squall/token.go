@@ -24,12 +24,19 @@ func newTokenCommand() *cobra.Command {
 
 Each --auth names an authorization: NAME=PATH:ROLES, with PATH the node names
 from root down to the part of the tree the holder may touch and ROLES among
-view, edit, test_event_execute_actions, fleet_report (fleet heartbeats only)
-and admin; for example
+view, edit, test_event_execute_actions, fleet_report (fleet heartbeats only),
+findings_read, findings_write (the findings API only) and admin; for example
   --auth all=root:admin --auth acme=root,acme:view,edit
   --auth all=root:view,fleet_report   (an engine)
   --auth fleet=root:fleet_report      (a satellite's heartbeats)
---tenant sets the tenant the findings API lets the holder use.
+  --auth findings=root,acme:findings_write   (a findings writer for tenant acme:
+                                             the finding action, a scanner)
+  --auth findings=root,acme:findings_read    (a findings reader for tenant acme)
+The findings API needs findings_read to read and findings_write to insert
+(a patch needs both), on an authorization whose path is [root] or
+[root, TENANT, ...]; view implies findings_read, edit implies both.
+--tenant sets the tenant the findings API lets the holder use, when the
+authorizations' paths do not name a single one (e.g. all=root:view).
 
 Tokens are JWTs signed with an HS256 key file (at least 32 bytes) or an
 Ed25519 private key (PEM PKCS#8, e.g. openssl genpkey -algorithm ed25519), and
@@ -41,8 +48,8 @@ for masters started with --allow-unsigned-tokens (squall dev).`,
 			if user == "" {
 				return errors.New("--user is empty")
 			}
-			if len(auths) == 0 && tenant == "" {
-				return errors.New("the token would grant nothing: give --auth NAME=PATH:ROLES (configuration and test-event APIs) or --tenant TENANT (findings API), or both")
+			if len(auths) == 0 {
+				return errors.New("the token would grant nothing: give --auth NAME=PATH:ROLES (e.g. acme=root,acme:view for the configuration API, findings=root,acme:findings_write for a findings writer)")
 			}
 			for _, s := range auths {
 				name, a, err := auth.ParseAuth(s)

@@ -53,7 +53,7 @@ func findingRegistry(t *testing.T, c *mastertest.Cluster, token string) *action.
 func TestFinding_realMaster(t *testing.T) {
 	t.Parallel()
 	c := findingCluster(t)
-	acme := c.Token(auth.Claims{User: "leakmon", Tenant: "acme"})
+	acme := c.Token(auth.FindingsClaims("leakmon", "acme", auth.FindingsRead, auth.FindingsWrite))
 	r := findingRegistry(t, c, acme)
 
 	tests := []struct {
@@ -132,7 +132,7 @@ func TestFinding_realMaster(t *testing.T) {
 	}
 
 	// Another tenant sees nothing.
-	other := c.Token(auth.Claims{User: "x", Tenant: "other"})
+	other := c.Token(auth.FindingsClaims("x", "other", auth.FindingsRead, auth.FindingsWrite))
 	if resp, body := c.Do(c.Leader(), http.MethodGet, "/intel/api/sdk/v0/findings/credential", other, nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"total":0`) {
 		t.Errorf("other tenant: %d %s", resp.StatusCode, body)
 	}

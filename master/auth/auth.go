@@ -19,6 +19,12 @@
 // test events with process_type Full; fleet_report only lets engines and
 // satellites post their heartbeats to the fleet list (it implies no other
 // role, and no other role but admin implies it); admin is everything.
+//
+// The findings API (decision 8) needs findings_read to read a tenant's
+// findings and findings_write to insert or patch them, on an authorization
+// whose path is [root] or [root, T, ...] for the tenant T: view implies
+// findings_read, edit implies both, and the two findings roles imply no
+// other role, so that an integration can be given findings only.
 package auth
 
 import (
@@ -81,6 +87,40 @@ func (c *Claims) FindingsTenant() (string, bool) {
 	return tenant, tenant != ""
 }
 
+// FindingsAllowed checks that one of the token's authorizations for the
+// tenant grants p: one whose path is [root] (the whole tree) or
+// [root, tenant, ...]. The error, wrapping ErrForbidden, names the missing
+// role and the roles that imply it.
+func (c *Claims) FindingsAllowed(tenant string, p Permission) error {
+	for _, a := range c.Auths {
+		if len(a.Path) == 0 || a.Path[0] != config.RootName || len(a.Path) > 1 && a.Path[1] != tenant {
+			continue
+		}
+		if a.Grants(p) {
+			return nil
+		}
+	}
+	implied := "view, edit or admin"
+	if p == FindingsWrite {
+		implied = "edit or admin"
+	}
+	return fmt.Errorf("%w: the token lacks role %s (or %s) on an authorization of tenant %q (path [%s] or [%s, %s, ...]); mint one with squall token --auth NAME=%s,%s:%s",
+		ErrForbidden, p, implied, tenant, config.RootName, config.RootName, tenant, config.RootName, tenant, p)
+}
+
+// FindingsClaims returns the claims of an integration that uses tenant's
+// findings, and nothing else, with the roles: a tenant claim and one
+// authorization, "findings", on [root, tenant].
+func FindingsClaims(user, tenant string, roles ...Permission) Claims {
+	rs := make([]string, len(roles))
+	for i, r := range roles {
+		rs[i] = string(r)
+	}
+	return Claims{User: user, Tenant: tenant, Auths: map[string]Authorization{
+		"findings": {Path: []string{config.RootName, tenant}, Roles: rs},
+	}}
+}
+
 // Permission is something a request needs.
 type Permission string
 
@@ -93,6 +133,12 @@ const (
 	// FleetReport lets engines and satellites post heartbeats to the
 	// fleet list, and nothing else (docs/decisions.md decision 29).
 	FleetReport Permission = "fleet_report"
+	// FindingsRead lets the holder read a tenant's findings, plaintext
+	// passwords included. view implies it.
+	FindingsRead Permission = "findings_read"
+	// FindingsWrite lets the holder insert and patch a tenant's findings.
+	// edit implies it.
+	FindingsWrite Permission = "findings_write"
 )
 
 // Grants reports whether the authorization's roles grant the permission.
@@ -104,7 +150,11 @@ func (a Authorization) Grants(p Permission) bool {
 		case p:
 			return true
 		case Edit:
-			if p == View {
+			if p == View || p == FindingsRead || p == FindingsWrite {
+				return true
+			}
+		case View:
+			if p == FindingsRead {
 				return true
 			}
 		}

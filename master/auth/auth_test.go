@@ -221,7 +221,8 @@ func TestScope_Resolve(t *testing.T) {
 }
 
 // TestAuthorization_Grants: fleet_report grants only itself; admin grants
-// it; edit implies view and nothing else.
+// it; edit implies view and the findings roles, view implies
+// findings_read; the findings roles imply nothing else.
 func TestAuthorization_Grants(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -237,9 +238,61 @@ func TestAuthorization_Grants(t *testing.T) {
 		{[]string{"edit"}, View, true},
 		{[]string{"admin"}, FleetReport, true},
 		{[]string{"view", "fleet_report"}, View, true},
+		{[]string{"view"}, FindingsRead, true},
+		{[]string{"view"}, FindingsWrite, false},
+		{[]string{"edit"}, FindingsRead, true},
+		{[]string{"edit"}, FindingsWrite, true},
+		{[]string{"admin"}, FindingsWrite, true},
+		{[]string{"findings_read"}, FindingsRead, true},
+		{[]string{"findings_read"}, FindingsWrite, false},
+		{[]string{"findings_read"}, View, false},
+		{[]string{"findings_write"}, FindingsWrite, true},
+		{[]string{"findings_write"}, FindingsRead, false},
+		{[]string{"findings_write"}, Edit, false},
+		{[]string{"fleet_report"}, FindingsRead, false},
 	} {
 		if got := (Authorization{Path: []string{"root"}, Roles: tc.roles}).Grants(tc.p); got != tc.want {
 			t.Errorf("%v grants %s: %v, want %v", tc.roles, tc.p, got, tc.want)
 		}
+	}
+}
+
+// TestClaims_FindingsAllowed: the role must be on an authorization whose
+// path is [root] or [root, tenant, ...]; the error names the missing role.
+func TestClaims_FindingsAllowed(t *testing.T) {
+	t.Parallel()
+	auth := func(roles ...string) func(path ...string) Claims {
+		return func(path ...string) Claims {
+			return Claims{User: "u", Auths: map[string]Authorization{"x": {Path: path, Roles: roles}}}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		claims Claims
+		p      Permission
+		want   bool
+	}{
+		{"no roles", auth()("root", "acme"), FindingsRead, false},
+		{"view on the tenant", auth("view")("root", "acme"), FindingsRead, true},
+		{"view below the tenant", auth("view")("root", "acme", "web"), FindingsRead, true},
+		{"view on root", auth("view")("root"), FindingsRead, true},
+		{"view on another tenant", auth("view")("root", "other"), FindingsRead, false},
+		{"view does not write", auth("view")("root", "acme"), FindingsWrite, false},
+		{"edit writes", auth("edit")("root", "acme"), FindingsWrite, true},
+		{"findings_write", auth("findings_write")("root", "acme"), FindingsWrite, true},
+		{"findings_write does not read", auth("findings_write")("root", "acme"), FindingsRead, false},
+		{"findings_read", auth("findings_read")("root", "acme"), FindingsRead, true},
+		{"a path outside root", auth("admin")("acme"), FindingsRead, false},
+		{"no authorization", Claims{User: "u", Tenant: "acme"}, FindingsRead, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.claims.FindingsAllowed("acme", tc.p)
+			if (err == nil) != tc.want {
+				t.Fatalf("FindingsAllowed(acme, %s) = %v, want allowed %v", tc.p, err, tc.want)
+			}
+			if err != nil && (!errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), string(tc.p))) {
+				t.Errorf("error %q: want ErrForbidden naming %s", err, tc.p)
+			}
+		})
 	}
 }

@@ -93,9 +93,9 @@ func ParseAuth(s string) (string, Authorization, error) {
 	a := Authorization{Path: splitComma(path), Roles: splitComma(roles)}
 	for _, r := range a.Roles {
 		switch Permission(r) {
-		case View, Edit, ExecuteTestActions, FleetReport, Admin:
+		case View, Edit, ExecuteTestActions, FleetReport, FindingsRead, FindingsWrite, Admin:
 		default:
-			return "", Authorization{}, fmt.Errorf("authorization %s: unknown role %q (want view, edit, test_event_execute_actions, fleet_report or admin)", name, r)
+			return "", Authorization{}, fmt.Errorf("authorization %s: unknown role %q (want view, edit, test_event_execute_actions, fleet_report, findings_read, findings_write or admin)", name, r)
 		}
 	}
 	return name, a, nil

@@ -129,12 +129,12 @@ func (a *API) Handler() http.Handler {
 	// matched again, against routes, to tell 405 from 404.
 	routes, mux := http.NewServeMux(), http.NewServeMux()
 	const p = "/intel/api/sdk/v0"
-	insert := a.wrap(a.insert)
+	insert := a.wrap(a.insert, auth.FindingsWrite)
 	for pattern, h := range map[string]http.Handler{
 		insertPattern:                       insert,
-		"GET " + p + "/finding/{uid}":       a.wrap(a.get),
-		"PATCH " + p + "/finding/{uid}":     a.wrap(a.patch),
-		"GET " + p + "/findings/credential": a.wrap(a.list),
+		"GET " + p + "/finding/{uid}":       a.wrap(a.get, auth.FindingsRead),
+		"PATCH " + p + "/finding/{uid}":     a.wrap(a.patch, auth.FindingsWrite, auth.FindingsRead),
+		"GET " + p + "/findings/credential": a.wrap(a.list, auth.FindingsRead),
 	} {
 		routes.Handle(pattern, h)
 		mux.Handle(pattern, h)
@@ -200,9 +200,11 @@ func traceLogger(logger *slog.Logger, r *http.Request) *slog.Logger {
 	return logger.With(logTraceID, m[2], logParentID, m[3])
 }
 
-// wrap authenticates the request, runs fn, writes its answer and logs the
-// request once, with its trace context.
-func (a *API) wrap(fn handlerFunc) http.Handler {
+// wrap authenticates the request, checks that the token grants perms on
+// its tenant (decision 8: a patch answers the finding, so it needs to read
+// as well as to write), runs fn, writes its answer and logs the request
+// once, with its trace context.
+func (a *API) wrap(fn handlerFunc, perms ...auth.Permission) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		logger := traceLogger(a.logger, r)
@@ -213,6 +215,14 @@ func (a *API) wrap(fn handlerFunc) http.Handler {
 			if tenant, ok = claims.FindingsTenant(); !ok {
 				err = &Error{Status: http.StatusForbidden, Code: "NO_TENANT",
 					Message: "the token names no single tenant: give it a \"tenant\" claim (squall token --tenant T), or scope all its authorizations below one tenant's node ([root, T, ...])"}
+			}
+		}
+		for _, p := range perms {
+			if err != nil {
+				break
+			}
+			if e := claims.FindingsAllowed(tenant, p); e != nil {
+				err = &Error{Status: http.StatusForbidden, Code: "FORBIDDEN", Params: map[string]string{"ROLE": string(p)}, Message: e.Error()}
 			}
 		}
 		if err != nil {

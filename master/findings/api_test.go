@@ -29,8 +29,11 @@ type env struct {
 	clock atomic.Int64
 	logs  logtest.Buffer
 	// tokA and tokB are tokens of tenants a and b (tenant claim); specA is
-	// a spec-format token scoped to [root, a]; noTenant spans two tenants.
-	tokA, tokB, specA, noTenant string
+	// a spec-format token scoped to [root, a] with edit; noTenant spans two
+	// tenants. noRoles is the spec's token for [root, a] with roles [];
+	// viewA has view, writerA findings_write, on [root, a]; viewB has view
+	// on [root, b] and tenant claim a.
+	tokA, tokB, specA, noTenant, noRoles, viewA, writerA, viewB string
 }
 
 func newEnv(t *testing.T, opts ...mastertest.Option) *env {
@@ -46,16 +49,25 @@ func newEnv(t *testing.T, opts ...mastertest.Option) *env {
 			t.Fatal(err)
 		}
 	}))...)
-	e.tokA = e.c.Token(auth.Claims{User: "ingest", Tenant: "a"})
-	e.tokB = e.c.Token(auth.Claims{User: "ingest", Tenant: "b"})
+	e.tokA = e.c.Token(auth.FindingsClaims("ingest", "a", auth.FindingsRead, auth.FindingsWrite))
+	e.tokB = e.c.Token(auth.FindingsClaims("ingest", "b", auth.FindingsRead, auth.FindingsWrite))
 	e.noTenant = e.c.Token(auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{
 		"a": {Path: []string{"root", "a"}, Roles: []string{"view"}}, "b": {Path: []string{"root", "b"}, Roles: []string{"view"}},
 	}})
 	// A token in the spec's format: no tenant claim, every path below
 	// tenant a's node (decision 17).
 	e.specA = e.c.Token(auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{
-		"a": {Path: []string{"root", "a"}, Roles: []string{"view"}},
+		"a": {Path: []string{"root", "a"}, Roles: []string{"edit"}},
 	}})
+	spec := func(tenant string, roles ...string) auth.Claims {
+		return auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{"x": {Path: []string{"root", tenant}, Roles: roles}}}
+	}
+	e.noRoles = e.c.Token(spec("a"))
+	e.viewA = e.c.Token(spec("a", "view"))
+	e.writerA = e.c.Token(spec("a", "findings_write"))
+	b := spec("b", "view")
+	b.Tenant = "a"
+	e.viewB = e.c.Token(b)
 	return e
 }
 
@@ -177,6 +189,13 @@ func TestAPI(t *testing.T) {
 		// A spec-format token scoped to tenant a's node is tenant a's.
 		if again := e.insert(t, follower, e.specA, 0, http.StatusOK); again != uid0 {
 			t.Fatalf("the spec-format token's insert got uid %s, want tenant a's %s", again, uid0)
+		}
+		// findings_write alone inserts; view alone reads (decision 8).
+		if again := e.insert(t, follower, e.writerA, 0, http.StatusOK); again != uid0 {
+			t.Fatalf("the findings writer's insert got uid %s, want %s", again, uid0)
+		}
+		if r := e.do(t, follower, "GET", "/finding/"+uid0, e.viewA, "", ""); r.status != http.StatusOK {
+			t.Fatalf("get with view: %d %s", r.status, r.body)
 		}
 		r := e.do(t, follower, "GET", "/finding/"+uid0, e.tokA, "", "", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 		if r.status != http.StatusOK {
@@ -360,6 +379,18 @@ func TestAPI(t *testing.T) {
 			{"no tenant: get", "GET", "/finding/" + uid0, e.noTenant, "", "", http.StatusForbidden, "NO_TENANT", ""},
 			{"no tenant: list", "GET", "/findings/credential", e.noTenant, "", "", http.StatusForbidden, "NO_TENANT", ""},
 			{"no tenant: patch", "PATCH", "/finding/" + uid0, e.noTenant, "", `{"state": "Resolved"}`, http.StatusForbidden, "NO_TENANT", ""},
+			// Decision 8: reading needs findings_read (or view), inserting
+			// and patching findings_write (or edit); a patch answers the
+			// finding, so it needs both.
+			{"no roles: insert", "PUT", "/findings/credentials", e.noRoles, "", credential(1), http.StatusForbidden, "FORBIDDEN", ""},
+			{"no roles: get", "GET", "/finding/" + uid0, e.noRoles, "", "", http.StatusForbidden, "FORBIDDEN", ""},
+			{"no roles: list", "GET", "/findings/credential", e.noRoles, "", "", http.StatusForbidden, "FORBIDDEN", ""},
+			{"no roles: patch", "PATCH", "/finding/" + uid0, e.noRoles, "", `{"state": "Resolved"}`, http.StatusForbidden, "FORBIDDEN", ""},
+			{"view: insert", "PUT", "/findings/credentials", e.viewA, "", credential(1), http.StatusForbidden, "FORBIDDEN", ""},
+			{"view: patch", "PATCH", "/finding/" + uid0, e.viewA, "", `{"state": "Resolved"}`, http.StatusForbidden, "FORBIDDEN", ""},
+			{"findings_write: get", "GET", "/finding/" + uid0, e.writerA, "", "", http.StatusForbidden, "FORBIDDEN", ""},
+			{"findings_write: patch", "PATCH", "/finding/" + uid0, e.writerA, "", `{"state": "Resolved"}`, http.StatusForbidden, "FORBIDDEN", ""},
+			{"view on another tenant's node", "GET", "/finding/" + uid0, e.viewB, "", "", http.StatusForbidden, "FORBIDDEN", ""},
 			{"bad token: patch", "PATCH", "/finding/" + uid0, "garbage", "", `{"state": "Resolved"}`, http.StatusUnauthorized, "UNAUTHORIZED", ""},
 			{"get of a missing finding", "GET", "/finding/0192d0b4-7cde-7000-8000-000000000000", e.tokA, "", "", http.StatusNotFound, "FINDING_NOT_FOUND", ""},
 			{"patch of a missing finding", "PATCH", "/finding/0192d0b4-7cde-7000-8000-000000000000", e.tokA, "", `{"state": "Resolved"}`, http.StatusNotFound, "FINDING_NOT_FOUND", ""},

@@ -57,7 +57,7 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 			}
 		}))
 	base := c.URL(c.Leader())
-	token := "Bearer " + c.Token(auth.Claims{User: "bench", Tenant: "bench"})
+	token := "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
 	// Each sub-benchmark inserts findings of its own, so that none is a
 	// duplicate of an earlier run's.
 	var run atomic.Int64

@@ -10,7 +10,9 @@
 //
 // Every request carries a bearer token (the formats of the configuration
 // API, package auth) whose "tenant" claim names the one tenant it reads
-// and writes; a token without one is answered 403. Another tenant's
+// and writes; a token without one is answered 403. Reading needs the
+// role findings_read, inserting findings_write, patching both (view and
+// edit imply them; docs/decisions.md decision 8). Another tenant's
 // findings are answered as missing (404), never counted or deduplicated
 // against.
 //

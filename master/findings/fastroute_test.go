@@ -31,7 +31,7 @@ func TestFastRoute(t *testing.T) {
 	if !ok {
 		t.Fatalf("Handler returned %T, want *fastRoutes", h)
 	}
-	tok := "Bearer " + c.Token(auth.Claims{User: "ingest", Tenant: "a"})
+	tok := "Bearer " + c.Token(auth.FindingsClaims("ingest", "a", auth.FindingsRead, auth.FindingsWrite))
 	noTenant := "Bearer " + c.Token(auth.Claims{User: "ingest", Auths: map[string]auth.Authorization{
 		"a": {Path: []string{"root", "a"}, Roles: []string{"view"}}, "b": {Path: []string{"root", "b"}, Roles: []string{"view"}},
 	}})

@@ -88,7 +88,7 @@ func TestSealer_AtRest(t *testing.T) {
 	t.Cleanup(srv.Close)
 	nokey := httptest.NewServer(findings.New(findings.Default(), st, verifier, nil).Handler())
 	t.Cleanup(nokey.Close)
-	tok := auth.EncodeUnsigned(auth.Claims{User: "u", Tenant: "acme"})
+	tok := auth.EncodeUnsigned(auth.FindingsClaims("u", "acme", auth.FindingsRead, auth.FindingsWrite))
 
 	call := func(base, method, path, body string) (int, []byte) {
 		t.Helper()

@@ -50,7 +50,7 @@ func BenchmarkRequestIDs(b *testing.B) {
 						b.Fatal(err)
 					}
 				}))
-			return c, c.URL(c.Leader()), "Bearer " + c.Token(auth.Claims{User: "bench", Tenant: "bench"})
+			return c, c.URL(c.Leader()), "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
 		}
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 		defer client.CloseIdleConnections()
