@@ -41,7 +41,7 @@ func TestProcess(t *testing.T) {
 		{"missing tree file", "", []string{"process", "--tree", "testdata/nope.json", "--event", "testdata/event.json"}, 1, "", "read tree", ""},
 		{"tree is not an export file", "", []string{"process", "--tree", "testdata/event.json", "--event", "testdata/event.json"}, 1, "", "tree testdata/event.json", ""},
 		{"invalid event", `{"type":"x","payload":{}}`, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 1, "", "missing created_ms", ""},
-		{"request without process_type", `{"event":{"type":"x","created_ms":1,"payload":{}}}`, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 1, "", "process_type", ""},
+		{"request without process_type is SkipActions", `{"event":` + string(mustRead(t, "testdata/event.json")) + `}`, []string{"process", "--tree", "testdata/tree.json", "--event", "-"}, 0, `"name": "critical_only"`, "", "action"},
 		{"missing flags", "", []string{"process"}, 1, "", `required flag(s) "event", "tree" not set`, ""},
 	}
 	for _, tc := range tests {

@@ -89,7 +89,7 @@ func processFiles(stdin io.Reader, stdout, stderr io.Writer, treeFile, eventFile
 		req.ProcessType = *pt
 	}
 	result, actions := tr.Process(req.Event)
-	out, err := json.MarshalIndent(tree.Response{Event: req.Event, Result: result}, "", "  ")
+	out, err := json.MarshalIndent(tree.Response{Event: req.Sent, Result: result}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
@@ -121,11 +121,12 @@ func decodeEventOrRequest(data []byte) (*tree.Request, error) {
 			return tree.DecodeRequest(data)
 		}
 	}
-	ev, err := tree.DecodeEvent(bytes.TrimSpace(data))
+	sent := bytes.TrimSpace(data)
+	ev, err := tree.DecodeEvent(sent)
 	if err != nil {
 		return nil, err
 	}
-	return &tree.Request{Event: ev, ProcessType: tree.SkipActions}, nil
+	return &tree.Request{Event: ev, Sent: sent, ProcessType: tree.SkipActions}, nil
 }
 
 // logActions is the logger executor: it logs every action; actions of

@@ -9,15 +9,19 @@ import (
 
 // Request is a test-event request: {"event": Event, "process_type": ...}.
 type Request struct {
-	Event       *Event
+	Event *Event
+	// Sent is the event as the caller sent it, which the answer echoes.
+	Sent        json.RawMessage
 	ProcessType ProcessType
 }
 
 // ErrInvalidRequest classifies malformed test-event requests.
 var ErrInvalidRequest = errors.New("invalid test-event request")
 
-// DecodeRequest decodes a test-event request. Both fields are required;
-// process_type is SkipActions or Full; unknown fields are errors.
+// DecodeRequest decodes a test-event request. event is required;
+// process_type is SkipActions or Full, and SkipActions when it is missing
+// or null (the spec makes it optional: "when it is set"); unknown fields
+// are errors.
 func DecodeRequest(data []byte) (*Request, error) {
 	var raw struct {
 		Event       json.RawMessage `json:"event"`
@@ -34,17 +38,18 @@ func DecodeRequest(data []byte) (*Request, error) {
 	if raw.Event == nil {
 		return nil, fmt.Errorf("%w: missing event", ErrInvalidRequest)
 	}
-	if raw.ProcessType == nil {
-		return nil, fmt.Errorf("%w: missing process_type (SkipActions or Full)", ErrInvalidRequest)
-	}
-	if err := raw.ProcessType.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	pt := SkipActions
+	if raw.ProcessType != nil {
+		if err := raw.ProcessType.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		pt = *raw.ProcessType
 	}
 	ev, err := DecodeEvent(raw.Event)
 	if err != nil {
 		return nil, err
 	}
-	return &Request{Event: ev, ProcessType: *raw.ProcessType}, nil
+	return &Request{Event: ev, Sent: raw.Event, ProcessType: pt}, nil
 }
 
 // Validate reports whether the process type is SkipActions or Full.
@@ -55,9 +60,10 @@ func (p ProcessType) Validate() error {
 	return nil
 }
 
-// Response is the answer to a test event: the event as sent and the
-// processed tree.
+// Response is the answer to a test event: the event as sent (its JSON,
+// with nothing added: no empty metadata, no defaults) and the processed
+// tree.
 type Response struct {
-	Event  *Event         `json:"event"`
-	Result *ProcessedNode `json:"result"`
+	Event  json.RawMessage `json:"event"`
+	Result *ProcessedNode  `json:"result"`
 }

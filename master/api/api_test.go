@@ -569,9 +569,48 @@ func TestTestEvents(t *testing.T) {
 		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", alice, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "MISSING_REQUIRED_PERMISSIONS")
 		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", alice, strings.Replace(workedEvent, "SkipActions", "Sometimes", 1)), 400, "BAD_REQUEST")
 		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", alice, `{"process_type":"SkipActions","event":{"type":"x"}}`), 400, "BAD_REQUEST")
-		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", alice, `{"event":{"type":"x","created_ms":1,"payload":{}}}`), 400, "BAD_REQUEST")
 		e.expect(e.do("POST", "/api/v2_beta/event/active/ro", alice, "text/plain", []byte(workedEvent)), 415, "UNSUPPORTED_MEDIA_TYPE")
 		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", "", workedEvent), 401, "UNAUTHORIZED")
+	})
+	// The spec: process_type says whether actions are executed "when it
+	// is set"; missing (or null) it is SkipActions: view is enough and no
+	// action runs.
+	t.Run("without process_type is SkipActions", func(t *testing.T) {
+		skip := e.send("POST", "/api/v2_beta/event/active/ro", alice, workedEvent)
+		e.expect(skip, 200, "")
+		for _, body := range []string{
+			strings.Replace(workedEvent, `"process_type": "SkipActions", `, "", 1),
+			strings.Replace(workedEvent, `"SkipActions"`, "null", 1),
+		} {
+			r := e.send("POST", "/api/v2_beta/event/active/ro", alice, body)
+			e.expect(r, 200, "")
+			if !bytes.Equal(r.body, skip.body) {
+				t.Errorf("answer differs from SkipActions':\n%s\nwant\n%s", r.body, skip.body)
+			}
+		}
+		before, _ := os.ReadDir(e.archive)
+		e.expect(e.send("POST", "/api/v2_beta/event/active/mx", alice, `{"event": {"type": "t", "created_ms": 1, "payload": {"n": 1}}}`), 200, "")
+		if after, _ := os.ReadDir(e.archive); len(after) != len(before) {
+			t.Errorf("an action ran: %d archive files, were %d", len(after), len(before))
+		}
+	})
+	// The spec: the result's event is "the event as sent": nothing is
+	// added (no "metadata": {} when the caller sent none) or dropped.
+	t.Run("the event is echoed as sent", func(t *testing.T) {
+		for _, ev := range []string{
+			`{"type":"x","created_ms":1,"payload":{"a":[1,2.50,"é"]}}`,
+			`{"type":"x","created_ms":1,"payload":{},"metadata":{}}`,
+			`{"trace_id":"abc","type":"x","created_ms":1,"payload":{"b":{}},"metadata":{"tenant_id":"t"}}`,
+		} {
+			r := e.send("POST", "/api/v2_beta/event/active/ro", alice, `{"event": `+ev+`}`)
+			e.expect(r, 200, "")
+			var got struct {
+				Event json.RawMessage `json:"event"`
+			}
+			if err := json.Unmarshal(r.body, &got); err != nil || string(got.Event) != ev {
+				t.Errorf("echoed event %s, want %s (%v)", got.Event, ev, err)
+			}
+		}
 	})
 	t.Run("Full executes the actions", func(t *testing.T) {
 		ev := `{"process_type": "Full", "event": {"type": "t", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {"n": 1}}}`

@@ -64,7 +64,7 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 		return nil, err
 	}
 	result, actions := tr.Process(req.Event)
-	resp := testEventResponse{Response: tree.Response{Event: req.Event, Result: result}}
+	resp := testEventResponse{Response: tree.Response{Event: req.Sent, Result: result}}
 	if req.ProcessType == tree.Full {
 		for i, act := range actions {
 			if err := a.actions.Run(r.Context(), act); err != nil {
