@@ -239,7 +239,9 @@ func TestAPI(t *testing.T) {
 		var env envelope
 		e.do(t, leader, "GET", "/finding/"+u.UID, e.tokA, "", "").decode(t, &env)
 		f := env.Findings[0]
-		if f["email_address"] != nil || f["hash"] != "" || f["hash_algorithm"] != "" || f["resource"] != "http://h.example/" {
+		// The spec types email_address String: "" (not null) for a
+		// username that is not an e-mail address.
+		if f["email_address"] != "" || f["hash"] != "" || f["hash_algorithm"] != "" || f["resource"] != "http://h.example/" {
 			t.Fatalf("finding %v", f)
 		}
 	})

@@ -593,8 +593,10 @@ type View struct {
 	PlainText       string   `json:"plain_text"`
 	HashAlgorithm   string   `json:"hash_algorithm"`
 	Hash            string   `json:"hash"`
-	EmailAddress    *string  `json:"email_address"`
-	Resource        string   `json:"resource"`
+	// EmailAddress is a String in the spec: "" when the username is
+	// not an e-mail address.
+	EmailAddress string `json:"email_address"`
+	Resource     string `json:"resource"`
 }
 
 // DomainName is the name of monitored domain id: there is no registry of
@@ -637,11 +639,11 @@ func ViewOf(f store.Finding) View {
 }
 
 // emailOf returns username when it is a plain e-mail address
-// (local@domain, no display name), else nil.
-func emailOf(username string) *string {
+// (local@domain, no display name), else "".
+func emailOf(username string) string {
 	a, err := mail.ParseAddress(username)
 	if err != nil || a.Name != "" || a.Address != username {
-		return nil
+		return ""
 	}
-	return &username
+	return username
 }
