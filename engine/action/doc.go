@@ -93,7 +93,7 @@
 //     refused. The bearer token is read from finding.token_file when the
 //     registry is built; its tenant claim decides the finding's tenant.
 //     finding.master_urls are tried in order while failures are retriable.
-//     201 and 200 (the finding existed) succeed; other 4xx are permanent
+//     201 and 200 (a repeat, from older masters) succeed; other 4xx are permanent
 //     ([FindingError] carries the API's error code); 5xx, 429, network
 //     errors and timeouts are retriable. Enabled when finding.master_urls
 //     is set.

@@ -37,7 +37,8 @@ var findingFields = map[string]bool{
 // (strings); other fields are refused. The API checks the rest (required
 // fields, password and/or hash).
 //
-// 201 and 200 (the identical finding existed) succeed. Masters are tried in
+// 201 (a new or a repeated finding) and 200 (a repeat, as masters before
+// X-Squall-Duplicate answered it) succeed. Masters are tried in
 // order while the failure is retriable (a follower without a leader, a
 // node down). A 4xx answer is permanent and its error carries the API's
 // error code; 5xx, 429, network errors and timeouts are retriable. The

@@ -363,8 +363,15 @@ type Envelope struct {
 	Findings []View `json:"findings"`
 }
 
-// insert is PUT /findings/credentials: 201 {"uid"} for a new finding, 200
-// {"uid"} of the identical finding that already existed.
+// HeaderDuplicate is set to "true" on the answer to an insert whose
+// finding already existed (identical in tenant, domain, tool, resource,
+// username and secret): the answer is 201 with that finding's uid, as for
+// the first insert, and nothing changed.
+const HeaderDuplicate = "X-Squall-Duplicate"
+
+// insert is PUT /findings/credentials: 201 {"uid"}, of the new finding or
+// of the identical finding that already existed (then with
+// HeaderDuplicate: the spec has one success status for an insert).
 func (a *API) insert(r *request) (int, any, error) {
 	body, err := a.readJSON(r)
 	if err != nil {
@@ -395,10 +402,10 @@ func (a *API) insert(r *request) (int, any, error) {
 	if out.Err != nil {
 		return 0, nil, out.Err
 	}
-	if out.Created {
-		return http.StatusCreated, uidBody{UID: out.UID}, nil
+	if !out.Created {
+		r.w.Header()[HeaderDuplicate] = []string{"true"}
 	}
-	return http.StatusOK, uidBody{UID: out.UID}, nil
+	return http.StatusCreated, uidBody{UID: out.UID}, nil
 }
 
 // view returns the API form of a stored finding, its password decrypted.

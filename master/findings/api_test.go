@@ -180,24 +180,34 @@ func TestAPI(t *testing.T) {
 	var uid0 string
 	t.Run("insert and get", func(t *testing.T) {
 		// Through a follower: forwarded to the leader.
-		uid0 = e.insert(t, follower, e.tokA, 0, http.StatusCreated)
-		// The same credential again is the same finding: 200, same uid.
+		first := e.do(t, follower, "PUT", "/findings/credentials", e.tokA, "", credential(0))
+		var created struct{ UID string }
+		first.decode(t, &created)
+		if uid0 = created.UID; first.status != http.StatusCreated || uid0 == "" || first.header.Get(findings.HeaderDuplicate) != "" {
+			t.Fatalf("first insert: %d %s, %s %q", first.status, first.body, findings.HeaderDuplicate, first.header.Get(findings.HeaderDuplicate))
+		}
+		// The same credential again is the same finding: the spec's one
+		// success status, 201, with the same uid, and a header saying it
+		// was a repeat (the first insert's answer has none).
 		e.clock.Add(5)
-		if again := e.insert(t, leader, e.tokA, 0, http.StatusOK); again != uid0 {
-			t.Fatalf("duplicate got uid %s, want %s", again, uid0)
+		r := e.do(t, leader, "PUT", "/findings/credentials", e.tokA, "", credential(0))
+		var u struct{ UID string }
+		r.decode(t, &u)
+		if r.status != http.StatusCreated || u.UID != uid0 || r.header.Get(findings.HeaderDuplicate) != "true" {
+			t.Fatalf("repeat: %d %s %s=%q, want 201 uid %s and %[3]s=true", r.status, r.body, findings.HeaderDuplicate, r.header.Get(findings.HeaderDuplicate), uid0)
 		}
 		// A spec-format token scoped to tenant a's node is tenant a's.
-		if again := e.insert(t, follower, e.specA, 0, http.StatusOK); again != uid0 {
+		if again := e.insert(t, follower, e.specA, 0, http.StatusCreated); again != uid0 {
 			t.Fatalf("the spec-format token's insert got uid %s, want tenant a's %s", again, uid0)
 		}
 		// findings_write alone inserts; view alone reads (decision 8).
-		if again := e.insert(t, follower, e.writerA, 0, http.StatusOK); again != uid0 {
+		if again := e.insert(t, follower, e.writerA, 0, http.StatusCreated); again != uid0 {
 			t.Fatalf("the findings writer's insert got uid %s, want %s", again, uid0)
 		}
 		if r := e.do(t, follower, "GET", "/finding/"+uid0, e.viewA, "", ""); r.status != http.StatusOK {
 			t.Fatalf("get with view: %d %s", r.status, r.body)
 		}
-		r := e.do(t, follower, "GET", "/finding/"+uid0, e.tokA, "", "", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		r = e.do(t, follower, "GET", "/finding/"+uid0, e.tokA, "", "", "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 		if r.status != http.StatusOK {
 			t.Fatalf("get: %d %s", r.status, r.body)
 		}
@@ -588,7 +598,7 @@ func TestAPI_LeaderKill(t *testing.T) {
 				var err error
 				for try := 0; ; try++ {
 					r, err = e.send(t, followers[(n+try)%2], "PUT", "/findings/credentials", e.tokA, "", credential(n))
-					if err == nil && (r.status == http.StatusCreated || r.status == http.StatusOK) {
+					if err == nil && r.status == http.StatusCreated {
 						break
 					}
 					if try == 500 {
@@ -646,8 +656,8 @@ func TestAPI_LeaderKill(t *testing.T) {
 		}
 		var u struct{ UID string }
 		r.decode(t, &u)
-		if r.status != http.StatusOK || u.UID != uid {
-			t.Fatalf("retry of %d: %d %s, want 200 %s", n, r.status, r.body, uid)
+		if r.status != http.StatusCreated || u.UID != uid || r.header.Get(findings.HeaderDuplicate) != "true" {
+			t.Fatalf("retry of %d: %d %s, want 201 %s, a duplicate", n, r.status, r.body, uid)
 		}
 	}
 }

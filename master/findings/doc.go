@@ -3,7 +3,7 @@
 // insert credential findings for their tenant, list and read them, and
 // triage them.
 //
-//	PUT   /findings/credentials   insert: 201 {"uid"}, or 200 {"uid"} of the identical finding
+//	PUT   /findings/credentials   insert: 201 {"uid"}, also of the identical finding (X-Squall-Duplicate)
 //	GET   /finding/{uid}          {total, page, limit, findings: [the finding]}
 //	GET   /findings/credential    {total, page, limit, findings}, newest first
 //	PATCH /finding/{uid}          change state, ticket, priority, severity

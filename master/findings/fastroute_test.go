@@ -67,8 +67,8 @@ func TestFastRoute(t *testing.T) {
 		status                                  int
 		fast                                    bool // served by the fixed route
 	}{
-		{"duplicate", http.MethodPut, insertPath, tok, ct, body, http.StatusOK, true},
-		{"json suffix", http.MethodPut, insertPath, tok, "application/vnd.x+json; charset=utf-8", body, http.StatusOK, true},
+		{"duplicate", http.MethodPut, insertPath, tok, ct, body, http.StatusCreated, true},
+		{"json suffix", http.MethodPut, insertPath, tok, "application/vnd.x+json; charset=utf-8", body, http.StatusCreated, true},
 		{"no token", http.MethodPut, insertPath, "", ct, body, http.StatusUnauthorized, true},
 		{"bad token", http.MethodPut, insertPath, "Bearer x.y.z", ct, body, http.StatusUnauthorized, true},
 		{"no tenant", http.MethodPut, insertPath, noTenant, ct, body, http.StatusForbidden, true},
@@ -77,12 +77,12 @@ func TestFastRoute(t *testing.T) {
 		{"unknown field", http.MethodPut, insertPath, tok, ct, `{"tool": "t"}`, http.StatusBadRequest, true},
 		{"missing field", http.MethodPut, insertPath, tok, ct, `{"tool_code": "t"}`, http.StatusBadRequest, true},
 		{"too large", http.MethodPut, insertPath, tok, ct, `{"tool_code": "` + strings.Repeat("x", 2000) + `"}`, http.StatusRequestEntityTooLarge, true},
-		{"query", http.MethodPut, insertPath + "?x=1", tok, ct, body, http.StatusOK, true},
-		{"absolute target", http.MethodPut, "http://example.com" + insertPath, tok, ct, body, http.StatusOK, true},
+		{"query", http.MethodPut, insertPath + "?x=1", tok, ct, body, http.StatusCreated, true},
+		{"absolute target", http.MethodPut, "http://example.com" + insertPath, tok, ct, body, http.StatusCreated, true},
 		{"method", http.MethodPost, insertPath, tok, ct, body, http.StatusMethodNotAllowed, false},
 		{"get", http.MethodGet, insertPath, tok, "", "", http.StatusMethodNotAllowed, false},
 		{"escaped slash", http.MethodPut, strings.Replace(insertPath, "/credentials", "%2Fcredentials", 1), tok, ct, body, http.StatusNotFound, false},
-		{"escaped letter", http.MethodPut, strings.Replace(insertPath, "credentials", "cred%65ntials", 1), tok, ct, body, http.StatusOK, false},
+		{"escaped letter", http.MethodPut, strings.Replace(insertPath, "credentials", "cred%65ntials", 1), tok, ct, body, http.StatusCreated, false},
 		{"trailing slash", http.MethodPut, insertPath + "/", tok, ct, body, http.StatusNotFound, false},
 		{"unclean", http.MethodPut, strings.Replace(insertPath, "/findings/", "/x/../findings/", 1), tok, ct, body, http.StatusTemporaryRedirect, false},
 		{"double slash", http.MethodPut, strings.Replace(insertPath, "/findings/", "//findings/", 1), tok, ct, body, http.StatusTemporaryRedirect, false},

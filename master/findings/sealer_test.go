@@ -116,7 +116,7 @@ func TestSealer_AtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A password-only duplicate is recognized although encrypted.
-	if status, b := call(srv.URL, "PUT", "/findings/credentials", body); status != http.StatusOK || !bytes.Contains(b, []byte(u.UID)) {
+	if status, b := call(srv.URL, "PUT", "/findings/credentials", body); status != http.StatusCreated || !bytes.Contains(b, []byte(u.UID)) {
 		t.Fatalf("duplicate: %d %s", status, b)
 	}
 	status, b = call(srv.URL, "GET", "/finding/"+u.UID, "")
