@@ -301,11 +301,16 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add rule').click()`),
 		until(`document.querySelector('#draft-editor h2').textContent === 'New rule in disks'`),
 		setValue(`#edit-name`, "console_rule"),
+		// An action no executor handles: saved, and the answer's
+		// X-Squall-Warnings are listed under the status line.
+		setValue(`#edit-actions`, `[{"id": "smtp", "payload": {}}]`),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"][aria-current="true"]') !== null`),
 		until(`document.querySelector('#draft-editor h2').textContent === 'Rule console_rule'`),
+		until(`!document.getElementById('warnings').hidden && document.getElementById('warnings').textContent.includes('action "smtp" in ruleset root.master.disks, rule console_rule has no executor')`),
 		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Delete').click()`),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"]') === null && document.getElementById('status').textContent === 'Deleted rule console_rule.'`),
+		until(`document.getElementById('warnings').hidden`),
 		chromedp.Click(chromedp.CSS(`#draft-diff`)),
 		until(`[...document.querySelectorAll('#draft-diff-out .add')].some(e => e.textContent.includes('Edited in the console'))`),
 	)

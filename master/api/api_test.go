@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/mastertest"
@@ -33,6 +35,8 @@ type env struct {
 	cluster *mastertest.Cluster
 	next    atomic.Int64
 	archive string
+	// logs holds the API's warnings and errors, of every node.
+	logs *logtest.Buffer
 }
 
 const activeTree = `{"version": "1.1", "Filter": {"name": "root", "filter": {"description": "", "active": true, "filter": {}}, "nodes": [
@@ -55,6 +59,8 @@ const activeTree = `{"version": "1.1", "Filter": {"name": "root", "filter": {"de
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	archive := t.TempDir()
+	logs := &logtest.Buffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c := mastertest.TestCluster(t, 3,
 		mastertest.WithConfig(func(_ int, c *master.Config) { c.AllowUnsignedTokens = true }),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
@@ -66,7 +72,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = reg.Close() })
-			a := New(cfg, s.Store(), s.Verifier(), reg, nil)
+			a := New(cfg, s.Store(), s.Verifier(), reg, logger)
 			if err := s.Mount(Prefix, a.Handler(), master.OnLeader, master.RequestIDs(StateWrite)); err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +85,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 		t.Fatal(err)
 	}
 	c.WaitConverged()
-	return &env{t: t, cluster: c, archive: archive}
+	return &env{t: t, cluster: c, archive: archive, logs: logs}
 }
 
 // token returns an unsigned token for user with the authorizations.
@@ -663,9 +669,10 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // TestUnsupportedActionWarnings: edits, imports and deploys that write an
-// action no executor handles succeed with warnings naming it (an engine
-// may enable an executor this master lacks); otherwise the answer stays
-// null.
+// action no executor handles succeed (an engine may enable an executor
+// this master lacks) with the body null, as every operation whose result
+// is "nothing" (decision 9); the warnings naming each such action are in
+// the X-Squall-Warnings header and the log.
 func TestUnsupportedActionWarnings(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
@@ -677,21 +684,32 @@ func TestUnsupportedActionWarnings(t *testing.T) {
 	warnings := func(r response) []string {
 		t.Helper()
 		e.expect(r, 200, "")
-		if strings.TrimSpace(string(r.body)) == "null" {
+		if got := strings.TrimSpace(string(r.body)); got != "null" {
+			t.Fatalf("body %s, want null", r.body)
+		}
+		h := r.header.Values(HeaderWarnings)
+		if len(h) == 0 {
 			return nil
 		}
-		var ans struct{ Warnings []string }
-		if err := json.Unmarshal(r.body, &ans); err != nil {
-			t.Fatalf("answer %s: %v", r.body, err)
+		var w []string
+		if err := json.Unmarshal([]byte(h[0]), &w); err != nil || len(h) != 1 {
+			t.Fatalf("%s %q: %v", HeaderWarnings, h, err)
 		}
-		return ans.Warnings
+		return w
 	}
-	if w := warnings(e.send("POST", rules, alice, rule("plain", "logger"))); w != nil {
-		t.Errorf("a supported action got warnings %v", w)
+	// e.send goes round the nodes: a follower forwards to the leader,
+	// and the header comes back with the answer.
+	for i := range 3 {
+		if w := warnings(e.send("POST", rules, alice, rule(fmt.Sprintf("plain%d", i), "logger"))); w != nil {
+			t.Errorf("node %d: a supported action got warnings %v", i, w)
+		}
 	}
 	w := warnings(e.send("POST", rules, alice, rule("mail", "smtp")))
 	if len(w) != 1 || !strings.Contains(w[0], `action "smtp" in ruleset root.master.archive, rule mail`) {
 		t.Errorf("warnings %v", w)
+	}
+	if !strings.Contains(e.logs.String(), `action \"smtp\" in ruleset root.master.archive, rule mail`) {
+		t.Errorf("the warning is not in the log:\n%s", e.logs.String())
 	}
 	if w := warnings(e.send("PUT", rules+"/mail", alice, rule("mail", "icinga2"))); len(w) != 1 || !strings.Contains(w[0], `"icinga2"`) {
 		t.Errorf("update: warnings %v", w)

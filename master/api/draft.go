@@ -86,20 +86,20 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 // (without admin) deploys only a draft that differs from the active tree
 // below its node (docs/decisions.md decision 19); the store checks it when the
 // deploy is applied.
-func (a *API) deployDraft(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
 		// The tree deployed is d's: draft changes are serialized by
 		// a.edits, and d was read after the consistent read.
 		if err := a.compiles(d.Tree); err != nil {
 			return nil, err
 		}
-		ans := withWarnings(action.UnsupportedInTree(d.Tree, nil))
 		sess := store.SessionFromContext(ctx)
-		setAnswer(sess, ans)
+		setAnswer(sess, nil)
 		if _, err := a.store.DeployScoped(ctx, sess, d.ID, s.User, editScope(s)); err != nil {
 			return nil, err
 		}
-		return ans, nil
+		a.warn(w, r, s.User, action.UnsupportedInTree(d.Tree, nil))
+		return nil, nil
 	})
 }
 
@@ -133,24 +133,34 @@ func compileError(err error) error {
 	return &Error{Status: http.StatusUnprocessableEntity, Code: "TREE_DOES_NOT_COMPILE", Params: map[string]string{"NODE": node}, Message: msg}
 }
 
-// editAnswer is the answer of an edit, import or deploy that deserves a
-// word: the actions of what it wrote that no executor handles (engines
-// may enable executors this master lacks, so it is a warning, not an
-// error). Without warnings the answer stays null (decision 9).
-type editAnswer struct {
-	Warnings []string `json:"warnings"`
-}
+// HeaderWarnings carries the warnings of a draft edit, import or deploy,
+// whose answer is null (decision 9): the actions of what it wrote that no
+// executor handles (engines may enable executors this master lacks, so it
+// is a warning, not an error). Its value is a JSON array of at most
+// maxHeaderWarnings strings (ASCII: action ids and node names are); the
+// log has them all.
+const HeaderWarnings = "X-Squall-Warnings"
 
-// withWarnings is the answer listing bad, or nil when it is empty.
-func withWarnings(bad []action.Unsupported) any {
+// maxHeaderWarnings bounds the warnings sent in HeaderWarnings.
+const maxHeaderWarnings = 20
+
+// warn logs bad, the unsupported actions a change by user wrote, and
+// sends them in HeaderWarnings; it does nothing when bad is empty.
+func (a *API) warn(w http.ResponseWriter, r *http.Request, user string, bad []action.Unsupported) {
 	if len(bad) == 0 {
-		return nil
+		return
 	}
-	ans := editAnswer{Warnings: make([]string, len(bad))}
+	all := make([]string, len(bad))
 	for i, u := range bad {
-		ans.Warnings[i] = u.String()
+		all[i] = u.String()
 	}
-	return ans
+	a.logger.Warn("a draft change writes actions no executor handles", "method", r.Method, "path", r.URL.Path, "user", user, "warnings", all)
+	shown := all
+	if len(shown) > maxHeaderWarnings {
+		shown = append(shown[:maxHeaderWarnings:maxHeaderWarnings], fmt.Sprintf("and %d more (the master's log lists them all)", len(all)-maxHeaderWarnings))
+	}
+	b, _ := json.Marshal(shown) // a []string always encodes
+	w.Header().Set(HeaderWarnings, string(b))
 }
 
 // unsupportedIn lists the actions an edit writes that no executor handles.
@@ -186,7 +196,7 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scop
 // (shared: fn must not modify it), checks the request against it, and
 // returns the edit, which the store validates where it changes the tree
 // and replicates as one small command. An invalid edit changes nothing.
-func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Edit, error)) (any, error) {
+func (a *API) edit(w http.ResponseWriter, r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Edit, error)) (any, error) {
 	s, err := a.scope(r, auth.Edit)
 	if err != nil {
 		return nil, err
@@ -204,13 +214,13 @@ func (a *API) edit(r *http.Request, fn func(root *config.Node, s *auth.Scope) (*
 	if err != nil {
 		return nil, err
 	}
-	ans := withWarnings(unsupportedIn(e))
 	sess := store.SessionFromContext(r.Context())
-	setAnswer(sess, ans)
+	setAnswer(sess, nil)
 	if err := a.store.EditDraftPart(r.Context(), sess, d.ID, s.User, e); err != nil {
 		return nil, err
 	}
-	return ans, nil
+	a.warn(w, r, s.User, unsupportedIn(e))
+	return nil, nil
 }
 
 // setAnswer records in sess (nil: none) the answer a write gives once its
@@ -254,7 +264,7 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
@@ -288,7 +298,7 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -319,8 +329,8 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	})
 }
 
-func (a *API) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -388,7 +398,7 @@ func (a *API) importChild(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
@@ -398,7 +408,7 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -458,7 +468,7 @@ func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		rs, path, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
 		if err != nil {
 			return nil, err
@@ -489,7 +499,7 @@ func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		_, e, err := ruleOf(root, s, r, config.EditUpdateRule)
 		if err != nil {
 			return nil, err
@@ -499,8 +509,8 @@ func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	})
 }
 
-func (a *API) deleteRule(_ http.ResponseWriter, r *http.Request) (any, error) {
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+func (a *API) deleteRule(w http.ResponseWriter, r *http.Request) (any, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		_, e, err := ruleOf(root, s, r, config.EditDeleteRule)
 		return e, err
 	})
@@ -515,7 +525,7 @@ func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.edit(r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
 		rs, e, err := ruleOf(root, s, r, config.EditMoveRule)
 		if err != nil {
 			return nil, err

@@ -76,7 +76,23 @@ export class Session {
       const e = data && typeof data === 'object' ? data : {};
       throw new ApiError(resp.status, e.code, e.params, e.message || text.trim());
     }
+    // A draft change answers null; what it wrote that no executor
+    // handles comes in a header (decision 9). Every successful write
+    // reports its warnings, none included, so the last one's are shown.
+    if (method !== 'GET' && this.onWarnings) this.onWarnings(parseWarnings(resp.headers.get('X-Squall-Warnings')));
     return opts.raw ? text : data;
+  }
+}
+
+// parseWarnings reads the X-Squall-Warnings header: a JSON array of
+// strings; anything else is no warning.
+export function parseWarnings(header) {
+  if (!header) return [];
+  try {
+    const w = JSON.parse(header);
+    return Array.isArray(w) ? w.filter((x) => typeof x === 'string') : [];
+  } catch {
+    return [];
   }
 }
 

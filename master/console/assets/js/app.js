@@ -1,7 +1,7 @@
 // The console's entry point: sign-in (a pasted token, or the squall dev
 // link's #token= fragment, moved into session storage and cleared from
 // the address), the tabs, the tree and the test events.
-import { el, fill, $, pretty, status } from './dom.js';
+import { el, fill, $, pretty, status, warnings } from './dom.js';
 import { Session, nodePath } from './api.js';
 import { fromExport, render, find, details, keyOf } from './tree.js';
 import { examples, renderResult } from './events.js';
@@ -10,6 +10,7 @@ import { Draft } from './draft.js';
 import { loadFleet } from './fleet.js';
 
 const session = new Session(window.sessionStorage);
+session.onWarnings = warnings;
 const cfg = '/api/v2_beta/config';
 const state = { active: null, selected: '', view: 'tree' };
 let findings;

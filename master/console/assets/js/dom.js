@@ -38,3 +38,11 @@ export const pretty = (v) => JSON.stringify(v, null, 2);
 
 // status shows a short message in the status line.
 export function status(msg) { $('status').textContent = msg; }
+
+// warnings lists the warnings of the last change under the status line
+// (none: the list is hidden).
+export function warnings(list) {
+  const ul = $('warnings');
+  fill(ul, list.map((w) => el('li', {}, w)));
+  ul.hidden = !list.length;
+}
