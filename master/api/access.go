@@ -140,6 +140,21 @@ func draftNotFound(id string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "DRAFT_NOT_FOUND", Params: map[string]string{"ID": id}, Message: "no draft " + id}
 }
 
+// readableDraft returns the draft if its id is id and the caller may read
+// it: anyone with view, but for a user a takeover of this draft displaced
+// (decision 8, the spec's state table: after a takeover, any draft request
+// by the previous owner is rejected), until they take it over again.
+func (a *API) readableDraft(s *auth.Scope, id string) (*store.Draft, error) {
+	d, err := a.draft(id)
+	if err != nil {
+		return nil, err
+	}
+	if s.User != d.Owner && slices.Contains(d.Displaced, s.User) {
+		return nil, &store.NotOwnerError{DraftID: d.ID, Owner: d.Owner, Displaced: true}
+	}
+	return d, nil
+}
+
 // draft returns the draft if its id is id. Its tree is the store's own,
 // shared: the handlers read it and never modify it.
 func (a *API) draft(id string) (*store.Draft, error) {

@@ -271,10 +271,32 @@ func TestDraftLifecycle(t *testing.T) {
 	if string(bytes.TrimSpace(r.body)) != "null" {
 		t.Errorf("takeover answered %s, want null (decision 9)", r.body)
 	}
-	e.expect(e.get(cfgPath+"/draft/tree/details/m/"+id+"/master", alice), 200, "")
+	// The spec's state table: after a takeover, any draft request by the
+	// previous owner is rejected, reads included (decision 8), on every
+	// node; a reviewer with view still reads the draft.
+	displacedReads := []string{"/draft/tree/children/m/" + id, "/draft/tree/details/m/" + id + "/master",
+		"/draft/tree/export/m/" + id + "/master", "/draft/tree/children/all/" + id, "/draft/rule/details/m/" + id + "/master,archive/a1"}
+	for _, p := range displacedReads {
+		for range e.cluster.Len() {
+			r := e.get(cfgPath+p, alice)
+			e.expect(r, 403, "NOT_OWNER")
+			if p := r.json(t)["params"].(map[string]any); p["OWNER"] != "bob" || p["ID"] != id {
+				t.Errorf("params %v", p)
+			}
+		}
+		e.expect(e.get(cfgPath+strings.NewReplacer("/m/", "/ro/", "/all/", "/ro/").Replace(p), reviewer), 200, "")
+	}
+	e.expect(e.send("POST", "/api/v2_beta/event/draft/m/"+id, alice, workedEvent), 403, "NOT_OWNER")
+	e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, reviewer, workedEvent), 200, "")
 	e.expect(e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", alice, `{"type":"Ruleset","name":"alices"}`), 403, "NOT_OWNER")
 	e.expect(e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", alice, ""), 403, "NOT_OWNER")
 	e.expect(e.do("DELETE", cfgPath+"/drafts/m/"+id, alice, "", nil), 403, "NOT_OWNER")
+	// Until she takes it over again: then bob is the displaced one.
+	e.expect(e.send("POST", cfgPath+"/drafts/m/"+id+"/takeover", alice, ""), 200, "")
+	e.expect(e.get(cfgPath+displacedReads[1], alice), 200, "")
+	e.expect(e.get(cfgPath+displacedReads[1], bob), 403, "NOT_OWNER")
+	e.expect(e.send("POST", cfgPath+"/drafts/m/"+id+"/takeover", bob, ""), 200, "")
+	e.expect(e.get(cfgPath+displacedReads[1], bob), 200, "")
 	// Bob edits and deploys: the active tree changes, the draft stays.
 	e.expect(e.send("POST", cfgPath+"/draft/tree/details/m/"+id+"/master", bob, `{"type":"Ruleset","name":"new_rs"}`), 200, "")
 	e.expect(e.get(cfgPath+"/active/tree/details/m/master,new_rs", alice), 404, "NODE_NOT_FOUND")

@@ -43,9 +43,10 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 	}
 	var tr *tree.Tree
 	if draft {
-		// SkipActions only reads the draft (view, anyone's); Full runs
-		// its actions, which only its owner may (decision 8).
-		get := a.draft
+		// SkipActions only reads the draft (view, anyone's but a
+		// displaced owner's); Full runs its actions, which only its owner
+		// may (decision 8).
+		get := func(id string) (*store.Draft, error) { return a.readableDraft(s, id) }
 		if req.ProcessType == tree.Full {
 			get = func(id string) (*store.Draft, error) { return a.ownedDraft(s, id) }
 		}

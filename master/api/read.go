@@ -9,14 +9,15 @@ import (
 
 // readTree authenticates a read and returns the tree it reads: the active
 // tree, or the draft when the route has a draft_id. Reading a draft needs
-// view only, whoever owns it (decision 8).
+// view only, whoever owns it, unless its takeover displaced the caller
+// (decision 8).
 func (a *API) readTree(r *http.Request) (*config.Node, *auth.Scope, error) {
 	s, err := a.scope(r, auth.View)
 	if err != nil {
 		return nil, nil, err
 	}
 	if id := r.PathValue("draft_id"); id != "" {
-		d, err := a.draft(id)
+		d, err := a.readableDraft(s, id)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -93,10 +93,16 @@ type NotOwnerError struct {
 	// DraftID is the draft's id and Owner its current owner.
 	DraftID string
 	Owner   string
+	// Displaced is set when the caller owned the draft until Owner took
+	// it over: then even its reads are refused.
+	Displaced bool
 }
 
 // Error names the draft and its owner.
 func (e *NotOwnerError) Error() string {
+	if e.Displaced {
+		return fmt.Sprintf("draft %s was taken over by %s: %s; take it over again or create a new draft", e.DraftID, e.Owner, ErrNotOwner)
+	}
 	return fmt.Sprintf("draft %s is owned by %s: %s", e.DraftID, e.Owner, ErrNotOwner)
 }
 

@@ -15,17 +15,27 @@ import (
 //   - 0: the forms every master applies (JSON payloads of version 1);
 //   - 1: also session entries (type 22, request ids) and InsertFindings
 //     entries in their binary form (version 2).
+//   - 2: TakeOver entries record the level they were written under (the
+//     writtenExt extension), and applying one at level 2 records the
+//     displaced owner in the draft (decision 8), which the state file
+//     keeps in the draft record's "displaced" field.
 //
 // Every member advertises its level when it registers (SetMember, in the
 // entry's raft extensions, which a binary without levels ignores); the
 // leader writes the forms of a level only once every member of the raft
 // configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
 // stays able to read every form at every level.
-const FeatureLevel = 1
+const FeatureLevel = 2
 
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
 const LevelSessions = 1
+
+// LevelDisplaced is the level from which a takeover records the owner it
+// displaces. Below it, every master applies a takeover as a binary before
+// it does (the owner changes, nobody is recorded), so that a cluster that
+// mixes releases keeps one state.
+const LevelDisplaced = 2
 
 // The feature levels and the rules the state machine validates trees
 // with (docs/decisions.md decision 52): every entry that carries a tree
@@ -44,7 +54,7 @@ func treeRules(level int) config.Rules {
 }
 
 // writtenExt is the raft log extension of an entry that carries a tree
-// (see carriesTree): the cluster's feature level when the leader wrote
+// or takes a draft over (see recordsLevel): the cluster's feature level when the leader wrote
 // it. A master without it (before decision 52) ignores it and validates
 // with its own rules, which are those of config.Rules1.
 type writtenExt struct {
@@ -77,14 +87,23 @@ func decodeWrittenExt(ext []byte) (level int, ok bool) {
 	return e.Level, true
 }
 
-// carriesTree reports whether applying cmd validates a tree: those
-// entries record the level they were written under.
+// carriesTree reports whether applying cmd validates a tree.
 func carriesTree(cmd Command) bool {
 	switch cmd.(type) {
 	case ReplaceActive, EditDraft, DraftEdit, RestoreState:
 		return true
 	}
 	return false
+}
+
+// recordsLevel reports whether cmd's entry records the level it was
+// written under (writtenExt): the entries whose trees are validated with
+// that level's rules, and takeovers, which record the displaced owner
+// from LevelDisplaced on. A master of level 1 reads the extension of a
+// takeover as it does a tree entry's, and is never sent one of level 2.
+func recordsLevel(cmd Command) bool {
+	_, takeOver := cmd.(TakeOver)
+	return takeOver || carriesTree(cmd)
 }
 
 // memberExt is the raft log extension of a SetMember entry: what the

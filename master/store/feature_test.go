@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,8 +305,8 @@ func TestFSM_WrittenLevelAboveBinaryPanics(t *testing.T) {
 }
 
 // TestStore_treeEntriesRecordLevel: the leader writes, on the entries
-// that carry a tree (alone, in a batch, or in a session entry), the
-// cluster's level; other entries carry no extension.
+// that carry a tree or take a draft over (alone, in a batch, or in a
+// session entry), the cluster's level; other entries carry no extension.
 func TestStore_treeEntriesRecordLevel(t *testing.T) {
 	nodes := newCluster(t, 1, nil)
 	s := nodes[0]
@@ -333,6 +334,9 @@ func TestStore_treeEntriesRecordLevel(t *testing.T) {
 	if _, err := s.Batch(ctx, TakeOver{ID: id, User: "carol"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Batch(ctx, Deploy{ID: id, User: "carol"}); err != nil {
+		t.Fatal(err)
+	}
 	last, err := s.logs.LastIndex()
 	if err != nil {
 		t.Fatal(err)
@@ -353,8 +357,62 @@ func TestStore_treeEntriesRecordLevel(t *testing.T) {
 		}
 		got = append(got, cmdType(l.Data[0]).String()+" "+ext)
 	}
-	wantAll := []string{"replace_active " + want, "create_draft -", "session " + want, "batch " + want, "batch -"}
+	wantAll := []string{"replace_active " + want, "create_draft -", "session " + want, "batch " + want, "batch " + want, "batch -"}
 	if strings.Join(got, "\n") != strings.Join(wantAll, "\n") {
 		t.Fatalf("entries and extensions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantAll, "\n"))
 	}
+}
+
+// TestFSM_TakeOverDisplaced: from LevelDisplaced on, a takeover records
+// the owner it displaces, and a user who takes the draft over again is no
+// longer displaced; the list survives a reopen and goes with the draft
+// when another draft is created. Written under a lower level (a cluster
+// that still has a master before it), a takeover records nobody, as that
+// master applies it.
+func TestFSM_TakeOverDisplaced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), fsmDBName)
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := openFSM(path, testLogger(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1)
+	at := func(level int, cmd Command) {
+		t.Helper()
+		if r := fsmApplyAt(t, f, f.appliedIndex()+1, level, cmd); r.Err != nil {
+			t.Fatalf("%T: %v", cmd, r.Err)
+		}
+	}
+	displaced := func(want ...string) {
+		t.Helper()
+		if got := f.st.draft.Displaced; !slices.Equal(got, want) {
+			t.Fatalf("displaced %q, want %q", got, want)
+		}
+	}
+	at(LevelDisplaced, CreateDraft{ID: "d1", Owner: "alice", Now: now})
+	at(LevelDisplaced-1, TakeOver{ID: "d1", User: "bob"})
+	displaced()
+	at(LevelDisplaced, TakeOver{ID: "d1", User: "carol"})
+	displaced("bob")
+	at(LevelDisplaced, TakeOver{ID: "d1", User: "alice"})
+	displaced("bob", "carol")
+	at(LevelDisplaced, TakeOver{ID: "d1", User: "alice"}) // its own: nothing changes
+	displaced("bob", "carol")
+	at(LevelDisplaced, TakeOver{ID: "d1", User: "bob"})
+	displaced("carol", "alice")
+	at(LevelDisplaced, EditDraft{ID: "d1", User: "bob", Tree: treeWith("x"), Now: now})
+	displaced("carol", "alice")
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = openFSM(path, testLogger(t), m); err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	displaced("carol", "alice")
+	at(LevelDisplaced, CreateDraft{ID: "d2", Owner: "alice", Now: now})
+	displaced()
 }

@@ -567,6 +567,9 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 				return refuse(fmt.Errorf("draft %s: %w", p.ID, ErrNoDraft))
 			}
 			dr := *st.draft
+			if d.level >= LevelDisplaced {
+				dr.Displaced = displace(dr.Displaced, dr.Owner, p.User)
+			}
 			dr.Owner = p.User
 			if err := putDraft(b, &dr, st.draftJSON); err != nil {
 				return Result{}, err
@@ -824,4 +827,23 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// displace returns the displaced users of a draft after to takes it over
+// from from: from added (unless the owner takes over its own draft), to
+// removed. It builds a new list; displaced is shared.
+func displace(displaced []string, from, to string) []string {
+	out := make([]string, 0, len(displaced)+1)
+	for _, u := range displaced {
+		if u != to && u != from {
+			out = append(out, u)
+		}
+	}
+	if from != to {
+		out = append(out, from)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,6 +22,11 @@ type Draft struct {
 	CreatedMS int64
 	UpdatedMS int64
 	Tree      *config.Node
+	// Displaced lists the users a takeover of this draft displaced and
+	// that have not taken it over again since (decision 8): none of its
+	// requests on this draft is served, reads included. Never modified in
+	// place: a takeover builds a new list.
+	Displaced []string
 }
 
 // Clone returns a deep copy of the draft.
@@ -30,6 +36,7 @@ func (d *Draft) Clone() *Draft {
 	}
 	c := *d
 	c.Tree = d.Tree.Clone()
+	c.Displaced = slices.Clone(d.Displaced)
 	return &c
 }
 
@@ -98,6 +105,9 @@ type draftRecord struct {
 	CreatedMS int64           `json:"created_ms"`
 	UpdatedMS int64           `json:"updated_ms"`
 	Tree      json.RawMessage `json:"tree"`
+	// Displaced is Draft.Displaced, absent when empty (the draft records
+	// of masters before feature level 2, which ignore the field).
+	Displaced []string `json:"displaced,omitempty"`
 }
 
 func putUint64(b *bolt.Bucket, key []byte, v uint64) error {
@@ -182,7 +192,7 @@ func readState(db *bolt.DB) (state, error) {
 			if err != nil {
 				return fmt.Errorf("draft tree: %w", err)
 			}
-			st.draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: ex.Node}
+			st.draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: ex.Node, Displaced: rec.Displaced}
 			st.draftJSON, st.draftSize = rec.Tree, len(rec.Tree)
 			if err := replayDraftEdits(tx, &st); err != nil {
 				return err
@@ -237,7 +247,7 @@ func putLevels(b *bolt.Bucket, l *levelMap) error {
 
 // putDraft stores d with tree as its export file.
 func putDraft(b *bolt.Bucket, d *Draft, tree json.RawMessage) error {
-	v, err := json.Marshal(draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree})
+	v, err := json.Marshal(draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree, Displaced: d.Displaced})
 	if err != nil {
 		return err
 	}

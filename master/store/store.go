@@ -730,7 +730,7 @@ func (s *Store) Apply(ctx context.Context, sess *Session, cmd Command) (Result, 
 	var ext []byte
 	if m, ok := cmd.(SetMember); ok {
 		ext = encodeMemberExt(m.FeatureLevel)
-	} else if carriesTree(cmd) {
+	} else if recordsLevel(cmd) {
 		ext = encodeWrittenExt(level)
 	}
 	resp, err := s.submit(ctx, label, data, ext)
@@ -754,7 +754,7 @@ func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
 		return nil, err
 	}
 	var ext []byte
-	if slices.ContainsFunc(cmds, carriesTree) {
+	if slices.ContainsFunc(cmds, recordsLevel) {
 		ext = encodeWrittenExt(s.ClusterFeatureLevel())
 	}
 	resp, err := s.submit(ctx, typeBatch.String(), data, ext)

@@ -58,7 +58,17 @@ export class Draft {
       fill($('draft-tree'), el('p', { class: 'hint' }, 'Create a draft to edit the tree.'));
       return null;
     }
-    const doc = await this.session.request('GET', `${cfg}/draft/tree/export/${a.name}/${this.id}/${nodePath([this.base])}`);
+    let doc;
+    try {
+      doc = await this.session.request('GET', `${cfg}/draft/tree/export/${a.name}/${this.id}/${nodePath([this.base])}`);
+    } catch (e) {
+      // A takeover displaced this user: even reads are refused until
+      // they take the draft over again or create one (decision 8).
+      if (e.code !== 'NOT_OWNER') throw e;
+      this.root = null;
+      fill($('draft-tree'), el('p', { class: 'hint' }, `${this.owner || 'Another user'} took this draft over from you: take it over again, or create a new draft, to see it.`));
+      return null;
+    }
     this.root = fromExport(doc, []);
     this.draw();
     return this.root;
