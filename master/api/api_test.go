@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -743,5 +744,34 @@ func TestUnsupportedActionWarnings(t *testing.T) {
 	}
 	if w := warnings(e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", alice, "")); len(w) != 2 {
 		t.Errorf("deploy: warnings %v, want the two actions of the draft", w)
+	}
+}
+
+// TestAPI_warnCap: X-Squall-Warnings holds at most maxHeaderWarnings
+// warnings and then says how many more the log has; the log has them all.
+func TestAPI_warnCap(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	a := &API{logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	bad := make([]action.Unsupported, maxHeaderWarnings+5)
+	for i := range bad {
+		bad[i] = action.Unsupported{ID: fmt.Sprintf("x%d", i), Ruleset: "root.rs", Rule: "r"}
+	}
+	w := httptest.NewRecorder()
+	a.warn(w, httptest.NewRequest("POST", "/p", nil), "alice", bad)
+	var got []string
+	if err := json.Unmarshal([]byte(w.Header().Get(HeaderWarnings)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != maxHeaderWarnings+1 || !strings.Contains(got[maxHeaderWarnings-1], `"x19"`) || got[maxHeaderWarnings] != "and 5 more (the master's log lists them all)" {
+		t.Fatalf("header warnings %q", got)
+	}
+	if !strings.Contains(logs.String(), `action \"x24\"`) || !strings.Contains(logs.String(), `"user":"alice"`) {
+		t.Fatalf("log %s", logs.String())
+	}
+	w = httptest.NewRecorder()
+	a.warn(w, httptest.NewRequest("POST", "/p", nil), "alice", nil)
+	if _, ok := w.Header()[HeaderWarnings]; ok {
+		t.Fatal("a header without warnings")
 	}
 }
