@@ -83,8 +83,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		body := fmt.Sprintf(`{"monitored_domain_id": %d, "tool_code": "leaks", "resource_url": "https://example.com/login",
 			"username": "user%d@example.com", "password": "%s-%d"}`, 1+n%2, n, secret, n)
 		resp, out := do(t, c, node, http.MethodPut, findings.Prefix+"findings/credentials", tokens[tenant], []byte(body))
-		// 200 when a retried insert had been stored after all.
-		if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		// A retried insert that had been stored after all is 201 too.
+		if resp.StatusCode != http.StatusCreated {
 			t.Fatalf("insert: %d %s", resp.StatusCode, out)
 		}
 		return decode[struct{ UID string }](t, out).UID
@@ -231,8 +231,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	body := fmt.Sprintf(`{"monitored_domain_id": 1, "tool_code": "leaks", "resource_url": "https://example.com/login",
 			"username": "user0@example.com", "password": "%s-0"}`, secret)
 	resp, out = do(t, other, 0, http.MethodPut, findings.Prefix+"findings/credentials", tokens["acme"], []byte(body))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("re-insert of a restored finding: %d %s", resp.StatusCode, out)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get(findings.HeaderDuplicate) != "true" {
+		t.Fatalf("re-insert of a restored finding: %d %s, want 201 and %s", resp.StatusCode, out, findings.HeaderDuplicate)
 	}
 
 	// A file with a bad finding changes nothing.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -203,7 +204,7 @@ func TestServer_SingleNode(t *testing.T) {
 
 	resp, body = c.Get(0, "/metrics", "")
 	for _, want := range []string{
-		"squall_store_apply_duration_seconds", "squall_store_raft_leader 1", "squall_store_cluster_feature_level 1",
+		"squall_store_apply_duration_seconds", "squall_store_raft_leader 1", fmt.Sprintf("squall_store_cluster_feature_level %d", store.FeatureLevel),
 		`squall_master_http_requests_total{code="200",method="POST",route="/api/v2_beta/test/"}`,
 		"squall_master_http_request_duration_seconds_bucket",
 	} {
