@@ -189,8 +189,7 @@ func TestBenchFindings(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	bin := squallBinary(t)
 	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "bench", "--auth", "findings=root,bench:findings_read,findings_write", "--unsigned"))
-	tokenFile := filetest.Write(t, t.TempDir(), "token", token+"
-")
+	tokenFile := filetest.Write(t, t.TempDir(), "token", token+"\n")
 	code, stdout, stderr := runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile,
 		"--connections", "4", "--readers", "2", "--requests", "60", "--duration", "1m", "--page-size", "10", "--pages", "3")
 	if code != 0 {

@@ -751,7 +751,7 @@ func TestUnsupportedActionWarnings(t *testing.T) {
 // warnings and then says how many more the log has; the log has them all.
 func TestAPI_warnCap(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	a := &API{logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	bad := make([]action.Unsupported, maxHeaderWarnings+5)
 	for i := range bad {
