@@ -454,8 +454,9 @@ func TestConsole_Browser(t *testing.T) {
 	)
 	b.shot("narrow")
 
-	// A findings-only token (a tenant, no authorization) sees the findings.
-	scanner := base64.StdEncoding.EncodeToString([]byte(`{"user": "scanner", "auths": {}, "tenant": "master"}`))
+	// A findings-only token (findings_read on tenant master, no tree
+	// role: decision 8) sees the findings, and no tree.
+	scanner := base64.StdEncoding.EncodeToString([]byte(`{"user": "scanner", "auths": {"findings": {"path": ["root", "master"], "roles": ["findings_read"]}}}`))
 	b.do("sign in with a findings-only token",
 		chromedp.Click(chromedp.CSS(`#sign-out`)),
 		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),

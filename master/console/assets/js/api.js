@@ -10,6 +10,13 @@ export class ApiError extends Error {
   }
 }
 
+// treeRoles are the roles that grant something of the tree. An
+// authorization with none of them (only findings_read, findings_write or
+// fleet_report) serves the findings API alone (decision 8): the console
+// shows it no tree.
+const treeRoles = ['view', 'edit', 'admin', 'test_event_execute_actions'];
+const onTree = (a) => !!a && (a.roles || []).some((r) => treeRoles.includes(r));
+
 // Session holds the token (in this tab's sessionStorage) and its claims.
 export class Session {
   constructor(storage) {
@@ -22,8 +29,8 @@ export class Session {
     const claims = decodeToken(token);
     this.token = token;
     this.storage.setItem('squall.token', token);
-    const names = Object.keys(claims.auths).sort();
-    if (!names.length && !claims.tenant) throw new Error('The token has no authorization and no tenant: it grants nothing.');
+    const names = treeAuthNames(claims);
+    if (!Object.keys(claims.auths).length && !claims.tenant) throw new Error('The token has no authorization and no tenant: it grants nothing.');
     if (!names.includes(this.authName)) this.setAuth(names[0] || '');
     return claims;
   }
@@ -45,7 +52,7 @@ export class Session {
   auth() {
     const c = this.claims();
     const a = c && c.auths[this.authName];
-    return a ? { name: this.authName, path: a.path || [], roles: a.roles || [] } : null;
+    return onTree(a) ? { name: this.authName, path: a.path || [], roles: a.roles || [] } : null;
   }
 
   // can tells whether the selected authorization has role; the server
@@ -94,6 +101,12 @@ export function parseWarnings(header) {
   } catch {
     return [];
   }
+}
+
+// treeAuthNames lists, sorted, the names of the claims' authorizations
+// that grant something of the tree.
+export function treeAuthNames(claims) {
+  return Object.keys(claims.auths).filter((n) => onTree(claims.auths[n])).sort();
 }
 
 // decodeToken reads the claims of a JWT or of a spec-format unsigned

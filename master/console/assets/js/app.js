@@ -2,7 +2,7 @@
 // link's #token= fragment, moved into session storage and cleared from
 // the address), the tabs, the tree and the test events.
 import { el, fill, $, pretty, status, warnings } from './dom.js';
-import { Session, nodePath } from './api.js';
+import { Session, nodePath, treeAuthNames } from './api.js';
 import { fromExport, render, find, details, keyOf } from './tree.js';
 import { examples, renderResult } from './events.js';
 import { Findings } from './findings.js';
@@ -36,12 +36,13 @@ function showSignIn(msg = '') {
 function showWho() {
   const c = session.claims();
   const sel = $('auth-select');
-  fill(sel, Object.keys(c.auths).sort().map((n) => el('option', { value: n, selected: n === session.authName }, `${n} (${(c.auths[n].path || []).join(' › ')})`)));
+  fill(sel, treeAuthNames(c).map((n) => el('option', { value: n, selected: n === session.authName }, `${n} (${(c.auths[n].path || []).join(' › ')})`)));
   $('who-user').textContent = c.user;
   const a = session.auth();
   fill($('who-roles'), (a ? a.roles : []).map((r) => el('span', { 'data-role': r }, r)));
   $('who').hidden = false;
-  // A findings-only token (a tenant, no authorization) sees the findings.
+  // A findings-only token (no authorization with a tree role: only
+  // findings_read / findings_write, or a bare tenant) sees the findings.
   for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
   $('auth-select').closest('label').hidden = !a;
   if (!a) state.view = 'findings';
