@@ -8,11 +8,13 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/webhooks/signing"
 )
 
 // Limits of the delivery settings of a webhook file ("dedupe", "rate_limit",
@@ -57,6 +59,11 @@ type Dedupe struct {
 	// Window is how long a delivery id is remembered after its call was
 	// accepted.
 	Window time.Duration
+	// SignedID is set when the webhook's signature scheme signs a message
+	// id (standard-webhooks) and Header names it (Webhook-Id or Svix-Id):
+	// the delivery id is then the id the signature verified, under
+	// whichever header family the call used, never an unsigned header.
+	SignedID bool
 
 	expr *expression
 }
@@ -102,6 +109,9 @@ func checkDeliveryID(id string) (string, error) {
 
 // String describes the setting.
 func (d Dedupe) String() string {
+	if d.SignedID {
+		return "signed message id window " + d.Window.String()
+	}
 	if d.Header != "" {
 		return "header " + d.Header + " window " + d.Window.String()
 	}
@@ -146,6 +156,29 @@ func (w *Webhook) Allows(addr netip.Addr) bool {
 	return false
 }
 
+// signedIDHeaders are the headers that carry the message id a
+// standard-webhooks signature covers.
+var signedIDHeaders = []string{signing.HeaderWebhookID, signing.HeaderSvixID}
+
+// bindDedupe ties a dedupe header to the signature when the scheme signs
+// the message id: the header must be the id's (either family's name, both
+// meaning the verified id), since any other header could be changed by
+// whoever replays a signed call. A body expression needs no binding: the
+// body is signed.
+func (w *Webhook) bindDedupe() error {
+	d := w.Dedupe
+	if d == nil || d.Header == "" || w.Signature == nil || !w.Signature.SignsID() {
+		return nil
+	}
+	if !slices.Contains(signedIDHeaders, d.Header) {
+		return &ValidationError{Field: "dedupe.header", Value: d.Header,
+			Err: fmt.Errorf("the %s signature covers the message id: dedupe on %s (or %s), or on the body with \"jmespath\"",
+				signing.SchemeStandardWebhooks, signing.HeaderWebhookID, signing.HeaderSvixID)}
+	}
+	d.SignedID = true
+	return nil
+}
+
 // validateDelivery checks the delivery settings of a webhook changed after
 // [Parse], for [Webhook.Validate].
 func (w *Webhook) validateDelivery() error {
@@ -156,6 +189,14 @@ func (w *Webhook) validateDelivery() error {
 		}
 		if d.Header != "" && !httpguard.ValidFieldName(d.Header) {
 			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: d.Header, Err: errors.New("must be an HTTP header name")})
+		}
+		// SignedID exactly when the scheme signs an id and the header
+		// is that id's: bindDedupe's rule.
+		signsID := w.Signature != nil && w.Signature.SignsID() && d.Header != ""
+		if d.SignedID != (signsID && slices.Contains(signedIDHeaders, d.Header)) || signsID && !d.SignedID {
+			errs = append(errs, &ValidationError{Field: "dedupe.header", Value: d.Header,
+				Err: fmt.Errorf("with a %s signature, must be %s or %s (the signed id), and only then keys on the signed id",
+					signing.SchemeStandardWebhooks, signing.HeaderWebhookID, signing.HeaderSvixID)})
 		}
 		if d.Window < time.Second || d.Window > MaxDedupeWindow {
 			errs = append(errs, &ValidationError{Field: "dedupe.window", Value: d.Window.String(), Err: fmt.Errorf("must be from 1s to %s", MaxDedupeWindow)})

@@ -55,6 +55,43 @@ func TestParse_Delivery(t *testing.T) {
 	}
 }
 
+// TestParse_DedupeSignedID: with a scheme that signs the message id, a
+// dedupe header names that id (either family's name means the verified
+// id) and no other header may be the key.
+func TestParse_DedupeSignedID(t *testing.T) {
+	t.Parallel()
+	const std = `"signature": {"scheme": "standard-webhooks", "secret": "whsec_YWJj"}, `
+	for _, header := range []string{"webhook-id", "Svix-Id"} {
+		w := mustParse(t, hookWith(std+`"dedupe": {"header": "`+header+`"}`))
+		if !w.Dedupe.SignedID || !strings.Contains(w.String(), "dedupe=signed message id") {
+			t.Errorf("%s: SignedID %v, String() %s", header, w.Dedupe.SignedID, w)
+		}
+		if err := w.Validate(); err != nil {
+			t.Errorf("%s: Validate: %v", header, err)
+		}
+		w.Dedupe.SignedID = false
+		if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "dedupe.header") {
+			t.Errorf("%s: Validate without SignedID: %v", header, err)
+		}
+	}
+	if _, err := Parse(strings.NewReader(hookWith(std + `"dedupe": {"header": "X-Request-Id"}`))); err == nil ||
+		!strings.Contains(err.Error(), `dedupe.header "X-Request-Id": the standard-webhooks signature covers the message id`) {
+		t.Errorf("an unsigned dedupe header: %v", err)
+	}
+	// A body expression (the body is signed), and schemes that sign no id.
+	if w := mustParse(t, hookWith(std+`"dedupe": {"jmespath": "id"}`)); w.Dedupe.SignedID {
+		t.Error("jmespath keyed on the signed id")
+	}
+	w := mustParse(t, hookWith(`"signature": {"scheme": "github", "secret": "s"}, "dedupe": {"header": "X-GitHub-Delivery"}`))
+	if w.Dedupe.SignedID {
+		t.Error("github keyed on a signed id")
+	}
+	w.Dedupe.SignedID = true
+	if err := w.Validate(); err == nil {
+		t.Error("Validate accepted SignedID with a scheme that signs no id")
+	}
+}
+
 func TestParse_DeliveryBad(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -127,6 +127,7 @@ func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 		w.Dedupe, err = decodeDedupe(o.fields["dedupe"])
 		check(err)
 	}
+	check(w.bindDedupe())
 	if o.present("rate_limit") {
 		w.RateLimit, err = decodeRateLimit(o.fields["rate_limit"])
 		check(err)

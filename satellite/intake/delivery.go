@@ -77,15 +77,19 @@ func (in *Intake) checkRate(wh *webhooks.Webhook, client netip.Addr, now time.Ti
 }
 
 // claim finds the delivery id of a call of a webhook with "dedupe" and
-// claims it. A nil claim and nil error: the webhook has no dedupe. A
-// duplicate claim carries the first call's event id.
-func (in *Intake) claim(c *request, wh *webhooks.Webhook, body []byte, now time.Time) (*dedupe.Claim, error) {
+// claims it: signedID, the message id the signature verified, when the
+// setting keys on it. A nil claim and nil error: the webhook has no dedupe.
+// A duplicate claim carries the first call's event id.
+func (in *Intake) claim(c *request, wh *webhooks.Webhook, body []byte, signedID string, now time.Time) (*dedupe.Claim, error) {
 	d := wh.Dedupe
 	if d == nil {
 		return nil, nil
 	}
 	var header string
-	if d.Header != "" {
+	switch {
+	case d.SignedID:
+		header = strings.Clone(signedID) // from the header buffer, like any value
+	case d.Header != "":
 		// A copy: the delivery id may be remembered, and the front
 		// end's header values may live in a buffer it reuses.
 		header = strings.Clone(c.header.Get(d.Header))

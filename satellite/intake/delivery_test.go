@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 
 // deliveryHooks are webhooks with the delivery settings.
 func deliveryHooks(t testing.TB) directory {
+	const signedWith = `"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, `
 	const collector = `"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}`
 	return directory{
 		"dedupe":      mustParse(t, `{"id": "dedupe", "token": "tok", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
@@ -29,6 +31,8 @@ func deliveryHooks(t testing.TB) directory {
 		"per-client":  mustParse(t, `{"id": "per-client", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
 		"allowed":     mustParse(t, `{"id": "allowed", "token": "tok", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
 		"small":       mustParse(t, `{"id": "small", "token": "tok", "max_payload_size": 16, `+collector+`}`),
+		"signed":      mustParse(t, `{"id": "signed", "token": "tok", "dedupe": {"header": "webhook-id"}, `+signedWith+collector+`}`),
+		"signed-svix": mustParse(t, `{"id": "signed-svix", "token": "tok", "dedupe": {"header": "svix-id"}, `+signedWith+collector+`}`),
 	}
 }
 
@@ -146,6 +150,66 @@ func TestIntake_Dedupe(t *testing.T) {
 			if got := testutil.ToFloat64(c.metric); got != c.want {
 				t.Errorf("%v = %g, want %g", c.metric, got, c.want)
 			}
+		}
+	})
+}
+
+// svixNames renames the Standard Webhooks headers of h to their svix-*
+// names, as a replay that moves a captured delivery to the other family.
+func svixNames(h http.Header) http.Header {
+	return http.Header{
+		"Svix-Id":        h["Webhook-Id"],
+		"Svix-Timestamp": h["Webhook-Timestamp"],
+		"Svix-Signature": h["Webhook-Signature"],
+	}
+}
+
+// TestIntake_DedupeSignedID replays one signed delivery under the other
+// header family, with a fresh id in the header the signature does not
+// cover: dedupe keys on the id the signature verified, so no replay makes
+// a second event, and a call whose two id headers differ is refused.
+func TestIntake_DedupeSignedID(t *testing.T) {
+	t.Parallel()
+	forFronts(t, func(t *testing.T, front string) {
+		sink := &recorder{}
+		in, srv := deliveryServer(t, front, sink)
+		body := []byte(`{"n": 1}`)
+		for _, tc := range []struct{ id, family string }{{"signed", "webhook"}, {"signed-svix", "svix"}} {
+			url := srv.URL + "/engine/webhook/event/" + tc.id + "?token=tok"
+			sig := in.dir.Lookup(tc.id).Signature
+			signed := sig.Sign(body, time.Now(), "msg_"+tc.id)
+			if tc.family == "svix" {
+				signed = svixNames(signed)
+			}
+			ev := eventID(t, call(t, srv.Client(), "POST", url, bytes.NewReader(body), signed))
+
+			// The same delivery under the other family's names.
+			moved := sig.Sign(body, time.Now(), "msg_"+tc.id)
+			if tc.family == "webhook" {
+				moved = svixNames(moved)
+			}
+			a := call(t, srv.Client(), "POST", url, bytes.NewReader(body), moved)
+			if got := eventID(t, a); got != ev || a.header.Get(HeaderDeduplicated) != "true" {
+				t.Errorf("%s: the delivery under the other names answered %s (deduplicated %q), want %s",
+					tc.id, got, a.header.Get(HeaderDeduplicated), ev)
+			}
+
+			// The signed headers of one family and a fresh, unsigned id
+			// under the other: refused, whichever the dedupe header.
+			for _, fresh := range []string{"Webhook-Id", "Svix-Id"} {
+				h := moved.Clone()
+				if h.Get(fresh) != "" {
+					continue
+				}
+				h.Set(fresh, "fresh-"+fresh)
+				a := call(t, srv.Client(), "POST", url, bytes.NewReader(body), h)
+				if a.status != http.StatusBadRequest || a.body.Code != CodeBadSignatureHeader {
+					t.Errorf("%s: signed headers plus a fresh %s: %d %s, want 400 %s", tc.id, fresh, a.status, a.raw, CodeBadSignatureHeader)
+				}
+			}
+		}
+		if n := len(sink.records); n != 2 {
+			t.Errorf("%d events, want 2 (one per webhook)", n)
 		}
 	})
 }

@@ -445,15 +445,17 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		held = n
 	}
 
+	var signedID string // the message id the signature covers, if any
 	if sig := wh.Signature; sig != nil {
-		index, err := sig.Verify(c.header, body, now)
+		index, id, err := sig.VerifyID(c.header, body, now)
 		if err != nil {
 			return res, signatureError(sig, err)
 		}
+		signedID = id
 		in.m.credentialVerified(wh.ID, credentialSecret, index)
 	}
 
-	claim, err := in.claim(c, wh, body, now)
+	claim, err := in.claim(c, wh, body, signedID, now)
 	if err != nil {
 		return res, err
 	}
@@ -534,6 +536,10 @@ func signatureError(sig *signing.Verifier, err error) *apiError {
 		params["max_length"] = signing.MaxHeaderLen
 		return &apiError{status: http.StatusBadRequest, code: CodeBadSignatureHeader, params: params, reason: ReasonSignature,
 			message: "the header " + header + " cannot be parsed or is too long"}
+	case errors.Is(err, signing.ErrAmbiguous):
+		params["headers"] = []string{signing.HeaderWebhookID, signing.HeaderSvixID}
+		return &apiError{status: http.StatusBadRequest, code: CodeBadSignatureHeader, params: params, reason: ReasonSignature,
+			message: "the call carries two different message ids (" + signing.HeaderWebhookID + " and " + signing.HeaderSvixID + ")"}
 	case errors.Is(err, signing.ErrMissing):
 		return &apiError{status: http.StatusUnauthorized, code: CodeBadSignature, params: params, reason: ReasonSignature,
 			message: "missing signature: no header " + header}

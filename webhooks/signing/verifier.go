@@ -95,13 +95,18 @@ var (
 	// ErrTimestamp: the signature matches but its timestamp is further
 	// than the tolerance from now (a replay, or a clock far off).
 	ErrTimestamp = errors.New("timestamp outside the tolerance")
+	// ErrAmbiguous: a Standard Webhooks request carries both the webhook-*
+	// and the svix-* message id, with different values, so which message
+	// it is depends on which one a reader takes.
+	ErrAmbiguous = errors.New("two different message ids")
 )
 
 // Error is a refused request: the header at fault and the reason.
 type Error struct {
 	// Header names the header at fault.
 	Header string
-	// Err is ErrMissing, ErrMalformed, ErrMismatch or ErrTimestamp.
+	// Err is ErrMissing, ErrMalformed, ErrMismatch, ErrTimestamp or
+	// ErrAmbiguous.
 	Err error
 }
 

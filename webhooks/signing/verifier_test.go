@@ -444,3 +444,50 @@ func TestVerifier_SvixHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifier_VerifyID: the id returned is the one the signature covers,
+// under either header family; two different ids are refused.
+func TestVerifier_VerifyID(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1700000000, 0)
+	body := []byte(`{"n": 1}`)
+	v := mustNew(t, Config{Scheme: SchemeStandardWebhooks}, "whsec_YWJj")
+	h := v.Sign(body, now, "msg_1")
+	svix := http.Header{HeaderSvixID: h[HeaderWebhookID], HeaderSvixTimestamp: h[HeaderWebhookTimestamp], HeaderSvixSignature: h[HeaderWebhookSignature]}
+	same := h.Clone()
+	same.Set(HeaderSvixID, "msg_1")
+	freshSvix := h.Clone()
+	freshSvix.Set(HeaderSvixID, "msg_2")
+	freshWebhook := svix.Clone()
+	freshWebhook.Set(HeaderWebhookID, "msg_2")
+	for _, tc := range []struct {
+		name   string
+		h      http.Header
+		id     string
+		errHdr string
+	}{
+		{"webhook names", h, "msg_1", ""},
+		{"svix names", svix, "msg_1", ""},
+		{"both families, one id", same, "msg_1", ""},
+		{"a fresh svix-id", freshSvix, "", HeaderSvixID},
+		{"a fresh webhook-id", freshWebhook, "", HeaderWebhookID},
+	} {
+		index, id, err := v.VerifyID(tc.h, body, now)
+		if tc.errHdr == "" {
+			if err != nil || index != 0 || id != tc.id {
+				t.Errorf("%s: %d %q %v, want 0 %q", tc.name, index, id, err, tc.id)
+			}
+			continue
+		}
+		var se *Error
+		if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &se) || se.Header != tc.errHdr {
+			t.Errorf("%s: %v, want ErrAmbiguous on %s", tc.name, err, tc.errHdr)
+		}
+	}
+	if !v.SignsID() || mustNew(t, Config{Scheme: SchemeStripe}, "s").SignsID() {
+		t.Error("SignsID: only standard-webhooks signs an id")
+	}
+	if _, id, err := mustNew(t, Config{Scheme: SchemeGitHub}, "s").VerifyID(mustNew(t, Config{Scheme: SchemeGitHub}, "s").Sign(body, now, "x"), body, now); err != nil || id != "" {
+		t.Errorf("github: id %q, %v", id, err)
+	}
+}

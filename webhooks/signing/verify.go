@@ -110,9 +110,23 @@ func has(h Headers, name string) bool {
 // signature, so that ErrTimestamp means a genuine but stale (or
 // future) request, a replay.
 func (v *Verifier) Verify(h Headers, body []byte, now time.Time) (int, error) {
+	index, _, err := v.VerifyID(h, body, now)
+	return index, err
+}
+
+// SignsID reports whether the scheme's signature covers a message id
+// (standard-webhooks): [Verifier.VerifyID] returns it.
+func (v *Verifier) SignsID() bool { return v.scheme == SchemeStandardWebhooks }
+
+// VerifyID is [Verifier.Verify] that also returns the message id the
+// signature covers, under whichever header family verified; it is "" when
+// the scheme signs no id ([Verifier.SignsID]). A request with both the
+// webhook-id and the svix-id header, with different values, is refused
+// with ErrAmbiguous before any key is tried.
+func (v *Verifier) VerifyID(h Headers, body []byte, now time.Time) (int, string, error) {
 	var m message
 	if err := v.parse(h, &m); err != nil {
-		return -1, err
+		return -1, "", err
 	}
 	index := -1
 	for i := range v.keys {
@@ -138,15 +152,15 @@ func (v *Verifier) Verify(h Headers, body []byte, now time.Time) (int, error) {
 		if m.tsHeader == HeaderSvixTimestamp {
 			header = HeaderSvixSignature
 		}
-		return -1, &Error{Header: header, Err: ErrMismatch}
+		return -1, "", &Error{Header: header, Err: ErrMismatch}
 	}
 	if v.tsHeader != "" {
 		t := time.Unix(m.unix, 0)
 		if d := now.Sub(t); d > v.tolerance || d < -v.tolerance {
-			return -1, &Error{Header: m.tsHeader, Err: ErrTimestamp}
+			return -1, "", &Error{Header: m.tsHeader, Err: ErrTimestamp}
 		}
 	}
-	return index, nil
+	return index, m.id, nil
 }
 
 // parse reads the headers of the scheme into m.
@@ -210,6 +224,16 @@ func parseStandard(h Headers, m *message) error {
 	}
 	if m.id, err = headerValue(h, names[0]); err != nil {
 		return err
+	}
+	// The id of the other family, when present, must be the same: a
+	// reader of it (a dedupe key, a log line) would otherwise see an id
+	// the signature does not cover.
+	other := HeaderSvixID
+	if names[0] == HeaderSvixID {
+		other = HeaderWebhookID
+	}
+	if has(h, other) && strings.TrimSpace(h.Get(other)) != m.id {
+		return &Error{Header: other, Err: ErrAmbiguous}
 	}
 	if err := parseTimestamp(h, names[1], m); err != nil {
 		return err
