@@ -3,10 +3,15 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// MaxTracestateLen bounds an incoming tracestate: a longer one is dropped
+// (W3C Trace Context asks to propagate at least 512 characters).
+const MaxTracestateLen = 512
 
 // Header names of the W3C trace context.
 const (
@@ -70,25 +75,33 @@ type Getter interface {
 }
 
 // Extract returns ctx with the span context of an incoming request's
-// headers as the remote parent, if they carry a valid one.
+// headers as the remote parent, if they carry a valid one. A tracestate
+// longer than MaxTracestateLen is dropped (the traceparent still counts).
+// Call it only for callers whose trace context may decide the sampling
+// and the trace id: authenticated or trusted ones.
 func Extract(ctx context.Context, h Getter) context.Context {
 	if h.Get(HeaderTraceparent) == "" {
 		return ctx
 	}
-	if hh, ok := h.(http.Header); ok {
-		return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(hh))
-	}
 	return propagation.TraceContext{}.Extract(ctx, getterCarrier{h})
 }
 
-// getterCarrier reads the trace context of a Getter; it sets nothing.
+// getterCarrier reads the trace context of a Getter, a tracestate only up
+// to MaxTracestateLen; it sets nothing.
 type getterCarrier struct{ h Getter }
 
 var _ propagation.TextMapCarrier = getterCarrier{}
 
-func (c getterCarrier) Get(key string) string { return c.h.Get(key) }
-func (getterCarrier) Set(string, string)      {}
-func (getterCarrier) Keys() []string          { return []string{HeaderTraceparent, HeaderTracestate} }
+func (c getterCarrier) Get(key string) string {
+	v := c.h.Get(key)
+	if len(v) > MaxTracestateLen && strings.EqualFold(key, HeaderTracestate) {
+		return ""
+	}
+	return v
+}
+
+func (getterCarrier) Set(string, string) {}
+func (getterCarrier) Keys() []string     { return []string{HeaderTraceparent, HeaderTracestate} }
 
 // headerCarrier carries the two trace context values of a Kafka record.
 type headerCarrier struct{ traceparent, tracestate string }

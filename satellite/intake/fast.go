@@ -100,7 +100,6 @@ func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 	if c.contentLength < 0 {
 		c.contentLength = -1
 	}
-	span := in.begin(&c)
 	res := in.handle(&c, start)
 	resp := &ctx.Response
 	if res.err != nil {
@@ -121,7 +120,7 @@ func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 		resp.AppendBodyString(res.eventID)
 		resp.AppendBodyString(okSuffix)
 	}
-	in.finish(&c, span, start, &res)
+	in.finish(&c, start, &res)
 }
 
 // answerEventIDKey is the name of the answer's Squall-Event-Id field, in

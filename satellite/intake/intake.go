@@ -216,8 +216,11 @@ func New(cfg Config, dir Directory, sink Sink, logger *slog.Logger, reg promethe
 // server took it: [Intake.ServeHTTP] (net/http) and [Intake.ServeFast]
 // (fasthttp) each fill one in.
 type request struct {
-	// ctx is the call's context; it carries the call's span when tracing.
-	ctx    context.Context
+	// ctx is the call's context; it carries the call's span once the
+	// caller is authenticated, when tracing.
+	ctx context.Context
+	// span is the call's span, nil until the caller is authenticated.
+	span   trace.Span
 	method string
 	// id is the {id} of the path, and query the raw query string (which
 	// may be the server's bytes: nothing keeps it past the call).
@@ -279,16 +282,6 @@ type result struct {
 // {"event_id":"…"}; a UUID needs no escaping.
 const okPrefix, okSuffix = `{"event_id":"`, "\"}\n"
 
-// begin starts a call: its span, when tracing.
-func (in *Intake) begin(c *request) trace.Span {
-	if in.tracer == nil {
-		return nil
-	}
-	var span trace.Span
-	c.ctx, span = in.startSpan(c.ctx, c.header)
-	return span
-}
-
 // handle runs a call through the checks and the sink, and logs a refusal.
 func (in *Intake) handle(c *request, start time.Time) result {
 	res, err := in.serve(c, start)
@@ -304,8 +297,14 @@ func (in *Intake) handle(c *request, start time.Time) result {
 	return res
 }
 
-// finish counts an answered call in the metrics and ends its span.
-func (in *Intake) finish(c *request, span trace.Span, start time.Time, res *result) {
+// finish counts an answered call in the metrics and ends its span: the
+// span started when the caller was authenticated, or else one started now,
+// at the call's start, that only the local sampler may record.
+func (in *Intake) finish(c *request, start time.Time, res *result) {
+	span := c.span
+	if span == nil && in.tracer != nil {
+		_, span = in.tracer.Start(c.ctx, spanName, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+	}
 	status, reason := http.StatusOK, ""
 	if res.err != nil {
 		status, reason = res.err.status, res.err.reason
@@ -454,6 +453,9 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		signedID = id
 		in.m.credentialVerified(wh.ID, credentialSecret, index)
 	}
+	// The caller is authenticated: its trace context may now be the
+	// parent of the call's span.
+	in.startSpan(c, now)
 
 	claim, err := in.claim(c, wh, body, signedID, now)
 	if err != nil {

@@ -32,7 +32,6 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength < 0 {
 		c.contentLength = -1
 	}
-	span := in.begin(&c)
 	res := in.handle(&c, start)
 	h := w.Header()
 	if res.err != nil {
@@ -56,7 +55,7 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, res.eventID)
 		io.WriteString(w, okSuffix)
 	}
-	in.finish(&c, span, start, &res)
+	in.finish(&c, start, &res)
 }
 
 // httpFront is the net/http server of a call.

@@ -60,7 +60,8 @@ func (g *eventIDs) appendNew(b []byte, now time.Time, random []byte) []byte {
 // appendTraceparent appends the W3C traceparent of an event: the request's
 // when it is valid, else a new trace with the random ids in random (24
 // bytes), sampled. It also returns the request's tracestate when its
-// traceparent is kept and the tracestate is valid. It serves when tracing
+// traceparent is kept and the tracestate is valid and at most
+// tracing.MaxTracestateLen bytes. It serves when tracing
 // is off: the intake records no span of its own, so the caller's span stays
 // the parent of whatever processes the event.
 func appendTraceparent(b []byte, h headers, random []byte) ([]byte, string) {
@@ -72,7 +73,7 @@ func appendTraceparent(b []byte, h headers, random []byte) ([]byte, string) {
 			b = append(b, sid...)
 			b = append(b, '-', '0', hexDigits[flags])
 			var tracestate string
-			if ts := h.Get("Tracestate"); ts != "" {
+			if ts := h.Get("Tracestate"); ts != "" && len(ts) <= tracing.MaxTracestateLen {
 				// A tracestate that does not parse is dropped, and
 				// does not affect the traceparent (W3C Trace Context).
 				state, _ := trace.ParseTraceState(ts)
@@ -153,14 +154,20 @@ const (
 // spanName is the name of a webhook call's span: its method and route.
 const spanName = "POST " + Pattern
 
-// startSpan starts the server span of a webhook call, the child of the
-// caller's traceparent if it sent a valid one, and returns the context
-// carrying it.
-func (in *Intake) startSpan(ctx context.Context, h headers) (context.Context, trace.Span) {
-	ctx = tracing.Extract(ctx, h)
+// startSpan starts the server span of an authenticated webhook call, from
+// start, the child of the caller's traceparent if it sent a valid one, and
+// puts it in the call's context. It is called once the token and the
+// signature verified: a caller that is not authenticated decides neither
+// the sampling nor the trace id ([Intake.finish] starts its span without
+// a parent).
+func (in *Intake) startSpan(c *request, start time.Time) {
+	if in.tracer == nil {
+		return
+	}
+	ctx := tracing.Extract(c.ctx, c.header)
 	// Attributes are set at the end, only on a recording span: a span
 	// not sampled costs no attribute.
-	return in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
+	c.ctx, c.span = in.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
 }
 
 // spanContext returns the span context of the call's span, or an invalid

@@ -2,15 +2,22 @@ package intake
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/squallhq/squall/internal/tracing"
 )
 
 // otelTraceparent is the reference: what OpenTelemetry's W3C propagator
@@ -162,4 +169,70 @@ func TestRandomSource(t *testing.T) {
 	if big == ([randomLen]byte{}) {
 		t.Fatal("not filled")
 	}
+}
+
+// TestIntake_TraceContextOfStrangers: with the local sampler at 0, a
+// caller's sampled traceparent is honoured only once its token (and
+// signature) verified: a refused stranger's call exports no span and
+// chooses no trace id, and an oversized tracestate is dropped.
+func TestIntake_TraceContextOfStrangers(t *testing.T) {
+	t.Parallel()
+	forFronts(t, func(t *testing.T, front string) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))),
+			sdktrace.WithSpanProcessor(spans))
+		t.Cleanup(func() { tp.Shutdown(context.Background()) })
+		sink := &recorder{}
+		in, err := New(Config{Source: "sat-1", TracerProvider: tp}, testDirectory(t), sink, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		in.Register(mux)
+		srv := serveFront(t, front, in, mux, ServerConfig{})
+
+		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		big := make([]string, 0, 32)
+		for i := range 32 {
+			big = append(big, fmt.Sprintf("k%d=%s", i, strings.Repeat("v", 180)))
+		}
+		stranger := http.Header{"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-01"}, "Tracestate": {strings.Join(big, ",")}}
+		for _, tc := range []struct{ name, path string }{
+			{"wrong token", "/engine/webhook/event/plain?token=nope"},
+			{"no token", "/engine/webhook/event/plain"},
+			{"unknown webhook", "/engine/webhook/event/ghost?token=tok"},
+			{"wrong signature", "/engine/webhook/event/signed?token=tok"},
+		} {
+			for range 20 {
+				if a := call(t, srv.Client(), "POST", srv.URL+tc.path, strings.NewReader(`{}`), stranger); a.status == http.StatusOK {
+					t.Fatalf("%s: accepted", tc.name)
+				}
+			}
+			if n := len(spans.Ended()); n != 0 {
+				t.Fatalf("%s: %d spans exported with the sampler at 0 (the first with trace id %s)", tc.name, n, spans.Ended()[0].SpanContext().TraceID())
+			}
+		}
+
+		// The authenticated caller's context is honoured, its tracestate
+		// bounded.
+		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok", strings.NewReader(`{}`), stranger)
+		if a.status != http.StatusOK {
+			t.Fatalf("%d %s", a.status, a.raw)
+		}
+		// The span ends just after the answer is written: wait for it.
+		deadline := time.Now().Add(10 * time.Second)
+		for len(spans.Ended()) == 0 && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+		ended := spans.Ended()
+		if len(ended) != 1 || ended[0].SpanContext().TraceID().String() != traceID {
+			t.Fatalf("%d spans after an authenticated call, want 1 in trace %s", len(ended), traceID)
+		}
+		if ts := ended[0].SpanContext().TraceState().String(); len(ts) > tracing.MaxTracestateLen {
+			t.Errorf("tracestate of %d bytes kept", len(ts))
+		}
+		if h := headerMap(sink.last(t)); !strings.Contains(h[HeaderTraceparent], traceID) || len(h[HeaderTracestate]) > tracing.MaxTracestateLen {
+			t.Errorf("record trace headers %q %d bytes of tracestate", h[HeaderTraceparent], len(h[HeaderTracestate]))
+		}
+	})
 }
