@@ -106,6 +106,14 @@ var (
 	bob = token("bob", map[string]auth.Authorization{
 		"m": {Path: []string{"root", "master"}, Roles: []string{"edit"}},
 	})
+	// scopedTester edits below root,master and runs test events' actions.
+	scopedTester = token("sam", map[string]auth.Authorization{
+		"mx": {Path: []string{"root", "master"}, Roles: []string{"view", "edit", "test_event_execute_actions"}},
+	})
+	// otherAdmin is an admin who owns no draft.
+	otherAdmin = token("ada", map[string]auth.Authorization{
+		"all": {Path: []string{"root"}, Roles: []string{"admin"}},
+	})
 	// reviewer reviews: view only, and actions of test events.
 	reviewer = token("rita", map[string]auth.Authorization{
 		"ro": {Path: []string{"root", "master"}, Roles: []string{"view"}},
@@ -668,6 +676,17 @@ func TestTestEvents(t *testing.T) {
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/"+id, bob, workedEvent), 200, "")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, reviewer, workedEvent), 200, "")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, reviewer, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "NOT_OWNER")
+	})
+	// TestTestEvents/draft_Full_owner_or_admin: only the draft's owner or
+	// an admin runs the actions of someone else's draft; a scoped editor
+	// with test_event_execute_actions is refused.
+	t.Run("draft Full owner or admin", func(t *testing.T) {
+		id := e.newDraft()
+		full := strings.Replace(workedEvent, "SkipActions", "Full", 1)
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, alice, full), 200, "")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, scopedTester, full), 403, "NOT_OWNER")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/all/"+id, otherAdmin, full), 200, "")
+		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, scopedTester, workedEvent), 200, "")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/m/nope", alice, workedEvent), 404, "DRAFT_NOT_FOUND")
 	})
 }
