@@ -105,11 +105,8 @@ func (e *Edit) ApplyRules(root *Node, size int, r Rules) (*Node, int, error) {
 		if err := ValidateRules(e.Node, e.version); err != nil {
 			return nil, 0, err
 		}
-		n, err := TreeSize(e.Node)
+		n, err := CheckTreeLimits(e.Node)
 		if err != nil {
-			return nil, 0, err
-		}
-		if err := CheckSize(0, 0, n); err != nil {
 			return nil, 0, err
 		}
 		return e.Node, n, nil

@@ -80,6 +80,24 @@ func CheckLimits(n *Node) error {
 	return nil
 }
 
+// CheckTreeLimits checks a whole tree against every limit: CheckLimits's
+// and its size in bytes (the length of its compact export file), which it
+// returns. A tree that replaces another whole (an import, a restore)
+// passes it.
+func CheckTreeLimits(n *Node) (int, error) {
+	if err := CheckLimits(n); err != nil {
+		return 0, err
+	}
+	size, err := TreeSize(n)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckSize(0, 0, size); err != nil {
+		return 0, &ValidationError{Path: []string{n.Name}, Err: err}
+	}
+	return size, nil
+}
+
 // checkNames checks the name lengths of the subtree at n, below parent,
 // and counts its nodes and rules.
 func checkNames(parent []string, n *Node) (nodes, rules int, err error) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -240,6 +241,30 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	bad := bytes.Replace(backup, []byte(`"state":"Unassigned"`), []byte(`"state":""`), 1)
 	resp, out = do(t, c, f, http.MethodPost, "/squall/v1/restore", c.AdminToken, bad)
 	wantError(t, resp, out, http.StatusBadRequest, "BAD_REQUEST")
+	if leader.Index() != idx {
+		t.Fatalf("a refused restore changed the state: %d -> %d", idx, leader.Index())
+	}
+}
+
+// TestServer_RestoreTreeLimits: a backup whose tree is over the limits
+// (a node name longer than config.MaxNameLength) is refused over HTTP and
+// changes nothing.
+func TestServer_RestoreTreeLimits(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1)
+	leader := c.Server(c.Leader()).Store()
+	root := config.NewRoot()
+	root.Children = append(root.Children, &config.Node{Kind: config.KindFilter, Name: strings.Repeat("n", config.MaxNameLength+1), Active: true})
+	backup, err := json.Marshal(&store.Backup{Active: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := leader.Index()
+	resp, out := do(t, c, c.Leader(), http.MethodPost, "/squall/v1/restore", c.AdminToken, backup)
+	wantError(t, resp, out, http.StatusConflict, "VALIDATION_ERROR")
+	if !strings.Contains(string(out), "node_name_length") {
+		t.Errorf("the answer names no limit: %s", out)
+	}
 	if leader.Index() != idx {
 		t.Fatalf("a refused restore changed the state: %d -> %d", idx, leader.Index())
 	}

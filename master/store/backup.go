@@ -399,6 +399,14 @@ type restorer struct {
 }
 
 func (rs *restorer) header(b *Backup) error {
+	if err := checkTreeLimits(b.Active); err != nil {
+		return fmt.Errorf("restore: active tree: %w", err)
+	}
+	if b.Draft != nil {
+		if err := checkTreeLimits(b.Draft.Tree); err != nil {
+			return fmt.Errorf("restore: draft tree: %w", err)
+		}
+	}
 	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
 	rs.withF = b.WithFindings
 	if !b.WithFindings {

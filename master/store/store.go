@@ -778,9 +778,28 @@ func (s *Store) do(ctx context.Context, sess *Session, cmd Command) (uint64, err
 	return res.Index, res.Err
 }
 
-// ReplaceActive replaces the active tree and returns its new index.
+// ReplaceActive replaces the active tree and returns its new index. A tree
+// over the limits (config.CheckTreeLimits) is refused with ErrInvalidTree
+// and a *config.LimitError, before anything is submitted.
 func (s *Store) ReplaceActive(ctx context.Context, tree *config.Node) (uint64, error) {
+	if err := checkTreeLimits(tree); err != nil {
+		return 0, err
+	}
 	return s.do(ctx, nil, ReplaceActive{Tree: tree})
+}
+
+// checkTreeLimits checks a whole tree against the limits, before it is
+// submitted: the state machine does not check them on a whole tree (the
+// entries of older releases must apply alike), so a whole tree passes
+// them here, on the leader, like every edit does in the API.
+func checkTreeLimits(tree *config.Node) error {
+	if tree == nil {
+		return nil // the command's own check refuses it
+	}
+	if _, err := config.CheckTreeLimits(tree); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTree, err)
+	}
+	return nil
 }
 
 // CreateDraft makes a new draft owned by owner, a copy of the active tree,
