@@ -169,15 +169,29 @@ const (
 	keyDuration  = "duration"
 )
 
-// statusWriter records the status of an answer for the request metrics.
+// statusWriter records the status of an answer for the request metrics,
+// and marks every answer nosniff and, when the request carries a token
+// (private), no-store: whatever the handler (mounted ones and answers
+// relayed from the leader included) set, so each appears once.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	private bool
+}
+
+// markHeader sets the headers every answer gets, before the status line.
+func (w *statusWriter) markHeader() {
+	h := w.ResponseWriter.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	if w.private {
+		h.Set("Cache-Control", "no-store")
+	}
 }
 
 func (w *statusWriter) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
+		w.markHeader()
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -185,6 +199,7 @@ func (w *statusWriter) WriteHeader(status int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.markHeader()
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -197,7 +212,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // JSON, and records the request metrics.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, private: r.Header.Get("Authorization") != ""}
 	h, pattern, ok := s.prefixRouteOf(r)
 	if !ok {
 		h, pattern = s.mux.Handler(r)
@@ -230,7 +245,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(sw, r)
 	}
 	if sw.status == 0 {
-		sw.status = http.StatusOK
+		sw.WriteHeader(http.StatusOK) // what net/http would send, with the marks
 	}
 	s.metrics.requests.WithLabelValues(pattern, r.Method, strconv.Itoa(sw.status)).Inc()
 	s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())

@@ -60,3 +60,59 @@ func TestMaster_HostileRequests(t *testing.T) {
 		t.Fatalf("/healthz: %d %s", r.StatusCode, b)
 	}
 }
+
+// TestMaster_AuthenticatedAnswersNotCached: every answer to a request that
+// carries a token, of every role and every API (configuration, test
+// events, findings, fleet, the master's own endpoints), successful or
+// refused, is Cache-Control: no-store and X-Content-Type-Options: nosniff,
+// each exactly once.
+func TestMaster_AuthenticatedAnswersNotCached(t *testing.T) {
+	t.Parallel()
+	base := startMaster(t, "--allow-unsigned-tokens")
+	bin := squallBinary(t)
+	mint := func(args ...string) string {
+		return strings.TrimSpace(mustRun(t, bin, append([]string{"token", "--unsigned"}, args...)...))
+	}
+	admin := mint("--user", "ops", "--auth", "all=root:admin")
+	viewer := mint("--user", "viewer", "--auth", "all=root:view")
+	editor := mint("--user", "ed", "--auth", "acme=root,acme:view,edit,test_event_execute_actions")
+	reporter := mint("--user", "engine", "--auth", "fleet=root:fleet_report")
+	tenant := mint("--user", "scanner", "--tenant", "acme")
+	for _, tc := range []struct{ name, method, path, token, body string }{
+		{"admin backup", "GET", "/squall/v1/backup", admin, ""},
+		{"admin cluster", "GET", "/squall/v1/cluster", admin, ""},
+		{"admin tree", "GET", "/api/v2_beta/config/active/tree/info/all", admin, ""},
+		{"viewer tree", "GET", "/api/v2_beta/config/active/tree/children/all", viewer, ""},
+		{"viewer draft", "GET", "/squall/v1/draft", viewer, ""},
+		{"viewer fleet", "GET", "/squall/v1/fleet", viewer, ""},
+		{"viewer refused a backup", "GET", "/squall/v1/backup", viewer, ""},
+		{"editor test event", "POST", "/api/v2_beta/event/active/acme", editor,
+			`{"process_type": "SkipActions", "event": {"type": "t", "created_ms": 1, "payload": {}}}`},
+		{"editor refused", "GET", "/api/v2_beta/config/active/tree/info/all", editor, ""},
+		{"reporter refused the fleet list", "GET", "/squall/v1/fleet", reporter, ""},
+		{"findings list", "GET", "/intel/api/sdk/v0/findings/credential", tenant, ""},
+		{"findings missing", "GET", "/intel/api/sdk/v0/finding/nope", tenant, ""},
+		{"a wrong token", "GET", "/api/v2_beta/config/active/tree/info/all", "not-a-token", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, base+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if got := resp.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+				t.Errorf("%d: Cache-Control %q, want no-store", resp.StatusCode, got)
+			}
+			if got := resp.Header.Values("X-Content-Type-Options"); len(got) != 1 || got[0] != "nosniff" {
+				t.Errorf("%d: X-Content-Type-Options %q, want nosniff", resp.StatusCode, got)
+			}
+		})
+	}
+}
