@@ -43,7 +43,7 @@ func BenchmarkIntake(b *testing.B) {
 	})
 	b.Run("intake", func(b *testing.B) {
 		s := startBenchSatellite(b)
-		runLoad(b, newLoadClient(), s.url+"/engine/webhook/event/plain?token=tok")
+		runLoad(b, newLoadClient(), s.url+"/engine/webhook/event/plain?token=tok-0123456789abc")
 		reportSatellite(b, s)
 	})
 	b.Run("intake-nethttp", func(b *testing.B) {
@@ -56,13 +56,13 @@ func BenchmarkIntake(b *testing.B) {
 		cfg.HTTPAddr = ""
 		s := start(b, cfg)
 		url := serveNetHTTP(b, s.Handler())
-		runLoad(b, newLoadClient(), url+"/engine/webhook/event/plain?token=tok")
+		runLoad(b, newLoadClient(), url+"/engine/webhook/event/plain?token=tok-0123456789abc")
 		reportSatellite(b, s)
 	})
 	b.Run("ratio", func(b *testing.B) {
 		plainURL := startPlain(b)
 		s := startBenchSatellite(b)
-		intakeURL := s.url + "/engine/webhook/event/plain?token=tok"
+		intakeURL := s.url + "/engine/webhook/event/plain?token=tok-0123456789abc"
 		plainClient, intakeClient := newLoadClient(), newLoadClient()
 		st := interleaved(b, loadTarget{plainClient, plainURL}, loadTarget{intakeClient, intakeURL})
 		plain, intake := st[0], st[1]
@@ -103,7 +103,7 @@ func startPlain(b *testing.B) string {
 			b.Error(err)
 		}
 	})
-	return "http://" + ln.Addr().String() + "/engine/webhook/event/plain?token=tok"
+	return "http://" + ln.Addr().String() + "/engine/webhook/event/plain?token=tok-0123456789abc"
 }
 
 // serveNetHTTP serves h on a net/http server on loopback and returns its

@@ -39,14 +39,14 @@ const (
 // parallel: the heap is the flood's alone.
 func TestSatellite_Flood(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
-	hook := fmt.Sprintf(`{"id": "big", "token": "tok", "max_payload_size": %d,
+	hook := fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
 		"collector_config": {"event_type": "flood", "payload": {"all": "${@}"}}}`, 2*satFloodBodySize)
 	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"big.json": hook}), "")
 	cfg.AckTimeout = 20 * time.Second // the flood's calls wait for Kafka meanwhile
 	cfg.RetryAfter = 7 * time.Second
 	cfg.MaxConnections, cfg.MaxCalls, cfg.MaxPendingBytes = 48, 24, 1<<20
 	r := start(t, cfg)
-	if status, id := r.post(t, "big", "tok", `{"n": -1}`, nil); status != http.StatusOK {
+	if status, id := r.post(t, "big", "tok-0123456789abc", `{"n": -1}`, nil); status != http.StatusOK {
 		t.Fatalf("first call: %d %s", status, id)
 	}
 
@@ -69,7 +69,7 @@ func TestSatellite_Flood(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: satFloodClients}, Timeout: 60 * time.Second}
 	defer client.CloseIdleConnections()
 	pad := bytes.Repeat([]byte("p"), satFloodBodySize)
-	url := r.url + "/engine/webhook/event/big?token=tok"
+	url := r.url + "/engine/webhook/event/big?token=tok-0123456789abc"
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -210,10 +210,10 @@ func TestSatellite_MaxConnectionsTLS(t *testing.T) {
 	s.url = "https://" + s.Addr()
 	s.client = ca.Client(t)
 	// The first client keeps its connection open (kept alive).
-	if status, id := s.post(t, "plain", "tok", `{}`, nil); status != http.StatusOK {
+	if status, id := s.post(t, "plain", "tok-0123456789abc", `{}`, nil); status != http.StatusOK {
 		t.Fatalf("first connection: %d %s", status, id)
 	}
-	resp, err := ca.Client(t).Post(s.url+"/engine/webhook/event/plain?token=tok", "application/json", strings.NewReader(`{}`))
+	resp, err := ca.Client(t).Post(s.url+"/engine/webhook/event/plain?token=tok-0123456789abc", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // (every call of the benchmark is a new delivery, so every call is
 // written to the dedupe file), and a per-client rate limit high enough
 // never to refuse, so that every call is checked against its bucket.
-const guardedHook = `{"id": "guarded", "token": "tok",
+const guardedHook = `{"id": "guarded", "token": "tok-0123456789abc",
 	"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 	"dedupe": {"header": "webhook-id", "window": "24h"},
 	"rate_limit": {"rate": 1000000, "burst": 1000000, "per_client": true},
@@ -55,7 +55,7 @@ func BenchmarkIntakeGuarded(b *testing.B) {
 	}
 	var seq atomic.Int64
 	request := func(id string) func() (*http.Request, error) {
-		url := s.url + "/engine/webhook/event/" + id + "?token=tok"
+		url := s.url + "/engine/webhook/event/" + id + "?token=tok-0123456789abc"
 		return func() (*http.Request, error) {
 			req, err := http.NewRequest("POST", url, bytes.NewReader(benchBody))
 			if err != nil {
@@ -210,8 +210,8 @@ func BenchmarkIntakeGuards(b *testing.B) {
 		{"all", sig + `,` + dd + `,` + rl + `,` + ips + `,`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			hook := parseHook(b, `{"id": "h", "token": "tok", `+bc.extra+collector+`}`)
-			signer := parseHook(b, `{"id": "h", "token": "tok", `+sig+`,`+collector+`}`).Signature
+			hook := parseHook(b, `{"id": "h", "token": "tok-0123456789abc", `+bc.extra+collector+`}`)
+			signer := parseHook(b, `{"id": "h", "token": "tok-0123456789abc", `+sig+`,`+collector+`}`).Signature
 			store, err := dedupe.New(dedupe.Config{Path: filepath.Join(b.TempDir(), dedupe.FileName)}, nil, nil)
 			if err != nil {
 				b.Fatal(err)
@@ -228,7 +228,7 @@ func BenchmarkIntakeGuards(b *testing.B) {
 			reqs := make([]*http.Request, b.N)
 			now := time.Now()
 			for i := range reqs {
-				r := httptest.NewRequest("POST", "/engine/webhook/event/h?token=tok", nil)
+				r := httptest.NewRequest("POST", "/engine/webhook/event/h?token=tok-0123456789abc", nil)
 				r.Header = signer.Sign(body, now, fmt.Sprint("msg_", i))
 				r.RemoteAddr = "127.0.0.1:5000"
 				reqs[i] = r

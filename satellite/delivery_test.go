@@ -22,13 +22,13 @@ import (
 const (
 	// dedupeHook is signed the Standard Webhooks way and deduplicates on
 	// its webhook-id header.
-	dedupeHook = `{"id": "dedupe", "token": "tok",
+	dedupeHook = `{"id": "dedupe", "token": "tok-0123456789abc",
 		"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 		"dedupe": {"header": "webhook-id", "window": "1h"},
 		"collector_config": {"event_type": "webhook", "payload": {"all": "${@}"}}}`
-	limitedHook = `{"id": "limited", "token": "tok", "rate_limit": {"rate": 0.01, "burst": 2},
+	limitedHook = `{"id": "limited", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.01, "burst": 2},
 		"collector_config": {"event_type": "webhook", "payload": {"all": "${@}"}}}`
-	allowedHook = `{"id": "allowed", "token": "tok", "allow_ips": ["192.0.2.0/24"],
+	allowedHook = `{"id": "allowed", "token": "tok-0123456789abc", "allow_ips": ["192.0.2.0/24"],
 		"collector_config": {"event_type": "webhook", "payload": {"all": "${@}"}}}`
 )
 
@@ -47,7 +47,7 @@ func TestSatellite_Dedupe(t *testing.T) {
 	send := func(s *runner, id string) string {
 		body := fmt.Sprintf(`{"delivery": %q}`, id)
 		h := hook.Signature.Sign([]byte(body), time.Now(), id)
-		status, ev, err := postTo(s.client, s.url, "dedupe", "tok", body, h)
+		status, ev, err := postTo(s.client, s.url, "dedupe", "tok-0123456789abc", body, h)
 		if err != nil || status != http.StatusOK {
 			t.Errorf("delivery %s: %d %s %v", id, status, ev, err)
 		}
@@ -123,7 +123,7 @@ func TestSatellite_RateLimitAndAddresses(t *testing.T) {
 	s := start(t, cfg)
 
 	post := func(id string, header http.Header) (int, http.Header) {
-		req, _ := http.NewRequest("POST", s.url+"/engine/webhook/event/"+id+"?token=tok", strings.NewReader(`{}`))
+		req, _ := http.NewRequest("POST", s.url+"/engine/webhook/event/"+id+"?token=tok-0123456789abc", strings.NewReader(`{}`))
 		for k, v := range header {
 			req.Header[k] = v
 		}
@@ -225,7 +225,7 @@ func TestSatellite_BadDeliverySettings(t *testing.T) {
 	if len(snap.Problems) != 1 || snap.Problems[0].Name != "bad.json" || !strings.Contains(snap.Problems[0].Error(), `rate_limit.rate "-1"`) {
 		t.Fatalf("problems: %v", snap.Problems)
 	}
-	if status, _ := s.post(t, "bad", "tok", `{}`, nil); status != http.StatusNotFound {
+	if status, _ := s.post(t, "bad", "tok-0123456789abc", `{}`, nil); status != http.StatusNotFound {
 		t.Errorf("the bad webhook: %d, want 404", status)
 	}
 	if s.watcher.Lookup("allowed") == nil {

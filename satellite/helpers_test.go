@@ -24,7 +24,7 @@ const topic = "squall.events"
 // Webhook files of the tests.
 const (
 	// plainHook forwards the whole body; its tenant is the satellite's.
-	plainHook = `{"id": "plain", "token": "tok",
+	plainHook = `{"id": "plain", "token": "tok-0123456789abc",
 		"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}"}}}`
 	// tenantHook has its own tenant and takes the type from the body.
 	tenantHook = `{"id": "github", "token": "gh-tok", "tenant_id": "acme",

@@ -49,7 +49,7 @@ func TestSatellite_KcatInterop(t *testing.T) {
 			const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 			sent := map[string]int{}
 			for i := range 10 {
-				status, id := s.post(t, "plain", "tok", fmt.Sprintf(`{"i": %d, "text": "ünïcode \"quoted\""}`, i),
+				status, id := s.post(t, "plain", "tok-0123456789abc", fmt.Sprintf(`{"i": %d, "text": "ünïcode \"quoted\""}`, i),
 					map[string][]string{"Traceparent": {traceparent}})
 				if status != 200 {
 					t.Fatalf("%d %s", status, id)

@@ -29,7 +29,7 @@ func TestSatellite_PartitionRefused(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
 	files := map[string]string{}
 	for i := range tenants {
-		files[fmt.Sprintf("t%d.json", i)] = fmt.Sprintf(`{"id": "t%d", "token": "tok", "tenant_id": "tenant-%d",
+		files[fmt.Sprintf("t%d.json", i)] = fmt.Sprintf(`{"id": "t%d", "token": "tok-0123456789abc", "tenant_id": "tenant-%d",
 			"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}"}}}`, i, i)
 	}
 	cfg := testConfig(t, b.Addr, writeHooks(t, files), "")
@@ -58,7 +58,7 @@ func TestSatellite_PartitionRefused(t *testing.T) {
 	for w := range tenants {
 		wg.Go(func() {
 			for seq := 0; seq < perTenant; {
-				status, _, err := postTo(client, s.url, fmt.Sprintf("t%d", w), "tok", fmt.Sprintf(`{"worker": %d, "seq": %d}`, w, seq), nil)
+				status, _, err := postTo(client, s.url, fmt.Sprintf("t%d", w), "tok-0123456789abc", fmt.Sprintf(`{"worker": %d, "seq": %d}`, w, seq), nil)
 				if err == nil && status == http.StatusOK {
 					acked.Store(fmt.Sprintf("%d/%d", w, seq), true)
 					count.Add(1)

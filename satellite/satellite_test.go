@@ -42,7 +42,7 @@ func TestSatellite_Events(t *testing.T) {
 	}
 	var want []sent
 	for i := range 3 {
-		status, id := s.post(t, "plain", "tok", fmt.Sprintf(`{"i": %d, "big": 12345678901234567890, "s": "<&>"}`, i),
+		status, id := s.post(t, "plain", "tok-0123456789abc", fmt.Sprintf(`{"i": %d, "big": 12345678901234567890, "s": "<&>"}`, i),
 			http.Header{"Traceparent": {traceparent}})
 		if status != 200 {
 			t.Fatalf("plain: %d %s", status, id)
@@ -128,7 +128,7 @@ func TestSatellite_StatusCodes(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
 	hooks := writeHooks(t, map[string]string{"plain.json": plainHook, "github.json": tenantHook,
-		"small.json": `{"id": "small", "token": "t", "max_payload_size": 64, "collector_config": {"event_type": "${t}", "payload": {}}}`})
+		"small.json": `{"id": "small", "token": "small-0123456789abc", "max_payload_size": 64, "collector_config": {"event_type": "${t}", "payload": {}}}`})
 	cfg := testConfig(t, b.Addr, hooks, "")
 	cfg.Kafka.MaxMessageBytes = 4 << 10
 	s := start(t, cfg)
@@ -139,21 +139,21 @@ func TestSatellite_StatusCodes(t *testing.T) {
 		status                int
 		code                  string
 	}{
-		{"ok", "plain", "tok", `{}`, nil, 200, ""},
-		{"unknown", "nope", "tok", `{}`, nil, 404, intake.CodeNotFound},
+		{"ok", "plain", "tok-0123456789abc", `{}`, nil, 200, ""},
+		{"unknown", "nope", "tok-0123456789abc", `{}`, nil, 404, intake.CodeNotFound},
 		{"token", "plain", "bad", `{}`, nil, 401, intake.CodeUnauthorized},
 		{"signature", "github", "gh-tok", `{"kind": "push"}`, http.Header{"X-Hub-Signature-256": {"sha256=00"}}, 401, intake.CodeBadSignature},
-		{"payload size", "small", "t", `{"t": "` + strings.Repeat("a", 100) + `"}`, nil, 413, intake.CodePayloadTooLarge},
-		{"event size", "plain", "tok", big, nil, 413, intake.CodeEventTooLarge},
-		{"not JSON", "plain", "tok", `nope`, nil, 400, intake.CodeBodyNotJSON},
-		{"template", "small", "t", `{"t": 1}`, nil, 422, intake.CodeTemplate},
+		{"payload size", "small", "small-0123456789abc", `{"t": "` + strings.Repeat("a", 100) + `"}`, nil, 413, intake.CodePayloadTooLarge},
+		{"event size", "plain", "tok-0123456789abc", big, nil, 413, intake.CodeEventTooLarge},
+		{"not JSON", "plain", "tok-0123456789abc", `nope`, nil, 400, intake.CodeBodyNotJSON},
+		{"template", "small", "small-0123456789abc", `{"t": 1}`, nil, 422, intake.CodeTemplate},
 	} {
 		status, code := s.post(t, tc.id, tc.token, tc.body, tc.header)
 		if status != tc.status || (tc.code != "" && code != tc.code) {
 			t.Errorf("%s: got %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
 		}
 	}
-	req, _ := http.NewRequest("GET", s.url+"/engine/webhook/event/plain?token=tok", nil)
+	req, _ := http.NewRequest("GET", s.url+"/engine/webhook/event/plain?token=tok-0123456789abc", nil)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestSatellite_Ops(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
 	s := start(t, testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook, "bad.json": `{`}), ""))
-	if status, _ := s.post(t, "plain", "tok", `{}`, nil); status != 200 {
+	if status, _ := s.post(t, "plain", "tok-0123456789abc", `{}`, nil); status != 200 {
 		t.Fatal(status)
 	}
 	if code, _, raw := s.get(t, "/healthz"); code != 200 || !strings.Contains(string(raw), `"ok"`) {
@@ -206,29 +206,29 @@ func TestSatellite_HotReload(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
 	hooks := writeHooks(t, map[string]string{"plain.json": plainHook})
 	s := start(t, testConfig(t, b.Addr, hooks, ""))
-	if status, _ := s.post(t, "late", "l", `{}`, nil); status != 404 {
+	if status, _ := s.post(t, "late", "late-0123456789abc", `{}`, nil); status != 404 {
 		t.Fatalf("late before its file: %d", status)
 	}
 	// A rename-over save of a new file, as an editor writes it.
 	tmp := filepath.Join(hooks, ".late.json.swp")
-	os.WriteFile(tmp, []byte(`{"id": "late", "token": "l", "collector_config": {"event_type": "x", "payload": {}}}`), 0o600)
+	os.WriteFile(tmp, []byte(`{"id": "late", "token": "late-0123456789abc", "collector_config": {"event_type": "x", "payload": {}}}`), 0o600)
 	os.Rename(tmp, filepath.Join(hooks, "late.json"))
 	polltest.Wait(t, "the new webhook", 5*time.Second, func() bool { return s.watcher.Lookup("late") != nil })
-	if status, id := s.post(t, "late", "l", `{}`, nil); status != 200 {
+	if status, id := s.post(t, "late", "late-0123456789abc", `{}`, nil); status != 200 {
 		t.Fatalf("late: %d %s", status, id)
 	}
 	// A broken edit of another file leaves the new webhook alone.
 	os.WriteFile(filepath.Join(hooks, "plain.json"), []byte(`{"id": "plain", `), 0o600)
 	polltest.Wait(t, "plain removed", 5*time.Second, func() bool { return s.watcher.Lookup("plain") == nil })
-	if status, _ := s.post(t, "late", "l", `{}`, nil); status != 200 {
+	if status, _ := s.post(t, "late", "late-0123456789abc", `{}`, nil); status != 200 {
 		t.Fatalf("late after a broken file: %d", status)
 	}
-	if status, _ := s.post(t, "plain", "tok", `{}`, nil); status != 404 {
+	if status, _ := s.post(t, "plain", "tok-0123456789abc", `{}`, nil); status != 404 {
 		t.Fatalf("plain while broken: %d", status)
 	}
 	os.Remove(filepath.Join(hooks, "late.json"))
 	polltest.Wait(t, "late removed", 5*time.Second, func() bool { return s.watcher.Lookup("late") == nil })
-	if status, _ := s.post(t, "late", "l", `{}`, nil); status != 404 {
+	if status, _ := s.post(t, "late", "late-0123456789abc", `{}`, nil); status != 404 {
 		t.Fatalf("late after removal: %d", status)
 	}
 }
@@ -258,7 +258,7 @@ func startLoad(t *testing.T, base string, workers int) *load {
 				default:
 				}
 				body := fmt.Sprintf(`{"worker": %d, "seq": %d}`, w, seq)
-				status, _, err := postTo(l.client, *l.base.Load(), "plain", "tok", body, nil)
+				status, _, err := postTo(l.client, *l.base.Load(), "plain", "tok-0123456789abc", body, nil)
 				if err == nil && status == 200 {
 					l.acked.Store(fmt.Sprintf("%d/%d", w, seq), true)
 					l.count.Add(1)
@@ -381,7 +381,7 @@ func TestSatellite_SpoolFull(t *testing.T) {
 	body := `{"pad": "` + strings.Repeat("p", 1000) + `"}`
 	accepted := 0
 	for {
-		status, code := s.post(t, "plain", "tok", body, nil)
+		status, code := s.post(t, "plain", "tok-0123456789abc", body, nil)
 		if status == 503 {
 			if code != intake.CodeSpoolFull {
 				t.Fatalf("503 %s", code)
@@ -395,7 +395,7 @@ func TestSatellite_SpoolFull(t *testing.T) {
 			t.Fatal("the spool never filled")
 		}
 	}
-	resp, err := s.client.Post(s.url+"/engine/webhook/event/plain?token=tok", "application/json", strings.NewReader(body))
+	resp, err := s.client.Post(s.url+"/engine/webhook/event/plain?token=tok-0123456789abc", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestSatellite_SpoolFull(t *testing.T) {
 	if code, st := s.readyz(t); code != 200 || !st.Ready || st.Spool.Records != 0 {
 		t.Errorf("/readyz after the drain: %d %+v", code, st)
 	}
-	if status, _ := s.post(t, "plain", "tok", body, nil); status != 200 {
+	if status, _ := s.post(t, "plain", "tok-0123456789abc", body, nil); status != 200 {
 		t.Fatalf("after the drain: %d", status)
 	}
 	if recs := b.Records(t, topic); len(recs) < accepted+1 {
@@ -432,7 +432,7 @@ func TestSatellite_TornSpool(t *testing.T) {
 	s := start(t, cfg)
 	var ids []string
 	for i := range 20 {
-		status, id := s.post(t, "plain", "tok", fmt.Sprintf(`{"i": %d}`, i), nil)
+		status, id := s.post(t, "plain", "tok-0123456789abc", fmt.Sprintf(`{"i": %d}`, i), nil)
 		if status != 200 {
 			t.Fatalf("%d %s", status, id)
 		}
@@ -493,7 +493,7 @@ func TestSatellite_SlowKafkaShutdown(t *testing.T) {
 	spoolDir := t.TempDir()
 	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), spoolDir)
 	s := start(t, cfg)
-	if status, _ := s.post(t, "plain", "tok", `{"warm": true}`, nil); status != 200 {
+	if status, _ := s.post(t, "plain", "tok-0123456789abc", `{"warm": true}`, nil); status != 200 {
 		t.Fatal(status)
 	}
 
@@ -513,7 +513,7 @@ func TestSatellite_SlowKafkaShutdown(t *testing.T) {
 	answered := make(chan int, 1)
 	var slowID string
 	go func() {
-		status, id, err := postTo(s.client, s.url, "plain", "tok", `{"slow": true}`, nil)
+		status, id, err := postTo(s.client, s.url, "plain", "tok-0123456789abc", `{"slow": true}`, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -610,7 +610,7 @@ func TestSatellite_TLS(t *testing.T) {
 	s.url = "https://" + s.Addr()
 	s.client = ca.Client(t)
 
-	status, id := s.post(t, "plain", "tok", `{"over": "tls"}`, nil)
+	status, id := s.post(t, "plain", "tok-0123456789abc", `{"over": "tls"}`, nil)
 	if status != 200 {
 		t.Fatalf("webhook over HTTPS: %d %s", status, id)
 	}
@@ -647,7 +647,7 @@ func TestSatellite_TLS(t *testing.T) {
 	// server answers a 400 to what looks like HTTP), and the call never
 	// reaches the webhook.
 	plain := &http.Client{Timeout: 10 * time.Second}
-	status, _, err = postTo(plain, "http://"+s.Addr(), "plain", "tok", `{}`, nil)
+	status, _, err = postTo(plain, "http://"+s.Addr(), "plain", "tok-0123456789abc", `{}`, nil)
 	if err == nil || status == 200 {
 		t.Fatalf("plain HTTP to the HTTPS listener: %d %v", status, err)
 	}
@@ -671,7 +671,7 @@ func TestSatellite_SlowBody(t *testing.T) {
 	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
 	s := start(t, cfg)
 	// The first call dials the broker and reads its metadata.
-	if status, body := s.post(t, "plain", "tok", `{}`, nil); status != 200 {
+	if status, body := s.post(t, "plain", "tok-0123456789abc", `{}`, nil); status != 200 {
 		t.Fatalf("first call: %d %s", status, body)
 	}
 	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -687,7 +687,7 @@ func TestSatellite_SlowBody(t *testing.T) {
 	// A body larger than what the server reads before it calls the
 	// handler, whose second half comes late.
 	body := `{"slow": "` + strings.Repeat("x", 64<<10) + `"}`
-	if _, err := fmt.Fprintf(conn, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: sat\r\nContent-Length: %d\r\n\r\n%s",
+	if _, err := fmt.Fprintf(conn, "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: sat\r\nContent-Length: %d\r\n\r\n%s",
 		len(body), body[:len(body)/2]); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func scaleHooks(n int) map[string]string {
 	files := make(map[string]string, n)
 	for i := range n {
 		id := fmt.Sprintf("hook_%d", i)
-		files[id+".json"] = strings.Replace(strings.Replace(plainHook, `"plain"`, `"`+id+`"`, 1), `"tok"`, fmt.Sprintf(`"tok-%d"`, i), 1)
+		files[id+".json"] = strings.Replace(strings.Replace(plainHook, `"plain"`, `"`+id+`"`, 1), `"tok-0123456789abc"`, fmt.Sprintf(`"tok-%d"`, i), 1)
 	}
 	return files
 }

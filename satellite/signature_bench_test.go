@@ -13,7 +13,7 @@ import (
 // signedHook is the webhook of BenchmarkIntake_Signed: Stripe's scheme
 // with three secrets, of which the requests verify with the last (the
 // worst case of a rotation).
-const signedHook = `{"id": "signed", "token": "tok",
+const signedHook = `{"id": "signed", "token": "tok-0123456789abc",
 	"signature": {"scheme": "stripe", "secrets": ["whsec_a", "whsec_b", "whsec_bench"]},
 	"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}"}}}`
 
@@ -53,7 +53,7 @@ func BenchmarkIntake_Signed(b *testing.B) {
 	// tolerance.
 	plainClient.Transport = headerTransport{base: plainClient.Transport, header: http.Header{}}
 	signedClient.Transport = headerTransport{base: signedClient.Transport, header: signer.Signature.Sign(benchBody, time.Now(), "")}
-	plainURL, signedURL := s.url+"/engine/webhook/event/plain?token=tok", s.url+"/engine/webhook/event/signed?token=tok"
+	plainURL, signedURL := s.url+"/engine/webhook/event/plain?token=tok-0123456789abc", s.url+"/engine/webhook/event/signed?token=tok-0123456789abc"
 	st := interleaved(b, loadTarget{plainClient, plainURL}, loadTarget{signedClient, signedURL})
 	plain, signed := st[0], st[1]
 	if plain.elapsed == 0 || signed.elapsed == 0 {

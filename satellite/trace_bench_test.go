@@ -66,7 +66,7 @@ func benchIntakeHandler(b *testing.B, tp trace.TracerProvider) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	u, _ := url.Parse("/engine/webhook/event/plain?token=tok")
+	u, _ := url.Parse("/engine/webhook/event/plain?token=tok-0123456789abc")
 	b.ReportAllocs()
 	cpu0, _ := cputime.Process()
 	b.RunParallel(func(pb *testing.PB) {

@@ -52,7 +52,7 @@ func TestSatellite_Tracing(t *testing.T) {
 	s := start(t, cfg)
 
 	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	status, id := s.post(t, "plain", "tok", `{"a": 1}`, http.Header{"Traceparent": {caller}, "Tracestate": {"k=v"}})
+	status, id := s.post(t, "plain", "tok-0123456789abc", `{"a": 1}`, http.Header{"Traceparent": {caller}, "Tracestate": {"k=v"}})
 	if status != 200 {
 		t.Fatalf("post: %d %s", status, id)
 	}
@@ -84,7 +84,7 @@ func TestSatellite_Tracing(t *testing.T) {
 	// drain links back to it.
 	exp.Reset()
 	b.Stop()
-	status, id = s.post(t, "plain", "tok", `{"a": 2}`, nil)
+	status, id = s.post(t, "plain", "tok-0123456789abc", `{"a": 2}`, nil)
 	if status != 200 {
 		t.Fatalf("post while Kafka is away: %d %s", status, id)
 	}

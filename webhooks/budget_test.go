@@ -184,7 +184,7 @@ func TestCollect_outputMeasured(t *testing.T) {
 func TestParse_outputBudget(t *testing.T) {
 	t.Parallel()
 	for size, want := range map[string]int64{`"1k"`: DefaultMaxOutputSize, `"64m"`: 128 << 20} {
-		w, err := Parse(strings.NewReader(`{"id": "x", "token": "t", "max_payload_size": ` + size +
+		w, err := Parse(strings.NewReader(`{"id": "x", "token": "a-long-test-token", "max_payload_size": ` + size +
 			`, "collector_config": {"event_type": "e", "payload": {"v": "${@}"}}}`))
 		if err != nil {
 			t.Fatal(err)

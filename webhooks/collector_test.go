@@ -267,7 +267,7 @@ func TestCollector_Tenant(t *testing.T) {
 			if tt.webhook != "" {
 				tenant = fmt.Sprintf(`"tenant_id": %q,`, tt.webhook)
 			}
-			w := mustParse(t, `{"id": "h", "token": "t", `+tenant+` "collector_config": {"event_type": "e", "payload": {}}}`)
+			w := mustParse(t, `{"id": "h", "token": "a-long-test-token", `+tenant+` "collector_config": {"event_type": "e", "payload": {}}}`)
 			ev, err := w.Collector().Collect([]byte(`{}`), testNow, tt.caller)
 			if err != nil {
 				t.Fatal(err)

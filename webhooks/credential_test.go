@@ -17,7 +17,7 @@ import (
 func TestWebhook_MatchToken(t *testing.T) {
 	t.Parallel()
 	w := mustParse(t, `{"id": "h", "collector_config": {"event_type": "e", "payload": {}},
-		"tokens": [{"value": "old", "not_after": "2026-01-01T00:00:00Z"}, "new", {"value": "new"}]}`)
+		"tokens": [{"value": "old-long-enough-token", "not_after": "2026-01-01T00:00:00Z"}, "new-long-enough-token", {"value": "new-long-enough-token"}]}`)
 	if w.Tokens() != 3 {
 		t.Fatalf("Tokens = %d", w.Tokens())
 	}
@@ -29,12 +29,12 @@ func TestWebhook_MatchToken(t *testing.T) {
 		index int
 		ok    bool
 	}{
-		{"old", before, 0, true},
-		{"old", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0, true}, // not_after itself
-		{"old", after, -1, false},
-		{"new", after, 1, true}, // the first of two equal entries
+		{"old-long-enough-token", before, 0, true},
+		{"old-long-enough-token", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0, true}, // not_after itself
+		{"old-long-enough-token", after, -1, false},
+		{"new-long-enough-token", after, 1, true}, // the first of two equal entries
 		{"", after, -1, false},
-		{"ne", after, -1, false},
+		{"new-long-enough-toke", after, -1, false},
 	} {
 		if index, ok := w.MatchToken(tc.tok, tc.now); index != tc.index || ok != tc.ok {
 			t.Errorf("MatchToken(%q, %s) = %d %v, want %d %v", tc.tok, tc.now, index, ok, tc.index, tc.ok)
@@ -122,7 +122,7 @@ func TestLoadDir_SecretFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	hook := func(id, file string) string {
-		return `{"id": "` + id + `", "token": "t", "signature": {"scheme": "slack", "secrets": [{"file": "` + file + `"}]},
+		return `{"id": "` + id + `", "token": "a-long-test-token", "signature": {"scheme": "slack", "secrets": [{"file": "` + file + `"}]},
 			"collector_config": {"event_type": "e", "payload": {}}}`
 	}
 	writeFile(t, filepath.Join(dir, "a.json"), hook("a", "a.secret"))
@@ -142,5 +142,45 @@ func TestLoadDir_SecretFiles(t *testing.T) {
 	checkProblems(t, problems, map[string]string{"b.json": `b.json: signature.secrets[0].file "b.secret": readable by group or others (mode 0644)`})
 	if set["a"] == nil || set["b"] != nil {
 		t.Errorf("loaded %v", set)
+	}
+}
+
+// TestParse_ShortToken: a token shorter than MinTokenLen characters makes
+// the file invalid, unless a signature protects the webhook; the error
+// never contains the token.
+func TestParse_ShortToken(t *testing.T) {
+	t.Parallel()
+	const collector = `"collector_config": {"event_type": "e", "payload": {}}`
+	for _, tc := range []struct{ name, doc, field string }{
+		{"one letter", `{"id": "h", "token": "a", ` + collector + `}`, "token"},
+		{"15 characters", `{"id": "h", "token": "abcdefghijklmno", ` + collector + `}`, "token"},
+		{"15 characters, some multibyte", `{"id": "h", "token": "ééééééééééééééé", ` + collector + `}`, "token"},
+		{"one entry of tokens", `{"id": "h", "tokens": ["a-long-test-token", {"value": "short1"}], ` + collector + `}`, "tokens[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.doc))
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(err.Error(), "shorter than 16 characters") {
+				t.Fatalf("err %v, want a %s shorter than 16 characters", err, tc.field)
+			}
+			if strings.Contains(err.Error(), "short1") || strings.Contains(err.Error(), `"a"`) {
+				t.Errorf("the error shows the token: %v", err)
+			}
+		})
+	}
+	for _, doc := range []string{
+		`{"id": "h", "token": "abcdefghijklmnop", ` + collector + `}`,
+		`{"id": "h", "token": "a", "signature": {"scheme": "github", "secret": "s"}, ` + collector + `}`,
+	} {
+		w := mustParse(t, doc)
+		if err := w.Validate(); err != nil {
+			t.Errorf("Validate: %v", err)
+		}
+	}
+	// Validate holds the rule for a webhook changed after Parse.
+	w := mustParse(t, `{"id": "h", "token": "a", "signature": {"scheme": "github", "secret": "s"}, `+collector+`}`)
+	w.Signature = nil
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "shorter than 16") {
+		t.Errorf("Validate without the signature: %v", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // hookWith returns a webhook file with extra members added.
 func hookWith(extra string) string {
-	return `{"id": "h", "token": "t", ` + extra + `, "collector_config": {"event_type": "e", "payload": {}}}`
+	return `{"id": "h", "token": "a-long-test-token", ` + extra + `, "collector_config": {"event_type": "e", "payload": {}}}`
 }
 
 func TestParse_Delivery(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 func webhookJSON(id string) string {
-	return `{"id": "` + id + `", "token": "t", "collector_config": {"event_type": "e", "payload": {"all": "${@}"}}}`
+	return `{"id": "` + id + `", "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {"all": "${@}"}}}`
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -61,7 +61,7 @@ func TestLoadDir_Tornado(t *testing.T) {
 		t.Fatalf("ids = %v, want %v", ids, want)
 	}
 	w := set["bitbucket_test_repository"]
-	if !w.CheckToken("abcdefghilmon") || w.CheckToken("123456789") {
+	if !w.CheckToken("abcdefghilmnopqrs") || w.CheckToken("1234567890123456") {
 		t.Error("bitbucket token check")
 	}
 	ev, err := w.Collector().Collect([]byte(`{"push": {"changes": []}}`), testNow, "")
@@ -93,7 +93,7 @@ func TestLoadDir(t *testing.T) {
 	symlink(t, filepath.Join(outside, "secret.json"), filepath.Join(dir, "h.json"))       // absolute link outside: refused
 	symlink(t, filepath.Join("..", filepath.Base(outside)), filepath.Join(dir, "i.json")) // relative link outside: refused
 	symlink(t, "missing.json", filepath.Join(dir, "j.json"))                              // dangling link
-	writeFile(t, filepath.Join(dir, "k.json"), `{"id": "bad id", "token": "t", "collector_config": {}}`)
+	writeFile(t, filepath.Join(dir, "k.json"), `{"id": "bad id", "token": "a-long-test-token", "collector_config": {}}`)
 
 	set, problems, err := LoadDir(dir)
 	if err != nil {

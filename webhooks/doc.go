@@ -15,7 +15,7 @@
 //
 //	{
 //	  "id": "github_repository",
-//	  "token": "secret_token",
+//	  "token": "a-long-random-token",
 //	  "tenant_id": "tenant_a",
 //	  "max_payload_size": "2m",
 //	  "signature": {"header": "X-Hub-Signature-256", "secret": "…", "prefix": "sha256="},
@@ -36,7 +36,9 @@
 //     a string or an object with exactly one of "value", "file" (a path,
 //     relative to the webhook directory; the file must be readable by its
 //     owner only) and "env" (an environment variable), and an optional
-//     "not_after" (RFC 3339) after which the entry is refused.
+//     "not_after" (RFC 3339) after which the entry is refused. Unless a
+//     signature protects the webhook, every token has at least
+//     [MinTokenLen] characters.
 //   - tenant_id (optional, non-empty when present) fixes metadata.tenant_id
 //     of the webhook's events; without it the intake's tenant is used.
 //   - max_payload_size (optional) is a JSON number of bytes or a string such

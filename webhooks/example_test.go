@@ -13,7 +13,7 @@ import (
 func ExampleCollector_Collect() {
 	w, err := webhooks.Parse(strings.NewReader(`{
 		"id": "github_repository",
-		"token": "secret_token",
+		"token": "a-long-random-token",
 		"collector_config": {
 			"event_type": "${commits[0].committer.name}",
 			"payload": {
@@ -30,7 +30,7 @@ func ExampleCollector_Collect() {
 		fmt.Println(err)
 		return
 	}
-	if !w.CheckToken("secret_token") {
+	if !w.CheckToken("a-long-random-token") {
 		fmt.Println("401")
 		return
 	}
@@ -67,7 +67,7 @@ func ExampleCollector_Collect() {
 func ExampleParse_error() {
 	_, err := webhooks.Parse(strings.NewReader(`{
 		"id": "my hook",
-		"token": "secret_token",
+		"token": "a-long-random-token",
 		"collector_config": {"event_type": "e", "payload": {"ref": "${ref[}"}}
 	}`))
 	fmt.Println(err)
@@ -81,7 +81,7 @@ func ExampleParse_error() {
 func ExampleWebhook_signature() {
 	w, err := webhooks.Parse(strings.NewReader(`{
 		"id": "payments",
-		"token": "t",
+		"token": "a-long-test-token",
 		"signature": {"scheme": "stripe", "secrets": ["whsec_new", "whsec_old"], "tolerance": "5m"},
 		"collector_config": {"event_type": "${type}", "payload": {}}
 	}`))
@@ -116,7 +116,7 @@ func ExampleParseSize() {
 }
 
 func ExampleWebhook_String() {
-	w, err := webhooks.Parse(strings.NewReader(`{"id": "h", "token": "do-not-print", "tenant_id": "tenant_a",
+	w, err := webhooks.Parse(strings.NewReader(`{"id": "h", "token": "do-not-print-this-token", "tenant_id": "tenant_a",
 		"collector_config": {"event_type": "e", "payload": {}}}`))
 	if err != nil {
 		fmt.Println(err)

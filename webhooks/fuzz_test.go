@@ -22,17 +22,17 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
-	f.Add([]byte(`{"id": "h", "token": "t", "max_payload_size": "1KiB", "tenant_id": "x",
+	f.Add([]byte(`{"id": "h", "token": "a-long-test-token", "max_payload_size": "1KiB", "tenant_id": "x",
 		"signature": {"header": "X-Sig", "secret": "s", "prefix": "v1=", "encoding": "base64"},
 		"collector_config": {"event_type": "${a}", "payload": {"l": [1, "${b[?c > ` + "`1`" + `]}"], "m": {"n": null}}}}`))
-	f.Add([]byte(`{"id": "h", "token": "t", "collector_config": {"event_type": "${a\u0080}", "payload": {}}}`))
-	f.Add([]byte(`{"id": "h", "tokens": ["t", {"value": "u", "not_after": "2030-01-01T00:00:00Z"}],
+	f.Add([]byte(`{"id": "h", "token": "a-long-test-token", "collector_config": {"event_type": "${a\u0080}", "payload": {}}}`))
+	f.Add([]byte(`{"id": "h", "tokens": ["a-long-test-token", {"value": "another-long-token", "not_after": "2030-01-01T00:00:00Z"}],
 		"signature": {"scheme": "hmac", "header": "X-Sig", "algorithm": "sha512", "timestamp_header": "X-Ts",
 			"content": "{timestamp}:{body}", "tolerance": "90s", "secrets": ["a", {"value": "b"}]},
 		"collector_config": {"event_type": "e", "payload": {}}}`))
-	f.Add([]byte(`{"id": "h", "token": "t", "signature": {"scheme": "standard-webhooks", "secret": "whsec_YWJj"},
+	f.Add([]byte(`{"id": "h", "token": "a-long-test-token", "signature": {"scheme": "standard-webhooks", "secret": "whsec_YWJj"},
 		"collector_config": {"event_type": "e", "payload": {}}}`))
-	f.Add([]byte(`{"id": "h", "token": "t", "dedupe": {"jmespath": "data.id", "window": "90m"},
+	f.Add([]byte(`{"id": "h", "token": "a-long-test-token", "dedupe": {"jmespath": "data.id", "window": "90m"},
 		"rate_limit": {"rate": 0.5, "burst": 3, "per_client": true}, "allow_ips": ["10.0.0.0/8", "2001:db8::1"],
 		"collector_config": {"event_type": "e", "payload": {}}}`))
 

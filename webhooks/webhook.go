@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/squallhq/squall/webhooks/signing"
 )
@@ -59,6 +60,36 @@ type Webhook struct {
 type tokenEntry struct {
 	hash     [sha256.Size]byte
 	notAfter time.Time
+	short    bool // shorter than MinTokenLen
+}
+
+// MinTokenLen is the fewest characters a webhook token may have when no
+// signature protects the webhook: the token is then the only credential,
+// and a short one is guessed.
+const MinTokenLen = 16
+
+// errShortToken refuses a short token of a webhook without a signature.
+var errShortToken = fmt.Errorf("shorter than %d characters: use a long random token, or protect the webhook with a signature", MinTokenLen)
+
+// checkTokenLengths refuses tokens shorter than MinTokenLen unless a
+// signature protects the webhook; list says the file wrote "tokens".
+// Errors never contain the token.
+func (w *Webhook) checkTokenLengths(list bool) error {
+	if w.Signature != nil {
+		return nil
+	}
+	var errs []error
+	for i, t := range w.tokens {
+		if !t.short {
+			continue
+		}
+		field := "token"
+		if list {
+			field = "tokens[" + strconv.Itoa(i) + "]"
+		}
+		errs = append(errs, &ValidationError{Field: field, Err: errShortToken})
+	}
+	return errors.Join(errs...)
 }
 
 // Parse reads one webhook file (JSON, at most MaxFileSize bytes), validates
@@ -103,7 +134,8 @@ func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 	tokens, err := decodeCredentials(o, "token", "tokens", src)
 	check(err)
 	for _, t := range tokens {
-		w.tokens = append(w.tokens, tokenEntry{hash: sha256.Sum256(t.value), notAfter: t.notAfter})
+		w.tokens = append(w.tokens, tokenEntry{hash: sha256.Sum256(t.value), notAfter: t.notAfter,
+			short: utf8.RuneCount(t.value) < MinTokenLen})
 	}
 
 	if o.present("tenant_id") {
@@ -128,6 +160,7 @@ func ParseWith(r io.Reader, src Source) (*Webhook, error) {
 		check(err)
 	}
 	check(w.bindDedupe())
+	check(w.checkTokenLengths(o.present("tokens")))
 	if o.present("rate_limit") {
 		w.RateLimit, err = decodeRateLimit(o.fields["rate_limit"])
 		check(err)
@@ -162,6 +195,7 @@ func (w *Webhook) Validate() error {
 	if len(w.tokens) == 0 {
 		errs = append(errs, &ValidationError{Field: "token", Err: ErrRequired})
 	}
+	errs = append(errs, w.checkTokenLengths(len(w.tokens) > 1))
 	if w.MaxPayloadSize <= 0 {
 		errs = append(errs, &ValidationError{Field: "max_payload_size", Value: strconv.FormatInt(w.MaxPayloadSize, 10), Err: errSize})
 	}

@@ -34,7 +34,7 @@ func TestParse_Good(t *testing.T) {
 	t.Parallel()
 	w := mustParse(t, `{
 		"id": "github_repository",
-		"token": "secret_token",
+		"token": "a-long-random-token",
 		"tenant_id": "tenant_a",
 		"max_payload_size": "2m",
 		"signature": {"header": "X-Hub-Signature-256", "secret": "s3cret", "prefix": "sha256="},
@@ -57,12 +57,12 @@ func TestParse_Good(t *testing.T) {
 	}
 
 	// Defaults of the optional fields.
-	w = mustParse(t, `{"id": "h", "token": "t", "collector_config": {"event_type": "e", "payload": {}}}`)
+	w = mustParse(t, `{"id": "h", "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {}}}`)
 	if w.MaxPayloadSize != DefaultMaxPayloadSize || w.TenantID != "" || w.Signature != nil {
 		t.Errorf("defaults: %+v", w)
 	}
 	// Optional fields given as null count as absent.
-	w = mustParse(t, `{"id": "h", "token": "t", "tenant_id": null, "max_payload_size": null, "signature": null,
+	w = mustParse(t, `{"id": "h", "token": "a-long-test-token", "tenant_id": null, "max_payload_size": null, "signature": null,
 		"collector_config": {"event_type": "e", "payload": {}}}`)
 	if w.MaxPayloadSize != DefaultMaxPayloadSize || w.TenantID != "" || w.Signature != nil {
 		t.Errorf("nulls: %+v", w)
@@ -198,17 +198,17 @@ func TestParse_Limits(t *testing.T) {
 	}{
 		{
 			name: "file too large",
-			doc:  `{"id": "h", "token": "t", "collector_config": {"event_type": "e", "payload": {"x": "` + strings.Repeat("a", MaxFileSize) + `"}}}`,
+			doc:  `{"id": "h", "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {"x": "` + strings.Repeat("a", MaxFileSize) + `"}}}`,
 			want: "(file): larger than 1048576 bytes",
 		},
 		{
 			name: "expression too long",
-			doc:  `{"id": "h", "token": "t", "collector_config": {"event_type": "e", "payload": {"x": "${` + strings.Repeat("a", MaxExpressionLen+1) + `}"}}}`,
+			doc:  `{"id": "h", "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {"x": "${` + strings.Repeat("a", MaxExpressionLen+1) + `}"}}}`,
 			want: "expression longer than 4096 bytes",
 		},
 		{
 			name: "jmespath lexer panic",
-			doc:  `{"id": "h", "token": "t", "collector_config": {"event_type": "e", "payload": {"x": "${a\u0080}"}}}`,
+			doc:  `{"id": "h", "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {"x": "${a\u0080}"}}}`,
 			want: "collector_config.payload.x",
 		},
 	}
@@ -229,7 +229,7 @@ func TestParse_Limits(t *testing.T) {
 	}
 
 	// The longest allowed id and expression load.
-	long := fmt.Sprintf(`{"id": %q, "token": "t", "collector_config": {"event_type": "e", "payload": {"x": "${%s}"}}}`,
+	long := fmt.Sprintf(`{"id": %q, "token": "a-long-test-token", "collector_config": {"event_type": "e", "payload": {"x": "${%s}"}}}`,
 		strings.Repeat("i", MaxIDLen), strings.Repeat("a", MaxExpressionLen))
 	mustParse(t, long)
 }
@@ -257,7 +257,7 @@ func TestParse_MaxPayloadSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
 			t.Parallel()
-			w := mustParse(t, `{"id": "h", "token": "t", "max_payload_size": `+tt.value+`,
+			w := mustParse(t, `{"id": "h", "token": "a-long-test-token", "max_payload_size": `+tt.value+`,
 				"collector_config": {"event_type": "e", "payload": {}}}`)
 			if w.MaxPayloadSize != tt.want {
 				t.Errorf("MaxPayloadSize = %d, want %d", w.MaxPayloadSize, tt.want)
@@ -268,15 +268,15 @@ func TestParse_MaxPayloadSize(t *testing.T) {
 
 func TestWebhook_CheckToken(t *testing.T) {
 	t.Parallel()
-	w := mustParse(t, `{"id": "h", "token": "Secret_Token", "collector_config": {"event_type": "e", "payload": {}}}`)
+	w := mustParse(t, `{"id": "h", "token": "A-Long-Random-Token", "collector_config": {"event_type": "e", "payload": {}}}`)
 	tests := []struct {
 		tok  string
 		want bool
 	}{
-		{"Secret_Token", true},
-		{"secret_token", false}, // case-sensitive
-		{"Secret_Toke", false},
-		{"Secret_Token ", false},
+		{"A-Long-Random-Token", true},
+		{"a-long-random-token", false}, // case-sensitive
+		{"A-Long-Random-Toke", false},
+		{"A-Long-Random-Token ", false},
 		{"", false},
 	}
 	for _, tt := range tests {
@@ -331,7 +331,7 @@ func TestWebhook_Redaction(t *testing.T) {
 func TestWebhook_Validate(t *testing.T) {
 	t.Parallel()
 	good := func() *Webhook {
-		return mustParse(t, `{"id": "h", "token": "t", "signature": {"header": "X-Sig", "secret": "s"},
+		return mustParse(t, `{"id": "h", "token": "a-long-test-token", "signature": {"header": "X-Sig", "secret": "s"},
 			"collector_config": {"event_type": "e", "payload": {}}}`)
 	}
 	tests := []struct {

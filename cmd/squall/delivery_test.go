@@ -27,7 +27,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	if err := os.Mkdir(hooks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hook := `{"id": "guarded", "token": "s3cret",
+	hook := `{"id": "guarded", "token": "s3cret-0123456789ab",
 	  "allow_ips": ["192.0.2.0/24"],
 	  "dedupe": {"header": "X-Delivery", "window": "1h"},
 	  "rate_limit": {"rate": 0.01, "burst": 3},
@@ -52,7 +52,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 		retryAfter string
 	}
 	post := func(forwardedFor, delivery string) answer {
-		req, _ := http.NewRequest("POST", base+"/engine/webhook/event/guarded?token=s3cret", strings.NewReader(`{"n": 1}`))
+		req, _ := http.NewRequest("POST", base+"/engine/webhook/event/guarded?token=s3cret-0123456789ab", strings.NewReader(`{"n": 1}`))
 		if forwardedFor != "" {
 			req.Header.Set("X-Forwarded-For", forwardedFor)
 		}

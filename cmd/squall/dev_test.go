@@ -350,7 +350,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hook, []byte(strings.Replace(string(b), hookToken, "edited-token", 1)), 0o600); err != nil {
+	if err := os.WriteFile(hook, []byte(strings.Replace(string(b), hookToken, "edited-token-0123456789", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -369,7 +369,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if _, code := curlStatus(t, work, strings.Replace(post, "%s", hookToken, 1)); code != http.StatusUnauthorized {
 		t.Errorf("the seeded token after the edit: %d, want 401", code)
 	}
-	if body, code := curlStatus(t, work, strings.Replace(post, "%s", "edited-token", 1)); code != http.StatusOK {
+	if body, code := curlStatus(t, work, strings.Replace(post, "%s", "edited-token-0123456789", 1)); code != http.StatusOK {
 		t.Fatalf("webhook after the restart: %d %s", code, body)
 	}
 	// Two lines: the first start's event, not processed again, then the

@@ -136,7 +136,7 @@ func TestDistributed(t *testing.T) {
 		for h := range e2eHooksPerSat {
 			id := hookID(s, h)
 			writeFile(t, filepath.Join(hooks, id+".json"), fmt.Sprintf(`{"id": %q, "token": %q, "tenant_id": "tenant-%s",
-			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-"+id, id))
+			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-0123456789-"+id, id))
 		}
 		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, satArgs(name, "127.0.0.1:0")...))
 	}
@@ -670,7 +670,7 @@ func (l *webhookLoad) send(ctx context.Context, s int, base string, done <-chan 
 		l.sent.Add(1)
 		calls.Go(func() {
 			defer func() { <-sem }()
-			l.record(id, l.post(ctx, base+"/engine/webhook/event/"+hook+"?token=token-"+hook, id))
+			l.record(id, l.post(ctx, base+"/engine/webhook/event/"+hook+"?token=token-0123456789-"+hook, id))
 		})
 	}
 }

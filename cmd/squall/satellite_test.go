@@ -30,7 +30,7 @@ func TestSatelliteBinary(t *testing.T) {
 		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
 	base := "http://" + startLogged(t, cmd, "satellite started", "http").addr
-	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
+	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func startBroker(t *testing.T) *kafkatest.Broker {
 	return kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events"}, Partitions: 1})
 }
 
-// webhookDir writes a folder with the webhook "github" (token s3cret,
+// webhookDir writes a folder with the webhook "github" (token s3cret-0123456789ab,
 // tenant acme) under dir.
 func webhookDir(t *testing.T, dir string) string {
 	t.Helper()
@@ -83,7 +83,7 @@ func webhookDir(t *testing.T, dir string) string {
 	if err := os.Mkdir(hooks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hook := `{"id": "github", "token": "s3cret", "tenant_id": "acme",
+	hook := `{"id": "github", "token": "s3cret-0123456789ab", "tenant_id": "acme",
 	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
 	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestMasterIntake(t *testing.T) {
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
 	base := startMaster(t, "--allow-unsigned-tokens", "--webhooks-dir", hooks, "--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
+	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	if !strings.Contains(p.logs.String(), `"tls":true`) {
 		t.Errorf("the start line does not say TLS is on:\n%s", p.logs.String())
 	}
-	resp, err := ca.Client(t).Post("https://"+p.addr+"/engine/webhook/event/github?token=s3cret", "application/json", strings.NewReader(`{"ref":"refs/heads/tls"}`))
+	resp, err := ca.Client(t).Post("https://"+p.addr+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/tls"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

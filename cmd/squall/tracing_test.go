@@ -70,7 +70,7 @@ func TestTracing(t *testing.T) {
 	}
 
 	const callerTrace, callerSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+sat.addr+"/engine/webhook/event/github?token=s3cret",
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+sat.addr+"/engine/webhook/event/github?token=s3cret-0123456789ab",
 		strings.NewReader(`{"ref": "refs/heads/main"}`))
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 	resp, err := http.DefaultClient.Do(req)

@@ -74,7 +74,7 @@ func TestIntake_MaxCalls(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 2)}
 		in, srv := newBoundedServer(t, front, Config{MaxCalls: 2}, ServerConfig{}, sink)
-		url := srv.URL + "/engine/webhook/event/plain?token=tok"
+		url := srv.URL + "/engine/webhook/event/plain?token=tok-0123456789abc"
 		answers := make(chan answer, 2)
 		for range 2 {
 			go func() { answers <- call(t, srv.Client(), "POST", url, strings.NewReader(`{}`), nil) }()
@@ -105,7 +105,7 @@ func TestIntake_MaxPendingBytes(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 1)}
 		in, srv := newBoundedServer(t, front, Config{MaxPendingBytes: 1000}, ServerConfig{}, sink)
-		url := srv.URL + "/engine/webhook/event/plain?token=tok"
+		url := srv.URL + "/engine/webhook/event/plain?token=tok-0123456789abc"
 		body := `{"n": "` + strings.Repeat("x", 900) + `"}`
 		first := make(chan answer, 1)
 		go func() { first <- call(t, srv.Client(), "POST", url, strings.NewReader(body), nil) }()
@@ -136,7 +136,7 @@ func TestIntake_MaxPendingBytes(t *testing.T) {
 func TestServer_MaxConns(t *testing.T) {
 	t.Parallel()
 	_, srv := newBoundedServer(t, frontFastHTTP, Config{}, ServerConfig{MaxConns: 2, RetryAfter: 7 * time.Second}, &recorder{})
-	req := "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+	req := "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
 	var open []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", srv.Addr)
@@ -230,7 +230,7 @@ func TestIntake_Flood(t *testing.T) {
 func testFlood(t *testing.T, front string) {
 	{
 		sink := &gatedSink{release: make(chan struct{}), entered: make(chan struct{}, floodClients), ids: map[string]bool{}}
-		big := mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok", "max_payload_size": %d,
+		big := mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
 			"collector_config": {"event_type": "flood", "payload": {"all": "${@}"}}}`, 2*floodBodySize))
 		dir := testDirectory(t)
 		dir["big"] = big
@@ -244,7 +244,7 @@ func testFlood(t *testing.T, front string) {
 		defer tr.CloseIdleConnections()
 		client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 		pad := bytes.Repeat([]byte("p"), floodBodySize)
-		url := srv.URL + "/engine/webhook/event/big?token=tok"
+		url := srv.URL + "/engine/webhook/event/big?token=tok-0123456789abc"
 
 		runtime.GC()
 		var ms runtime.MemStats

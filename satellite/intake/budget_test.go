@@ -20,10 +20,10 @@ func TestIntake_OutputBudget(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		expr := "${to_string(@" + strings.Repeat(" | [@, @]", 40) + ")}"
 		dir := directory{
-			"bomb": mustParse(t, `{"id": "bomb", "token": "tok",
+			"bomb": mustParse(t, `{"id": "bomb", "token": "tok-0123456789abc",
 			"collector_config": {"event_type": "e", "payload": {"host": "${host}", "all": "${@}"}}}`),
 		}
-		dir["bomb2"] = mustParse(t, `{"id": "bomb2", "token": "tok",
+		dir["bomb2"] = mustParse(t, `{"id": "bomb2", "token": "tok-0123456789abc",
 		"collector_config": {"event_type": "e", "payload": {"v": "`+expr+`"}}}`)
 		sink := &recorder{}
 		in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: time.Second}, dir, sink, nil, prometheus.NewRegistry())
@@ -35,7 +35,7 @@ func TestIntake_OutputBudget(t *testing.T) {
 		srv := serveFront(t, front, in, mux, ServerConfig{})
 
 		body := `{"host": "web-1", "message": "` + strings.Repeat("x", 1400) + `"}`
-		a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb2?token=tok", strings.NewReader(body),
+		a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb2?token=tok-0123456789abc", strings.NewReader(body),
 			http.Header{"Content-Type": {"application/json"}})
 		if a.status != http.StatusUnprocessableEntity || a.body.Code != CodeTemplate || a.body.Params["field"] != "collector_config.payload.v" ||
 			!strings.Contains(a.body.Message, "output budget exceeded") || !strings.Contains(a.body.Message, strconv.Itoa(len(body))+"-byte body") {
@@ -47,7 +47,7 @@ func TestIntake_OutputBudget(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("%d records published for a refused call", n)
 		}
-		if a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb?token=tok", strings.NewReader(body),
+		if a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb?token=tok-0123456789abc", strings.NewReader(body),
 			http.Header{"Content-Type": {"application/json"}}); a.status != http.StatusOK {
 			t.Fatalf("ordinary expressions: %d %s", a.status, a.raw)
 		}

@@ -152,7 +152,7 @@ func TestListener_OneDeadlinePerRequest(t *testing.T) {
 		}
 	})
 
-	const call = "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"
+	const call = "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"
 	dial := func() (net.Conn, *bufio.Reader) {
 		conn, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
@@ -190,7 +190,7 @@ func TestListener_OneDeadlinePerRequest(t *testing.T) {
 	// After a call on the connection, slow headers and a slow body are
 	// still cut in their own time, not the idle one.
 	for name, rest := range map[string]string{
-		"headers": "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n",
+		"headers": "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\n",
 		"body":    call + "{",
 	} {
 		conn, br := dial()

@@ -25,14 +25,14 @@ func deliveryHooks(t testing.TB) directory {
 	const signedWith = `"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, `
 	const collector = `"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}`
 	return directory{
-		"dedupe":      mustParse(t, `{"id": "dedupe", "token": "tok", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
-		"dedupe-body": mustParse(t, `{"id": "dedupe-body", "token": "tok", "dedupe": {"jmespath": "data.id"}, `+collector+`}`),
-		"limited":     mustParse(t, `{"id": "limited", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
-		"per-client":  mustParse(t, `{"id": "per-client", "token": "tok", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
-		"allowed":     mustParse(t, `{"id": "allowed", "token": "tok", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
-		"small":       mustParse(t, `{"id": "small", "token": "tok", "max_payload_size": 16, `+collector+`}`),
-		"signed":      mustParse(t, `{"id": "signed", "token": "tok", "dedupe": {"header": "webhook-id"}, `+signedWith+collector+`}`),
-		"signed-svix": mustParse(t, `{"id": "signed-svix", "token": "tok", "dedupe": {"header": "svix-id"}, `+signedWith+collector+`}`),
+		"dedupe":      mustParse(t, `{"id": "dedupe", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
+		"dedupe-body": mustParse(t, `{"id": "dedupe-body", "token": "tok-0123456789abc", "dedupe": {"jmespath": "data.id"}, `+collector+`}`),
+		"limited":     mustParse(t, `{"id": "limited", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
+		"per-client":  mustParse(t, `{"id": "per-client", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
+		"allowed":     mustParse(t, `{"id": "allowed", "token": "tok-0123456789abc", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
+		"small":       mustParse(t, `{"id": "small", "token": "tok-0123456789abc", "max_payload_size": 16, `+collector+`}`),
+		"signed":      mustParse(t, `{"id": "signed", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id"}, `+signedWith+collector+`}`),
+		"signed-svix": mustParse(t, `{"id": "signed-svix", "token": "tok-0123456789abc", "dedupe": {"header": "svix-id"}, `+signedWith+collector+`}`),
 	}
 }
 
@@ -91,7 +91,7 @@ func TestIntake_Dedupe(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{}
 		in, srv := deliveryServer(t, front, sink)
-		url := srv.URL + "/engine/webhook/event/dedupe?token=tok"
+		url := srv.URL + "/engine/webhook/event/dedupe?token=tok-0123456789abc"
 		id := http.Header{"Webhook-Id": {"msg_1"}}
 
 		first := call(t, srv.Client(), "POST", url, strings.NewReader(`{"n": 1}`), id)
@@ -122,7 +122,7 @@ func TestIntake_Dedupe(t *testing.T) {
 		}
 
 		// The id taken from the body.
-		bodyURL := srv.URL + "/engine/webhook/event/dedupe-body?token=tok"
+		bodyURL := srv.URL + "/engine/webhook/event/dedupe-body?token=tok-0123456789abc"
 		ev2 := eventID(t, call(t, srv.Client(), "POST", bodyURL, strings.NewReader(`{"data": {"id": "evt_1", "v": 1}}`), nil))
 		if got := eventID(t, call(t, srv.Client(), "POST", bodyURL, strings.NewReader(`{"data": {"id": "evt_1", "v": 2}}`), nil)); got != ev2 {
 			t.Errorf("body id repeat answered %s, want %s", got, ev2)
@@ -175,7 +175,7 @@ func TestIntake_DedupeSignedID(t *testing.T) {
 		in, srv := deliveryServer(t, front, sink)
 		body := []byte(`{"n": 1}`)
 		for _, tc := range []struct{ id, family string }{{"signed", "webhook"}, {"signed-svix", "svix"}} {
-			url := srv.URL + "/engine/webhook/event/" + tc.id + "?token=tok"
+			url := srv.URL + "/engine/webhook/event/" + tc.id + "?token=tok-0123456789abc"
 			sig := in.dir.Lookup(tc.id).Signature
 			signed := sig.Sign(body, time.Now(), "msg_"+tc.id)
 			if tc.family == "svix" {
@@ -219,7 +219,7 @@ func TestIntake_DedupeFailureNotRemembered(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{err: fmt.Errorf("x: %w", ErrSpoolFull)}
 		_, srv := deliveryServer(t, front, sink)
-		url := srv.URL + "/engine/webhook/event/dedupe?token=tok"
+		url := srv.URL + "/engine/webhook/event/dedupe?token=tok-0123456789abc"
 		id := http.Header{"Webhook-Id": {"retry-me"}}
 		if a := call(t, srv.Client(), "POST", url, strings.NewReader(`{}`), id); a.status != http.StatusServiceUnavailable {
 			t.Fatalf("spool full: %d %s", a.status, a.raw)
@@ -244,7 +244,7 @@ func TestIntake_DedupeConcurrent(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 16)}
 		_, srv := deliveryServer(t, front, sink)
-		url := srv.URL + "/engine/webhook/event/dedupe?token=tok"
+		url := srv.URL + "/engine/webhook/event/dedupe?token=tok-0123456789abc"
 		const calls = 8
 		ids := make(chan string, calls)
 		var wg sync.WaitGroup
@@ -289,7 +289,7 @@ func TestIntake_RateLimit(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{}
 		in, srv := deliveryServer(t, front, sink, "127.0.0.0/8")
-		url := srv.URL + "/engine/webhook/event/limited?token=tok"
+		url := srv.URL + "/engine/webhook/event/limited?token=tok-0123456789abc"
 		for range 2 {
 			eventID(t, call(t, srv.Client(), "POST", url, strings.NewReader(`{}`), nil))
 		}
@@ -323,7 +323,7 @@ func TestIntake_RateLimit(t *testing.T) {
 		}
 
 		// Per client: each address (behind the trusted proxy) has its bucket.
-		pc := srv.URL + "/engine/webhook/event/per-client?token=tok"
+		pc := srv.URL + "/engine/webhook/event/per-client?token=tok-0123456789abc"
 		for _, client := range []string{"198.51.100.1", "198.51.100.2"} {
 			h := http.Header{"X-Forwarded-For": {client}}
 			eventID(t, call(t, srv.Client(), "POST", pc, strings.NewReader(`{}`), h))
@@ -346,7 +346,7 @@ func TestIntake_RateLimit(t *testing.T) {
 func TestIntake_AllowIPs(t *testing.T) {
 	t.Parallel()
 	forFronts(t, func(t *testing.T, front string) {
-		url := "/engine/webhook/event/allowed?token=tok"
+		url := "/engine/webhook/event/allowed?token=tok-0123456789abc"
 		t.Run("no trusted proxy", func(t *testing.T) {
 			t.Parallel()
 			in, srv := deliveryServer(t, front, &recorder{})
@@ -395,7 +395,7 @@ func TestIntake_RefusedSize(t *testing.T) {
 	t.Parallel()
 	forFronts(t, func(t *testing.T, front string) {
 		in, srv := deliveryServer(t, front, &recorder{})
-		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/small?token=tok", strings.NewReader(`{"x": "a long body"}`), nil)
+		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/small?token=tok-0123456789abc", strings.NewReader(`{"x": "a long body"}`), nil)
 		if a.status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("got %d", a.status)
 		}
@@ -413,7 +413,7 @@ func TestIntake_DedupeWithoutStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := serveFront(t, front, in, in, ServerConfig{})
-		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/dedupe?token=tok", strings.NewReader(`{}`), http.Header{"Webhook-Id": {"x"}})
+		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/dedupe?token=tok-0123456789abc", strings.NewReader(`{}`), http.Header{"Webhook-Id": {"x"}})
 		if a.status != http.StatusInternalServerError {
 			t.Errorf("got %d %s", a.status, a.raw)
 		}

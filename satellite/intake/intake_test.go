@@ -79,12 +79,12 @@ func mustParse(t testing.TB, file string) *webhooks.Webhook {
 // "tenant" (its own tenant, an event type taken from the body).
 func testDirectory(t testing.TB) directory {
 	return directory{
-		"plain": mustParse(t, `{"id": "plain", "token": "tok", "max_payload_size": 1024,
+		"plain": mustParse(t, `{"id": "plain", "token": "tok-0123456789abc", "max_payload_size": 1024,
 			"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}", "n": "${n}"}}}`),
-		"signed": mustParse(t, `{"id": "signed", "token": "tok",
+		"signed": mustParse(t, `{"id": "signed", "token": "tok-0123456789abc",
 			"signature": {"header": "X-Hub-Signature-256", "secret": "s3cr3t", "prefix": "sha256="},
 			"collector_config": {"event_type": "push", "payload": {"ref": "${ref}"}}}`),
-		"tenant": mustParse(t, `{"id": "tenant", "token": "tok", "tenant_id": "acme",
+		"tenant": mustParse(t, `{"id": "tenant", "token": "tok-0123456789abc", "tenant_id": "acme",
 			"collector_config": {"event_type": "${kind}", "payload": {}}}`),
 	}
 }
@@ -147,33 +147,33 @@ func TestIntake_StatusCodes(t *testing.T) {
 			code       string
 			retryAfter string
 		}{
-			{name: "accepted", path: "/engine/webhook/event/plain?token=tok", body: `{"n": 1}`, status: 200},
-			{name: "GET", method: "GET", path: "/engine/webhook/event/plain?token=tok", status: 405, code: CodeMethodNotAllowed},
-			{name: "PUT", method: "PUT", path: "/engine/webhook/event/plain?token=tok", body: `{}`, status: 405, code: CodeMethodNotAllowed},
-			{name: "unknown id", path: "/engine/webhook/event/nope?token=tok", body: `{}`, status: 404, code: CodeNotFound},
+			{name: "accepted", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{"n": 1}`, status: 200},
+			{name: "GET", method: "GET", path: "/engine/webhook/event/plain?token=tok-0123456789abc", status: 405, code: CodeMethodNotAllowed},
+			{name: "PUT", method: "PUT", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{}`, status: 405, code: CodeMethodNotAllowed},
+			{name: "unknown id", path: "/engine/webhook/event/nope?token=tok-0123456789abc", body: `{}`, status: 404, code: CodeNotFound},
 			{name: "no token", path: "/engine/webhook/event/plain", body: `{}`, status: 401, code: CodeUnauthorized},
 			{name: "empty token", path: "/engine/webhook/event/plain?token=", body: `{}`, status: 401, code: CodeUnauthorized},
 			{name: "wrong token", path: "/engine/webhook/event/plain?token=tok2", body: `{}`, status: 401, code: CodeUnauthorized},
-			{name: "two tokens", path: "/engine/webhook/event/plain?token=tok&token=tok", body: `{}`, status: 401, code: CodeUnauthorized},
-			{name: "too large", path: "/engine/webhook/event/plain?token=tok", body: `{"x": "` + strings.Repeat("a", 1100) + `"}`, status: 413, code: CodePayloadTooLarge},
-			{name: "not JSON", path: "/engine/webhook/event/plain?token=tok", body: `{"n": `, status: 400, code: CodeBodyNotJSON},
-			{name: "empty body", path: "/engine/webhook/event/plain?token=tok", status: 400, code: CodeBodyNotJSON},
-			{name: "two values", path: "/engine/webhook/event/plain?token=tok", body: `{} {}`, status: 400, code: CodeBodyNotJSON},
-			{name: "event type not a string", path: "/engine/webhook/event/tenant?token=tok", body: `{"kind": 3}`, status: 422, code: CodeTemplate},
-			{name: "event type missing", path: "/engine/webhook/event/tenant?token=tok", body: `{}`, status: 422, code: CodeTemplate},
-			{name: "signature ok", path: "/engine/webhook/event/signed?token=tok", body: `{"ref": "main"}`,
+			{name: "two tokens", path: "/engine/webhook/event/plain?token=tok-0123456789abc&token=tok-0123456789abc", body: `{}`, status: 401, code: CodeUnauthorized},
+			{name: "too large", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{"x": "` + strings.Repeat("a", 1100) + `"}`, status: 413, code: CodePayloadTooLarge},
+			{name: "not JSON", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{"n": `, status: 400, code: CodeBodyNotJSON},
+			{name: "empty body", path: "/engine/webhook/event/plain?token=tok-0123456789abc", status: 400, code: CodeBodyNotJSON},
+			{name: "two values", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{} {}`, status: 400, code: CodeBodyNotJSON},
+			{name: "event type not a string", path: "/engine/webhook/event/tenant?token=tok-0123456789abc", body: `{"kind": 3}`, status: 422, code: CodeTemplate},
+			{name: "event type missing", path: "/engine/webhook/event/tenant?token=tok-0123456789abc", body: `{}`, status: 422, code: CodeTemplate},
+			{name: "signature ok", path: "/engine/webhook/event/signed?token=tok-0123456789abc", body: `{"ref": "main"}`,
 				header: signed.Sign([]byte(`{"ref": "main"}`), time.Now(), ""), status: 200},
-			{name: "signature missing", path: "/engine/webhook/event/signed?token=tok", body: `{"ref": "main"}`, status: 401, code: CodeBadSignature},
-			{name: "signature wrong", path: "/engine/webhook/event/signed?token=tok", body: `{"ref": "main"}`,
+			{name: "signature missing", path: "/engine/webhook/event/signed?token=tok-0123456789abc", body: `{"ref": "main"}`, status: 401, code: CodeBadSignature},
+			{name: "signature wrong", path: "/engine/webhook/event/signed?token=tok-0123456789abc", body: `{"ref": "main"}`,
 				header: signed.Sign([]byte(`{"ref": "other"}`), time.Now(), ""), status: 401, code: CodeBadSignature},
 			{name: "token checked before signature", path: "/engine/webhook/event/signed?token=no", body: `{}`, status: 401, code: CodeUnauthorized},
-			{name: "spool full", path: "/engine/webhook/event/plain?token=tok", body: `{}`, sinkErr: fmt.Errorf("x: %w", ErrSpoolFull),
+			{name: "spool full", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{}`, sinkErr: fmt.Errorf("x: %w", ErrSpoolFull),
 				status: 503, code: CodeSpoolFull, retryAfter: "7"},
-			{name: "event too large", path: "/engine/webhook/event/plain?token=tok", body: `{}`, sinkErr: fmt.Errorf("x: %w", ErrTooLarge),
+			{name: "event too large", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{}`, sinkErr: fmt.Errorf("x: %w", ErrTooLarge),
 				status: 413, code: CodeEventTooLarge},
-			{name: "sink closed", path: "/engine/webhook/event/plain?token=tok", body: `{}`, sinkErr: ErrClosed,
+			{name: "sink closed", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{}`, sinkErr: ErrClosed,
 				status: 503, code: CodeShuttingDown, retryAfter: "7"},
-			{name: "sink failure", path: "/engine/webhook/event/plain?token=tok", body: `{}`, sinkErr: errors.New("disk on fire"),
+			{name: "sink failure", path: "/engine/webhook/event/plain?token=tok-0123456789abc", body: `{}`, sinkErr: errors.New("disk on fire"),
 				status: 503, code: CodeUnavailable, retryAfter: "7"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -232,7 +232,7 @@ func TestIntake_Record(t *testing.T) {
 
 		t.Run("shape, key and headers", func(t *testing.T) {
 			body := `{"n": 12345678901234567890, "html": "<b>&</b>", "nested": {"a": [1, 2.50]}}`
-			a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok", strings.NewReader(body), nil)
+			a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok-0123456789abc", strings.NewReader(body), nil)
 			if a.status != 200 {
 				t.Fatalf("%d %s", a.status, a.raw)
 			}
@@ -281,7 +281,7 @@ func TestIntake_Record(t *testing.T) {
 			}
 		})
 		t.Run("webhook tenant", func(t *testing.T) {
-			a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/tenant?token=tok", strings.NewReader(`{"kind": "deploy"}`), nil)
+			a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/tenant?token=tok-0123456789abc", strings.NewReader(`{"kind": "deploy"}`), nil)
 			if a.status != 200 {
 				t.Fatalf("%d %s", a.status, a.raw)
 			}
@@ -293,7 +293,7 @@ func TestIntake_Record(t *testing.T) {
 		t.Run("event ids differ and grow", func(t *testing.T) {
 			var prev string
 			for range 5 {
-				call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok", strings.NewReader(`{}`), nil)
+				call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok-0123456789abc", strings.NewReader(`{}`), nil)
 				id := sink.last(t).EventID
 				if id <= prev {
 					t.Fatalf("id %s after %s", id, prev)
@@ -334,7 +334,7 @@ func TestIntake_Traceparent(t *testing.T) {
 			{name: "upper case: new trace", header: http.Header{"Traceparent": {strings.ToUpper(given)}}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok", strings.NewReader(`{}`), tc.header)
+				a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok-0123456789abc", strings.NewReader(`{}`), tc.header)
 				if a.status != 200 {
 					t.Fatalf("%d %s", a.status, a.raw)
 				}
@@ -377,7 +377,7 @@ func TestIntake_SizeLimit(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{}
 		_, srv := newTestServer(t, front, sink)
-		url := srv.URL + "/engine/webhook/event/plain?token=tok"
+		url := srv.URL + "/engine/webhook/event/plain?token=tok-0123456789abc"
 
 		t.Run("declared length over the limit", func(t *testing.T) {
 			body := &countingReader{}
@@ -430,7 +430,7 @@ func TestIntake_KeepAlive(t *testing.T) {
 		_, srv := newTestServer(t, front, &recorder{})
 		client := srv.Client()
 		var reused []bool
-		for _, path := range []string{"plain?token=tok", "plain?token=tok", "plain?token=wrong", "nope?token=x", "plain?token=tok"} {
+		for _, path := range []string{"plain?token=tok-0123456789abc", "plain?token=tok-0123456789abc", "plain?token=wrong", "nope?token=x", "plain?token=tok-0123456789abc"} {
 			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
 			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), "POST",
 				srv.URL+"/engine/webhook/event/"+path, strings.NewReader(`{"n":1}`))
@@ -454,7 +454,7 @@ func TestIntake_Drain(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		sink := &recorder{block: make(chan struct{}), entered: make(chan struct{}, 1)}
 		in, srv := newTestServer(t, front, sink)
-		url := srv.URL + "/engine/webhook/event/plain?token=tok"
+		url := srv.URL + "/engine/webhook/event/plain?token=tok-0123456789abc"
 		first := make(chan answer, 1)
 		go func() { first <- call(t, srv.Client(), "POST", url, strings.NewReader(`{}`), nil) }()
 		<-sink.entered
@@ -496,7 +496,7 @@ func TestIntake_Metrics(t *testing.T) {
 	t.Parallel()
 	forFronts(t, func(t *testing.T, front string) {
 		in, srv := newTestServer(t, front, &recorder{})
-		for _, path := range []string{"plain?token=tok", "plain?token=bad", "ghost?token=x", "ghost2?token=x"} {
+		for _, path := range []string{"plain?token=tok-0123456789abc", "plain?token=bad", "ghost?token=x", "ghost2?token=x"} {
 			call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/"+path, strings.NewReader(`{}`), nil)
 		}
 		for labels, want := range map[[2]string]float64{{"plain", "200"}: 1, {"plain", "401"}: 1, {"", "404"}: 2} {
@@ -533,7 +533,7 @@ func TestIntake_TooLargeWholeBodyFirst(t *testing.T) {
 		// More than net/http drains by itself, and than the loopback socket
 		// buffers hold: the client is still writing when the answer comes.
 		const limit = 8 << 20
-		in, err := New(Config{Source: "sat-1"}, directory{"big": mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok", "max_payload_size": %d,
+		in, err := New(Config{Source: "sat-1"}, directory{"big": mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
 		"collector_config": {"event_type": "webhook", "payload": {}}}`, limit))}, &recorder{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -552,7 +552,7 @@ func TestIntake_TooLargeWholeBodyFirst(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					req := "POST /engine/webhook/event/big?token=tok HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
+					req := "POST /engine/webhook/event/big?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
 					_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 					if _, err := io.WriteString(conn, req); err != nil {
 						conn.Close()

@@ -95,30 +95,30 @@ func TestFronts_SameAnswers(t *testing.T) {
 	big := `{"x": "` + strings.Repeat("a", 1100) + `"}`
 	uuid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)
 	for _, req := range []string{
-		post("/engine/webhook/event/plain?token=tok", `{"n": 1}`),
-		post("/engine/webhook/event/plain?token=tok&x=%41", `{"n": 1}`),
-		post("/engine/webhook/event/pl%61in?token=tok", `{"n": 1}`),
-		post("/engine/webhook/event/a%2Fb?token=tok", `{}`),
-		post("/engine/webhook/event/nope?token=tok", `{}`),
+		post("/engine/webhook/event/plain?token=tok-0123456789abc", `{"n": 1}`),
+		post("/engine/webhook/event/plain?token=tok-0123456789abc&x=%41", `{"n": 1}`),
+		post("/engine/webhook/event/pl%61in?token=tok-0123456789abc", `{"n": 1}`),
+		post("/engine/webhook/event/a%2Fb?token=tok-0123456789abc", `{}`),
+		post("/engine/webhook/event/nope?token=tok-0123456789abc", `{}`),
 		post("/engine/webhook/event/plain?token=bad", `{}`),
 		post("/engine/webhook/event/plain", `{}`),
-		post("/engine/webhook/event/plain?token=tok", big),
-		post("/engine/webhook/event/plain?token=tok", `{"n": `),
-		post("/engine/webhook/event/tenant?token=tok", `{"kind": 3}`),
-		post("/engine/webhook/event/signed?token=tok", `{"ref": "x"}`, "X-Hub-Signature-256: sha256=00\r\n"),
-		post("/engine/webhook/event/signed?token=tok", `{"ref": "x"}`, "X-Hub-Signature-256: zz\r\n"),
-		post("/engine/webhook/event/plain/?token=tok", `{}`),
-		post("/engine/webhook/event/?token=tok", `{}`),
-		post("/engine/webhook/event/./plain?token=tok", `{}`),
-		post("/engine/webhook/event/x/../plain?token=tok", `{}`),
+		post("/engine/webhook/event/plain?token=tok-0123456789abc", big),
+		post("/engine/webhook/event/plain?token=tok-0123456789abc", `{"n": `),
+		post("/engine/webhook/event/tenant?token=tok-0123456789abc", `{"kind": 3}`),
+		post("/engine/webhook/event/signed?token=tok-0123456789abc", `{"ref": "x"}`, "X-Hub-Signature-256: sha256=00\r\n"),
+		post("/engine/webhook/event/signed?token=tok-0123456789abc", `{"ref": "x"}`, "X-Hub-Signature-256: zz\r\n"),
+		post("/engine/webhook/event/plain/?token=tok-0123456789abc", `{}`),
+		post("/engine/webhook/event/?token=tok-0123456789abc", `{}`),
+		post("/engine/webhook/event/./plain?token=tok-0123456789abc", `{}`),
+		post("/engine/webhook/event/x/../plain?token=tok-0123456789abc", `{}`),
 		post("/elsewhere", `{}`),
-		post("/engine/webhook/event/%zz?token=tok", `{}`),
-		"GET /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n\r\n",
-		"POST http://x/engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
-		"POST /engine/webhook/event/plain?token=tok HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
-		"POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
-		"DELETE /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n\r\n",
-		"POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n0\r\n\r\n",
+		post("/engine/webhook/event/%zz?token=tok-0123456789abc", `{}`),
+		"GET /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST http://x/engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+		"DELETE /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n0\r\n\r\n",
 	} {
 		var answers []string
 		for _, front := range []string{frontNetHTTP, frontFastHTTP} {
@@ -142,8 +142,8 @@ func TestServer_Framing(t *testing.T) {
 	t.Parallel()
 	sink := &recorder{}
 	_, srv := newTestServer(t, frontFastHTTP, sink)
-	const target = "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n"
-	const next = "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+	const target = "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\n"
+	const next = "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
 	for _, tc := range []struct{ name, req string }{
 		{"length and chunked", target + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
 		{"chunked and length", target + "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
@@ -155,7 +155,7 @@ func TestServer_Framing(t *testing.T) {
 		{"two encodings", target + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
 		{"chunked in HTTP/1.0", strings.Replace(target, "HTTP/1.1", "HTTP/1.0", 1) + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next},
 		{"bad length", target + "Content-Length: +2\r\n\r\n{}" + next},
-		{"no host", "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}" + next},
+		{"no host", "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}" + next},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := rawCall(t, srv.Addr, tc.req, true)
@@ -186,13 +186,13 @@ func TestServer_Limits(t *testing.T) {
 	srv := serveFront(t, frontFastHTTP, in, satelliteMux(in), ServerConfig{MaxHeaderBytes: 8 << 10})
 	const target = "POST /engine/webhook/event/%s HTTP/1.1\r\nHost: x\r\n"
 
-	a := rawCall(t, srv.Addr, fmt.Sprintf(target, "plain?token=tok")+"X-Pad: "+strings.Repeat("p", 9<<10)+"\r\nContent-Length: 2\r\n\r\n{}", true)
+	a := rawCall(t, srv.Addr, fmt.Sprintf(target, "plain?token=tok-0123456789abc")+"X-Pad: "+strings.Repeat("p", 9<<10)+"\r\nContent-Length: 2\r\n\r\n{}", true)
 	if a.resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !a.closed {
 		t.Errorf("large headers: %d (closed %v) %s", a.resp.StatusCode, a.closed, a.body)
 	}
 	// A signature header of 4096 bytes fits (and is refused by the
 	// intake as malformed, not by the server).
-	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok")+"X-Hub-Signature-256: "+strings.Repeat("0", 4097)+"\r\nContent-Length: 2\r\n\r\n{}", false)
+	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok-0123456789abc")+"X-Hub-Signature-256: "+strings.Repeat("0", 4097)+"\r\nContent-Length: 2\r\n\r\n{}", false)
 	if a.resp.StatusCode != http.StatusBadRequest || !bytes.Contains(a.body, []byte(CodeBadSignatureHeader)) {
 		t.Errorf("long signature header: %d %s", a.resp.StatusCode, a.body)
 	}
@@ -202,7 +202,7 @@ func TestServer_Limits(t *testing.T) {
 	if a := rawCall(t, srv.Addr, fmt.Sprintf(target, "plain?token=no")+head+multipart, false); a.resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("multipart, wrong token: %d %s", a.resp.StatusCode, a.body)
 	}
-	if a := rawCall(t, srv.Addr, fmt.Sprintf(target, "plain?token=tok")+head+multipart, false); a.resp.StatusCode != http.StatusBadRequest ||
+	if a := rawCall(t, srv.Addr, fmt.Sprintf(target, "plain?token=tok-0123456789abc")+head+multipart, false); a.resp.StatusCode != http.StatusBadRequest ||
 		!bytes.Contains(a.body, []byte(CodeBodyNotJSON)) {
 		t.Errorf("multipart: %d %s", a.resp.StatusCode, a.body)
 	}
@@ -210,11 +210,11 @@ func TestServer_Limits(t *testing.T) {
 	body := `{"ref": "main"}`
 	sig := testDirectory(t)["signed"].Signature.Sign([]byte(body), time.Now(), "").Get("X-Hub-Signature-256")
 	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\nX-Hub-Signature-256: %s\r\n\r\n", len(body), body, sig)
-	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok")+"Transfer-Encoding: chunked\r\nTrailer: X-Hub-Signature-256\r\n\r\n"+chunked, false)
+	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok-0123456789abc")+"Transfer-Encoding: chunked\r\nTrailer: X-Hub-Signature-256\r\n\r\n"+chunked, false)
 	if a.resp.StatusCode != http.StatusUnauthorized || !bytes.Contains(a.body, []byte("missing signature")) {
 		t.Errorf("signature in the trailer: %d %s", a.resp.StatusCode, a.body)
 	}
-	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok")+"X-Hub-Signature-256: "+sig+"\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	a = rawCall(t, srv.Addr, fmt.Sprintf(target, "signed?token=tok-0123456789abc")+"X-Hub-Signature-256: "+sig+"\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body), false)
 	if a.resp.StatusCode != http.StatusOK {
 		t.Errorf("chunked, signed: %d %s", a.resp.StatusCode, a.body)
@@ -247,7 +247,7 @@ func TestServer_Panic(t *testing.T) {
 	if id := e.Params["request_id"]; id == "" || !strings.Contains(logs.String(), "request_id="+id) || !strings.Contains(logs.String(), "boom") {
 		t.Errorf("the panic is not logged under request id %q: %s", id, logs.String())
 	}
-	if a := rawCall(t, srv.Addr, "POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", false); a.resp.StatusCode != http.StatusOK {
+	if a := rawCall(t, srv.Addr, "POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", false); a.resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the panic: %d %s", a.resp.StatusCode, a.body)
 	}
 }
@@ -284,7 +284,7 @@ func TestServer_Timeouts(t *testing.T) {
 		return !(errors.As(err, &ne) && ne.Timeout())
 	}
 
-	_, br := dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\n")
+	_, br := dial("POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\n")
 	if resp, err := http.ReadResponse(br, nil); err == nil && resp.StatusCode != http.StatusRequestTimeout {
 		t.Errorf("slow headers: %d", resp.StatusCode)
 	}
@@ -292,7 +292,7 @@ func TestServer_Timeouts(t *testing.T) {
 		t.Error("slow headers: the connection stayed open")
 	}
 
-	_, br = dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+	_, br = dial("POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +302,7 @@ func TestServer_Timeouts(t *testing.T) {
 		t.Errorf("slow body: %d %s", resp.StatusCode, body)
 	}
 
-	_, br = dial("POST /engine/webhook/event/plain?token=tok HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	_, br = dial("POST /engine/webhook/event/plain?token=tok-0123456789abc HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("call: %v %v", resp, err)
 	}

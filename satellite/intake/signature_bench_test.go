@@ -57,7 +57,7 @@ func BenchmarkIntake_Signature(b *testing.B) {
 		"slack":             `"signature": {"scheme": "slack", "secrets": ["a", "b", "s3cr3t"]},`,
 		"hmac-sha512":       `"signature": {"scheme": "hmac", "header": "X-Sig", "algorithm": "sha512", "timestamp_header": "X-Ts", "secrets": ["a", "b", "s3cr3t"]},`,
 	} {
-		dir[id] = mustParse(b, `{"id": "`+id+`", "token": "tok", `+sig+collector+`}`)
+		dir[id] = mustParse(b, `{"id": "`+id+`", "token": "tok-0123456789abc", `+sig+collector+`}`)
 	}
 	in, err := New(Config{Source: "bench"}, dir, discard{}, nil, prometheus.NewRegistry())
 	if err != nil {
@@ -65,7 +65,7 @@ func BenchmarkIntake_Signature(b *testing.B) {
 	}
 	now := time.Now()
 	call := func(id string) *signedCall {
-		r := httptest.NewRequest(http.MethodPost, "/engine/webhook/event/"+id+"?token=tok", nil)
+		r := httptest.NewRequest(http.MethodPost, "/engine/webhook/event/"+id+"?token=tok-0123456789abc", nil)
 		r.SetPathValue("id", id)
 		if v := dir[id].Signature; v != nil {
 			// Signed with the last secret only, as after a rotation.

@@ -124,7 +124,7 @@ func TestQueryToken(t *testing.T) {
 }
 
 var queryTokenSeeds = []string{
-	"token=tok", "", "token", "token=", "a=1&token=tok&b=2", "token=a&token=b", "token=a%20b", "tok%65n=x",
+	"token=tok-0123456789abc", "", "token", "token=", "a=1&token=tok-0123456789abc&b=2", "token=a&token=b", "token=a%20b", "tok%65n=x",
 	"token=a+b", "token=x;y=1", "token=%zz&token=ok", "&&token=t&", "=token", "token==x", "TOKEN=x",
 	strings.Repeat("a=1&", 99) + "token=x", strings.Repeat("a=1&", 100) + "token=x",
 }
@@ -200,8 +200,8 @@ func TestIntake_TraceContextOfStrangers(t *testing.T) {
 		for _, tc := range []struct{ name, path string }{
 			{"wrong token", "/engine/webhook/event/plain?token=nope"},
 			{"no token", "/engine/webhook/event/plain"},
-			{"unknown webhook", "/engine/webhook/event/ghost?token=tok"},
-			{"wrong signature", "/engine/webhook/event/signed?token=tok"},
+			{"unknown webhook", "/engine/webhook/event/ghost?token=tok-0123456789abc"},
+			{"wrong signature", "/engine/webhook/event/signed?token=tok-0123456789abc"},
 		} {
 			for range 20 {
 				if a := call(t, srv.Client(), "POST", srv.URL+tc.path, strings.NewReader(`{}`), stranger); a.status == http.StatusOK {
@@ -215,7 +215,7 @@ func TestIntake_TraceContextOfStrangers(t *testing.T) {
 
 		// The authenticated caller's context is honoured, its tracestate
 		// bounded.
-		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok", strings.NewReader(`{}`), stranger)
+		a := call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/plain?token=tok-0123456789abc", strings.NewReader(`{}`), stranger)
 		if a.status != http.StatusOK {
 			t.Fatalf("%d %s", a.status, a.raw)
 		}
