@@ -318,6 +318,7 @@ func TestAPI(t *testing.T) {
 			{`{"severity": "Huge"}`, "INVALID_FIELD", "severity"},
 			{`{"priority": 3}`, "INVALID_FIELD", "priority"},
 			{`{"owner": "x"}`, "UNKNOWN_FIELD", "owner"},
+			{`{"state": "Resolved", "ticket": "SEC-1\u202e"}`, "INVALID_FIELD", "ticket"},
 			{`{}`, "MISSING_FIELD", "state"},
 			{`[1]`, "BAD_REQUEST", ""},
 		} {
@@ -363,6 +364,13 @@ func TestAPI(t *testing.T) {
 			{"hash without algorithm", with(map[string]any{"hash_algorithm": "<delete>"}), "MISSING_FIELD", "hash_algorithm"},
 			{"algorithm without hash", with(map[string]any{"hash": "<delete>"}), "INVALID_FIELD", "hash_algorithm"},
 			{"unknown field", with(map[string]any{"email": "x@y"}), "UNKNOWN_FIELD", "email"},
+			// Unicode format characters (category Cf) are refused as
+			// control characters are: a right-to-left override makes a
+			// row read differently in the console.
+			{"bidi override in username", with(map[string]any{"username": "admin‮gnp.exe"}), "INVALID_FIELD", "username"},
+			{"escaped bidi override in resource", strings.Replace(with(nil), `"https://x.example/a"`, `"https://x.example/\u202ea"`, 1), "INVALID_FIELD", "resource_url"},
+			{"zero-width space in tool", with(map[string]any{"tool_code": "leak​mon"}), "INVALID_FIELD", "tool_code"},
+			{"isolate in password", with(map[string]any{"password": "p⁦w"}), "INVALID_FIELD", "password"},
 			{"not JSON", `{"monitored_domain_id": `, "BAD_REQUEST", ""},
 			{"trailing data", with(nil) + ` {}`, "BAD_REQUEST", ""},
 		}

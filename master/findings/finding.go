@@ -365,11 +365,17 @@ func checkText(field string, v *string, required bool, limit int) (string, error
 		return "", invalid(field, "is longer than %d bytes", limit)
 	case !utf8.ValidString(s):
 		return "", invalid(field, "is not valid UTF-8")
-	case strings.ContainsFunc(s, unicode.IsControl):
-		return "", invalid(field, "contains control characters")
+	case strings.ContainsFunc(s, unsafeRune):
+		return "", invalid(field, "contains control or format characters")
 	}
 	return s, nil
 }
+
+// unsafeRune reports the runes a text field refuses: control characters,
+// and Unicode format characters (category Cf: bidirectional overrides and
+// isolates, zero-width spaces and joiners, the byte order mark…), which
+// change how a row reads without showing themselves.
+func unsafeRune(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // toFinding validates an insert body into a finding without uid, tenant,
 // times or state.
