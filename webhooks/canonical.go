@@ -6,6 +6,8 @@ import (
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/squallhq/squall/internal/jsonlimit"
 )
 
 // This file holds the direct path of [Collector.AppendEvent]: when the
@@ -34,7 +36,26 @@ func (c *Collector) isDirect() bool {
 	if c.eventType.kind != kindLiteral {
 		return false
 	}
+	// The event object holds the payload: a body the direct path takes
+	// (at most maxDirectDepth deep) under the payload's deepest
+	// expression stays within the engines' limit.
+	if 1+c.payload.depth()+maxDirectDepth > jsonlimit.MaxEventDepth {
+		return false
+	}
 	return c.payload.onlyIdentity()
+}
+
+// depth returns the nesting of the objects and arrays of the template at n
+// (n itself included).
+func (n *node) depth() int {
+	if n.kind != kindObject && n.kind != kindArray {
+		return 0
+	}
+	d := 0
+	for i := range n.kids {
+		d = max(d, n.kids[i].depth())
+	}
+	return 1 + d
 }
 
 func (n *node) onlyIdentity() bool {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/squallhq/squall/internal/jsonlimit"
 )
 
 // DefaultTenant is the tenant of an event when neither the webhook nor the
@@ -164,6 +166,11 @@ func (c *Collector) AppendEvent(dst, body []byte, now time.Time, tenantID string
 	b, err := ev.AppendJSON(dst)
 	if err != nil {
 		return dst, "", fmt.Errorf("encode event: %w", err)
+	}
+	// The direct path's events are shallow (see isDirect); this one's
+	// depth is measured.
+	if jsonlimit.Check(b[len(dst):], jsonlimit.Limits{MaxDepth: jsonlimit.MaxEventDepth}) != nil {
+		return dst, "", ErrEventTooDeep
 	}
 	return b, tenant, nil
 }

@@ -2,7 +2,10 @@ package webhooks
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+
+	"github.com/squallhq/squall/internal/jsonlimit"
 )
 
 // Sentinel errors. Match them with [errors.Is].
@@ -18,6 +21,11 @@ var (
 	// to a non-empty string. It is always wrapped in a [*TemplateError],
 	// so the intake answers 422 Unprocessable Content.
 	ErrEventType = errors.New("event_type must evaluate to a non-empty string")
+
+	// ErrEventTooDeep reports a body whose event would nest deeper than
+	// jsonlimit.MaxEventDepth, which the engines do not evaluate. The
+	// intake answers 400 Bad Request.
+	ErrEventTooDeep = fmt.Errorf("the event would nest deeper than %d levels", jsonlimit.MaxEventDepth)
 )
 
 var errEmpty = errors.New("must not be empty")

@@ -10,11 +10,14 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/squallhq/squall/internal/jsonlimit"
 )
 
 // maxDepth bounds the nesting of an event (the event object is level 1),
-// so that evaluation never recurses without bound.
-const maxDepth = 300
+// so that evaluation never recurses without bound. The intake refuses to
+// make a deeper event.
+const maxDepth = jsonlimit.MaxEventDepth
 
 // parser reads an event's JSON in one pass into a document. It accepts
 // exactly what the decoder accepted before it (valyala/fastjson, whose

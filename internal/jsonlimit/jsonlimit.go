@@ -23,6 +23,11 @@ import (
 // hostile body costs a few kilobytes of decoder stack.
 const DefaultMaxDepth = 128
 
+// MaxEventDepth is the nesting depth of an event (the event object is
+// level 1) that the engines evaluate: they dead-letter a deeper one, so the
+// intake refuses to make one (400) instead of accepting it.
+const MaxEventDepth = 300
+
 // Limits say what Check refuses.
 type Limits struct {
 	// MaxDepth bounds the nesting of arrays and objects (DefaultMaxDepth

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/squallhq/squall/internal/jsonlimit"
 )
 
 // TestIntake_OutputBudget: a webhook whose expression doubles its input
@@ -50,6 +52,69 @@ func TestIntake_OutputBudget(t *testing.T) {
 		if a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb?token=tok-0123456789abc", strings.NewReader(body),
 			http.Header{"Content-Type": {"application/json"}}); a.status != http.StatusOK {
 			t.Fatalf("ordinary expressions: %d %s", a.status, a.raw)
+		}
+	})
+}
+
+// TestIntake_EventDepth: the intake refuses with 400, before any event
+// exists, a body whose event would nest deeper than the engines evaluate
+// (jsonlimit.MaxEventDepth), on both the direct and the decoding path of
+// the collector; an event at the limit is accepted.
+func TestIntake_EventDepth(t *testing.T) {
+	t.Parallel()
+	forFronts(t, func(t *testing.T, front string) {
+		dir := directory{
+			// ${@} alone: the direct path (bodies up to 16 deep), then
+			// the decoding path.
+			"whole": mustParse(t, `{"id": "whole", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
+				"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}}`),
+			"picked": mustParse(t, `{"id": "picked", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
+				"collector_config": {"event_type": "e", "payload": {"a": "${a}"}}}`),
+		}
+		sink := &recorder{}
+		in, err := New(Config{Source: "sat-1"}, dir, sink, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		in.Register(mux)
+		srv := serveFront(t, front, in, mux, ServerConfig{})
+		nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+		post := func(id, body string) answer {
+			return call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/"+id+"?token=tok-0123456789abc", strings.NewReader(body), nil)
+		}
+		// The event object is level 1, the payload 2, "all" holds the body
+		// from level 3: a body MaxEventDepth-2 deep makes an event at the
+		// limit.
+		limit := jsonlimit.MaxEventDepth
+		for _, tc := range []struct {
+			name, id, body string
+			ok             bool
+		}{
+			{"at the limit", "whole", nested(limit - 2), true},
+			{"one level over", "whole", nested(limit - 1), false},
+			{"9,990 deep", "whole", nested(9990), false},
+			{"deep object", "whole", strings.Repeat(`{"a":`, limit) + "1" + strings.Repeat("}", limit), false},
+			{"a deep part picked", "picked", `{"a": ` + nested(limit) + `}`, false},
+			{"a shallow part picked from a deep body", "picked", `{"a": 1, "b": ` + nested(2000) + `}`, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				records := len(sink.records)
+				a := post(tc.id, tc.body)
+				if tc.ok {
+					eventID(t, a)
+					if v := sink.last(t).Value; jsonlimit.Check(v, jsonlimit.Limits{MaxDepth: limit}) != nil {
+						t.Errorf("an accepted event nests deeper than %d", limit)
+					}
+					return
+				}
+				if a.status != http.StatusBadRequest || a.body.Code != CodeEventTooDeep || a.body.Params["max_depth"] != float64(limit) {
+					t.Fatalf("%d %s, want 400 %s", a.status, a.raw, CodeEventTooDeep)
+				}
+				if len(sink.records) != records {
+					t.Error("a refused body made an event")
+				}
+			})
 		}
 	})
 }

@@ -39,6 +39,8 @@
 //	400 INVALID_DELIVERY_ID the delivery id is longer than 256 bytes, or
 //	                        its JMESPath gives neither a string nor a number
 //	400 BODY_NOT_JSON       the body is not one JSON value
+//	400 EVENT_TOO_DEEP      the event would nest deeper than the engines
+//	                        evaluate (jsonlimit.MaxEventDepth)
 //	422 TEMPLATE_ERROR      the template cannot make an event of this body
 //	                        (params.field names the template entry)
 //	413 EVENT_TOO_LARGE     the event is larger than a Kafka record may be

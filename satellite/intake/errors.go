@@ -37,11 +37,14 @@ const (
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
 	CodeEventTooLarge      = "EVENT_TOO_LARGE"
 	CodeBodyNotJSON        = "BODY_NOT_JSON"
-	CodeTemplate           = "TEMPLATE_ERROR"
-	CodeSpoolFull          = "SPOOL_FULL"
-	CodeShuttingDown       = "SHUTTING_DOWN"
-	CodeUnavailable        = "UNAVAILABLE"
-	CodeInternal           = "INTERNAL"
+	// CodeEventTooDeep: the event would nest deeper than the engines
+	// evaluate (jsonlimit.MaxEventDepth).
+	CodeEventTooDeep = "EVENT_TOO_DEEP"
+	CodeTemplate     = "TEMPLATE_ERROR"
+	CodeSpoolFull    = "SPOOL_FULL"
+	CodeShuttingDown = "SHUTTING_DOWN"
+	CodeUnavailable  = "UNAVAILABLE"
+	CodeInternal     = "INTERNAL"
 )
 
 // Reasons of the squall_intake_refused_total metric: why a call to a known
@@ -50,6 +53,8 @@ const (
 	ReasonToken     = "token"
 	ReasonSignature = "signature"
 	ReasonTimestamp = "timestamp"
+	// ReasonDepth counts bodies whose event would be too deep.
+	ReasonDepth = "depth"
 )
 
 // apiError is an answer other than 200: the status, the JSON body

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/internal/httpguard"
+	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/ratelimit"
@@ -487,6 +488,9 @@ func (in *Intake) serve(c *request, now time.Time) (res result, err error) {
 		switch {
 		case errors.Is(err, webhooks.ErrBodyNotJSON):
 			return res, &apiError{status: http.StatusBadRequest, code: CodeBodyNotJSON, message: err.Error()}
+		case errors.Is(err, webhooks.ErrEventTooDeep):
+			return res, &apiError{status: http.StatusBadRequest, code: CodeEventTooDeep, reason: ReasonDepth,
+				params: map[string]any{"max_depth": jsonlimit.MaxEventDepth}, message: err.Error()}
 		case errors.As(err, &te):
 			return res, &apiError{status: http.StatusUnprocessableEntity, code: CodeTemplate,
 				params: map[string]any{"field": te.Field}, message: te.Error()}
