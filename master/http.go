@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -177,14 +178,23 @@ type statusWriter struct {
 	http.ResponseWriter
 	status  int
 	private bool
+	body    *readTracker // the request's body; nil without one
 }
 
-// markHeader sets the headers every answer gets, before the status line.
+// markHeader sets the headers every answer gets, before the status line:
+// and a refusal (4xx, 5xx) of a request whose body was not read to its end
+// closes the connection, so that it is answered at once instead of after
+// the server read (or waited for) the rest of the body to reuse the
+// connection — whichever handler refused it (no route, a wrong method, a
+// mounted API's own checks).
 func (w *statusWriter) markHeader() {
 	h := w.ResponseWriter.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	if w.private {
 		h.Set("Cache-Control", "no-store")
+	}
+	if w.status >= 400 && w.body != nil && !w.body.done.Load() {
+		h.Set("Connection", "close")
 	}
 }
 
@@ -204,6 +214,22 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// readTracker is a request body that records whether it was read to its
+// end. A forwarded request's body is read by the proxy's transport while
+// the answer may be written: done is atomic.
+type readTracker struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *readTracker) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
 // Unwrap lets http.ResponseController reach the underlying writer
 // (flushes of proxied answers).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -213,6 +239,11 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, private: r.Header.Get("Authorization") != ""}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body = &readTracker{ReadCloser: r.Body}
+		r = r.WithContext(r.Context()) // a copy: the server's request keeps its own body
+		r.Body = sw.body
+	}
 	h, pattern, ok := s.prefixRouteOf(r)
 	if !ok {
 		h, pattern = s.mux.Handler(r)

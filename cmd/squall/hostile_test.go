@@ -116,3 +116,58 @@ func TestMaster_AuthenticatedAnswersNotCached(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedOutsideAuth_AnswerAtOnce: the refusals no route wrapper
+// authenticates — an unknown path (404), a wrong method (405), a fleet
+// route without a valid token, a call to an unknown webhook id — are
+// answered while the caller is still sending an endless body, and the
+// connection closes, on a master and in squall dev: none waits for the
+// body deadline.
+func TestRefusedOutsideAuth_AnswerAtOnce(t *testing.T) {
+	t.Parallel()
+	dev := startDev(t, t.TempDir())
+	for _, tc := range []struct {
+		name, method, base, path string
+		status                   int
+	}{
+		{"master 404", "POST", startMaster(t, "--allow-unsigned-tokens"), "/nope", http.StatusNotFound},
+		{"master 405", "DELETE", startMaster(t, "--allow-unsigned-tokens"), "/squall/v1/cluster", http.StatusMethodNotAllowed},
+		{"dev 404", "POST", "http://" + dev.addr, "/nope", http.StatusNotFound},
+		{"dev 405", "PUT", "http://" + dev.addr, "/squall/v1/cluster", http.StatusMethodNotAllowed},
+		{"dev fleet heartbeat without a token", "PUT", "http://" + dev.addr, "/squall/v1/fleet/engine/e1", http.StatusUnauthorized},
+		{"dev fleet list, wrong method", "POST", "http://" + dev.addr, "/squall/v1/fleet", http.StatusMethodNotAllowed},
+		{"dev fleet, unknown path", "PUT", "http://" + dev.addr, "/squall/v1/fleet/x", http.StatusNotFound},
+		{"dev unknown webhook", "POST", "http://" + dev.addr, "/engine/webhook/event/ghost?token=x", http.StatusNotFound},
+		{"dev webhook, wrong token", "POST", "http://" + dev.addr, "/engine/webhook/event/disk_alerts?token=x", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Well under the 30 s body deadline.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() { // a body that starts, then stalls until the test ends
+				if _, err := pw.Write(bytes.Repeat([]byte("x"), 1<<10)); err != nil {
+					return
+				}
+				<-ctx.Done()
+				pw.CloseWithError(ctx.Err())
+			}()
+			req, err := http.NewRequestWithContext(ctx, tc.method, tc.base+tc.path, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("no answer while the body is being sent: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("%d (close %v) %.200s, want %d and the connection closed", resp.StatusCode, resp.Close, b, tc.status)
+			}
+		})
+	}
+}

@@ -27,8 +27,9 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = strings.TrimPrefix(r.URL.Path, "/engine/webhook/event/")
 	}
+	front := &httpFront{w: w, r: r}
 	c := request{ctx: r.Context(), method: r.Method, id: id, query: r.URL.RawQuery, contentLength: r.ContentLength,
-		header: r.Header, front: &httpFront{w: w, r: r}}
+		header: r.Header, front: front}
 	if r.ContentLength < 0 {
 		c.contentLength = -1
 	}
@@ -36,6 +37,13 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	if res.err != nil {
 		res.err.setHeaders(h)
+		if !front.read && (r.ContentLength < 0 || r.ContentLength > keepAliveBody) && r.Body != nil && r.Body != http.NoBody {
+			// Refused before its body was read, and the body may not
+			// have arrived yet: answered at once, and the connection
+			// closes instead of waiting for the rest. A small declared
+			// body came with the headers: the connection is kept.
+			h.Set("Connection", "close")
+		}
 		b := res.err.body()
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(b)))
@@ -58,10 +66,16 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.finish(&c, start, &res)
 }
 
+// keepAliveBody is the largest declared body of a refused call whose
+// connection is kept: one that fits in the server's first read with the
+// headers (net/http reads 4 KiB at a time).
+const keepAliveBody = 4 << 10
+
 // httpFront is the net/http server of a call.
 type httpFront struct {
-	w http.ResponseWriter
-	r *http.Request
+	w    http.ResponseWriter
+	r    *http.Request
+	read bool // readBody was called
 }
 
 func (f *httpFront) peer() netip.Addr {
@@ -75,6 +89,7 @@ func (f *httpFront) peer() netip.Addr {
 func (f *httpFront) remoteAddr() string { return f.r.RemoteAddr }
 
 func (f *httpFront) readBody(buf *bytes.Buffer, limit int64) error {
+	f.read = true
 	// MaxBytesReader stops at the limit and makes the server close the
 	// connection instead of reading the rest.
 	if _, err := buf.ReadFrom(http.MaxBytesReader(f.w, f.r.Body, limit)); err != nil {
