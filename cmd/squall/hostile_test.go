@@ -77,7 +77,7 @@ func TestMaster_AuthenticatedAnswersNotCached(t *testing.T) {
 	viewer := mint("--user", "viewer", "--auth", "all=root:view")
 	editor := mint("--user", "ed", "--auth", "acme=root,acme:view,edit,test_event_execute_actions")
 	reporter := mint("--user", "engine", "--auth", "fleet=root:fleet_report")
-	tenant := mint("--user", "scanner", "--tenant", "acme")
+	tenant := mint("--user", "scanner", "--auth", "findings=root,acme:findings_read,findings_write")
 	for _, tc := range []struct{ name, method, path, token, body string }{
 		{"admin backup", "GET", "/squall/v1/backup", admin, ""},
 		{"admin cluster", "GET", "/squall/v1/cluster", admin, ""},

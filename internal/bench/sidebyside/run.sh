@@ -158,14 +158,14 @@ BROKER=$(cat "$OUT/broker.addr")
 if [[ " $PARTS " == *" intake "* ]]; then
 	mkdir -p "$OUT/webhooks"
 	cat >"$OUT/webhooks/bench.json" <<'JSON'
-{"id": "bench", "token": "bench-token", "tenant_id": "bench",
+{"id": "bench", "token": "bench-token-0123456789", "tenant_id": "bench",
  "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}
 JSON
 	# With TENANTS > 1, one more webhook per tenant (bench-1 ... bench-N),
 	# each with its own tenant, so its own record key.
 	if ((TENANTS > 1)); then
 		for i in $(seq "$TENANTS"); do
-			printf '{"id": "bench-%s", "token": "bench-token", "tenant_id": "tenant-%s",\n "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}\n' \
+			printf '{"id": "bench-%s", "token": "bench-token-0123456789", "tenant_id": "tenant-%s",\n "collector_config": {"event_type": "bench", "payload": {"body": "${@}"}}}\n' \
 				"$i" "$i" >"$OUT/webhooks/bench-$i.json"
 		done
 	fi
@@ -194,12 +194,12 @@ JSON
 	wait_file "$OUT/plain.addr"
 	wait_file "$OUT/naive.addr"
 	declare -A url=(
-		[satellite]="http://$SAT/engine/webhook/event/bench?token=bench-token"
+		[satellite]="http://$SAT/engine/webhook/event/bench?token=bench-token-0123456789"
 		[plain]="http://$(cat "$OUT/plain.addr")/"
 		[naive]="http://$(cat "$OUT/naive.addr")/"
 	)
 	if [[ -n ${BASELINE_SQUALL:-} ]]; then
-		url[before]="http://$(log_addr "$OUT/before.log" "satellite started" http)/engine/webhook/event/bench?token=bench-token"
+		url[before]="http://$(log_addr "$OUT/before.log" "satellite started" http)/engine/webhook/event/bench?token=bench-token-0123456789"
 	fi
 	body=$OUT/body.json
 	printf '%s' '{"id":12345,"source":"github","kind":"push","repo":"acme/widgets","ref":"refs/heads/main","ts":1700000000}' >"$body"
