@@ -3,6 +3,7 @@ package tree
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -145,9 +146,13 @@ const (
 	oracleMinimumOfPairs = 100_000
 )
 
+// oracleSeed moves the property test to other seeds:
+// go test ./engine/tree -run TestOracle_generatedTrees -oracle.seed=$RANDOM
+var oracleSeed = flag.Uint64("oracle.seed", 0, "first seed of TestOracle_generatedTrees (0: the fixed seeds of the suite)")
+
 // TestOracle_generatedTrees checks the compiled tree against the reference
-// on 100,000 (tree, event) pairs from fixed seeds: a failure names its
-// seed, which reproduces it.
+// on 100,000 (tree, event) pairs from fixed seeds (or from -oracle.seed
+// on): a failure names its seed, which reproduces it.
 func TestOracle_generatedTrees(t *testing.T) {
 	t.Parallel()
 	if oracleTrees*oracleEventsPerTree < oracleMinimumOfPairs {
@@ -155,13 +160,14 @@ func TestOracle_generatedTrees(t *testing.T) {
 	}
 	ref := newReference()
 	statuses := map[string]int{}
-	for seed := range uint64(oracleTrees) {
+	for i := range uint64(oracleTrees) {
+		seed := *oracleSeed + i
 		g := newTreeGen(seed)
 		c := generatedCase(t, g, fmt.Sprintf("seed %d", seed))
 		for range oracleEventsPerTree {
 			raw := g.event()
 			checkOracle(t, ref, c, raw)
-			if seed%50 == 0 {
+			if i%50 == 0 {
 				countStatuses(t, c, raw, statuses)
 			}
 		}
