@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -444,6 +445,45 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("a viewer created a draft: %d %s", code, body)
 	}
 	b.shot("viewer")
+
+	// A console link opened in a tab signed in as someone else: the token
+	// leaves the address at once, and the identity changes only when
+	// asked (here: once refused, then accepted).
+	openLink := chromedp.Evaluate[chromedp.Void](`location.hash = '#token=' + encodeURIComponent(`+strconv.Quote(token)+`)`)
+	b.do("a link for another user, refused",
+		openLink,
+		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		until(`document.getElementById('identity-switch').textContent.includes('signs in as admin; you are signed in as viewer')`),
+		chromedp.Click(chromedp.CSS(`#identity-switch-stay`)),
+		until(`document.getElementById('identity-switch') === null`),
+	)
+	if got := eval[string](b, `document.getElementById('who-user').textContent + ' ' + sessionStorage.getItem('squall.token')`); got != "viewer "+viewer {
+		t.Errorf("after refusing the switch: %q, want the viewer still signed in", got)
+	}
+	b.do("a link for another user, accepted",
+		openLink,
+		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		chromedp.Evaluate[chromedp.Void](`window.beforeSwitch = true`),
+		chromedp.Click(chromedp.CSS(`#identity-switch-accept`)),
+	)
+	// Accepting reloads the page: poll across the reload (an evaluation
+	// during it fails), until the new page is signed in as admin.
+	signedInAs := ""
+	for deadline := time.Now().Add(20 * time.Second); signedInAs != "admin" && time.Now().Before(deadline); {
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.beforeSwitch === undefined && document.getElementById('who-user') ? document.getElementById('who-user').textContent : ''`))
+		if err == nil {
+			signedInAs = v
+		}
+		if signedInAs != "admin" {
+			pause(t)
+		}
+	}
+	if signedInAs != "admin" {
+		t.Fatalf("after accepting the switch the page is signed in as %q, want admin", signedInAs)
+	}
+	if h := eval[string](b, `location.hash`); h != "" {
+		t.Errorf("the fragment is back in the address after the switch (%d bytes)", len(h))
+	}
 
 	// A narrow window: nothing wider than the viewport.
 	b.do("narrow window",

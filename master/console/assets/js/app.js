@@ -2,7 +2,7 @@
 // link's #token= fragment, moved into session storage and cleared from
 // the address), the tabs, the tree and the test events.
 import { el, fill, $, pretty, status, warnings } from './dom.js';
-import { Session, nodePath, treeAuthNames } from './api.js';
+import { Session, nodePath, treeAuthNames, decodeToken } from './api.js';
 import { fromExport, render, find, details, keyOf } from './tree.js';
 import { examples, renderResult } from './events.js';
 import { Findings } from './findings.js';
@@ -16,13 +16,41 @@ const state = { active: null, selected: '', view: 'tree' };
 let findings;
 let draft;
 
-// takeFragmentToken moves a #token=… fragment into the session and
-// removes it from the address bar and the history entry.
+// takeFragmentToken reads a #token=… fragment once, on load and when a
+// link is opened in a tab already showing the console, and removes it from
+// the address bar and the history entry at once. A signed-out tab signs in
+// with it; a tab signed in as someone else asks before it switches
+// identity, so that neither a reload nor a link switches it silently.
 function takeFragmentToken() {
   const m = /^#token=(.+)$/.exec(window.location.hash);
   if (!m) return;
   history.replaceState(null, '', window.location.pathname + window.location.search);
-  try { session.signIn(decodeURIComponent(m[1])); } catch (e) { $('signin-error').textContent = e.message; }
+  const token = decodeURIComponent(m[1]);
+  if (!session.token) {
+    try { session.signIn(token); } catch (e) { $('signin-error').textContent = e.message; }
+    return;
+  }
+  if (token === session.token) return;
+  let user;
+  try { user = decodeToken(token).user; } catch (e) { status(`The link's token cannot be read: ${e.message}`); return; }
+  askToSwitch(token, user);
+}
+
+// askToSwitch shows, above the page, whether to sign in as user with the
+// link's token or to stay signed in as now.
+function askToSwitch(token, user) {
+  const old = $('identity-switch');
+  if (old) old.remove();
+  const current = session.claims().user;
+  const box = el('div', { id: 'identity-switch', class: 'warn', role: 'alert' },
+    `The link you opened signs in as ${user}; you are signed in as ${current}. `,
+    el('button', { type: 'button', id: 'identity-switch-accept', onclick: () => {
+      box.remove();
+      try { session.signIn(token); } catch (e) { status(e.message); return; }
+      window.location.reload();
+    } }, `Sign in as ${user}`), ' ',
+    el('button', { type: 'button', id: 'identity-switch-stay', onclick: () => box.remove() }, `Stay signed in as ${current}`));
+  document.body.prepend(box);
 }
 
 function showSignIn(msg = '') {
@@ -172,6 +200,7 @@ function wire() {
 
 wire();
 takeFragmentToken();
+window.addEventListener('hashchange', takeFragmentToken);
 if (session.token) {
   try { session.claims(); start(); } catch (e) { session.signOut(); showSignIn(e.message); }
 } else {
