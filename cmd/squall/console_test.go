@@ -449,7 +449,7 @@ func TestConsole_Browser(t *testing.T) {
 	// A console link opened in a tab signed in as someone else: the token
 	// leaves the address at once, and the identity changes only when
 	// asked (here: once refused, then accepted).
-	openLink := chromedp.Evaluate[chromedp.Void](`location.hash = '#token=' + encodeURIComponent(`+strconv.Quote(token)+`)`)
+	openLink := chromedp.Evaluate[chromedp.Void](`location.hash = '#token=' + encodeURIComponent(` + strconv.Quote(token) + `)`)
 	b.do("a link for another user, refused",
 		openLink,
 		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
