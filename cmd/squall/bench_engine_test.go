@@ -29,18 +29,8 @@ const benchEngineTree = `{"version": "1.1", "Filter": {"name": "root",
 // a new engine drains them, measured with --events 0 --from-start.
 func TestBenchEngine(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
-	base := startMaster(t, "--allow-unsigned-tokens")
-	dir := t.TempDir()
-	tokenFile, token := adminTokenFile(t, dir)
-	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
-
-	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 3}).Addr
-	archive := filepath.Join(dir, "archive")
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := newEngineWorld(t, 3)
+	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
 	startEngine := func() (*exec.Cmd, *started, string) {
 		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
 		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=bench-test")
@@ -119,4 +109,28 @@ func stopProcess(t *testing.T, cmd *exec.Cmd, logDone <-chan struct{}) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("process did not exit within 30s")
 	}
+}
+
+// engineWorld is what the engine binary tests run engines in: a master
+// (unsigned tokens) with benchEngineTree deployed, a Kafka test broker
+// with the events and dead-letter topics, and an actions file archiving
+// under archive.
+type engineWorld struct {
+	bin, base, tokenFile, addr, archive, actions string
+}
+
+func newEngineWorld(t *testing.T, partitions int32) engineWorld {
+	t.Helper()
+	w := engineWorld{bin: squallBinary(t), base: startMaster(t, "--allow-unsigned-tokens")}
+	dir := t.TempDir()
+	var token string
+	w.tokenFile, token = adminTokenFile(t, dir)
+	apitest.DeployTree(t, w.base, token, []byte(benchEngineTree))
+	w.addr = kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: partitions}).Addr
+	w.archive = filepath.Join(dir, "archive")
+	w.actions = filepath.Join(dir, "actions.json")
+	if err := os.WriteFile(w.actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, w.archive), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
-	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -24,18 +23,8 @@ import (
 // directory both engines share.
 func TestEngineTakeover(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
-	base := startMaster(t, "--allow-unsigned-tokens")
-	dir := t.TempDir()
-	tokenFile, token := adminTokenFile(t, dir)
-	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
-
-	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4}).Addr
-	archive := filepath.Join(dir, "archive")
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := newEngineWorld(t, 4)
+	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
 	startEngine := func(name string) (*exec.Cmd, *started) {
 		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr,
 			"--actions-config", actions, "--name", name)
@@ -106,17 +95,8 @@ func TestEngineTakeover(t *testing.T) {
 // every event is archived exactly once.
 func TestEngineCrashRepeats(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
-	base := startMaster(t, "--allow-unsigned-tokens")
-	dir := t.TempDir()
-	tokenFile, token := adminTokenFile(t, dir)
-	apitest.DeployTree(t, base, token, []byte(benchEngineTree))
-	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4}).Addr
-	archive := filepath.Join(dir, "archive")
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := newEngineWorld(t, 4)
+	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
 
 	const events = 60_000
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))

@@ -91,10 +91,10 @@ func TestRepositoryStandsAlone(t *testing.T) {
 
 // TestNoWorkDiary checks that the repository describes the product, not
 // the order in which it was made: no file names a piece of work by when it
-// happened ("session 8", "an earlier session", a work branch such as
-// s8-kafkapath). A figure or a choice is named by its subject
-// (docs/BENCHMARKS.md's sections, docs/decisions.md's numbers); the history
-// is in git.
+// happened (the word session followed by its number, "an earlier
+// session", a work branch such as s8-kafkapath). A figure or a choice is
+// named by its subject (docs/BENCHMARKS.md's sections, docs/decisions.md's
+// numbers); the history is in git.
 func TestNoWorkDiary(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)

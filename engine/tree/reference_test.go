@@ -536,18 +536,8 @@ func refWalk(v any, path []config.Segment) (any, bool) {
 			v = arr[seg.Index]
 			continue
 		}
-		var m map[string]any
-		switch x := v.(type) {
-		case map[string]any:
-			m = x
-		case map[string]map[string]any:
-			inner, ok := x[seg.Key]
-			if !ok {
-				return nil, false
-			}
-			v = inner
-			continue
-		default:
+		m, ok := v.(map[string]any)
+		if !ok {
 			return nil, false
 		}
 		next, ok := m[seg.Key]
