@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/engine"
@@ -18,7 +19,7 @@ import (
 // mountConsole serves the console at /ui/ on every node (it is static,
 // and the API calls it makes are forwarded to the leader like any other),
 // and the fleet API on the leader, where heartbeats are kept.
-func mountConsole(srv *master.Server, fcfg fleet.Config, logger *slog.Logger) (*fleet.Fleet, error) {
+func mountConsole(srv *master.Server, fcfg fleet.Config, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
 	c, err := console.New()
 	if err != nil {
 		return nil, err
@@ -26,7 +27,15 @@ func mountConsole(srv *master.Server, fcfg fleet.Config, logger *slog.Logger) (*
 	if err := srv.Mount("GET "+console.Prefix, c, master.OnAnyNode); err != nil {
 		return nil, err
 	}
+	fcfg.Leading = srv.Store().IsLeader
 	f := fleet.New(fcfg, srv.Verifier(), srv.FleetMasters, logger)
+	// squall_fleet_partitions_unowned and squall_fleet_group_engines, on
+	// the leader.
+	if reg != nil {
+		if err := reg.Register(f); err != nil {
+			return nil, fmt.Errorf("fleet metrics: %w", err)
+		}
+	}
 	// Every method: the handler answers the ones it does not serve 405
 	// with Allow and a JSON error.
 	if err := srv.Mount(fleet.Pattern+"/", f.Handler(), master.OnLeader); err != nil {
@@ -39,12 +48,17 @@ func mountConsole(srv *master.Server, fcfg fleet.Config, logger *slog.Logger) (*
 func fleetListFlags(f *pflag.FlagSet, c *fleet.Config) {
 	f.DurationVar(&c.StaleAfter, "fleet-stale-after", c.StaleAfter, "how long after its last heartbeat an engine or satellite is shown as stale in the fleet list (a few times their --fleet-interval)")
 	f.DurationVar(&c.DropAfter, "fleet-drop-after", c.DropAfter, "how long after its last heartbeat an engine or satellite is dropped from the fleet list")
+	f.IntVar(&c.MaxPerReporter, "fleet-max-per-reporter", c.MaxPerReporter,
+		"the most engines and satellites one reporter (the user its heartbeat token names) may hold in the fleet list, of its 1,000")
 }
 
 // checkFleetList checks the fleet list's settings.
 func checkFleetList(c fleet.Config) error {
 	if c.StaleAfter <= 0 || c.DropAfter < c.StaleAfter {
 		return fmt.Errorf("--fleet-stale-after %s and --fleet-drop-after %s: want 0 < stale ≤ drop", c.StaleAfter, c.DropAfter)
+	}
+	if c.MaxPerReporter < 1 || c.MaxPerReporter > c.MaxMembers {
+		return fmt.Errorf("--fleet-max-per-reporter %d: want 1 to %d", c.MaxPerReporter, c.MaxMembers)
 	}
 	return nil
 }
@@ -69,9 +83,10 @@ func reportDevFleet(ctx context.Context, f *fleet.Fleet, s *satellite.Satellite,
 	defer t.Stop()
 	for {
 		now := time.Now()
-		// The list of a process has room for its own two parts.
-		_ = f.Report(satelliteReport("dev", "dev", s.Status()), now)
-		_ = f.Report(engineReport("dev", "dev", e), now)
+		// The list of a process has room for its own two parts, which
+		// it reports as the reporter "dev".
+		_ = f.Report(satelliteReport("dev", "dev", s.Status()), "dev", now)
+		_ = f.Report(engineReport("dev", "dev", e), "dev", now)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -537,7 +537,7 @@ func TestConsole_Browser(t *testing.T) {
 func TestMountConsole_Cluster(t *testing.T) {
 	t.Parallel()
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
-		if _, err := mountConsole(s, fleet.Default(), nil); err != nil {
+		if _, err := mountConsole(s, fleet.Default(), nil, nil); err != nil {
 			t.Error(err)
 		}
 	}))

@@ -244,7 +244,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	fl, err := mountConsole(srv, o.fleet, logger)
+	fl, err := mountConsole(srv, o.fleet, reg, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -115,7 +115,7 @@ given on the command line wins; empty variables are ignored.`,
 			if err := checkFleetList(fleetCfg); err != nil {
 				return err
 			}
-			if _, err := mountConsole(srv, fleetCfg, logger); err != nil {
+			if _, err := mountConsole(srv, fleetCfg, reg, logger); err != nil {
 				return err
 			}
 			// The webhook intake of a master node: every node serves it and

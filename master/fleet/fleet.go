@@ -26,6 +26,9 @@ const (
 	RoleMaster    = "master"
 	RoleEngine    = "engine"
 	RoleSatellite = "satellite"
+	// RoleGroup names a consumer group of engines in the path of a
+	// removal (DELETE /squall/v1/fleet/group/{name}).
+	RoleGroup = "group"
 )
 
 // Limits of a heartbeat.
@@ -53,6 +56,16 @@ type Report struct {
 	SpoolDepth *int64 `json:"spool_depth"`
 	// WebhooksLoaded is the number of webhooks a satellite serves.
 	WebhooksLoaded *int64 `json:"webhooks_loaded"`
+	// KafkaGroup and KafkaTopic are an engine's consumer group and the
+	// topic it consumes; Partitions the partitions of the topic the
+	// group assigned to it (none while it is not in the group), and
+	// TopicPartitions the topic's partition count as it last read it (nil
+	// when unknown). The masters compare them to find the partitions of a
+	// group that no live engine owns (Groups).
+	KafkaGroup      string `json:"kafka_group,omitempty"`
+	KafkaTopic      string `json:"kafka_topic,omitempty"`
+	Partitions      []int  `json:"partitions,omitempty"`
+	TopicPartitions *int64 `json:"topic_partitions,omitempty"`
 }
 
 // Master is a master as the cluster's configuration knows it.
@@ -103,6 +116,14 @@ type Config struct {
 	// MaxMembers bounds the engines and satellites kept; a report of a
 	// new member beyond it is refused (503) until others are dropped.
 	MaxMembers int
+	// MaxPerReporter bounds the members one reporter (the user its token
+	// names) holds in the list, so that one token cannot fill it; 0 is
+	// MaxMembers.
+	MaxPerReporter int
+	// Leading reports whether this node is the leader, which alone takes
+	// the heartbeats; elsewhere the list's groups and the metrics say
+	// nothing. Nil: always.
+	Leading func() bool
 	// ProbeTimeout bounds how long the list waits for each master's own
 	// answers (they are asked in parallel); one that does not answer in
 	// time is listed as unreachable.
@@ -115,8 +136,21 @@ type Config struct {
 // Default returns the default settings: heartbeats are expected every
 // 10 seconds.
 func Default() Config {
-	return Config{StaleAfter: 30 * time.Second, DropAfter: 5 * time.Minute, MaxMembers: 1000, ProbeTimeout: 2 * time.Second}
+	return Config{StaleAfter: 30 * time.Second, DropAfter: 5 * time.Minute, MaxMembers: 1000, MaxPerReporter: DefaultMaxPerReporter,
+		ProbeTimeout: 2 * time.Second}
 }
+
+// DefaultMaxPerReporter is the default bound of the members of one
+// reporter: a quarter of the list.
+const DefaultMaxPerReporter = 250
+
+// Bounds of the consumer groups the list follows, and of an engine's
+// partitions.
+const (
+	maxGroups            = 64
+	maxGroupsPerReporter = 8
+	maxPartitions        = 10000
+)
 
 // Tokens verifies bearer tokens (auth.Verifier).
 type Tokens interface {
@@ -133,12 +167,28 @@ type Fleet struct {
 	logger  *slog.Logger
 
 	mu      sync.Mutex
-	members map[string]entry // by role/id
+	members map[string]entry  // by role/id
+	groups  map[string]*group // consumer groups, by name
 }
 
+// entry is a member's last report, when it came and who sent it: the
+// user of the token of its first report, who alone may report it again
+// (until it is dropped or an admin removes it).
 type entry struct {
 	report Report
 	seen   time.Time
+	owner  string
+}
+
+// group is a consumer group of engines the list follows: known from the
+// first report of an engine in it, kept (past its engines' drop) until an
+// admin removes it, so that a group whose engines all died keeps saying
+// that its partitions have no owner.
+type group struct {
+	topic      string
+	partitions int64 // the topic's partition count, last reported; 0 unknown
+	seen       time.Time
+	owner      string
 }
 
 // New returns a fleet whose masters come from masters.
@@ -152,11 +202,23 @@ func New(cfg Config, tokens Tokens, masters func(context.Context) ([]Master, err
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = Default().ProbeTimeout
 	}
-	return &Fleet{cfg: cfg, tokens: tokens, masters: masters, logger: logger.With("component", "fleet"), members: map[string]entry{}}
+	if cfg.MaxPerReporter <= 0 {
+		cfg.MaxPerReporter = cfg.MaxMembers
+	}
+	return &Fleet{cfg: cfg, tokens: tokens, masters: masters, logger: logger.With("component", "fleet"),
+		members: map[string]entry{}, groups: map[string]*group{}}
 }
 
-// ErrFull is returned by Report for a new member when MaxMembers are kept.
-var ErrFull = errors.New("the fleet list is full")
+// Errors of Report.
+var (
+	// ErrFull: a new member while MaxMembers are kept.
+	ErrFull = errors.New("the fleet list is full")
+	// ErrReporterFull: a new member (or consumer group) of a reporter
+	// that holds as many as it may.
+	ErrReporterFull = errors.New("this reporter holds as many fleet members as it may")
+	// ErrNotOwner: a report of a member another reporter reports.
+	ErrNotOwner = errors.New("another reporter reports this member")
+)
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
@@ -187,6 +249,30 @@ func (r *Report) Validate() error {
 			return &FieldError{name, "negative"}
 		}
 	}
+	return r.validateKafka()
+}
+
+// validateKafka checks an engine's consumer group fields.
+func (r *Report) validateKafka() error {
+	switch {
+	case len(r.KafkaGroup) > maxText:
+		return &FieldError{"kafka_group", fmt.Sprintf("longer than %d bytes", maxText)}
+	case len(r.KafkaTopic) > maxText:
+		return &FieldError{"kafka_topic", fmt.Sprintf("longer than %d bytes", maxText)}
+	case r.KafkaGroup == "" && (r.KafkaTopic != "" || r.Partitions != nil || r.TopicPartitions != nil):
+		return &FieldError{"kafka_group", "empty while kafka_topic, partitions or topic_partitions is set"}
+	case r.Role != RoleEngine && r.KafkaGroup != "":
+		return &FieldError{"kafka_group", "only engines consume"}
+	case r.TopicPartitions != nil && (*r.TopicPartitions < 0 || *r.TopicPartitions > maxPartitions):
+		return &FieldError{"topic_partitions", fmt.Sprintf("want 0 to %d", maxPartitions)}
+	case len(r.Partitions) > maxPartitions:
+		return &FieldError{"partitions", fmt.Sprintf("more than %d", maxPartitions)}
+	}
+	for _, p := range r.Partitions {
+		if p < 0 || p >= maxPartitions || r.TopicPartitions != nil && int64(p) >= *r.TopicPartitions {
+			return &FieldError{"partitions", fmt.Sprintf("%d: want 0 to topic_partitions - 1", p)}
+		}
+	}
 	return nil
 }
 
@@ -198,21 +284,105 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
 
-// Report records r (valid) as seen at now.
-func (f *Fleet) Report(r Report, now time.Time) error {
+// Report records r (valid), sent by the reporter owner, as seen at now.
+// A member is bound to the reporter of its first report: another one gets
+// ErrNotOwner until the member is dropped or removed. A new member beyond
+// MaxMembers is ErrFull, beyond MaxPerReporter of its reporter
+// ErrReporterFull (and a new consumer group beyond the groups' bounds).
+func (f *Fleet) Report(r Report, owner string, now time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sweep(now)
 	key := r.Role + "/" + r.ID
-	if _, ok := f.members[key]; !ok && len(f.members) >= f.cfg.MaxMembers {
-		return ErrFull
+	if e, ok := f.members[key]; ok {
+		if e.owner != owner {
+			return ErrNotOwner
+		}
+	} else {
+		if len(f.members) >= f.cfg.MaxMembers {
+			return ErrFull
+		}
+		if f.countLocked(owner) >= f.cfg.MaxPerReporter {
+			return ErrReporterFull
+		}
+	}
+	if err := f.groupLocked(r, owner, now); err != nil {
+		return err
 	}
 	r.Reasons = slices.Clone(r.Reasons)
 	if r.Reasons == nil {
 		r.Reasons = []string{}
 	}
-	f.members[key] = entry{report: r, seen: now}
+	r.Partitions = slices.Clone(r.Partitions)
+	f.members[key] = entry{report: r, seen: now, owner: owner}
 	return nil
+}
+
+// countLocked returns the members owner holds. f.mu is held.
+func (f *Fleet) countLocked(owner string) int {
+	n := 0
+	for _, e := range f.members {
+		if e.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// groupLocked records the consumer group an engine's report names: a new
+// group is bound to its first reporter, and bounded (maxGroups in all,
+// maxGroupsPerReporter each); a known one takes the topic and the
+// partition count from its first reporter. f.mu is held.
+func (f *Fleet) groupLocked(r Report, owner string, now time.Time) error {
+	if r.KafkaGroup == "" {
+		return nil
+	}
+	g := f.groups[r.KafkaGroup]
+	if g == nil {
+		if len(f.groups) >= maxGroups {
+			return ErrFull
+		}
+		n := 0
+		for _, g := range f.groups {
+			if g.owner == owner {
+				n++
+			}
+		}
+		if n >= maxGroupsPerReporter {
+			return ErrReporterFull
+		}
+		g = &group{owner: owner}
+		f.groups[r.KafkaGroup] = g
+	}
+	g.seen = now
+	if g.owner != owner {
+		// Engines of other reporters may share the group; only its
+		// first reporter's say what the topic is.
+		return nil
+	}
+	if r.KafkaTopic != "" {
+		g.topic = r.KafkaTopic
+	}
+	if r.TopicPartitions != nil && *r.TopicPartitions > 0 {
+		g.partitions = *r.TopicPartitions
+	}
+	return nil
+}
+
+// Remove forgets the member role/id, or with role "group" the consumer
+// group id; it reports whether there was one.
+func (f *Fleet) Remove(role, id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if role == RoleGroup {
+		_, ok := f.groups[id]
+		delete(f.groups, id)
+		return ok
+	}
+	key := role + "/" + id
+	_, ok := f.members[key]
+	delete(f.members, key)
+	return ok
 }
 
 // sweep drops the members not seen for DropAfter. f.mu is held.
@@ -222,6 +392,66 @@ func (f *Fleet) sweep(now time.Time) {
 			delete(f.members, k)
 		}
 	}
+}
+
+// Group is a consumer group of engines as the list sees it.
+type Group struct {
+	Group string `json:"group"`
+	Topic string `json:"topic"`
+	// Partitions is the topic's partition count as the group's engines
+	// last reported it; 0 when none did.
+	Partitions int64 `json:"partitions"`
+	// Engines counts the group's engines that are not stale.
+	Engines int `json:"engines"`
+	// Unowned lists the partitions no engine that is not stale owns:
+	// their events wait (all of them when every engine of the group is
+	// stale or gone).
+	Unowned []int `json:"unowned"`
+	// LastSeenMS is when an engine of the group last reported.
+	LastSeenMS int64 `json:"last_seen_ms"`
+}
+
+// leading reports whether this node takes the heartbeats.
+func (f *Fleet) leading() bool { return f.cfg.Leading == nil || f.cfg.Leading() }
+
+// Groups returns the consumer groups the engines reported, by name, each
+// with the partitions that no live (not stale) engine owns; nothing on a
+// node that is not the leader (its reports are old).
+func (f *Fleet) Groups(now time.Time) []Group {
+	if !f.leading() {
+		return []Group{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweep(now)
+	owned := make(map[string]map[int]bool, len(f.groups))
+	engines := make(map[string]int, len(f.groups))
+	for _, e := range f.members {
+		name := e.report.KafkaGroup
+		if name == "" || now.Sub(e.seen) >= f.cfg.StaleAfter {
+			continue
+		}
+		engines[name]++
+		if owned[name] == nil {
+			owned[name] = map[int]bool{}
+		}
+		for _, p := range e.report.Partitions {
+			owned[name][p] = true
+		}
+	}
+	out := make([]Group, 0, len(f.groups))
+	for name, g := range f.groups {
+		unowned := []int{}
+		for p := range int(g.partitions) {
+			if !owned[name][p] {
+				unowned = append(unowned, p)
+			}
+		}
+		out = append(out, Group{Group: name, Topic: g.topic, Partitions: g.partitions, Engines: engines[name],
+			Unowned: unowned, LastSeenMS: g.seen.UnixMilli()})
+	}
+	slices.SortFunc(out, func(a, b Group) int { return strings.Compare(a.Group, b.Group) })
+	return out
 }
 
 // List returns the masters, then the engines and satellites by role and
@@ -260,9 +490,11 @@ func (f *Fleet) List(ctx context.Context, now time.Time, authorization string) (
 }
 
 // Handler serves GET (and HEAD) /squall/v1/fleet, the list, which needs
-// view on the root, and PUT /squall/v1/fleet/{role}/{id}, a heartbeat,
-// which needs fleet_report on the root. Other methods are answered 405
-// with Allow, other paths 404, both with a JSON error.
+// view on the root; PUT /squall/v1/fleet/{role}/{id}, a heartbeat, which
+// needs fleet_report on the root; and DELETE /squall/v1/fleet/{role}/{id},
+// the removal of a member (or, with role "group", of a consumer group),
+// which needs admin on the root. Other methods are answered 405 with
+// Allow, other paths 404, both with a JSON error.
 func (f *Fleet) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, Pattern)
@@ -275,13 +507,16 @@ func (f *Fleet) Handler() http.Handler {
 			}
 			f.serveList(w, r)
 		case ok && strings.HasPrefix(rest, "/") && two && role != "" && id != "" && !strings.Contains(id, "/"):
-			if r.Method != http.MethodPut {
-				f.notAllowed(w, r, "PUT")
-				return
-			}
 			r.SetPathValue("role", role)
 			r.SetPathValue("id", id)
-			f.serveReport(w, r)
+			switch r.Method {
+			case http.MethodPut:
+				f.serveReport(w, r)
+			case http.MethodDelete:
+				f.serveRemove(w, r)
+			default:
+				f.notAllowed(w, r, "PUT, DELETE")
+			}
 		default:
 			f.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", nil, "no such endpoint: " + r.Method + " " + r.URL.Path})
 		}
@@ -296,34 +531,59 @@ func (f *Fleet) notAllowed(w http.ResponseWriter, r *http.Request, allow string)
 }
 
 // authorize checks that the request's token has an authorization on the
-// root that grants p.
-func (f *Fleet) authorize(r *http.Request, p auth.Permission) error {
+// root that grants p, and returns the token's user.
+func (f *Fleet) authorize(r *http.Request, p auth.Permission) (string, error) {
 	c, err := f.tokens.Verify(r.Header.Get("Authorization"))
 	if err != nil {
-		return err
+		return "", err
 	}
-	return c.OnRoot(p)
+	return c.User, c.OnRoot(p)
 }
 
 func (f *Fleet) serveList(w http.ResponseWriter, r *http.Request) {
-	if err := f.authorize(r, auth.View); err != nil {
+	if _, err := f.authorize(r, auth.View); err != nil {
 		f.fail(w, r, err)
 		return
 	}
-	members, err := f.List(r.Context(), time.Now(), r.Header.Get("Authorization"))
+	now := time.Now()
+	members, err := f.List(r.Context(), now, r.Header.Get("Authorization"))
 	if err != nil {
 		f.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Members []Member `json:"members"`
-	}{members})
+		Groups  []Group  `json:"groups"`
+	}{members, f.Groups(now)})
+}
+
+// serveRemove forgets a member, or a consumer group: a stale or forged
+// entry an admin wants gone. The token first, then the path.
+func (f *Fleet) serveRemove(w http.ResponseWriter, r *http.Request) {
+	if _, err := f.authorize(r, auth.Admin); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	role, id := r.PathValue("role"), r.PathValue("id")
+	if role != RoleEngine && role != RoleSatellite && role != RoleGroup {
+		f.fail(w, r, &apiError{http.StatusBadRequest, "INVALID_FIELD", map[string]string{"FIELD": "role"},
+			fmt.Sprintf("%q: want %s, %s or %s", role, RoleEngine, RoleSatellite, RoleGroup)})
+		return
+	}
+	if !f.Remove(role, id) {
+		f.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", map[string]string{"ROLE": role, "ID": id},
+			fmt.Sprintf("the fleet list has no %s %q", role, id)})
+		return
+	}
+	f.logger.Info("fleet entry removed", "role", role, "id", id)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // serveReport reads a heartbeat: the token first, then the content type,
 // then at most maxBody bytes of JSON with no unknown field.
 func (f *Fleet) serveReport(w http.ResponseWriter, r *http.Request) {
-	if err := f.authorize(r, auth.FleetReport); err != nil {
+	owner, err := f.authorize(r, auth.FleetReport)
+	if err != nil {
 		f.fail(w, r, err)
 		return
 	}
@@ -361,7 +621,19 @@ func (f *Fleet) serveReport(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, &apiError{http.StatusBadRequest, "INVALID_FIELD", map[string]string{"FIELD": fe.Field}, err.Error()})
 		return
 	}
-	if err := f.Report(rep, time.Now()); err != nil {
+	switch err := f.Report(rep, owner, time.Now()); {
+	case errors.Is(err, ErrNotOwner):
+		f.fail(w, r, &apiError{http.StatusForbidden, "NOT_OWNER", map[string]string{"ROLE": rep.Role, "ID": rep.ID},
+			fmt.Sprintf("%s %q is reported by a token of another user; it is dropped after %s without a heartbeat, or an admin removes it: DELETE %s/%s/%s",
+				rep.Role, rep.ID, f.cfg.DropAfter, Pattern, rep.Role, rep.ID)})
+		return
+	case errors.Is(err, ErrReporterFull):
+		f.fail(w, r, &apiError{http.StatusServiceUnavailable, "FLEET_REPORTER_FULL",
+			map[string]string{"MAX": fmt.Sprint(f.cfg.MaxPerReporter), "MAX_GROUPS": fmt.Sprint(maxGroupsPerReporter)},
+			fmt.Sprintf("the user %q reports %d members (or %d consumer groups) already, as many as one reporter may; give other members tokens of another user, or raise --fleet-max-per-reporter",
+				owner, f.cfg.MaxPerReporter, maxGroupsPerReporter)})
+		return
+	case err != nil:
 		f.fail(w, r, &apiError{http.StatusServiceUnavailable, "FLEET_FULL", map[string]string{"MAX": fmt.Sprint(f.cfg.MaxMembers)}, err.Error()})
 		return
 	}

@@ -92,7 +92,7 @@ func TestFleet_Handler(t *testing.T) {
 		{"too large", "PUT", "/engine/e9", reporter, "application/json", `{"site": "` + strings.Repeat("x", maxBody) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
 		{"POST a heartbeat", "POST", "/engine/e9", reporter, "application/json", good, 405, "METHOD_NOT_ALLOWED"},
 		{"GET a heartbeat", "GET", "/engine/e1", view, "", "", 405, "METHOD_NOT_ALLOWED"},
-		{"DELETE a member", "DELETE", "/engine/e1", token("admin"), "", "", 405, "METHOD_NOT_ALLOWED"},
+		{"PATCH a member", "PATCH", "/engine/e1", token("admin"), "", "", 405, "METHOD_NOT_ALLOWED"},
 		{"POST the list", "POST", "", view, "application/json", `{}`, 405, "METHOD_NOT_ALLOWED"},
 		{"below a member", "PUT", "/engine/e1/x", reporter, "application/json", good, 404, "NOT_FOUND"},
 		{"role only", "GET", "/engine", view, "", "", 404, "NOT_FOUND"},
@@ -100,7 +100,7 @@ func TestFleet_Handler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body, allow := callAllow(t, tc.method, srv.URL+Pattern+tc.path, tc.tok, tc.ctype, tc.body)
-			if want := map[string]string{"": "GET, HEAD", "/engine/e9": "PUT", "/engine/e1": "PUT"}[tc.path]; tc.status == 405 && allow != want {
+			if want := map[string]string{"": "GET, HEAD", "/engine/e9": "PUT, DELETE", "/engine/e1": "PUT, DELETE"}[tc.path]; tc.status == 405 && allow != want {
 				t.Errorf("Allow %q, want %q", allow, want)
 			}
 			var e struct {
@@ -160,15 +160,15 @@ func TestFleet_Stale(t *testing.T) {
 			return strings.Join(s, " ")
 		}
 		for _, id := range []string{"a", "b"} {
-			if err := f.Report(Report{ID: id, Role: RoleEngine}, time.Now()); err != nil {
+			if err := f.Report(Report{ID: id, Role: RoleEngine}, "u", time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := f.Report(Report{ID: "c", Role: RoleEngine}, time.Now()); !errors.Is(err, ErrFull) {
+		if err := f.Report(Report{ID: "c", Role: RoleEngine}, "u", time.Now()); !errors.Is(err, ErrFull) {
 			t.Fatalf("a third member of two: %v, want ErrFull", err)
 		}
 		time.Sleep(30 * time.Second)
-		if err := f.Report(Report{ID: "b", Role: RoleEngine}, time.Now()); err != nil {
+		if err := f.Report(Report{ID: "b", Role: RoleEngine}, "u", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if got := state(); got != "a:stale b" {
@@ -178,7 +178,7 @@ func TestFleet_Stale(t *testing.T) {
 		if got := state(); got != "b:stale" {
 			t.Errorf("after 60s: %q", got)
 		}
-		if err := f.Report(Report{ID: "c", Role: RoleEngine}, time.Now()); err != nil {
+		if err := f.Report(Report{ID: "c", Role: RoleEngine}, "u", time.Now()); err != nil {
 			t.Errorf("a new member once one was dropped: %v", err)
 		}
 	})
