@@ -42,3 +42,28 @@ func sumGauges(vec *prometheus.GaugeVec) (int64, bool) {
 	}
 	return int64(sum), n > 0
 }
+
+// Ownership is an engine's place in its consumer group, for the fleet
+// heartbeat: the masters compare the partitions the engines of a group
+// own with the topic's partition count.
+type Ownership struct {
+	Group, Topic string
+	// Partitions are the partitions assigned to the engine in the running
+	// generation; none while it is not in the group.
+	Partitions []int
+	// TopicPartitions is the topic's partition count, as read from the
+	// brokers at the start of the last generation; 0 when unknown.
+	TopicPartitions int
+}
+
+// Ownership returns the engine's consumer group, topic and partitions.
+func (s *Service) Ownership() Ownership {
+	o := Ownership{Group: s.cfg.Group, Topic: s.cfg.Topic}
+	if a := s.assignment.Load(); a != nil && a.Joined {
+		o.Partitions = a.Partitions
+	}
+	if src := s.source.Load(); src != nil {
+		o.TopicPartitions, _ = src.TopicPartitions()
+	}
+	return o
+}

@@ -119,9 +119,11 @@ type engineWorld struct {
 	bin, base, tokenFile, addr, archive, actions string
 }
 
-func newEngineWorld(t *testing.T, partitions int32) engineWorld {
+// newEngineWorld starts an engineWorld whose topics have partitions, its
+// master with masterArgs besides --allow-unsigned-tokens.
+func newEngineWorld(t *testing.T, partitions int32, masterArgs ...string) engineWorld {
 	t.Helper()
-	w := engineWorld{bin: squallBinary(t), base: startMaster(t, "--allow-unsigned-tokens")}
+	w := engineWorld{bin: squallBinary(t), base: startMaster(t, append([]string{"--allow-unsigned-tokens"}, masterArgs...)...)}
 	dir := t.TempDir()
 	var token string
 	w.tokenFile, token = adminTokenFile(t, dir)

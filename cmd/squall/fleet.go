@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,14 @@ func engineReport(id, site string, e *engine.Service) fleet.Report {
 	r := fleet.Report{ID: id, Role: fleet.RoleEngine, Site: site, Version: versionString(), Ready: ready, Reasons: reasons, Warnings: warnings}
 	if lag, ok := e.ConsumerLag(); ok {
 		r.ConsumerLag = &lag
+	}
+	// The masters find the partitions of the group no live engine owns.
+	o := e.Ownership()
+	r.KafkaGroup, r.KafkaTopic, r.Partitions = o.Group, o.Topic, o.Partitions
+	// A count read before partitions were added is no count.
+	if o.TopicPartitions > 0 && (len(o.Partitions) == 0 || slices.Max(o.Partitions) < o.TopicPartitions) {
+		n := int64(o.TopicPartitions)
+		r.TopicPartitions = &n
 	}
 	return r
 }

@@ -53,6 +53,9 @@ type Source struct {
 	closed  bool
 
 	lastErr atomic.Pointer[sourceError]
+	// topicParts is the topic's partition count, read from the brokers
+	// at the start of each generation; 0 before the first read.
+	topicParts atomic.Int64
 }
 
 // Batch is a run of consecutive messages of one partition, in offset
@@ -141,7 +144,33 @@ func (s *Source) run() {
 			continue
 		}
 		s.startGeneration(gen)
+		s.readTopicPartitions(ctx)
 	}
+}
+
+// readTopicPartitions asks the brokers for the topic's partition count
+// (while the generation's readers start), bounded by the dial timeout; a
+// failure keeps the count known before.
+func (s *Source) readTopicPartitions(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	for _, b := range s.cfg.Brokers {
+		ps, err := s.dialer.LookupPartitions(ctx, "tcp", b, s.cfg.Topic)
+		if err == nil && len(ps) > 0 {
+			s.topicParts.Store(int64(len(ps)))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// TopicPartitions returns the topic's partition count as the Source last
+// read it (at the start of a generation); false before it read one.
+func (s *Source) TopicPartitions() (int, bool) {
+	n := s.topicParts.Load()
+	return int(n), n > 0
 }
 
 // startGeneration records gen's assignment and starts a reader for each of

@@ -10,6 +10,16 @@
 // one heartbeat interval. A member that stops reporting is shown as stale
 // after Config.StaleAfter and dropped after Config.DropAfter.
 //
+// A member belongs to the user named by the token of its first heartbeat:
+// another user's token cannot report it until it is dropped or an admin
+// removes it (DELETE /squall/v1/fleet/{role}/{id}); one user holds at most
+// Config.MaxPerReporter members (docs/decisions.md decision 60).
+//
+// Engines report their consumer group, topic, assigned partitions and the
+// topic's partition count; [Fleet.Groups] lists, per group, the partitions
+// no engine that is not stale owns, and the Fleet, a Prometheus collector,
+// exposes their number as squall_fleet_partitions_unowned on the leader.
+//
 // Masters do not report: when the list is made, each one is asked for its
 // own health (/readyz) and state (/squall/v1/cluster: version, raft state,
 // term, indexes), in parallel and bounded by Config.ProbeTimeout
