@@ -392,7 +392,7 @@ func TestConsole_Browser(t *testing.T) {
 	satProc := startLogged(t, sat, "satellite started", "http")
 	eng := exec.Command(squallBinary(t), "engine", "--http", "127.0.0.1:0", "--name", "eng-par", "--site", "par",
 		"--kafka-brokers", kafkaAddr, "--group", "console-fleet", "--master", base, "--token-file", tokenFile, "--fleet-interval", "300ms")
-	startLogged(t, eng, "ops endpoints listening", "addr")
+	engProc := startLogged(t, eng, "ops endpoints listening", "addr")
 
 	member := func(key string) string {
 		return `document.querySelector('#fleet-members tr[data-member="` + key + `"]')`
@@ -419,6 +419,14 @@ func TestConsole_Browser(t *testing.T) {
 		until(member("engine/eng-par")+`.dataset.stale === 'false' && `+member("satellite/sat-par")+`.querySelector('td[data-health="stale"]') !== null`),
 	)
 	b.shot("fleet")
+	// The engine stops too: its consumer group's partitions have no live
+	// engine, and the fleet says so.
+	b.do("no unowned partitions while the engine runs",
+		until(`document.querySelector('p[data-unowned-group]') === null`))
+	stopProcess(t, eng, engProc.done)
+	b.do("partitions without a live engine",
+		untilReloaded(`document.querySelector('p[data-unowned-group="console-fleet"]')?.textContent.includes('no live engine') === true`),
+		until(`document.querySelector('p[data-unowned-group="squall-engine"]') === null`))
 
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it

@@ -1,7 +1,9 @@
 // The fleet: every member of GET /squall/v1/fleet. Masters come first,
 // each with what it answered itself (health, raft state and indexes,
 // version); then the engines and satellites that report to the masters,
-// stale ones marked. The answering node's view of the cluster is above.
+// stale ones marked. The answering node's view of the cluster is above,
+// with a warning for each consumer group whose partitions no live engine
+// owns (their events wait).
 import { el, fill, $ } from './dom.js';
 
 const dash = (v) => (v === null || v === undefined || v === '' ? '—' : String(v));
@@ -35,9 +37,12 @@ export async function loadFleet(session) {
     ]);
     const cols = ['role', 'id', 'site', 'version', 'health', 'raft', 'consumer lag', 'spool depth', 'webhooks', 'address', 'last report'];
     const stale = f.members.filter((m) => m.stale).length;
+    const unowned = (f.groups || []).filter((g) => g.unowned.length > 0);
     fill(out,
       el('p', {}, `Answered by ${c.node_id} (${c.state}); leader ${c.leader_id || 'none'}, term ${c.term}, commit index ${c.commit_index}, applied ${c.applied_index}, active tree at index ${c.active_index}.`),
       stale ? el('p', { class: 'warn', id: 'fleet-stale' }, `${stale} member${stale > 1 ? 's' : ''} stopped reporting (stale).`) : null,
+      unowned.map((g) => el('p', { class: 'warn', 'data-unowned-group': g.group },
+        `Consumer group ${g.group} (topic ${g.topic}): partition${g.unowned.length > 1 ? 's' : ''} ${g.unowned.join(', ')} of ${g.partitions} ha${g.unowned.length > 1 ? 've' : 's'} no live engine; their events wait (${g.engines} live engine${g.engines === 1 ? '' : 's'}).`)),
       el('div', { class: 'table-wrap' }, el('table', { id: 'fleet-members' },
         el('thead', {}, el('tr', {}, cols.map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, f.members.map((m) => {
