@@ -265,8 +265,7 @@ func TestPipeline(t *testing.T) {
 		engineNo++
 		return startPipeProc(t, fmt.Sprintf("engine-%d", engineNo), exec.Command(bin, "engine", "--master", master.base,
 			"--token-file", engineToken, "--kafka-brokers", broker.addr, "--group", pipeGroup, "--http", "127.0.0.1:0",
-			"--actions-config", actionsConfig, "--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s",
-			"--kafka-rebalance-timeout", "6s"), "ops endpoints listening", "addr")
+			"--actions-config", actionsConfig), "ops endpoints listening", "addr")
 	}
 	engines := make([]*pipeProc, pipeEngines)
 	for i := range engines {
@@ -350,7 +349,11 @@ func TestPipeline(t *testing.T) {
 	type roundStats struct {
 		outage, rejoin, engineBack time.Duration
 		spooled                    int64
+		// Actions run again (raw duplicates) from the broker's stop to the
+		// engine's kill, and from the kill to the next round.
+		outageRepeats, killRepeats int
 	}
+	repeats := func() int { return tally.Counts().ActionDuplicates }
 	var rounds []roundStats
 	for round := 0; round == 0 || time.Since(loadBegan) < *flagDuration; round++ {
 		var rs roundStats
@@ -358,6 +361,10 @@ func TestPipeline(t *testing.T) {
 		// SIGKILLed with events in its spool and started again on its
 		// address; the broker restarts with its data.
 		sentMore(pipeStepCalls)
+		atStop := repeats()
+		if len(rounds) > 0 {
+			rounds[len(rounds)-1].killRepeats = atStop - rounds[len(rounds)-1].killRepeats
+		}
 		broker.stop()
 		stoppedAt := time.Now()
 		ackedAtStop := load.acked.Load()
@@ -399,6 +406,8 @@ func TestPipeline(t *testing.T) {
 			sentMore(pipeStepCalls)
 		}
 		e := round % pipeEngines
+		atKill := repeats()
+		rs.outageRepeats, rs.killRepeats = atKill-atStop, atKill
 		engines[e].kill()
 		sentMore(pipeStepCalls / 2)
 		engines[e] = startEngine()
@@ -413,6 +422,25 @@ func TestPipeline(t *testing.T) {
 	sentMore(pipeStepCalls)
 	close(stopLoad)
 	senders.Wait()
+	defer func() {
+		// After the last round: its kill's repeats, then every round's.
+		if len(rounds) == 0 {
+			return
+		}
+		last := &rounds[len(rounds)-1]
+		last.killRepeats = repeats() - last.killRepeats
+		var outage, backlog, steady []int
+		for i, r := range rounds {
+			outage = append(outage, r.outageRepeats)
+			if i%2 == 0 {
+				backlog = append(backlog, r.killRepeats)
+			} else {
+				steady = append(steady, r.killRepeats)
+			}
+		}
+		t.Logf("actions run again per round: during the broker outage %v; after an engine kill in the backlog %v, in the steady load %v",
+			outage, backlog, steady)
+	}()
 
 	// Every acknowledged webhook reaches the counting server, and the
 	// spools drain.
