@@ -121,6 +121,12 @@ func TestSource_FetchCommit(t *testing.T) {
 	if !a.Joined || a.Generation != 1 || !slices.Equal(a.Partitions, []int{0, 1, 2}) {
 		t.Fatalf("assignment %+v", a)
 	}
+	// The topic's partition count, read from the broker as the
+	// generation started (for the fleet's partitions without an owner).
+	polltest.Wait(t, "the topic's partition count", 10*time.Second, func() bool {
+		n, ok := s.TopicPartitions()
+		return ok && n == 3
+	})
 	assignments = append(assignments, <-got)
 	if !assignments[0].Joined || len(assignments[0].Partitions) != 3 {
 		t.Fatalf("OnAssignment got %+v", assignments[0])
