@@ -22,6 +22,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
@@ -541,11 +543,14 @@ func TestConsole_Browser(t *testing.T) {
 // TestMountConsole_Cluster: every master of a 3-node cluster serves the
 // console; a heartbeat sent to a follower reaches the leader, and the
 // fleet read from the other follower lists the three masters (one
-// leader) and the engine.
+// leader) and the engine; only the leader exposes the partitions of the
+// engine's consumer group that it does not own.
 func TestMountConsole_Cluster(t *testing.T) {
 	t.Parallel()
-	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
-		if _, err := mountConsole(s, fleet.Default(), nil, nil); err != nil {
+	var regs [3]*prometheus.Registry
+	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(i int, s *master.Server) {
+		regs[i] = prometheus.NewRegistry()
+		if _, err := mountConsole(s, fleet.Default(), regs[i], nil); err != nil {
 			t.Error(err)
 		}
 	}))
@@ -567,7 +572,8 @@ func TestMountConsole_Cluster(t *testing.T) {
 	f := c.Followers()
 	engineToken := c.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}})
 	if code, body := apitest.Call(ctx, http.MethodPut, c.URL(f[0])+"/squall/v1/fleet/engine/e1", engineToken,
-		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0}`), "application/json"); code != http.StatusOK {
+		strings.NewReader(`{"site": "par", "version": "v1", "ready": true, "consumer_lag": 0,
+			"kafka_group": "g", "kafka_topic": "squall.events", "partitions": [0], "topic_partitions": 2}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("heartbeat through follower %d: %d %s", f[0], code, body)
 	}
 	code, body := apitest.Call(ctx, http.MethodGet, c.URL(f[1])+"/squall/v1/fleet", engineToken, nil, "")
@@ -592,5 +598,22 @@ func TestMountConsole_Cluster(t *testing.T) {
 	}
 	if roles["master"] != 3 || roles["engine"] != 1 || leaders != 1 || list.Members[3].Site != "par" {
 		t.Errorf("fleet: %s", body)
+	}
+	for i, reg := range regs {
+		n, err := testutil.GatherAndCount(reg, "squall_fleet_partitions_unowned")
+		want := 0
+		if i == c.Leader() {
+			want = 1
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP squall_fleet_partitions_unowned Partitions of a consumer group's topic that no live engine (one that reported within --fleet-stale-after) owns, on the leader.
+# TYPE squall_fleet_partitions_unowned gauge
+squall_fleet_partitions_unowned{group="g",topic="squall.events"} 1
+`), "squall_fleet_partitions_unowned"); err != nil {
+				t.Errorf("leader %d: %v", i, err)
+			}
+		}
+		if err != nil || n != want {
+			t.Errorf("node %d: %d series of squall_fleet_partitions_unowned (%v), want %d", i, n, err, want)
+		}
 	}
 }
