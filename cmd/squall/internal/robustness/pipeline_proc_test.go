@@ -44,6 +44,9 @@ func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *p
 	p := &pipeProc{name: name, cmd: cmd, logs: &logtest.Buffer{}}
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = procAttr() // no orphan outlives a killed test binary
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
