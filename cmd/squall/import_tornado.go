@@ -55,19 +55,9 @@ path it comes from, and nothing is printed on standard output.`,
 			if err := checkRulesFolder(dir); err != nil {
 				return err
 			}
-			// Read from the parent, so that errors name the files from the
-			// folder given: rules.d/ruleset_01/ruleset.json, not ruleset_01/….
-			clean := filepath.Clean(dir)
-			fsys, top := os.DirFS(filepath.Dir(clean)), filepath.Base(clean)
-			if !fs.ValidPath(top) {
-				fsys, top = os.DirFS(dir), "."
-			}
-			root, err := tornado.Read(fsys, top)
+			root, err := readRulesFolder(dir)
 			if err != nil {
-				return fmt.Errorf("import %s: %w", dir, err)
-			}
-			if err := config.Validate(root); err != nil {
-				return fmt.Errorf("%s: %w", dir, err)
+				return err
 			}
 			if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
 				if !allowUnsupported {
@@ -157,6 +147,25 @@ func checkRulesFolder(dir string) error {
 		return fmt.Errorf("import-tornado: %q is a file, not a Tornado rules folder (expected %s)", dir, rulesFolderLayout)
 	}
 	return nil
+}
+
+// readRulesFolder reads and validates the tree of a Tornado rules folder.
+func readRulesFolder(dir string) (*config.Node, error) {
+	// Read from the parent, so that errors name the files from the
+	// folder given: rules.d/ruleset_01/ruleset.json, not ruleset_01/….
+	clean := filepath.Clean(dir)
+	fsys, top := os.DirFS(filepath.Dir(clean)), filepath.Base(clean)
+	if !fs.ValidPath(top) {
+		fsys, top = os.DirFS(dir), "."
+	}
+	root, err := tornado.Read(fsys, top)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", dir, err)
+	}
+	if err := config.Validate(root); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return root, nil
 }
 
 // actionsHave is "1 action has" or "n actions have".

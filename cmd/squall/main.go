@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "squall: %v\n", err)
-		return 1
+		return exitCode(err)
 	}
 	return 0
 }
@@ -59,6 +59,6 @@ Try a tree on an event without any server:
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newProcessCommand(), newImportTornadoCommand(), newExportCommand(), newTokenCommand(), newDevCommand(), newMasterCommand(), newSatelliteCommand(), newEngineCommand(), newBenchCommand(), newVersionCommand())
+	root.AddCommand(newProcessCommand(), newTestCommand(), newImportTornadoCommand(), newExportCommand(), newTokenCommand(), newDevCommand(), newMasterCommand(), newSatelliteCommand(), newEngineCommand(), newBenchCommand(), newVersionCommand())
 	return root
 }
