@@ -1,26 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/config/tornado"
 	"github.com/squallhq/squall/engine/action"
-	"github.com/squallhq/squall/master"
 )
 
 func newImportTornadoCommand() *cobra.Command {
@@ -74,47 +69,17 @@ path it comes from, and nothing is printed on standard output.`,
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			tok, err := os.ReadFile(tokenFile)
+			c, err := newAPIClient(masterURL, tokenFile)
 			if err != nil {
-				return fmt.Errorf("--token-file: %w", err)
+				return err
 			}
-			c := &apiClient{base: strings.TrimRight(masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}
 			if draftID == "" {
-				// Creating a draft replaces the current one, whoever owns it.
-				var cur *master.DraftInfo
-				if err := c.do(http.MethodGet, "/squall/v1/draft", "", nil, &cur); err != nil {
-					return fmt.Errorf("read the current draft: %w", err)
+				if draftID, err = c.newDraft("import-tornado", authName, "Pass --draft {id} to import into it (its owner only), or --force to replace it", force, cmd.ErrOrStderr()); err != nil {
+					return err
 				}
-				if cur != nil {
-					if !force {
-						return fmt.Errorf("import-tornado: the master already has a draft, %s, owned by %q (last changed %s); a new draft would replace it. Pass --draft %s to import into it (its owner only), or --force to replace it",
-							cur.ID, cur.Owner, time.UnixMilli(cur.UpdatedMS).UTC().Format(time.RFC3339), cur.ID)
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "import-tornado: warning: --force: replacing draft %s owned by %q\n", cur.ID, cur.Owner)
-				}
-				var d struct {
-					ID string `json:"id"`
-				}
-				if err := c.do(http.MethodPost, "/api/v2_beta/config/drafts/"+url.PathEscape(authName), "", nil, &d); err != nil {
-					return fmt.Errorf("create a draft: %w", err)
-				}
-				draftID = d.ID
 			}
-			var body bytes.Buffer
-			mw := multipart.NewWriter(&body)
-			fw, err := mw.CreateFormFile("file", "tornado.json")
-			if err != nil {
+			if err := c.importInto(authName, draftID, nodePath, out); err != nil {
 				return err
-			}
-			if _, err := fw.Write(out); err != nil {
-				return err
-			}
-			if err := mw.Close(); err != nil {
-				return err
-			}
-			path := "/api/v2_beta/config/draft/tree/import/" + url.PathEscape(authName) + "/" + url.PathEscape(draftID) + "/" + url.PathEscape(nodePath)
-			if err := c.do(http.MethodPut, path, mw.FormDataContentType(), &body, nil); err != nil {
-				return fmt.Errorf("import into draft %s: %w", draftID, err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), draftID)
 			return err

@@ -341,7 +341,7 @@ func (ch *checker) got(p Path, occ []*outcome) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(occ)-maxShown))
 			break
 		}
-		parts = append(parts, o.label()+": "+o.describe(ch.r))
+		parts = append(parts, o.describe(ch.r)+" at "+o.label())
 	}
 	return strings.Join(parts, "; ")
 }

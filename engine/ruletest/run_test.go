@@ -74,6 +74,9 @@ func TestRunner_Run(t *testing.T) {
 		{"no such iteration", oneCase(diskFull, `"match": ["root/hosts[7]/per_host/down"]`), []string{
 			"root/hosts[7]/per_host/down: match: expected Matched, got not reached (iterator root/hosts had no iteration 7)",
 		}},
+		{"no iteration matched", oneCase(`{"type": "alert", "created_ms": 1, "payload": {"msg": "x", "hosts": [{"name": "a", "state": "up"}, {"name": "c", "state": "up"}]}}`, `"match": ["root/hosts/per_host/down"]`), []string{
+			"root/hosts/per_host/down: match: expected Matched, got NotMatched at root/hosts[0]/per_host/down; NotMatched at root/hosts[1]/per_host/down",
+		}},
 		{"every iteration", oneCase(diskFull, `"no_match": ["root/hosts/per_host/down"]`), []string{
 			"root/hosts/per_host/down: no_match: expected not Matched, got Matched at root/hosts[1]/per_host/down",
 		}},

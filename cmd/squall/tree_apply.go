@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/ruletest"
+)
+
+// treeApply is one run of squall tree apply.
+type treeApply struct {
+	file, testsDir, message    string
+	masterURL, tokenFile, auth string
+	dryRun, force              bool
+	out, warn                  io.Writer
+}
+
+func newTreeApplyCommand() *cobra.Command {
+	ta := &treeApply{}
+	cmd := &cobra.Command{
+		Use:   "apply --file TREE [--tests DIR] [--message M] [--dry-run] --master URL --token-file F",
+		Short: "Make a tree from a file the active tree of a master, after its tests pass",
+		Long: `Apply deploys a processing tree kept in a file (config as code): it runs the
+rule tests of --tests against the tree, creates a draft, imports the tree
+into it, runs the tests again against the draft as the master holds it, and
+deploys the draft. It prints the changes it applies to the active tree, node
+by node and rule by rule.
+
+TREE is an export file of the whole tree (its top node is the root filter, as
+squall export writes it) or a Tornado rules folder (as squall import-tornado
+reads it). DIR holds rule test files (*.json, docs/rule-tests.md).
+
+When a test fails, apply prints the failures and stops: the master is left
+as it was (a draft it created is deleted). When the tree is already the
+active tree, it deploys nothing. --message is recorded with the deploy.
+
+With --dry-run it reads the active tree, prints the changes and the test
+results, and changes nothing (it creates no draft).
+
+Creating a draft replaces the master's current one: when there is one,
+apply names its owner and stops, unless --force. Apply deletes the draft
+it created once deployed, or when it stops. The token (--token-file)
+needs edit on the authorization --auth, at the root.
+
+Exit status: 0 once deployed (or nothing to change), 1 when a test fails or
+the master refuses, 2 when the tree or a test file is bad.`,
+		Example: `  # What would change, and do the tests pass?
+  squall tree apply --file tree.json --tests tests --dry-run \
+    --master https://squall-master:8080 --token-file ci.token
+
+  # Apply it, with a message for the tree's history
+  squall tree apply --file tree.json --tests tests --message "route disk alerts to ops" \
+    --master https://squall-master:8080 --token-file ci.token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ta.out, ta.warn = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return ta.run()
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	f := cmd.Flags()
+	f.StringVar(&ta.file, "file", "", "export file or Tornado rules folder of the whole tree (required)")
+	f.StringVar(&ta.testsDir, "tests", "", "folder of rule test files (*.json) that must pass before the deploy")
+	f.StringVar(&ta.message, "message", "", "message recorded with the deploy")
+	f.BoolVar(&ta.dryRun, "dry-run", false, "print the changes and the test results; change nothing")
+	f.StringVar(&ta.masterURL, "master", "", "base URL of a master (e.g. http://127.0.0.1:8080) (required)")
+	f.StringVar(&ta.tokenFile, "token-file", "", "file holding the API token (edit on --auth) (required)")
+	f.StringVar(&ta.auth, "auth", "all", "authorization of the token to use")
+	f.BoolVar(&ta.force, "force", false, "replace the master's current draft, whoever owns it")
+	return cmd
+}
+
+// newTreeApplyGroup is the squall tree command with apply alone, until the
+// tree command group has its own file.
+func newTreeApplyGroup() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tree",
+		Short: "Manage the processing tree of a master",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newTreeApplyCommand())
+	return cmd
+}
+
+// errTestsFailed says that a rule test failed; the failures are printed.
+var errTestsFailed = errors.New("tree apply: a rule test failed")
+
+func (ta *treeApply) run() error {
+	switch {
+	case ta.file == "":
+		return badInput(errors.New("tree apply: --file is required: the export file or Tornado rules folder to apply"))
+	case ta.masterURL == "" || ta.tokenFile == "":
+		return badInput(errors.New("tree apply: --master and --token-file are required"))
+	}
+	root, err := loadTree(ta.file)
+	if err != nil {
+		return badInput(err)
+	}
+	if root.Kind != config.KindFilter || root.Name != config.RootName {
+		return badInput(fmt.Errorf("tree apply: %s holds the %s %q, not a whole tree: apply replaces the whole tree, so the file's top node is the root filter (squall export writes it so)", ta.file, root.Kind, root.Name))
+	}
+	var files []*ruletest.File
+	if ta.testsDir != "" {
+		if files, err = loadTestFiles([]string{ta.testsDir}); err != nil {
+			return badInput(err)
+		}
+	}
+	// The tests first: a failure changes nothing, not even a draft.
+	if err := ta.test(root, files, ""); err != nil {
+		return err
+	}
+	c, err := newAPIClient(ta.masterURL, ta.tokenFile)
+	if err != nil {
+		return badInput(err)
+	}
+	if ta.dryRun {
+		active, err := c.exportTree(ta.auth, "")
+		if err != nil {
+			return err
+		}
+		ta.printChanges(config.Changes(active, root), "would change")
+		_, err = fmt.Fprintln(ta.out, "dry run: nothing was changed")
+		return err
+	}
+	draftID, err := c.newDraft("tree apply", ta.auth, "Deploy or delete it, or pass --force to replace it", ta.force, ta.warn)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Leave no draft behind: before the deploy, the master stays as
+		// it was; after it, the draft is the active tree.
+		path := "/api/v2_beta/config/drafts/" + url.PathEscape(ta.auth) + "/" + url.PathEscape(draftID)
+		if err := c.do(http.MethodDelete, path, "", nil, nil); err != nil {
+			fmt.Fprintf(ta.warn, "tree apply: warning: delete draft %s: %v\n", draftID, err)
+		}
+	}()
+	// A new draft holds the active tree: the changes are from it.
+	base, err := c.exportTree(ta.auth, draftID)
+	if err != nil {
+		return err
+	}
+	changes := config.Changes(base, root)
+	if len(changes) == 0 {
+		_, err := fmt.Fprintln(ta.out, "tree apply: the active tree is already the file's: nothing to deploy")
+		return err
+	}
+	ta.printChanges(changes, "applying")
+	export, err := config.EncodeExport(root)
+	if err != nil {
+		return err
+	}
+	if err := c.importInto(ta.auth, draftID, "root", export); err != nil {
+		return err
+	}
+	// Again against the tree the master holds, which is what deploys.
+	held, err := c.exportTree(ta.auth, draftID)
+	if err != nil {
+		return err
+	}
+	if err := ta.test(held, files, "draft "+draftID+": "); err != nil {
+		return err
+	}
+	path := "/api/v2_beta/config/drafts/" + url.PathEscape(ta.auth) + "/" + url.PathEscape(draftID) + "/deploy"
+	if ta.message != "" {
+		path += "?" + url.Values{"message": {ta.message}}.Encode()
+	}
+	if err := c.do(http.MethodPost, path, "", nil, nil); err != nil {
+		return fmt.Errorf("deploy draft %s: %w", draftID, err)
+	}
+	_, err = fmt.Fprintf(ta.out, "deployed draft %s\n", draftID)
+	return err
+}
+
+// test runs the test files against root, when there are some, and prints
+// the failures (or the summary); prefix starts the printed lines.
+func (ta *treeApply) test(root *config.Node, files []*ruletest.File, prefix string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	results, err := runTests(root, files)
+	if err != nil {
+		return badInput(fmt.Errorf("tree %s: %w", ta.file, err))
+	}
+	summary := printResults(ta.out, results, false)
+	if summary.failed > 0 {
+		return fmt.Errorf("%w: %s%s; nothing was changed", errTestsFailed, prefix, summary)
+	}
+	_, err = fmt.Fprintf(ta.out, "tests: %sok: %s\n", prefix, summary)
+	return err
+}
+
+// printChanges writes the changes, one a line, after a title.
+func (ta *treeApply) printChanges(changes []config.Change, verb string) {
+	if len(changes) == 0 {
+		fmt.Fprintln(ta.out, "changes: none: the active tree is already the file's")
+		return
+	}
+	noun := "changes"
+	if len(changes) == 1 {
+		noun = "change"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d %s to the active tree:\n", verb, len(changes), noun)
+	for _, c := range changes {
+		fmt.Fprintf(&b, "  %s\n", c)
+	}
+	_, _ = io.WriteString(ta.out, b.String())
+}
