@@ -45,7 +45,7 @@ FAIL ` + failing + `: "wrong host": root/alertmanager/alerts/route/disk_full: va
 		{"no test files", []string{"test", "--tree", exampleTree}, 2, "", "no test files"},
 		{"missing test file", []string{"test", "--tree", exampleTree, filepath.Join(dir, "none.json")}, 2, "", "none.json: no such file or directory"},
 		{"folder without tests", []string{"test", "--tree", exampleTree, t.TempDir()}, 2, "", "no *.json files"},
-		{"bad test file", []string{"test", "--tree", exampleTree, failing, bad}, 2, "", bad + `: cases[0]: unknown field "expect"`},
+		{"bad test file", []string{"test", "--tree", exampleTree, failing, bad}, 2, "", bad + `: cases[0] ("x"): unknown field "expect"`},
 		{"unknown flag", []string{"test", "--tree", exampleTree, "--junti", "x", exampleTests}, 2, "", "unknown flag: --junti"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,5 +83,45 @@ FAIL ` + failing + `: "wrong host": root/alertmanager/alerts/route/disk_full: va
 		len(report.Suites[0].Cases) != 2 || report.Suites[0].Cases[0].Failure != nil || report.Suites[0].Cases[1].Failure == nil ||
 		!strings.Contains(report.Suites[0].Cases[1].Failure.Text, `variable host: expected "db1", got "db9"`) {
 		t.Errorf("--junit report:\n%s", b)
+	}
+}
+
+// TestRuleTestsDoc checks the examples of docs/rule-tests.md against the
+// commands: the test file passes on the worked example's tree, the error
+// of its misspelt field and the failure lines are what squall test prints.
+func TestRuleTestsDoc(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/rule-tests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	block := func(start string) string {
+		t.Helper()
+		i := strings.Index(doc, start)
+		if i < 0 {
+			t.Fatalf("docs/rule-tests.md has no block starting %q", start)
+		}
+		rest := doc[i+len(start):]
+		return rest[:strings.Index(rest, "```\n")]
+	}
+	dir := t.TempDir()
+	file := filetest.Write(t, dir, "routing.json", block("```json\n"))
+	if code, stdout, stderr := runSquall(t, "", "test", "--tree", exampleTree, file); code != 0 {
+		t.Errorf("the documented test file: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	misspelt := filetest.Write(t, dir, "misspelt.json", strings.Replace(block("```json\n"), `"match":`, `"matches":`, 1))
+	_, _, stderr := runSquall(t, "", "test", "--tree", exampleTree, misspelt)
+	want := strings.TrimSpace(strings.Replace(block("file, the case and the field:\n\n```\n"), "tests/routing.json", misspelt, 1))
+	if strings.TrimSpace(stderr) != want {
+		t.Errorf("strict decoding example:\n%s\nsquall test prints:\n%s", want, stderr)
+	}
+
+	const failing = "testdata/ruletests/failing.json"
+	_, stdout, stderr := runSquall(t, "", "test", "--tree", exampleTree, failing)
+	got := "$ squall test --tree tree.json tests/failing.json\n" + strings.ReplaceAll(stdout+stderr, failing, "tests/failing.json")
+	if want := block("happened, with the reason when the engine gives one:\n\n```\n"); got != want {
+		t.Errorf("docs/rule-tests.md shows:\n%s\nsquall test prints:\n%s", want, got)
 	}
 }

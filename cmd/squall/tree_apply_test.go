@@ -205,7 +205,7 @@ func TestTreeApply_badInput(t *testing.T) {
 	}{
 		{"missing file", []string{"--file", filepath.Join(dir, "nope.json")}, "nope.json: no such file"},
 		{"not a whole tree", []string{"--file", subtree}, `subtree.json holds the Ruleset "rs", not a whole tree`},
-		{"bad test file", []string{"--file", exampleTree, "--tests", badTests}, `bad.json: cases[0]: unknown field "extra"`},
+		{"bad test file", []string{"--file", exampleTree, "--tests", badTests}, `bad.json: cases[0] ("x"): unknown field "extra"`},
 		{"no --file", nil, "--file is required"},
 		{"unknown flag", []string{"--file", exampleTree, "--mesage", "x"}, "unknown flag: --mesage"},
 	} {

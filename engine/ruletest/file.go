@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,6 +194,13 @@ func decodeCase(data json.RawMessage) (*Case, error) {
 		Actions     map[string][]json.RawMessage          `json:"actions"`
 	}
 	if err := strictDecode(data, &raw, caseFields); err != nil {
+		// Name the case when its name can be read.
+		var named struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(data, &named) == nil && strings.TrimSpace(named.Name) != "" {
+			return nil, &fieldError{fmt.Sprintf(" (%q)", named.Name), err}
+		}
 		return nil, err
 	}
 	if raw.Name == nil || strings.TrimSpace(*raw.Name) == "" {
@@ -314,12 +322,30 @@ func strictDecode(data []byte, v any, known []string) error {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return fmt.Errorf("%w %s (known fields: %s)", ErrUnknownField, f, strings.Join(known, ", "))
 		}
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			return fmt.Errorf("%s: a JSON %s where %s is expected", te.Field, te.Value, jsonKind(te.Type))
+		}
 		return stripJSONPrefix(err)
 	}
 	if dec.More() {
 		return errors.New("unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// jsonKind names the JSON value a Go type decodes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a " + t.String()
 }
 
 // stripJSONPrefix drops encoding/json's "json: " from an error's text,

@@ -151,20 +151,24 @@ func (o *outcome) iterated() bool {
 	return slices.ContainsFunc(o.segs, func(s segment) bool { return s.iterated })
 }
 
-// describe writes the outcome's status with its explanation.
+// describe writes the outcome's status, where it happened when the rule
+// is below an iterator, and its explanation.
 func (o *outcome) describe(r *Runner) string {
+	out := string(o.status)
+	if o.iterated() {
+		out += " at " + o.label()
+	}
 	switch o.status {
 	case tree.RulePartiallyMatched:
-		return fmt.Sprintf("%s (%s)", o.status, o.message)
+		out += " (" + o.message + ")"
 	case tree.RuleNotProcessed:
 		if o.stoppedBy != "" {
-			return fmt.Sprintf("%s (rule %s matched before it and stops the ruleset: its continue is false)", o.status, o.stoppedBy)
-		}
-		if rule := r.rules[strings.Join(pathNames(o.segs), "/")]; rule != nil && !rule.Active {
-			return fmt.Sprintf("%s (the rule is inactive)", o.status)
+			out += " (rule " + o.stoppedBy + " matched before it and stops the ruleset: its continue is false)"
+		} else if rule := r.rules[strings.Join(pathNames(o.segs), "/")]; rule != nil && !rule.Active {
+			out += " (the rule is inactive)"
 		}
 	}
-	return string(o.status)
+	return out
 }
 
 func pathNames(segs []segment) []string {
@@ -331,9 +335,6 @@ func (ch *checker) got(p Path, occ []*outcome) string {
 	if len(occ) == 0 {
 		return "not reached (" + ch.unreached(p) + ")"
 	}
-	if len(occ) == 1 && !occ[0].iterated() {
-		return occ[0].describe(ch.r)
-	}
 	const maxShown = 5
 	var parts []string
 	for i, o := range occ {
@@ -341,7 +342,7 @@ func (ch *checker) got(p Path, occ []*outcome) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(occ)-maxShown))
 			break
 		}
-		parts = append(parts, o.describe(ch.r)+" at "+o.label())
+		parts = append(parts, o.describe(ch.r))
 	}
 	return strings.Join(parts, "; ")
 }
