@@ -9,7 +9,7 @@ import (
 )
 
 // newTestRunner compiles testdata/tree.json.
-func newTestRunner(t *testing.T) *Runner {
+func newTestRunner(t testing.TB) *Runner {
 	t.Helper()
 	data, err := os.ReadFile("testdata/tree.json")
 	if err != nil {
