@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/ruletest"
 )
 
@@ -35,7 +36,8 @@ by node and rule by rule.
 
 TREE is an export file of the whole tree (its top node is the root filter, as
 squall export writes it) or a Tornado rules folder (as squall import-tornado
-reads it). DIR holds rule test files (*.json, docs/rule-tests.md).
+reads it). DIR holds rule test files (*.json, docs/rule-tests.md). Actions
+that no Squall executor handles are listed on standard error as a warning.
 
 When a test fails, apply prints the failures and stops: the master is left
 as it was (a draft it created is deleted). When the tree is already the
@@ -105,6 +107,11 @@ func (ta *treeApply) run() error {
 	}
 	if root.Kind != config.KindFilter || root.Name != config.RootName {
 		return badInput(fmt.Errorf("tree apply: %s holds the %s %q, not a whole tree: apply replaces the whole tree, so the file's top node is the root filter (squall export writes it so)", ta.file, root.Kind, root.Name))
+	}
+	if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
+		// The masters accept them (engines may enable executors this
+		// binary lacks); the engines without one dead-letter their events.
+		fmt.Fprint(ta.warn, unsupportedReport("tree apply", bad, "warning"))
 	}
 	var files []*ruletest.File
 	if ta.testsDir != "" {

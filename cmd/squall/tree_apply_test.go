@@ -230,6 +230,10 @@ func TestTreeApply_tornadoFolder(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "deployed draft ") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// Its actions without an executor are deployed, with a warning.
+	if !strings.Contains(stderr, "tree apply: warning: 3 actions have no executor in Squall") || !strings.Contains(stderr, `action "icinga2" in ruleset root.ruleset_01`) {
+		t.Errorf("no warning of the unsupported actions:\n%s", stderr)
+	}
 	if !sameTree(t, m.active(t), "testdata/rules.d") {
 		t.Errorf("the active tree is not the folder's:\n%s", m.active(t))
 	}
