@@ -32,9 +32,9 @@ func newAPIClient(masterURL, tokenFile string) (*apiClient, error) {
 // unless force (then it writes a warning on warn). cmd names the command
 // in messages.
 func (c *apiClient) newDraft(cmd, authName, remedy string, force bool, warn io.Writer) (string, error) {
-	var cur *master.DraftInfo
-	if err := c.do(http.MethodGet, "/squall/v1/draft", "", nil, &cur); err != nil {
-		return "", fmt.Errorf("read the current draft: %w", err)
+	cur, err := c.currentDraft()
+	if err != nil {
+		return "", err
 	}
 	if cur != nil {
 		if !force {
@@ -50,6 +50,15 @@ func (c *apiClient) newDraft(cmd, authName, remedy string, force bool, warn io.W
 		return "", fmt.Errorf("create a draft: %w", err)
 	}
 	return d.ID, nil
+}
+
+// currentDraft returns the master's draft, nil when there is none.
+func (c *apiClient) currentDraft() (*master.DraftInfo, error) {
+	var cur *master.DraftInfo
+	if err := c.do(http.MethodGet, "/squall/v1/draft", "", nil, &cur); err != nil {
+		return nil, fmt.Errorf("read the current draft: %w", err)
+	}
+	return cur, nil
 }
 
 // importInto replaces the node nodePath of a draft with the tree of an

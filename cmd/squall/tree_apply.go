@@ -133,6 +133,13 @@ func (ta *treeApply) run() error {
 			return err
 		}
 		ta.printChanges(config.Changes(active, root), "would change")
+		cur, err := c.currentDraft()
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			fmt.Fprintf(ta.out, "the master has a draft, %s, owned by %q: apply would stop, or replace it with --force\n", cur.ID, cur.Owner)
+		}
 		_, err = fmt.Fprintln(ta.out, "dry run: nothing was changed")
 		return err
 	}

@@ -177,6 +177,10 @@ func TestTreeApply(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "the master already has a draft") || !strings.Contains(stderr, "--force") {
 		t.Errorf("apply over a draft: exit %d\n%s", code, stderr)
 	}
+	code, stdout, _ = runSquall(t, "", append([]string{"tree", "apply", "--file", breakTree(t), "--dry-run"}, m.args()...)...)
+	if code != 0 || !strings.Contains(stdout, "apply would stop, or replace it with --force") {
+		t.Errorf("dry run over a draft: exit %d\n%s", code, stdout)
+	}
 	if d := m.draft(t); d != draft {
 		t.Errorf("the draft changed: %s, was %s", d, draft)
 	}
