@@ -124,3 +124,140 @@ func ownFieldsEqual(a, b *Node) bool {
 func ruleEqual(a, b *Rule) bool {
 	return a == b || reflect.DeepEqual(a, b)
 }
+
+// Change is one difference between two trees, found node by node (Diff).
+type Change struct {
+	// Path is the node's path, dot-joined names from the root.
+	Path string `json:"path"`
+	// Op is "added" or "removed" (the node and its subtree), or
+	// "changed": its own fields (Fields: kind, description, active,
+	// filter, target), its rules, or the order of its children.
+	Op     string   `json:"op"`
+	Fields []string `json:"fields,omitempty"`
+	// RulesAdded, RulesRemoved and RulesChanged name the rules of a
+	// ruleset that changed; RulesReordered is set when the rules both
+	// trees hold are in another order.
+	RulesAdded     []string `json:"rules_added,omitempty"`
+	RulesRemoved   []string `json:"rules_removed,omitempty"`
+	RulesChanged   []string `json:"rules_changed,omitempty"`
+	RulesReordered bool     `json:"rules_reordered,omitempty"`
+	// ChildrenReordered is set when the children both trees hold are in
+	// another order.
+	ChildrenReordered bool `json:"children_reordered,omitempty"`
+}
+
+// The operations of a Change.
+const (
+	ChangeAdded   = "added"
+	ChangeRemoved = "removed"
+	ChangeChanged = "changed"
+)
+
+// Diff returns the differences from tree a to tree b, node by node in
+// tree order (a's children first, then those only b has): nil when they
+// are the same (NodeEqual). Subtrees shared by both trees (the same
+// pointer) are not visited.
+func Diff(a, b *Node) []Change {
+	var out []Change
+	var walk func(parent []string, a, b *Node)
+	walk = func(parent []string, a, b *Node) {
+		if a == b {
+			return
+		}
+		var name string
+		if a != nil {
+			name = a.Name
+		} else {
+			name = b.Name
+		}
+		path := append(parent[:len(parent):len(parent)], name)
+		switch {
+		case b == nil:
+			out = append(out, Change{Path: PathString(path), Op: ChangeRemoved})
+			return
+		case a == nil:
+			out = append(out, Change{Path: PathString(path), Op: ChangeAdded})
+			return
+		}
+		c := Change{Path: PathString(path), Op: ChangeChanged, Fields: changedFields(a, b)}
+		diffRules(&c, a.Rules, b.Rules)
+		c.ChildrenReordered = !sameOrder(names(a.Children, func(n *Node) string { return n.Name }), names(b.Children, func(n *Node) string { return n.Name }))
+		if len(c.Fields) > 0 || len(c.RulesAdded)+len(c.RulesRemoved)+len(c.RulesChanged) > 0 || c.RulesReordered || c.ChildrenReordered {
+			out = append(out, c)
+		}
+		for _, ca := range a.Children {
+			walk(path, ca, b.Child(ca.Name))
+		}
+		for _, cb := range b.Children {
+			if a.Child(cb.Name) == nil {
+				walk(path, nil, cb)
+			}
+		}
+	}
+	walk(nil, a, b)
+	return out
+}
+
+// changedFields names the own fields of two nodes that differ.
+func changedFields(a, b *Node) []string {
+	var f []string
+	if a.Kind != b.Kind {
+		f = append(f, "kind")
+	}
+	if a.Description != b.Description {
+		f = append(f, "description")
+	}
+	if a.Active != b.Active {
+		f = append(f, "active")
+	}
+	if !reflect.DeepEqual(a.Filter, b.Filter) {
+		f = append(f, "filter")
+	}
+	if a.Target != b.Target {
+		f = append(f, "target")
+	}
+	return f
+}
+
+// diffRules records in c how rules a became rules b.
+func diffRules(c *Change, a, b []*Rule) {
+	ruleName := func(r *Rule) string { return r.Name }
+	for _, ra := range a {
+		i := slices.IndexFunc(b, func(r *Rule) bool { return r.Name == ra.Name })
+		switch {
+		case i < 0:
+			c.RulesRemoved = append(c.RulesRemoved, ra.Name)
+		case !ruleEqual(ra, b[i]):
+			c.RulesChanged = append(c.RulesChanged, ra.Name)
+		}
+	}
+	for _, rb := range b {
+		if !slices.ContainsFunc(a, func(r *Rule) bool { return r.Name == rb.Name }) {
+			c.RulesAdded = append(c.RulesAdded, rb.Name)
+		}
+	}
+	c.RulesReordered = !sameOrder(names(a, ruleName), names(b, ruleName))
+}
+
+func names[T any](xs []T, name func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = name(x)
+	}
+	return out
+}
+
+// sameOrder reports whether the names a and b share are in the same order
+// in both.
+func sameOrder(a, b []string) bool {
+	common := func(xs, other []string) []string {
+		var out []string
+		for _, x := range xs {
+			if slices.Contains(other, x) {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	return slices.Equal(common(a, b), common(b, a))
+}

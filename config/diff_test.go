@@ -59,3 +59,52 @@ func TestDiffOutside(t *testing.T) {
 		})
 	}
 }
+
+// TestDiff: the node-by-node differences of two trees, in tree order.
+func TestDiff(t *testing.T) {
+	t.Parallel()
+	build := func() *Node {
+		rs := &Node{Kind: KindRuleset, Name: "rules", Active: true, Rules: []*Rule{
+			{Name: "r1", Active: true}, {Name: "r2", Active: true}, {Name: "r3", Active: true}}}
+		root := NewRoot()
+		root.Children = []*Node{
+			{Kind: KindFilter, Name: "a", Active: true, Children: []*Node{rs}},
+			{Kind: KindFilter, Name: "b", Active: true},
+			{Kind: KindFilter, Name: "c", Active: true},
+		}
+		return root
+	}
+	a := build()
+	if got := Diff(a, build()); got != nil {
+		t.Fatalf("equal trees: %+v", got)
+	}
+	b := build()
+	rs := b.Find([]string{"a", "rules"})
+	rs.Rules = []*Rule{rs.Rules[1], rs.Rules[0], {Name: "r4"}}
+	rs.Rules[0].Active = false
+	b.Child("b").Description = "words"
+	b.Children = []*Node{b.Children[0], b.Children[1], {Kind: KindFilter, Name: "d"}}
+	got := Diff(a, b)
+	// The root's children that both trees hold kept their order: the root
+	// itself is not reported.
+	want := []Change{
+		{Path: "root.a.rules", Op: ChangeChanged, RulesAdded: []string{"r4"}, RulesRemoved: []string{"r3"}, RulesChanged: []string{"r2"}, RulesReordered: true},
+		{Path: "root.b", Op: ChangeChanged, Fields: []string{"description"}},
+		{Path: "root.c", Op: ChangeRemoved},
+		{Path: "root.d", Op: ChangeAdded},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Diff = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Path != w.Path || g.Op != w.Op || !slices.Equal(g.Fields, w.Fields) || !slices.Equal(g.RulesAdded, w.RulesAdded) ||
+			!slices.Equal(g.RulesRemoved, w.RulesRemoved) || !slices.Equal(g.RulesChanged, w.RulesChanged) || g.RulesReordered != w.RulesReordered {
+			t.Errorf("change %d = %+v, want %+v", i, g, w)
+		}
+	}
+	b.Children[0], b.Children[1] = b.Children[1], b.Children[0]
+	if got := Diff(a, b); got[0].Path != "root" || !got[0].ChildrenReordered {
+		t.Fatalf("reordered children: %+v", got[0])
+	}
+}

@@ -132,7 +132,7 @@ func (ta *treeApply) run() error {
 		if err != nil {
 			return err
 		}
-		ta.printChanges(config.Changes(active, root), "would change")
+		ta.printChanges(config.Diff(active, root), "would change")
 		cur, err := c.currentDraft()
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (ta *treeApply) run() error {
 	if err != nil {
 		return err
 	}
-	changes := config.Changes(base, root)
+	changes := config.Diff(base, root)
 	if len(changes) == 0 {
 		_, err := fmt.Fprintln(ta.out, "tree apply: the active tree is already the file's: nothing to deploy")
 		return err
@@ -210,7 +210,9 @@ func (ta *treeApply) test(root *config.Node, files []*ruletest.File, prefix stri
 	return err
 }
 
-// printChanges writes the changes, one a line, after a title.
+// printChanges writes the changes after a title, one a line, as squall
+// tree diff writes them: "+ path" a node added, "- path" removed, "~ path:
+// what" changed.
 func (ta *treeApply) printChanges(changes []config.Change, verb string) {
 	if len(changes) == 0 {
 		fmt.Fprintln(ta.out, "changes: none: the active tree is already the file's")
@@ -223,7 +225,38 @@ func (ta *treeApply) printChanges(changes []config.Change, verb string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d %s to the active tree:\n", verb, len(changes), noun)
 	for _, c := range changes {
-		fmt.Fprintf(&b, "  %s\n", c)
+		switch c.Op {
+		case config.ChangeAdded:
+			fmt.Fprintf(&b, "  + %s\n", c.Path)
+		case config.ChangeRemoved:
+			fmt.Fprintf(&b, "  - %s\n", c.Path)
+		default:
+			fmt.Fprintf(&b, "  ~ %s: %s\n", c.Path, changeSummary(c))
+		}
 	}
 	_, _ = io.WriteString(ta.out, b.String())
+}
+
+// changeSummary says what changed in a node: its fields, its rules, the
+// order of its children.
+func changeSummary(c config.Change) string {
+	var what []string
+	if len(c.Fields) > 0 {
+		what = append(what, strings.Join(c.Fields, ", "))
+	}
+	for _, r := range []struct {
+		verb  string
+		names []string
+	}{{"rules added", c.RulesAdded}, {"rules removed", c.RulesRemoved}, {"rules changed", c.RulesChanged}} {
+		if len(r.names) > 0 {
+			what = append(what, r.verb+" "+strings.Join(r.names, ", "))
+		}
+	}
+	if c.RulesReordered {
+		what = append(what, "rules reordered")
+	}
+	if c.ChildrenReordered {
+		what = append(what, "children reordered")
+	}
+	return strings.Join(what, "; ")
 }

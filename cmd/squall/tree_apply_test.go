@@ -114,7 +114,7 @@ func TestTreeApply(t *testing.T) {
 	}
 	for _, want := range []string{
 		"tests: ok: 5 cases passed (2 files)",
-		"would change: 1 change to the active tree:\n  + root/alertmanager (Filter, 2 nodes, 3 rules)\n",
+		"would change: 1 change to the active tree:\n  + root.alertmanager\n",
 		"dry run: nothing was changed",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -142,7 +142,7 @@ func TestTreeApply(t *testing.T) {
 	}
 
 	code, stdout, stderr = runSquall(t, "", append([]string{"tree", "apply", "--file", exampleTree, "--tests", exampleTests, "--message", "route alerts"}, m.args()...)...)
-	if code != 0 || !strings.Contains(stdout, "applying: 1 change to the active tree:\n  + root/alertmanager (Filter, 2 nodes, 3 rules)\n") || !strings.Contains(stdout, "deployed draft ") {
+	if code != 0 || !strings.Contains(stdout, "applying: 1 change to the active tree:\n  + root.alertmanager\n") || !strings.Contains(stdout, "deployed draft ") {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if !sameTree(t, m.active(t), exampleTree) {
@@ -163,7 +163,7 @@ func TestTreeApply(t *testing.T) {
 
 	// A change shows as such; the broken tree's change, without tests.
 	code, stdout, _ = runSquall(t, "", append([]string{"tree", "apply", "--file", breakTree(t), "--dry-run"}, m.args()...)...)
-	if code != 0 || !strings.Contains(stdout, "would change: 1 change to the active tree:\n  ~ root/alertmanager/alerts/route/disk_full (rule): actions\n") {
+	if code != 0 || !strings.Contains(stdout, "would change: 1 change to the active tree:\n  ~ root.alertmanager.alerts.route: rules changed disk_full\n") {
 		t.Errorf("dry run of a change: exit %d\n%s", code, stdout)
 	}
 
@@ -286,7 +286,7 @@ func TestConfigAsCodeExample(t *testing.T) {
 	before := active()
 
 	code, out := job("check")
-	if code != 0 || !strings.Contains(out, "ok: 5 cases passed (2 files)") || !strings.Contains(out, "+ root/alertmanager (Filter, 2 nodes, 3 rules)") || !strings.Contains(out, "dry run: nothing was changed") {
+	if code != 0 || !strings.Contains(out, "ok: 5 cases passed (2 files)") || !strings.Contains(out, "+ root.alertmanager\n") || !strings.Contains(out, "dry run: nothing was changed") {
 		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 	if b, err := os.ReadFile(filepath.Join(repo, "rule-tests.xml")); err != nil || xml.Unmarshal(b, new(struct{})) != nil || !bytes.Contains(b, []byte(`tests="5" failures="0"`)) {
