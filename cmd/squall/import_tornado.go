@@ -56,10 +56,10 @@ path it comes from, and nothing is printed on standard output.`,
 			}
 			if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
 				if !allowUnsupported {
-					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport("import-tornado", bad, "error"))
+					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
 					return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
 				}
-				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport("import-tornado", bad, "warning"))
+				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "warning"))
 			}
 			out, err := config.EncodeExport(root)
 			if err != nil {
@@ -141,11 +141,10 @@ func actionsHave(n int) string {
 	return fmt.Sprintf("%d actions have", n)
 }
 
-// unsupportedReport writes the list of unsupported actions, one a line;
-// cmd names the command.
-func unsupportedReport(cmd string, bad []action.Unsupported, level string) string {
+// unsupportedReport writes the list of unsupported actions, one a line.
+func unsupportedReport(bad []action.Unsupported, level string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s: %s no executor in Squall (it has %s):\n", cmd, level, actionsHave(len(bad)), strings.Join(action.BuiltinIDs(), ", "))
+	fmt.Fprintf(&b, "import-tornado: %s: %s no executor in Squall (it has %s):\n", level, actionsHave(len(bad)), strings.Join(action.BuiltinIDs(), ", "))
 	for _, a := range bad {
 		fmt.Fprintf(&b, "  action %q in ruleset %s, rule %s\n", a.ID, a.Ruleset, a.Rule)
 	}

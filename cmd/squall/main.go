@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,10 +32,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "squall: %v\n", err)
-		return exitCode(err)
+		var ce *exitCodeError
+		if errors.As(err, &ce) {
+			return ce.code
+		}
+		return 1
 	}
 	return 0
 }
+
+// exitCodeError is an error that ends the process with its own exit code
+// instead of 1 (squall status: 2 for an unhealthy cluster).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
 
 func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{

@@ -111,7 +111,10 @@ func (ta *treeApply) run() error {
 	if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
 		// The masters accept them (engines may enable executors this
 		// binary lacks); the engines without one dead-letter their events.
-		fmt.Fprint(ta.warn, unsupportedReport("tree apply", bad, "warning"))
+		fmt.Fprintf(ta.warn, "tree apply: warning: %s no executor in Squall:\n", actionsHave(len(bad)))
+		for _, a := range bad {
+			fmt.Fprintf(ta.warn, "  action %q in ruleset %s, rule %s\n", a.ID, a.Ruleset, a.Rule)
+		}
 	}
 	var files []*ruletest.File
 	if ta.testsDir != "" {
