@@ -54,12 +54,13 @@ needs edit on the authorization --auth, at the root.
 Exit status: 0 once deployed (or nothing to change), 1 when a test fails or
 the master refuses, 2 when the tree or a test file is bad.`,
 		Example: `  # What would change, and do the tests pass?
-  squall tree apply --file tree.json --tests tests --dry-run \
-    --master https://squall-master:8080 --token-file ci.token
+  squall tree apply --file tree.json --tests tests --dry-run --master https://squall-master:8080 --token-file ci.token
 
   # Apply it, with a message for the tree's history
-  squall tree apply --file tree.json --tests tests --message "route disk alerts to ops" \
-    --master https://squall-master:8080 --token-file ci.token`,
+  squall tree apply --file tree.json --tests tests --message "route disk alerts to storage" --master https://squall-master:8080 --token-file ci.token
+
+  # A Tornado rules folder
+  squall tree apply --file rules.d --master https://squall-master:8080 --token-file ci.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ta.out, ta.warn = cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -83,9 +84,10 @@ the master refuses, 2 when the tree or a test file is bad.`,
 // tree command group has its own file.
 func newTreeApplyGroup() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "tree",
-		Short: "Manage the processing tree of a master",
-		Args:  cobra.NoArgs,
+		Use:     "tree",
+		Short:   "Manage the processing tree of a master",
+		Example: `  squall tree apply --file tree.json --tests tests --dry-run --master https://squall-master:8080 --token-file ci.token`,
+		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newTreeApplyCommand())
 	return cmd
