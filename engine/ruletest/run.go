@@ -21,6 +21,8 @@ type Runner struct {
 	rules map[string]*config.Rule
 	// nodes maps the node paths of the tree to their nodes.
 	nodes map[string]*config.Node
+	// top is the name of the tree's top node.
+	top string
 	// now measures durations; time.Now unless a test sets it.
 	now func() time.Time
 }
@@ -33,7 +35,7 @@ func New(root *config.Node) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{tree: t, rules: map[string]*config.Rule{}, nodes: map[string]*config.Node{}, now: time.Now}
+	r := &Runner{tree: t, rules: map[string]*config.Rule{}, nodes: map[string]*config.Node{}, top: root.Name, now: time.Now}
 	root.Walk(func(path []string, n *config.Node) bool {
 		p := strings.Join(path, "/")
 		r.nodes[p] = n
@@ -309,13 +311,7 @@ func (ch *checker) closest(names []string) string {
 		}
 		return fmt.Sprintf("none (%s %s has children: %s)", strings.ToLower(n.Kind.String()), p, listOrNone(below))
 	}
-	top := ""
-	for p := range ch.r.nodes {
-		if !strings.Contains(p, "/") {
-			top = p
-		}
-	}
-	return fmt.Sprintf("none (the tree's top node is %s)", top)
+	return fmt.Sprintf("none (the tree's top node is %s)", ch.r.top)
 }
 
 func listOrNone(names []string) string {

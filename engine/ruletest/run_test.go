@@ -89,6 +89,9 @@ func TestRunner_Run(t *testing.T) {
 		{"no such node", oneCase(diskFull, `"match": ["root/alarms/disk/disk_full"]`), []string{
 			"root/alarms/disk/disk_full: rule: expected a rule at this path, got none (filter root has children: alerts, hosts)",
 		}},
+		{"another top node", oneCase(diskFull, `"match": ["tree/alerts/disk/disk_full"]`), []string{
+			"tree/alerts/disk/disk_full: rule: expected a rule at this path, got none (the tree's top node is root)",
+		}},
 		{"not an iterator", oneCase(diskFull, `"match": ["root/alerts[0]/disk/disk_full"]`), []string{
 			"root/alerts[0]/disk/disk_full: rule: expected an iterator at root/alerts (an iteration is given), got a Filter",
 		}},
