@@ -114,7 +114,8 @@ func (r *Reader) OffsetAt(ctx context.Context, topic string, part int, t time.Ti
 
 // Read calls fn with the records of the partition from offset from up to
 // end (excluded; the caller got it from Partitions), in order, until fn
-// returns false, maxBytes of records were fetched, or ctx ends. It
+// returns false, the records given to fn hold maxBytes (keys and values),
+// or ctx ends. It
 // returns the offset after the last record given to fn (from, when
 // none). A from below the partition's first offset starts at its first.
 func (r *Reader) Read(ctx context.Context, topic string, part int, from, end int64, maxBytes int, fn func(*Message) bool) (int64, error) {
@@ -150,7 +151,7 @@ func (r *Reader) Read(ctx context.Context, topic string, part int, from, end int
 			fetched += len(m.Key) + len(m.Value)
 			next = m.Offset + 1
 			msg := Message{m}
-			if !fn(&msg) {
+			if !fn(&msg) || fetched >= maxBytes {
 				_ = b.Close()
 				return next, nil
 			}
