@@ -113,7 +113,9 @@ type cursor struct {
 	offset    int64
 }
 
-func (c cursor) String() string { return strconv.Itoa(c.partition) + "-" + strconv.FormatInt(c.offset, 10) }
+func (c cursor) String() string {
+	return strconv.Itoa(c.partition) + "-" + strconv.FormatInt(c.offset, 10)
+}
 
 func parseCursor(s string) (cursor, error) {
 	ps, os, ok := strings.Cut(s, "-")
