@@ -36,8 +36,9 @@ func newMasterCommand() *cobra.Command {
 		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
 draft, the v2_beta configuration and test-event API, the findings API
 (/intel/api/sdk/v0, docs/findings.md), the cluster endpoints
-(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active) and
-/healthz, /readyz, /metrics. Any node answers every request; requests that need
+(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active),
+with --kafka-brokers the dead-letter API (/squall/v1/deadletters, squall
+deadletters) and /healthz, /readyz, /metrics. Any node answers every request; requests that need
 the leader are forwarded to it.
 
 Form a cluster by starting the first node with --bootstrap and the others with

@@ -288,6 +288,9 @@ func TestAPI_Access(t *testing.T) {
 		{"bad stage", http.MethodGet, Prefix + "?stage=x", admin, http.StatusBadRequest},
 		{"bad cursor", http.MethodGet, Prefix + "?cursor=x", admin, http.StatusBadRequest},
 		{"bad id", http.MethodGet, Prefix + "/a/b/c", admin, http.StatusBadRequest},
+		{"no route", http.MethodGet, Prefix + "/a/b", admin, http.StatusNotFound},
+		{"replay with GET", http.MethodGet, Prefix + "/replay", admin, http.StatusMethodNotAllowed},
+		{"delete", http.MethodDelete, Prefix, admin, http.StatusMethodNotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e struct{ Code, Message string }
