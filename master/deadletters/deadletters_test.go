@@ -392,3 +392,39 @@ func TestAPI_Replay(t *testing.T) {
 		}
 	}
 }
+
+// TestAPI_ReplayBounds: replays are paced, and a dead letter whose
+// replay marker cannot be looked for is not replayed.
+func TestAPI_ReplayBounds(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.ReplayRate, cfg.ReplayBurst = 0.001, 1 // one, then one every 1000 s
+	cfg.Timeout = 2 * time.Second
+	cfg.ScanLimit = 3
+	w := newWorld(t, cfg)
+	for range 4 {
+		w.deadLetter(letter{key: "a", stage: "decode", err: "bad"})
+	}
+	p := w.list("")
+	if len(p.DeadLetters) != 3 || p.Complete {
+		t.Fatalf("page: %d letters, complete %v; want the scan limit to stop it at 3", len(p.DeadLetters), p.Complete)
+	}
+	first, last := p.DeadLetters[0], p.DeadLetters[2]
+	// More than the scan limit follow the first in its partition.
+	a := w.replay(ReplayRequest{IDs: []string{first.ID}})
+	if a.Results[0].Status != StatusRefused || !strings.Contains(a.Results[0].Reason, "scan limit") {
+		t.Errorf("replay of the first: %+v", a.Results)
+	}
+	next := testDLQ + "/" + strings.ReplaceAll(p.Next, "-", "/")
+	a = w.replay(ReplayRequest{IDs: []string{next}})
+	if a.Results[0].Status != StatusReplayed {
+		t.Fatalf("replay of the last: %+v", a.Results)
+	}
+	a = w.replay(ReplayRequest{IDs: []string{last.ID}})
+	if a.Results[0].Status != StatusFailed || !strings.Contains(a.Results[0].Reason, "rate limit") {
+		t.Errorf("a replay past the rate: %+v", a.Results)
+	}
+	if recs := w.broker.Records(t, testEvents); len(recs) != 1 {
+		t.Errorf("%d replays produced, want 1", len(recs))
+	}
+}
