@@ -25,14 +25,14 @@ const (
 // world is a kfake broker with the two topics, an API over it and its
 // HTTP server.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	broker *kafkatest.Broker
 	writer *kafkasource.Writer
 	api    *API
 	srv    *httptest.Server
 }
 
-func newWorld(t *testing.T, cfg Config) *world {
+func newWorld(t testing.TB, cfg Config) *world {
 	t.Helper()
 	w := &world{t: t}
 	w.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testDLQ, testEvents}, Partitions: 2})
