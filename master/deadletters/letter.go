@@ -118,11 +118,15 @@ func parse(topic string, m *kafkasource.Message, full bool) *Letter {
 		l.Rules = strings.Split(v, ",")
 	}
 	l.TreeIndex, _ = strconv.ParseUint(str(deadletter.HeaderTreeIndex), 10, 64)
-	if t, err := time.Parse(time.RFC3339Nano, str(deadletter.HeaderDeadAt)); err == nil {
-		l.DeadAt = t
+	if v := str(deadletter.HeaderDeadAt); v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			l.DeadAt = t
+		}
 	}
-	if t, err := time.Parse(time.RFC3339Nano, str(deadletter.HeaderOriginTime)); err == nil {
-		l.OriginTime = &t
+	if v := str(deadletter.HeaderOriginTime); v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			l.OriginTime = &t
+		}
 	}
 	if v, ok := m.Header(deadletter.HeaderReplayCount); ok {
 		l.ReplayCount = deadletter.ParseCount(v)
