@@ -25,8 +25,7 @@ import (
 )
 
 // Record headers the engine reads (the satellite writes them) and adds to
-// dead-lettered records.
-// The package deadletter describes them all.
+// dead-lettered records; package deadletter describes them all.
 const (
 	HeaderEventID = "squall-event-id"
 	// HeaderError is the reason a record was dead-lettered.
