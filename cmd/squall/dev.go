@@ -308,6 +308,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	brokers := broker.ListenAddrs()
 
 	dlCfg := deadletters.Default()
+	dlCfg.Registerer = reg
 	dl, closeDL, err := newDeadLetterAPI(dlCfg, kafkasource.Dial{Brokers: brokers, ClientID: "squall-dev"}, srv.Verifier(), logger)
 	if err != nil {
 		return errors.Join(fmt.Errorf("dead-letter API: %w", err), stopMaster())

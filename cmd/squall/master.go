@@ -126,7 +126,7 @@ given on the command line wins; empty variables are ignored.`,
 			if len(intakeBrokers) > 0 {
 				k := intakeCfg.Kafka
 				k.Brokers = splitList(intakeBrokers)
-				closeDL, mountErr := mountDeadLetters(srv, dlCfg, k, logger)
+				closeDL, mountErr := mountDeadLetters(srv, dlCfg, k, reg, logger)
 				if mountErr != nil {
 					return fmt.Errorf("dead-letter API: %w", mountErr)
 				}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -56,8 +57,9 @@ func newDeadLetterAPI(cfg deadletters.Config, dial kafkasource.Dial, tokens dead
 // as the webhook intake does (k: --kafka-brokers and the TLS and SASL
 // flags; replays go to its topic). The returned function closes the
 // producer.
-func mountDeadLetters(srv *master.Server, cfg deadletters.Config, k kafkasink.Config, logger *slog.Logger) (func() error, error) {
+func mountDeadLetters(srv *master.Server, cfg deadletters.Config, k kafkasink.Config, reg prometheus.Registerer, logger *slog.Logger) (func() error, error) {
 	cfg.EventsTopic = k.Topic
+	cfg.Registerer = reg
 	dial := kafkasource.Dial{Brokers: k.Brokers, ClientID: "squall-master", TLS: k.TLS, SASL: k.SASL, Timeout: k.DialTimeout}
 	a, closeAPI, err := newDeadLetterAPI(cfg, dial, srv.Verifier(), logger)
 	if err != nil {

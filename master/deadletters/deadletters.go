@@ -14,10 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/jsonlimit"
+	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/internal/apierror"
 )
@@ -62,6 +64,9 @@ type Config struct {
 	MaxReplayBatch int
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Registerer receives squall_master_deadletter_replays_total; nil
+	// registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Default returns the default configuration.
@@ -131,6 +136,8 @@ type API struct {
 	tokens Tokens
 	logger *slog.Logger
 	limit  *rate.Limiter
+	// replays counts the dead letters of replay requests by outcome.
+	replays *prometheus.CounterVec
 
 	replayMu sync.Mutex // one replay request at a time
 }
@@ -146,8 +153,13 @@ func New(cfg Config, log Log, prod Producer, tokens Tokens, logger *slog.Logger)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	replays := metricset.CounterVec("squall_master_deadletter_replays_total",
+		"Dead letters of replay requests on this node, by status: replayed, already_replayed, refused (replayed too often, or past the scan limit), not_found or failed.", "status")
+	if _, err := metricset.Register(cfg.Registerer, replays); err != nil {
+		return nil, fmt.Errorf("deadletters: %w", err)
+	}
 	return &API{cfg: cfg, log: log, prod: prod, tokens: tokens, logger: logger.With("component", "deadletters"),
-		limit: rate.NewLimiter(rate.Limit(cfg.ReplayRate), cfg.ReplayBurst)}, nil
+		limit: rate.NewLimiter(rate.Limit(cfg.ReplayRate), cfg.ReplayBurst), replays: replays}, nil
 }
 
 // Handler returns the routes' handler.

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/kafkatest"
@@ -326,6 +329,8 @@ func TestAPI_Replay(t *testing.T) {
 	t.Parallel()
 	cfg := Default()
 	cfg.MaxReplays = 2
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	w := newWorld(t, cfg)
 	w.deadLetter(
 		letter{key: "a", webhook: "github", stage: "action", actions: "0:http", err: "down"},
@@ -380,6 +385,14 @@ func TestAPI_Replay(t *testing.T) {
 		if _, ok := r.Header(headerWebhook); !ok {
 			t.Errorf("replay record lost the event's headers: %+v", r.Headers)
 		}
+	}
+	for status, want := range map[string]float64{StatusReplayed: 2, StatusAlreadyReplayed: 1, StatusRefused: 1, StatusNotFound: 2} {
+		if got := testutil.ToFloat64(w.api.replays.WithLabelValues(status)); got != want {
+			t.Errorf("squall_master_deadletter_replays_total{status=%q} = %v, want %v", status, got, want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "squall_master_deadletter_replays_total"); err != nil || n != 4 {
+		t.Errorf("%d series registered (%v), want 4", n, err)
 	}
 	// The list shows the replays and skips the markers.
 	p = w.list("")

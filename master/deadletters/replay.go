@@ -110,6 +110,7 @@ func (a *API) replay(ctx context.Context, ids []deadletter.ID, user string) (*Re
 	ans := &ReplayAnswer{Results: make([]ReplayResult, 0, len(ids))}
 	for _, id := range ids {
 		res := a.replayOne(ctx, id, letters[id.String()], checked[id.String()], user)
+		a.replays.WithLabelValues(res.Status).Inc()
 		if res.Status == StatusReplayed {
 			ans.Replayed++
 		}
