@@ -332,6 +332,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	sat.Store(s)
 
 	ecfg := engine.Default()
+	ecfg.Name = "dev" // its id in the fleet list and its dead letters
 	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
 	ecfg.Token = d.engineToken
 	ecfg.Brokers = brokers
