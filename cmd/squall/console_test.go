@@ -466,6 +466,13 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('deadletter-replay-result').dataset.status === 'replayed'`),
 		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id] [data-replayed]').length === 1`),
 	)
+	b.do("replay the rest of a reason",
+		chromedp.Click(chromedp.CSS(`#deadletters-reasons button[data-replay-reason="action http"]`)),
+		until(`document.querySelector('#deadletters-reasons button[data-replay-reason="action http"]').textContent.startsWith('Confirm')`),
+		chromedp.Click(chromedp.CSS(`#deadletters-reasons button[data-replay-reason="action http"]`)),
+		until(`document.getElementById('deadletters-replay-summary')?.dataset.replayed === '1'`),
+		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id] [data-replayed]').length === 2`),
+	)
 
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it

@@ -66,14 +66,47 @@ export class DeadLetters {
     }
   }
 
-  // reasons lists the reasons counted; a click filters by one.
+  // reasons lists the reasons counted; a click filters by one, and a
+  // token that may replay replays those of one reason (the form's other
+  // filters apply), after a second click that confirms.
   reasons(p) {
     const f = $('deadletters-form').elements;
+    const replay = deadLetterAccess(this.session.claims()).replay;
     fill($('deadletters-reasons'), p.reasons.length ? el('table', {},
-      el('thead', {}, el('tr', {}, ['Reason', 'Count', 'Example'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('thead', {}, el('tr', {}, ['Reason', 'Count', 'Example', replay ? '' : null].filter((h) => h !== null).map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, p.reasons.map((r) => el('tr', { 'data-reason': r.reason },
         el('td', {}, el('button', { type: 'button', class: 'link', onclick: () => { f.reason.value = r.reason; this.cursors = ['']; this.load(); } }, r.reason)),
-        el('td', { 'data-count': String(r.count) }, String(r.count)), el('td', { class: 'mono' }, r.example))))) : null);
+        el('td', { 'data-count': String(r.count) }, String(r.count)), el('td', { class: 'mono' }, r.example),
+        replay ? el('td', {}, this.replayReasonButton(r)) : null)))) : null,
+    el('p', { id: 'deadletters-replay-summary', role: 'status' }));
+  }
+
+  replayReasonButton(r) {
+    const b = el('button', { type: 'button', 'data-replay-reason': r.reason }, 'Replay all…');
+    b.addEventListener('click', async () => {
+      if (!b.dataset.armed) {
+        b.dataset.armed = 'true';
+        b.textContent = `Confirm: replay the dead letters of ${r.reason}`;
+        return;
+      }
+      b.disabled = true;
+      const f = $('deadletters-form').elements;
+      const filter = { reason: r.reason };
+      for (const k of ['stage', 'error', 'webhook', 'since']) if (f[k].value.trim()) filter[k] = f[k].value.trim();
+      try {
+        const ans = await this.session.request('POST', `${base}/replay`, { filter });
+        const counts = {};
+        for (const x of ans.results) counts[x.status] = (counts[x.status] || 0) + 1;
+        const summary = Object.entries(counts).map(([k, n]) => `${n} ${k.replace('_', ' ')}`).join(', ') || 'nothing to replay';
+        await this.load();
+        const out = $('deadletters-replay-summary');
+        out.textContent = `${r.reason}: ${summary}.`;
+        out.dataset.replayed = String(ans.replayed);
+      } catch (e) {
+        $('deadletters-error').textContent = errorText(e);
+      }
+    });
+    return b;
   }
 
   async show(id) {
