@@ -51,6 +51,10 @@ type Config struct {
 	// Token is the bearer token sent to the masters: it needs view on the
 	// root. Required.
 	Token string
+	// Name is the engine's id (its id in the masters' fleet list),
+	// written in the squall-engine header of its dead letters; empty
+	// writes none.
+	Name string
 	// WatchWait is the wait of each blocking query (default 30s).
 	WatchWait time.Duration
 	// WatchBackoffMin and WatchBackoffMax bound the wait between failed

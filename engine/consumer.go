@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/panics"
@@ -24,22 +25,33 @@ import (
 )
 
 // Record headers the engine reads (the satellite writes them) and adds to
-// dead-lettered records.
+// dead-lettered records; package deadletter describes them all.
 const (
 	HeaderEventID = "squall-event-id"
 	// HeaderError is the reason a record was dead-lettered.
-	HeaderError = "squall-error"
+	HeaderError = deadletter.HeaderError
 	// HeaderErrorStage is where it failed: "decode", "evaluate" or
 	// "action".
-	HeaderErrorStage = "squall-error-stage"
+	HeaderErrorStage = deadletter.HeaderErrorStage
 	// HeaderErrorActions lists the actions that failed, as
 	// "index:id" separated by commas (index in the event's actions).
-	HeaderErrorActions = "squall-error-actions"
+	HeaderErrorActions = deadletter.HeaderErrorActions
+	// HeaderErrorRules lists the positions of the actions that failed
+	// (rule path and action index), separated by commas.
+	HeaderErrorRules = deadletter.HeaderErrorRules
 	// HeaderTreeIndex is the index of the tree the event was evaluated
 	// against.
-	HeaderTreeIndex = "squall-tree-index"
+	HeaderTreeIndex = deadletter.HeaderTreeIndex
+	// HeaderEngine is the id of the engine (Config.Name).
+	HeaderEngine = deadletter.HeaderEngine
+	// HeaderDeadAt is when the record was dead-lettered (RFC 3339).
+	HeaderDeadAt = deadletter.HeaderDeadAt
 	// HeaderOrigin is where the record was read: topic/partition/offset.
-	HeaderOrigin = "squall-origin"
+	HeaderOrigin = deadletter.HeaderOrigin
+	// HeaderOriginTime is the timestamp of the record read (RFC 3339).
+	HeaderOriginTime = deadletter.HeaderOriginTime
+	// HeaderReplayOf names the dead letter a replayed record came from.
+	HeaderReplayOf = deadletter.HeaderReplayOf
 )
 
 // maxReasonBytes bounds the error text of a dead-lettered record.
@@ -409,7 +421,7 @@ func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.
 		index = tv.index
 	}
 	reason := fmt.Sprintf("action %s: %v (its batched write failed first: %v)", f.Action.ID, err, f.Err)
-	if !s.deadLetter(ctx, m, id, index, failAction, reason, strconv.Itoa(f.Index)+":"+f.Action.ID) {
+	if !s.deadLetter(ctx, m, id, index, failAction, reason, strconv.Itoa(f.Index)+":"+f.Action.ID, f.Action.Position) {
 		return false
 	}
 	s.m.failed.WithLabelValues(failAction).Inc()
@@ -433,8 +445,11 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		ctx, span = s.startSpan(ctx, m, id)
 		defer span.End()
 	}
-	// The id's key is computed once for the lookup and the insert.
-	key, keyed := s.dedupe.key(id)
+	// The id's key is computed once for the lookup and the insert. A
+	// replayed event is known by its id and the dead letter it replays:
+	// the original (dead-lettered) is in the window under its id alone,
+	// and two replays of one dead letter share their key.
+	key, keyed := s.dedupe.key(dedupeID(m, id))
 	if keyed && s.dedupe.seenKey(key) {
 		s.m.deduplicated.Inc()
 		if span != nil {
@@ -455,7 +470,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		if span != nil {
 			span.SetStatus(codes.Error, "the event does not decode")
 		}
-		if !s.deadLetter(ctx, m, id, tv.index, failDecode, err.Error(), "") {
+		if !s.deadLetter(ctx, m, id, tv.index, failDecode, err.Error(), "", "") {
 			return false
 		}
 		s.m.failed.WithLabelValues(failDecode).Inc()
@@ -480,7 +495,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		if span != nil {
 			span.SetStatus(codes.Error, "evaluating the event panicked")
 		}
-		if !s.deadLetter(ctx, m, id, tv.index, failEvaluate, "evaluating the event panicked: "+perr.Error(), "") {
+		if !s.deadLetter(ctx, m, id, tv.index, failEvaluate, "evaluating the event panicked: "+perr.Error(), "", "") {
 			return false
 		}
 		s.m.failed.WithLabelValues(failEvaluate).Inc()
@@ -498,8 +513,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 	}
 	d2 := time.Since(t0)
 	s.m.evaluate.Observe((d2 - d1).Seconds())
-	var failed []string
-	var reasons []string
+	var failed, positions, reasons []string
 	for i, a := range actions {
 		if wb != nil {
 			wb.Index = i
@@ -510,6 +524,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 				return false
 			}
 			failed = append(failed, strconv.Itoa(i)+":"+a.ID)
+			positions = append(positions, a.Position)
 			reasons = append(reasons, fmt.Sprintf("action %d (%s): %v", i, a.ID, err))
 		}
 	}
@@ -521,7 +536,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		if span != nil {
 			span.SetStatus(codes.Error, "actions failed: "+strings.Join(failed, ","))
 		}
-		if !s.deadLetter(ctx, m, id, tv.index, failAction, strings.Join(reasons, "; "), strings.Join(failed, ",")) {
+		if !s.deadLetter(ctx, m, id, tv.index, failAction, strings.Join(reasons, "; "), strings.Join(failed, ","), strings.Join(positions, ",")) {
 			return false
 		}
 		s.m.failed.WithLabelValues(failAction).Inc()
@@ -588,10 +603,22 @@ func (s *Service) eventAttrs(m *kafkasource.Message, id []byte) []any {
 	return attrs
 }
 
+// dedupeID returns the id the dedupe window knows the message by: its
+// event id, followed for a replayed event by the dead letter it replays.
+func dedupeID(m *kafkasource.Message, id []byte) []byte {
+	of, ok := m.Header(HeaderReplayOf)
+	if !ok || len(id) == 0 {
+		return id
+	}
+	k := make([]byte, 0, len(id)+1+len(of))
+	return append(append(append(k, id...), '\n'), of...)
+}
+
 // deadLetter writes the message to the dead-letter topic with the reason
-// in its headers, retrying until it is written or ctx ends; it reports
-// whether it was written.
-func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []byte, index uint64, stage, reason, actions string) bool {
+// in its headers (package deadletter), retrying until it is written or
+// ctx ends; it reports whether it was written. actions and rules name the
+// failed actions and their positions (stage action).
+func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []byte, index uint64, stage, reason, actions, rules string) bool {
 	if len(reason) > maxReasonBytes {
 		reason = reason[:maxReasonBytes] + "…"
 	}
@@ -599,22 +626,33 @@ func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []b
 	kept := headers[:0]
 	for _, h := range headers {
 		// An event replayed from the dead-letter topic loses its old reason.
-		switch h.Key {
-		case HeaderError, HeaderErrorStage, HeaderErrorActions, HeaderTreeIndex, HeaderOrigin:
-			continue
+		if !deadletter.IsReason(h.Key) {
+			kept = append(kept, h)
 		}
-		kept = append(kept, h)
 	}
+	now := time.Now().UTC()
 	kept = append(kept,
 		kafkasource.Header{Key: HeaderError, Value: []byte(reason)},
 		kafkasource.Header{Key: HeaderErrorStage, Value: []byte(stage)},
 		kafkasource.Header{Key: HeaderTreeIndex, Value: strconv.AppendUint(nil, index, 10)},
+		kafkasource.Header{Key: HeaderDeadAt, Value: now.AppendFormat(nil, time.RFC3339Nano)},
 		kafkasource.Header{Key: HeaderOrigin, Value: fmt.Appendf(nil, "%s/%d/%d", m.Topic(), m.Partition(), m.Offset())},
 	)
+	if t := m.Time(); !t.IsZero() {
+		kept = append(kept, kafkasource.Header{Key: HeaderOriginTime, Value: t.UTC().AppendFormat(nil, time.RFC3339Nano)})
+	}
+	if s.cfg.Name != "" {
+		kept = append(kept, kafkasource.Header{Key: HeaderEngine, Value: []byte(s.cfg.Name)})
+	}
 	if actions != "" {
 		kept = append(kept, kafkasource.Header{Key: HeaderErrorActions, Value: []byte(actions)})
 	}
-	rec := kafkasource.Record{Key: m.Key(), Value: m.Value(), Headers: kept, Time: m.Time()}
+	if rules != "" {
+		kept = append(kept, kafkasource.Header{Key: HeaderErrorRules, Value: []byte(rules)})
+	}
+	// The record's timestamp is the time it died, so that the topic's
+	// retention counts from it (a replayed event keeps an old one).
+	rec := kafkasource.Record{Key: m.Key(), Value: m.Value(), Headers: kept, Time: now}
 	backoff := 100 * time.Millisecond
 	for {
 		err := s.dlq.Write(ctx, rec)

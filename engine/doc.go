@@ -59,9 +59,14 @@
 //     retries; if that fails too, the event is dead-lettered.
 //
 // A dead-lettered record is the original (key, value, headers) plus
-// squall-error (the reason), squall-error-stage (decode or action),
-// squall-error-actions ("index:id,…"), squall-tree-index and squall-origin
-// (topic/partition/offset). A bad event so never blocks the stream: it is
+// squall-error (the reason), squall-error-stage (decode, evaluate or
+// action), squall-error-actions ("index:id,…"), squall-error-rules (their
+// positions), squall-tree-index, squall-engine (Config.Name),
+// squall-dead-at, squall-origin (topic/partition/offset) and
+// squall-origin-time, stamped with the time it died (package
+// [deadletter]). A replayed event (the masters' dead-letter API) is
+// deduplicated by its squall-event-id and its squall-replay-of together.
+// A bad event so never blocks the stream: it is
 // dead-lettered and the next ones flow. Writing the dead letter is retried
 // until it succeeds (the event's worker waits meanwhile), because an event
 // is never finished without its actions or its dead letter.

@@ -218,6 +218,14 @@ func TestService_ProcessesEvents(t *testing.T) {
 	checkDLQ(poison, "decode", "", "invalid event")
 	checkDLQ(nagios, "action", "0:nagios", "no executor")
 	checkDLQ(flaky, "action", "0:http", "500")
+	for _, h := range byID {
+		if h[HeaderEngine] != "engine-test" || h[HeaderDeadAt] == "" || h[HeaderOriginTime] == "" {
+			t.Errorf("dead letter without its engine or times: %v", h)
+		}
+	}
+	if got := byID[flaky.id][HeaderErrorRules]; got != "root/all/flaky/0" {
+		t.Errorf("flaky dead letter: rules %q, want root/all/flaky/0", got)
+	}
 	// Tracing is off: the logs of an event carry its traceparent's trace id.
 	for _, line := range strings.Split(r.log.String(), "\n") {
 		if strings.Contains(line, `msg="event dead-lettered"`) && !strings.Contains(line, "trace_id="+testTraceID) {

@@ -89,7 +89,9 @@ type archiveTail struct {
 	lines []archived
 }
 
-func newEnv(t testing.TB, partitions int32) *env {
+// newEnv starts the world; setups run on each master before it starts
+// (to mount more routes), with the broker running.
+func newEnv(t testing.TB, partitions int32, setups ...func(e *env, s *master.Server)) *env {
 	t.Helper()
 	e := &env{t: t}
 	e.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic, testDLQ, testOut}, Partitions: partitions})
@@ -99,6 +101,9 @@ func newEnv(t testing.TB, partitions int32) *env {
 		a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
 		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
 			t.Fatal(err)
+		}
+		for _, setup := range setups {
+			setup(e, s)
 		}
 	}))
 	e.token = e.masters.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
@@ -161,6 +166,7 @@ func (e *env) deploy(version string) uint64 {
 // timeouts.
 func (e *env) config() Config {
 	cfg := Default()
+	cfg.Name = "engine-test"
 	cfg.MasterURLs = []string{e.masters.URL(0)}
 	cfg.Token = e.token
 	cfg.WatchWait = 5 * time.Second

@@ -26,6 +26,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/engine/deadletter"
+	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -430,6 +433,47 @@ func TestConsole_Browser(t *testing.T) {
 		untilReloaded(`document.querySelector('p[data-unowned-group="console-fleet"]')?.textContent.includes('no live engine') === true`),
 		until(`document.querySelector('p[data-unowned-group="squall-engine"]') === null`))
 
+	// Two dead letters of a failing http action, as an engine writes them:
+	// the tab groups and counts their reason, shows one, and replays it.
+	dlw, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{kafkaAddr}, Timeout: 2 * time.Second}, Topic: engine.DefaultDLQTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		err := dlw.Write(t.Context(), kafkasource.Record{Key: []byte("master"), Value: fmt.Appendf(nil, `{"type": "disk_alert", "n": %d}`, i), Headers: []kafkasource.Header{
+			{Key: "squall-event-id", Value: fmt.Appendf(nil, "console-dl-%d", i)},
+			{Key: deadletter.HeaderError, Value: []byte("action 0 (http): status 500")},
+			{Key: deadletter.HeaderErrorStage, Value: []byte("action")},
+			{Key: deadletter.HeaderErrorActions, Value: []byte("0:http")},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dlw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.do("see the dead letters",
+		chromedp.Click(chromedp.CSS(`#tab-deadletters`)),
+		until(`document.querySelector('#deadletters-reasons tr[data-reason="action http"] td[data-count="2"]') !== null`),
+		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id]').length === 2`),
+		chromedp.Click(chromedp.CSS(`#deadletters-table tbody tr[data-id]`)),
+		until(`document.getElementById('deadletter-event') !== null && document.getElementById('deadletter-event').textContent.includes('"type": "disk_alert"')`),
+	)
+	b.shot("deadletters")
+	b.do("replay a dead letter",
+		chromedp.Click(chromedp.CSS(`#deadletter-replay`)),
+		until(`document.getElementById('deadletter-replay-result').dataset.status === 'replayed'`),
+		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id] [data-replayed]').length === 1`),
+	)
+	b.do("replay the rest of a reason",
+		chromedp.Click(chromedp.CSS(`#deadletters-reasons button[data-replay-reason="action http"]`)),
+		until(`document.querySelector('#deadletters-reasons button[data-replay-reason="action http"]').textContent.startsWith('Confirm')`),
+		chromedp.Click(chromedp.CSS(`#deadletters-reasons button[data-replay-reason="action http"]`)),
+		until(`document.getElementById('deadletters-replay-summary')?.dataset.replayed === '1'`),
+		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id] [data-replayed]').length === 2`),
+	)
+
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it
 	// anyway.
@@ -446,7 +490,7 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="`+ruleKey+`"]`)),
 		until(`document.getElementById('draft-editor').textContent.includes('Read only')`),
 	)
-	for _, sel := range []string{"#draft-create", "#draft-takeover", "#draft-deploy", "#event-full", `#draft-editor button[type="submit"]`} {
+	for _, sel := range []string{"#draft-create", "#draft-takeover", "#draft-deploy", "#event-full", `#draft-editor button[type="submit"]`, "#tab-deadletters"} {
 		if eval[bool](b, `(() => { const e = document.querySelector('`+sel+`'); return e !== null && !e.hidden && !e.disabled && (e.tagName === 'OPTION' || e.offsetParent !== null); })()`) {
 			t.Errorf("%s is shown to a viewer", sel)
 		}

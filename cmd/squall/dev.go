@@ -17,10 +17,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/satellite"
@@ -156,6 +158,22 @@ func mountDevComponents(srv *master.Server, sat *atomic.Pointer[satellite.Satell
 	)
 }
 
+// mountDevDeadLetters mounts the dead-letter API's routes, which answer
+// once api is set (the broker started).
+func mountDevDeadLetters(srv *master.Server, api *atomic.Pointer[deadletters.API]) error {
+	h := lateHandler("the dead-letter API", func() http.Handler {
+		if a := api.Load(); a != nil {
+			return a.Handler()
+		}
+		return nil
+	})
+	var errs []error
+	for _, r := range deadLetterRoutes {
+		errs = append(errs, srv.Mount(r.pattern, h, r.placement))
+	}
+	return errors.Join(errs...)
+}
+
 // lateHandler serves the handler get returns, or answers 503 while get
 // returns nil: the component named what is still starting.
 func lateHandler(what string, get func() http.Handler) http.Handler {
@@ -255,7 +273,8 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	// address: their routes are mounted now and answer once they exist.
 	var sat atomic.Pointer[satellite.Satellite]
 	var eng atomic.Pointer[engine.Service]
-	if err := mountDevComponents(srv, &sat, &eng); err != nil {
+	var deadLetters atomic.Pointer[deadletters.API]
+	if err := errors.Join(mountDevComponents(srv, &sat, &eng), mountDevDeadLetters(srv, &deadLetters)); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 
@@ -288,6 +307,15 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	defer broker.Close()
 	brokers := broker.ListenAddrs()
 
+	dlCfg := deadletters.Default()
+	dlCfg.Registerer = reg
+	dl, closeDL, err := newDeadLetterAPI(dlCfg, kafkasource.Dial{Brokers: brokers, ClientID: "squall-dev"}, srv.Verifier(), logger)
+	if err != nil {
+		return errors.Join(fmt.Errorf("dead-letter API: %w", err), stopMaster())
+	}
+	defer func() { err = errors.Join(err, closeDL()) }()
+	deadLetters.Store(dl)
+
 	scfg := satellite.Default()
 	scfg.Name = "dev"
 	scfg.HTTPAddr = ""
@@ -304,6 +332,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	sat.Store(s)
 
 	ecfg := engine.Default()
+	ecfg.Name = "dev" // its id in the fleet list and its dead letters
 	ecfg.MasterURLs = []string{"http://" + srv.HTTPAddr()}
 	ecfg.Token = d.engineToken
 	ecfg.Brokers = brokers

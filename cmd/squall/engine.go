@@ -89,11 +89,12 @@ on the command line wins; empty variables are ignored.`,
 			reg := metricset.NewRegistry()
 			cfg.Registerer = reg
 			cfg.TracerProvider = tr.TracerProvider()
-			s, err := engine.New(cfg)
+			id, err := fl.id()
 			if err != nil {
 				return err
 			}
-			id, err := fl.id()
+			cfg.Name = id // in its dead letters' squall-engine header
+			s, err := engine.New(cfg)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/store"
@@ -28,14 +29,16 @@ func newMasterCommand() *cobra.Command {
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
 	var role roleOptions
+	dlCfg := deadletters.Default()
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
 		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
 draft, the v2_beta configuration and test-event API, the findings API
 (/intel/api/sdk/v0, docs/findings.md), the cluster endpoints
-(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active) and
-/healthz, /readyz, /metrics. Any node answers every request; requests that need
+(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active),
+with --kafka-brokers the dead-letter API (/squall/v1/deadletters, squall
+deadletters) and /healthz, /readyz, /metrics. Any node answers every request; requests that need
 the leader are forwarded to it.
 
 Form a cluster by starting the first node with --bootstrap and the others with
@@ -118,6 +121,17 @@ given on the command line wins; empty variables are ignored.`,
 			if _, err := mountConsole(srv, fleetCfg, reg, logger); err != nil {
 				return err
 			}
+			// With brokers, the dead-letter API (docs/operations.md "Dead
+			// letters").
+			if len(intakeBrokers) > 0 {
+				k := intakeCfg.Kafka
+				k.Brokers = splitList(intakeBrokers)
+				closeDL, mountErr := mountDeadLetters(srv, dlCfg, k, reg, logger)
+				if mountErr != nil {
+					return fmt.Errorf("dead-letter API: %w", mountErr)
+				}
+				defer func() { err = errors.Join(err, closeDL()) }()
+			}
 			// The webhook intake of a master node: every node serves it and
 			// forwards to Kafka like a satellite.
 			var sat *satellite.Satellite
@@ -179,7 +193,8 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	role.define(f, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
-	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake, host:port (repeatable or comma-separated)")
+	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake and of the dead-letter API, host:port (repeatable or comma-separated)")
+	deadLetterFlags(f, &dlCfg)
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")

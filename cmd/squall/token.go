@@ -25,13 +25,15 @@ func newTokenCommand() *cobra.Command {
 Each --auth names an authorization: NAME=PATH:ROLES, with PATH the node names
 from root down to the part of the tree the holder may touch and ROLES among
 view, edit, test_event_execute_actions, fleet_report (fleet heartbeats only),
-findings_read, findings_write (the findings API only) and admin; for example
+findings_read, findings_write (the findings API only), deadletters_read,
+deadletters_replay (the dead-letter API only, on the root) and admin; for example
   --auth all=root:admin --auth acme=root,acme:view,edit
   --auth all=root:view,fleet_report   (an engine)
   --auth fleet=root:fleet_report      (a satellite's heartbeats)
   --auth findings=root,acme:findings_write   (a findings writer for tenant acme:
                                              the finding action, a scanner)
   --auth findings=root,acme:findings_read    (a findings reader for tenant acme)
+  --auth dl=root:deadletters_replay   (squall deadletters: list, show, replay)
 The findings API needs findings_read to read and findings_write to insert
 (a patch needs both), on an authorization whose path is [root] or
 [root, TENANT, ...]; view implies findings_read, edit implies both.

@@ -58,8 +58,12 @@ func (m *Message) Headers() []Header {
 type Record struct {
 	// Topic, when set, replaces the writer's topic for this record.
 	Topic string
-	// Key decides the partition.
+	// Key decides the partition, unless ToPartition is set.
 	Key []byte
+	// ToPartition writes the record to Partition instead of the key's.
+	ToPartition bool
+	// Partition is the record's partition when ToPartition is set.
+	Partition int
 	// Value is the record value.
 	Value []byte
 	// Headers are the record headers, in order.

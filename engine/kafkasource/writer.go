@@ -3,6 +3,7 @@ package kafkasource
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -44,7 +45,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		// another one.
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
-			Balancer:               kafka.Murmur2Balancer{},
+			Balancer:               balancer{},
 			BatchSize:              cfg.BatchSize,
 			BatchTimeout:           cfg.BatchTimeout,
 			WriteTimeout:           cfg.WriteTimeout,
@@ -79,6 +80,11 @@ func (w *Writer) Write(ctx context.Context, recs ...Record) error {
 			topic = w.topic
 		}
 		msgs[i] = kafka.Message{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Time: r.Time}
+		if r.ToPartition {
+			// The balancer reads it back (see balancer); kafka-go sets
+			// the field again once the record is written.
+			msgs[i].Partition = r.Partition + 1
+		}
 	}
 	if err := w.w.WriteMessages(ctx, msgs...); err != nil {
 		if len(recs) == 1 {
@@ -88,6 +94,21 @@ func (w *Writer) Write(ctx context.Context, recs ...Record) error {
 	}
 	return nil
 }
+
+// balancer partitions by key with murmur2, as the satellite does, but
+// for a record written ToPartition: its message carries the partition
+// plus one (a message's Partition is 0 otherwise).
+type balancer struct{ byKey kafka.Murmur2Balancer }
+
+// Balance implements kafka.Balancer.
+func (b balancer) Balance(msg kafka.Message, partitions ...int) int {
+	if p := msg.Partition - 1; p >= 0 && slices.Contains(partitions, p) {
+		return p
+	}
+	return b.byKey.Balance(msg, partitions...)
+}
+
+var _ kafka.Balancer = balancer{}
 
 // Close flushes pending batches and closes the connections.
 func (w *Writer) Close() error {

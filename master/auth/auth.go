@@ -25,6 +25,11 @@
 // whose path is [root] or [root, T, ...] for the tenant T: view implies
 // findings_read, edit implies both, and the two findings roles imply no
 // other role, so that an integration can be given findings only.
+//
+// The dead-letter API (decision 59) needs deadletters_read on the root to
+// list and read dead letters (event bodies of every tenant) and
+// deadletters_replay, which implies it, to replay them; neither view nor
+// edit implies them.
 package auth
 
 import (
@@ -139,6 +144,14 @@ const (
 	// FindingsWrite lets the holder insert and patch a tenant's findings.
 	// edit implies it.
 	FindingsWrite Permission = "findings_write"
+	// DeadLettersRead lets the holder list and read the dead letters,
+	// the events' bodies included, of every tenant: only on the root
+	// (docs/decisions.md decision 59). No role but admin and
+	// deadletters_replay implies it.
+	DeadLettersRead Permission = "deadletters_read"
+	// DeadLettersReplay lets the holder replay dead letters to the events
+	// topic; it implies DeadLettersRead.
+	DeadLettersReplay Permission = "deadletters_replay"
 )
 
 // Grants reports whether the authorization's roles grant the permission.
@@ -155,6 +168,10 @@ func (a Authorization) Grants(p Permission) bool {
 			}
 		case View:
 			if p == FindingsRead {
+				return true
+			}
+		case DeadLettersReplay:
+			if p == DeadLettersRead {
 				return true
 			}
 		}

@@ -250,6 +250,13 @@ func TestAuthorization_Grants(t *testing.T) {
 		{[]string{"findings_write"}, FindingsRead, false},
 		{[]string{"findings_write"}, Edit, false},
 		{[]string{"fleet_report"}, FindingsRead, false},
+		// Dead letters hold every tenant's events: only their own roles
+		// and admin grant them.
+		{[]string{"admin"}, DeadLettersReplay, true},
+		{[]string{"deadletters_replay"}, DeadLettersRead, true},
+		{[]string{"deadletters_read"}, DeadLettersReplay, false},
+		{[]string{"deadletters_replay"}, View, false},
+		{[]string{"view", "edit", "findings_read"}, DeadLettersRead, false},
 	} {
 		if got := (Authorization{Path: []string{"root"}, Roles: tc.roles}).Grants(tc.p); got != tc.want {
 			t.Errorf("%v grants %s: %v, want %v", tc.roles, tc.p, got, tc.want)

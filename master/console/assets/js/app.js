@@ -8,6 +8,7 @@ import { examples, renderResult } from './events.js';
 import { Findings } from './findings.js';
 import { Draft } from './draft.js';
 import { loadFleet } from './fleet.js';
+import { DeadLetters, deadLetterAccess } from './deadletters.js';
 
 const session = new Session(window.sessionStorage);
 session.onWarnings = warnings;
@@ -15,6 +16,7 @@ const cfg = '/api/v2_beta/config';
 const state = { active: null, selected: '', view: 'tree' };
 let findings;
 let draft;
+let deadLetters;
 
 // takeFragmentToken reads a #token=… fragment once, on load and when a
 // link is opened in a tab already showing the console, and removes it from
@@ -72,6 +74,7 @@ function showWho() {
   // A findings-only token (no authorization with a tree role: only
   // findings_read / findings_write, or a bare tenant) sees the findings.
   for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
+  $('tab-deadletters').hidden = !deadLetterAccess(c).read;
   $('auth-select').closest('label').hidden = !a;
   if (!a) state.view = 'findings';
   // Hide what the roles forbid; the server refuses it anyway.
@@ -106,6 +109,7 @@ async function switchView(view) {
     else if (view === 'draft') await draft.load();
     else if (view === 'findings') await findings.load();
     else if (view === 'fleet') await loadFleet(session);
+    else if (view === 'deadletters') await deadLetters.load();
     else if (view === 'events') await loadDraftIdForEvents();
   } catch (e) {
     if (e.status === 401) { session.signOut(); showSignIn(`Signed out: ${e.message}`); return; }
@@ -196,6 +200,7 @@ function wire() {
   $('event-form').addEventListener('submit', runEvent);
   findings = new Findings(session);
   draft = new Draft(session, { onChange: () => {} });
+  deadLetters = new DeadLetters(session);
 }
 
 wire();
