@@ -91,6 +91,9 @@ type Config struct {
 	RaftCommitTimeout      time.Duration
 	// MaxWatchWait caps the wait of a tree watch (default 5m).
 	MaxWatchWait time.Duration
+	// KeepVersions is how many versions of the active tree the state keeps
+	// (0: store.DefaultKeepVersions); see store.Config.KeepVersions.
+	KeepVersions int
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
 	ShutdownTimeout time.Duration
 	// HTTPTimeouts bound reading a request's headers and body, and idle
@@ -304,6 +307,7 @@ func (c Config) storeConfig() store.Config {
 		Logger:             c.Logger,
 		// Raft applies, as children of the API requests' spans.
 		TracerProvider: c.TracerProvider,
+		KeepVersions:   c.KeepVersions,
 	}
 	if c.StoreOptions != nil {
 		c.StoreOptions(&sc)

@@ -255,7 +255,11 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	defer testActions.Close()
 	apiCfg := api.Default()
 	apiCfg.Hostname = "squall-dev"
-	if err := srv.Mount(api.Prefix, api.New(apiCfg, srv.Store(), srv.Verifier(), testActions, logger).Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
+	devAPI := api.New(apiCfg, srv.Store(), srv.Verifier(), testActions, logger)
+	if err := srv.Mount(api.Prefix, devAPI.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	if err := mountVersions(srv, devAPI); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
 	fa := findings.New(findings.Default(), srv.Store(), srv.Verifier(), logger)

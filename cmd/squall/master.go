@@ -101,6 +101,9 @@ given on the command line wins; empty variables are ignored.`,
 			if err := srv.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 				return err
 			}
+			if err := mountVersions(srv, a); err != nil {
+				return err
+			}
 			// The findings API runs on the leader too; with --findings-key
 			// passwords are encrypted at rest.
 			fcfg := findings.Default()
@@ -190,6 +193,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.RaftHeartbeatTimeout, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "how long a follower hears nothing from the leader before it starts an election (raft waits one to two of it); the largest part of a failover")
 	f.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", store.DefaultElectionTimeout, "how long a candidate waits for votes before it starts a new election; at least --raft-heartbeat-timeout")
 	f.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "how long a leader stays leader without hearing from a quorum; at most --raft-heartbeat-timeout")
+	f.IntVar(&cfg.KeepVersions, "keep-versions", store.DefaultKeepVersions, "how many versions of the active tree (one per deploy or rollback) the cluster keeps; the leader's setting applies to each new version")
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	role.define(f, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
@@ -203,4 +207,16 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)
 	return cmd
+}
+
+// mountVersions mounts the versions API of a (api.VersionsPath: history,
+// diff, rollback) on the leader, with request ids.
+func mountVersions(srv *master.Server, a *api.API) error {
+	h := a.VersionsHandler(srv.Store())
+	for _, p := range []string{api.VersionsPath, api.VersionsPath + "/"} {
+		if err := srv.Mount(p, h, master.OnLeader, master.RequestIDs()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -35,6 +35,9 @@ type Store interface {
 	EditDraftPart(ctx context.Context, sess *store.Session, id, user string, e *config.Edit) error
 	TakeOver(ctx context.Context, sess *store.Session, id, user string) error
 	DeployScoped(ctx context.Context, sess *store.Session, id, user string, scope []string) (uint64, error)
+	// DeployVersion is DeployScoped recording a message with the version
+	// the deploy makes.
+	DeployVersion(ctx context.Context, sess *store.Session, id, user string, scope []string, message string) (uint64, error)
 	DeleteDraft(ctx context.Context, sess *store.Session, id, user string) error
 }
 
@@ -257,6 +260,9 @@ func toError(err error) *Error {
 	var notOwner *store.NotOwnerError
 	var outOfScope *store.OutOfScopeError
 	if e := apierror.Common(err); e != nil {
+		return e
+	}
+	if e := versionError(err); e != nil {
 		return e
 	}
 	switch {

@@ -87,6 +87,11 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 // below its node (docs/decisions.md decision 19); the store checks it when the
 // deploy is applied.
 func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
+	// message= is recorded with the version the deploy makes.
+	message := r.URL.Query().Get("message")
+	if err := store.CheckVersionMessage(message); err != nil {
+		return nil, badRequest(err)
+	}
 	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
 		// The tree deployed is d's: draft changes are serialized by
 		// a.edits, and d was read after the consistent read.
@@ -95,7 +100,7 @@ func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 		}
 		sess := store.SessionFromContext(ctx)
 		setAnswer(sess, nil)
-		if _, err := a.store.DeployScoped(ctx, sess, d.ID, s.User, editScope(s)); err != nil {
+		if _, err := a.store.DeployVersion(ctx, sess, d.ID, s.User, editScope(s), message); err != nil {
 			return nil, err
 		}
 		a.warn(w, r, s.User, action.UnsupportedInTree(d.Tree, nil))

@@ -15,8 +15,13 @@ import (
 
 // BackupFormat is the version of the backup file written by
 // [Store.WriteBackup] and [Backup.MarshalJSON]. Format 2 adds the
-// findings; DecodeBackup reads formats 1 and 2.
-const BackupFormat = 2
+// findings, format 3 the versions of the active tree; DecodeBackup reads
+// formats 1 to 3.
+const BackupFormat = 3
+
+// restoreVersionBytes is about how many bytes of version trees go in one
+// RestoreVersions entry when a backup is restored (at least one version).
+const restoreVersionBytes = 1 << 20
 
 // restoreChunk is how many findings of a backup go in one InsertFindings
 // entry when it is restored (about 0.5 MB of log entry).
@@ -32,12 +37,14 @@ const restoreChunk = 1000
 //	{"format": 2, "index": N, "active_index": N,
 //	 "active": <export file>,
 //	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null,
+//	 "next_version": N, "versions": [<version with its "tree">, ...],
 //	 "findings": [<finding>, ...]}
 //
 // where each finding is its stored record (the form of InsertFindings
 // entries): passwords the findings API encrypted stay encrypted. The
 // findings come last, so that a restore can stream them. Format 1 files
-// (before findings) have no "findings" key.
+// (before findings) have no "findings" key, and files before format 3 no
+// versions.
 type Backup struct {
 	// Index and ActiveIndex are the state's and the active tree's indexes
 	// when the backup was taken (informational: a restore gets new ones).
@@ -51,6 +58,13 @@ type Backup struct {
 	// restores the trees and leaves the findings alone.
 	WithFindings bool
 	Findings     []Finding
+	// WithVersions is set when the backup holds the versions (format 3):
+	// restoring it replaces the versions with Versions (oldest first),
+	// on a cluster at LevelVersions. NextVersion is the number the next
+	// version would have had.
+	WithVersions bool
+	Versions     []VersionTree
+	NextVersion  uint64
 }
 
 // Restored is the outcome of a restore.
@@ -63,6 +77,11 @@ type Restored struct {
 	// (same identity or uid: none in a file written by WriteBackup).
 	Findings   int
 	Duplicates int
+	// Versions is how many versions were restored. VersionsSkipped is set
+	// when the backup holds versions that were not restored, the cluster
+	// being below LevelVersions.
+	Versions        int
+	VersionsSkipped bool
 }
 
 // backupHeader is the backup file without its findings.
@@ -72,6 +91,10 @@ type backupHeader struct {
 	ActiveIndex uint64          `json:"active_index"`
 	Active      json.RawMessage `json:"active"`
 	Draft       *draftRecord    `json:"draft"`
+	// NextVersion and Versions (format 3) are written before the
+	// findings; a restore holds the versions in memory.
+	NextVersion uint64        `json:"next_version,omitempty"`
+	Versions    []VersionTree `json:"versions,omitempty"`
 }
 
 // MarshalJSON writes the backup file, in format 2 with b.Findings.
@@ -80,7 +103,8 @@ func (b *Backup) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active}
+	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active,
+		NextVersion: b.NextVersion, Versions: b.Versions}
 	if d := b.Draft; d != nil {
 		tree, err := encodeTree(d.Tree)
 		if err != nil {
@@ -155,7 +179,11 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 		if len(h.Active) == 0 || string(h.Active) == "null" {
 			return invalid("no active tree")
 		}
-		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2}
+		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2,
+			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion}
+		if err := checkBackupVersions(h.Versions); err != nil {
+			return invalid("%v", err)
+		}
 		var err error
 		if b.Active, err = decodeTree(h.Active, config.LatestRules); err != nil {
 			return fmt.Errorf("decode backup: active tree: %w", err)
@@ -198,6 +226,14 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			dst = &h.Active
 		case "draft":
 			dst = &h.Draft
+		case "next_version", "versions":
+			if !seen["format"] || h.Format < 3 {
+				return invalid("%q needs format 3 and must follow \"format\"", key)
+			}
+			dst = &h.NextVersion
+			if key == "versions" {
+				dst = &h.Versions
+			}
 		case "findings":
 			if !seen["format"] || !seen["active"] || h.Format < 2 {
 				return invalid(`"findings" needs format 2 and must follow "format" and "active"`)
@@ -277,8 +313,11 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 				return fmt.Errorf("backup: draft: %w", err)
 			}
 		}
+		if h.NextVersion, h.Versions, err = backupVersions(tx); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
 		if start != nil {
-			start(&Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: true})
+			start(&Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: true, WithVersions: true, NextVersion: h.NextVersion})
 		}
 		head, err := json.Marshal(h)
 		if err != nil {
@@ -409,6 +448,40 @@ func (rs *restorer) header(b *Backup) error {
 	}
 	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
 	rs.withF = b.WithFindings
+	var chunks [][]VersionTree
+	if b.WithVersions {
+		if rs.s.ClusterFeatureLevel() < LevelVersions {
+			rs.out.VersionsSkipped = len(b.Versions) > 0
+		} else {
+			chunks = versionChunks(b.Versions)
+		}
+	}
+	if chunks != nil {
+		// One entry: the trees, the findings (deleted) and the first
+		// versions (replacing the others) change together.
+		cmds := []Command{cmd, RestoreVersions{Replace: true, Next: b.NextVersion, Versions: chunks[0]}}
+		if b.WithFindings {
+			cmds = append(cmds, ClearFindings{})
+		}
+		res, err := rs.s.Batch(rs.ctx, cmds...)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return fmt.Errorf("restore: %w", r.Err)
+			}
+		}
+		rs.out.Index = res[0].Index
+		rs.out.Versions += len(chunks[0])
+		for _, c := range chunks[1:] {
+			if _, err := rs.s.do(rs.ctx, nil, RestoreVersions{Next: b.NextVersion, Versions: c}); err != nil {
+				return fmt.Errorf("restore: versions after %d restored: %w", rs.out.Versions, err)
+			}
+			rs.out.Versions += len(c)
+		}
+		return nil
+	}
 	if !b.WithFindings {
 		idx, err := rs.s.do(rs.ctx, nil, cmd)
 		rs.out.Index = idx
@@ -460,4 +533,59 @@ func (rs *restorer) flush() error {
 	}
 	rs.pending = rs.pending[:0]
 	return nil
+}
+
+// versionChunks splits versions into the RestoreVersions entries of a
+// restore, of about restoreVersionBytes of trees each: one empty chunk
+// when there are none (which still replaces the versions).
+func versionChunks(vers []VersionTree) [][]VersionTree {
+	chunks := [][]VersionTree{nil}
+	size := 0
+	for _, v := range vers {
+		last := len(chunks) - 1
+		if len(chunks[last]) > 0 && size+len(v.Tree) > restoreVersionBytes {
+			chunks = append(chunks, nil)
+			last++
+			size = 0
+		}
+		chunks[last] = append(chunks[last], v)
+		size += len(v.Tree)
+	}
+	return chunks
+}
+
+// checkBackupVersions checks a backup's versions: numbers that grow,
+// trees that decode, messages within bounds.
+func checkBackupVersions(vers []VersionTree) error {
+	var last uint64
+	for i, v := range vers {
+		if v.Number <= last {
+			return fmt.Errorf("version %d: number %d does not follow %d", i, v.Number, last)
+		}
+		last = v.Number
+		if _, err := config.DecodeExport(v.Tree); err != nil {
+			return fmt.Errorf("version %d: tree: %w", v.Number, err)
+		}
+		if err := CheckVersionMessage(v.Message); err != nil {
+			return fmt.Errorf("version %d: %w", v.Number, err)
+		}
+	}
+	return nil
+}
+
+// backupVersions reads the versions of a state file, with their trees.
+func backupVersions(tx *bolt.Tx) (uint64, []VersionTree, error) {
+	var st state
+	if err := readVersions(tx, &st); err != nil {
+		return 0, nil, err
+	}
+	out := make([]VersionTree, 0, len(st.versions))
+	for _, v := range st.versions {
+		raw, err := versionTreeJSON(tx, v.Hash)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, VersionTree{Version: v, Tree: append(json.RawMessage(nil), raw...)})
+	}
+	return st.nextVersion, out, nil
 }

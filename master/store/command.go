@@ -77,6 +77,12 @@ func (t cmdType) String() string {
 		return "deploy_scoped"
 	case typeDraftEdit:
 		return "draft_edit"
+	case typeDeployVersion:
+		return "deploy_version"
+	case typeRollback:
+		return "rollback"
+	case typeRestoreVersions:
+		return "restore_versions"
 	case typeSession:
 		return "session"
 	}
@@ -152,6 +158,9 @@ type TakeOver struct {
 type Deploy struct {
 	ID   string
 	User string
+	// Message is recorded with the version the deploy makes (from
+	// LevelVersions on; see Version).
+	Message string
 }
 
 // DeployScoped is a Deploy by a user whose authorization ends at the node
@@ -163,6 +172,8 @@ type DeployScoped struct {
 	ID    string
 	User  string
 	Scope []string
+	// Message is recorded with the version the deploy makes (see Deploy).
+	Message string
 }
 
 // DeleteDraft deletes draft ID, owned by User.
@@ -264,7 +275,7 @@ func (c DeployScoped) payload() (any, error) {
 	if c.ID == "" || c.User == "" || len(c.Scope) == 0 {
 		return nil, fmt.Errorf("%w: a scoped deploy needs a draft id, a user and a scope", ErrInvalidCommand)
 	}
-	return deployScopedPayload(c), nil
+	return deployScopedPayload{ID: c.ID, User: c.User, Scope: c.Scope}, nil
 }
 
 func (c ReplaceActive) payload() (any, error) {
@@ -486,6 +497,12 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(deployScopedPayload)
 	case typeDraftEdit:
 		p = new(draftEditPayload)
+	case typeDeployVersion:
+		p = new(deployVersionPayload)
+	case typeRollback:
+		p = new(rollbackPayload)
+	case typeRestoreVersions:
+		p = new(restoreVersionsPayload)
 	case typeSetMember:
 		p = new(setMemberPayload)
 	case typeDeleteMember:

@@ -86,6 +86,11 @@ type Config struct {
 	CatchUpTimeout time.Duration
 	// MaxPool (default 3) is how many connections to each peer are pooled.
 	MaxPool int
+	// KeepVersions (default DefaultKeepVersions, at most MaxKeepVersions)
+	// is how many versions of the active tree the state keeps. The leader
+	// writes it into each deploy and rollback entry, so every node prunes
+	// alike whatever its own setting.
+	KeepVersions int
 	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
 	// lose acknowledged writes); for benchmarks and tests only.
 	NoSync bool
@@ -155,6 +160,9 @@ func (c Config) Validate() error {
 	if c.SnapshotRetain < 0 || c.MaxPool < 0 {
 		errs = append(errs, errors.New("snapshot retain and max pool cannot be negative"))
 	}
+	if c.KeepVersions < 0 || c.KeepVersions > MaxKeepVersions {
+		errs = append(errs, fmt.Errorf("versions kept %d is not between 1 and %d (0: the default, %d)", c.KeepVersions, MaxKeepVersions, DefaultKeepVersions))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store config: %w", err)
 	}
@@ -219,6 +227,9 @@ func (c Config) ValidateRaftTimeouts() error {
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.KeepVersions == 0 {
+		c.KeepVersions = DefaultKeepVersions
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout

@@ -19,13 +19,16 @@ import (
 //     writtenExt extension), and applying one at level 2 records the
 //     displaced owner in the draft (decision 8), which the state file
 //     keeps in the draft record's "displaced" field.
+//   - 3: deploys are written as DeployVersion entries, which record a
+//     version of the active tree, and the Rollback and RestoreVersions
+//     entries exist (docs/decisions.md decision 54; see version.go).
 //
 // Every member advertises its level when it registers (SetMember, in the
 // entry's raft extensions, which a binary without levels ignores); the
 // leader writes the forms of a level only once every member of the raft
 // configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
 // stays able to read every form at every level.
-const FeatureLevel = 2
+const FeatureLevel = 3
 
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
@@ -90,7 +93,7 @@ func decodeWrittenExt(ext []byte) (level int, ok bool) {
 // carriesTree reports whether applying cmd validates a tree.
 func carriesTree(cmd Command) bool {
 	switch cmd.(type) {
-	case ReplaceActive, EditDraft, DraftEdit, RestoreState:
+	case ReplaceActive, EditDraft, DraftEdit, RestoreState, Rollback:
 		return true
 	}
 	return false
@@ -240,8 +243,28 @@ func entryLevel(data []byte) int {
 		return 0
 	}
 	t := cmdType(data[0])
-	if t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion) {
+	switch {
+	case t == typeDeployVersion || t == typeRollback || t == typeRestoreVersions:
+		return LevelVersions
+	case t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion):
 		return LevelSessions
 	}
 	return 0
+}
+
+// formLevel returns the feature level of a decoded entry's forms,
+// looking into batches and session entries (which entryLevel does not):
+// LevelVersions for the version commands.
+func formLevel(d decoded) int {
+	level := 0
+	switch d.typ {
+	case typeDeployVersion, typeRollback, typeRestoreVersions:
+		level = LevelVersions
+	case typeSession:
+		level = LevelSessions
+	}
+	for _, c := range d.batch {
+		level = max(level, formLevel(c))
+	}
+	return level
 }

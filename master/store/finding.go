@@ -304,19 +304,13 @@ type tenantBuckets struct {
 	t, byUID, byTime, dedupe *bolt.Bucket
 }
 
-// setFormat marks the state file as written in stateFormat.
-func setFormat(tx *bolt.Tx) error {
-	return tx.Bucket(bucketState).Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
-}
+// setFormat marks the state file as written in formatRecords, unless it
+// is of a later format.
+func setFormat(tx *bolt.Tx) error { return raiseFormat(tx, formatRecords) }
 
-// markRecordFormat marks the state file as written in stateFormat unless
+// markRecordFormat marks the state file as written in formatRecords unless
 // it is: it may hold binary records (format 5) from now on.
-func markRecordFormat(tx *bolt.Tx) error {
-	if string(tx.Bucket(bucketState).Get(keyFormat)) == strconv.Itoa(stateFormat) {
-		return nil
-	}
-	return setFormat(tx)
-}
+func markRecordFormat(tx *bolt.Tx) error { return setFormat(tx) }
 
 // findingKeys is the dedupe index of the findings of every tenant. Each
 // stored finding's dedupe key is appended, with its uid, to the

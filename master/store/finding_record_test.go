@@ -219,7 +219,7 @@ func TestFSM_FindingsFormat4(t *testing.T) {
 	if outs[0].Created || outs[0].UID != a1.UID || !outs[1].Created {
 		t.Fatalf("outcomes %+v", outs)
 	}
-	if format := stateFormatOf(t, g); format != strconv.Itoa(stateFormat) {
+	if format := stateFormatOf(t, g); format != strconv.Itoa(formatRecords) {
 		t.Fatalf("format %q after an insert", format)
 	}
 	// A patch of a JSON record stores it in binary.

@@ -388,7 +388,7 @@ func TestFSM_FindingsSnapshotRestore(t *testing.T) {
 		t.Fatalf("after restore: %+v", outs[0])
 	}
 	// A binary that reads format 2 at most refuses the snapshot.
-	if format := stateFormatOf(t, g); format != strconv.Itoa(stateFormat) {
+	if format := stateFormatOf(t, g); format != strconv.Itoa(formatRecords) {
 		t.Fatalf("format %q", format)
 	}
 }
@@ -453,7 +453,7 @@ func TestFSM_FindingsFormat2(t *testing.T) {
 	if outs[0].Created || outs[0].UID != "a-00001" || !outs[1].Created || !outs[2].Created {
 		t.Fatalf("outcomes %+v", outs)
 	}
-	if format := stateFormatOf(t, g); format != strconv.Itoa(stateFormat) {
+	if format := stateFormatOf(t, g); format != strconv.Itoa(formatRecords) {
 		t.Fatalf("format %q after an insert", format)
 	}
 	// The new findings are found in finding_keys, the old ones in their

@@ -257,6 +257,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): %v; "+
 				"refusing to skip it, which would make this node's state diverge", l.Index, l.Term, err))
 		}
+		if lv := formLevel(d); lv > f.level {
+			panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): it holds a form "+
+				"of feature level %d, this node applies up to %d", l.Index, l.Term, lv, f.level))
+		}
 		switch {
 		case f.level < LevelSessions:
 			// A binary without levels reads no extension.
@@ -452,6 +456,36 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		}
 		if err := deployDraft(b, st, setActive); err != nil {
 			return Result{}, err
+		}
+		return changed()
+
+	case *deployVersionPayload:
+		refused, err := applyDeployVersion(b, st, idx, p, setActive)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+
+	case *rollbackPayload:
+		refused, err := applyRollback(b, st, idx, p, rules, setActive)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+
+	case *restoreVersionsPayload:
+		refused, err := applyRestoreVersions(b.Tx(), st, p)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
 		}
 		return changed()
 

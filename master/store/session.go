@@ -283,7 +283,8 @@ func (s *Store) withSession(sess *Session, cmd Command, level int) (Command, err
 		return cmd, nil
 	}
 	switch cmd.(type) {
-	case ReplaceActive, CreateDraft, EditDraft, TakeOver, Deploy, DeployScoped, DeleteDraft, DraftEdit, PatchFinding:
+	case ReplaceActive, CreateDraft, EditDraft, TakeOver, Deploy, DeployScoped, DeleteDraft, DraftEdit, PatchFinding,
+		deployVersion, Rollback:
 	default:
 		// Inserts deduplicate by content; membership, restores and
 		// clears are not client requests that forwarding resends.

@@ -67,6 +67,12 @@ type state struct {
 	members map[string]string
 	// levels holds the feature levels the members advertised.
 	levels *levelMap
+
+	// versions are the recorded versions of the active tree, oldest
+	// first (never modified in place: a change installs a new slice);
+	// nextVersion is the number of the next one (0: none recorded yet).
+	versions    []Version
+	nextVersion uint64
 }
 
 // The state file: one bucket, a few keys.
@@ -96,7 +102,24 @@ var (
 // becomes format 2 when its first finding is stored. Format 3 replaces
 // the tenants' dedupe buckets, which it still reads, with the
 // finding_keys bucket; a file becomes format 3 when a finding is stored.
-const stateFormat = 5
+// Format 6 adds the versions (see version.go); a file becomes format 6
+// when a version is stored. New files start at format 5, which masters
+// before versions read.
+const stateFormat = 6
+
+// formatRecords is the format of new state files and of files that hold
+// findings in binary records.
+const formatRecords = 5
+
+// raiseFormat marks the state file as written in format n unless it is
+// already of a later one.
+func raiseFormat(tx *bolt.Tx, n int) error {
+	b := tx.Bucket(bucketState)
+	if cur, err := strconv.Atoi(string(b.Get(keyFormat))); err == nil && cur >= n {
+		return nil
+	}
+	return b.Put(keyFormat, []byte(strconv.Itoa(n)))
+}
 
 // draftRecord is the stored form of the draft.
 type draftRecord struct {
@@ -136,7 +159,7 @@ func initState(db *bolt.DB) error {
 			return err
 		}
 		if b.Get(keyFormat) == nil {
-			return b.Put(keyFormat, []byte(strconv.Itoa(stateFormat)))
+			return b.Put(keyFormat, []byte(strconv.Itoa(formatRecords)))
 		}
 		return checkFormat(b)
 	})
@@ -210,7 +233,7 @@ func readState(db *bolt.DB) (state, error) {
 			}
 			st.levels = l
 		}
-		return nil
+		return readVersions(tx, &st)
 	})
 	if err != nil {
 		return state{}, err

@@ -717,8 +717,14 @@ func (s *Store) Apply(ctx context.Context, sess *Session, cmd Command) (Result, 
 	if cmd == nil {
 		return Result{}, fmt.Errorf("%w: nil command", ErrInvalidCommand)
 	}
+	// The label is the command's as submitted (a deploy stays "deploy"
+	// in the apply metrics whatever form it is written in).
 	label := cmd.cmdType().String()
 	level := s.ClusterFeatureLevel()
+	cmd, err := s.versioned(cmd, level)
+	if err != nil {
+		return Result{}, err
+	}
 	wrapped, err := s.withSession(sess, cmd, level)
 	if err != nil {
 		return Result{}, err
@@ -749,13 +755,24 @@ func (s *Store) Apply(ctx context.Context, sess *Session, cmd Command) (Result, 
 // previous ones left, and each has its own result: a refused command does
 // not stop the others and nothing is rolled back.
 func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
+	level := s.ClusterFeatureLevel()
+	cmds = slices.Clone(cmds)
+	for i, c := range cmds {
+		if c == nil {
+			continue // encodeBatch refuses it
+		}
+		var err error
+		if cmds[i], err = s.versioned(c, level); err != nil {
+			return nil, err
+		}
+	}
 	data, err := encodeBatch(cmds)
 	if err != nil {
 		return nil, err
 	}
 	var ext []byte
 	if slices.ContainsFunc(cmds, recordsLevel) {
-		ext = encodeWrittenExt(s.ClusterFeatureLevel())
+		ext = encodeWrittenExt(level)
 	}
 	resp, err := s.submit(ctx, typeBatch.String(), data, ext)
 	if err != nil {

@@ -242,7 +242,7 @@ func TestStore_SingleNode(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.findingBatches.WithLabelValues(closeAlone)); got != 1 {
 		t.Errorf("finding batches closed alone: %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(s.metrics.fsmCommands.WithLabelValues("deploy", resultOK)); got != 2 {
+	if got := testutil.ToFloat64(s.metrics.fsmCommands.WithLabelValues("deploy_version", resultOK)); got != 2 {
 		t.Errorf("deploy ok counter %v", got)
 	}
 	if got := gaugeValue(t, reg, "squall_store_active_index"); got != float64(results[2].Index) {
