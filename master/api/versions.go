@@ -16,7 +16,7 @@ import (
 // VersionsPath is the root of the versions API (docs/api.md, "Versions"):
 //
 //	GET  /squall/v1/tree/versions                    list, newest first (view)
-//	GET  /squall/v1/tree/versions/{n}                version n's tree, export form (view)
+//	GET  /squall/v1/tree/versions/{n}                version n's tree, export form; n may be "active" (view)
 //	GET  /squall/v1/tree/versions/{a}/diff/{b}       node-by-node diff; a or b may be "active" (view)
 //	POST /squall/v1/tree/versions/{n}/rollback       deploy version n's tree as a new version (edit)
 //
@@ -161,11 +161,7 @@ func (a *API) showVersion(vs Versions, w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	n, err := versionNumber(r, "n")
-	if err != nil {
-		return nil, err
-	}
-	v, tree, err := vs.VersionTree(n)
+	v, tree, err := treeAt(vs, r, "n")
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +173,13 @@ func (a *API) showVersion(vs Versions, w http.ResponseWriter, r *http.Request) (
 	if err != nil {
 		return nil, err
 	}
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("%s-version-%d.json", a.cfg.Hostname, v.Number)))
-	w.Header().Set("X-Squall-Version-Hash", v.Hash)
+	name := "active"
+	if v != nil {
+		name = fmt.Sprintf("version-%d", v.Number)
+		// The hash of the whole tree the version holds.
+		w.Header().Set("X-Squall-Version-Hash", v.Hash)
+	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("%s-%s.json", a.cfg.Hostname, name)))
 	return rawResponse(b), nil
 }
 
