@@ -281,6 +281,11 @@ type RestoreResult struct {
 	// file's findings were left out as duplicates.
 	Findings   int `json:"findings"`
 	Duplicates int `json:"duplicates"`
+	// Versions is how many versions of the active tree were restored;
+	// VersionsSkipped is set when the file holds versions that were left
+	// out, a master running a version without them (feature level < 3).
+	Versions        int  `json:"versions"`
+	VersionsSkipped bool `json:"versions_skipped,omitempty"`
 }
 
 // handleRestore replaces the active tree, the draft and the findings with
@@ -302,7 +307,9 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 		}
 		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
 	}
-	s.logger.Info("state restored from a backup", "index", res.Index, "findings", res.Findings, "duplicates", res.Duplicates)
-	writeJSON(w, http.StatusOK, RestoreResult{Index: res.Index, Findings: res.Findings, Duplicates: res.Duplicates})
+	s.logger.Info("state restored from a backup", "index", res.Index, "findings", res.Findings, "duplicates", res.Duplicates,
+		"versions", res.Versions, "versions_skipped", res.VersionsSkipped)
+	writeJSON(w, http.StatusOK, RestoreResult{Index: res.Index, Findings: res.Findings, Duplicates: res.Duplicates,
+		Versions: res.Versions, VersionsSkipped: res.VersionsSkipped})
 	return nil
 }
