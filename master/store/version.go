@@ -195,7 +195,7 @@ func (c Rollback) payload() (any, error) {
 }
 
 func (c RestoreVersions) payload() (any, error) {
-	return restoreVersionsPayload{Replace: c.Replace, Next: c.Next, Versions: c.Versions}, nil
+	return restoreVersionsPayload(c), nil
 }
 
 // CheckVersionMessage checks a version's message: valid UTF-8 of at most
