@@ -149,6 +149,12 @@ func TestVersions_FailoverAndRestore(t *testing.T) {
 	}
 	deleteDraft(t, c, "admin", id)
 
+	// Snapshots everywhere: the killed leader rebuilds its state from one.
+	for _, i := range c.Running() {
+		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	old := c.Leader()
 	c.Kill(old)
 	via := c.Followers()[0]
@@ -173,6 +179,9 @@ func TestVersions_FailoverAndRestore(t *testing.T) {
 	}
 	c.Restart(old)
 	c.WaitConverged()
+	if got := c.Server(old).Store().Versions(); !reflect.DeepEqual(got, vs) {
+		t.Fatalf("the killed leader, restarted: %+v, want %+v", got, vs)
+	}
 
 	// Backup, two more versions, restore: the backup's versions are back.
 	resp, backup := do(t, c, via, http.MethodGet, "/squall/v1/backup", c.AdminToken, nil)
@@ -200,6 +209,22 @@ func TestVersions_FailoverAndRestore(t *testing.T) {
 	deployHTTP(t, c, via, c.AdminToken, "root", draftOf(t, c, "admin", filters("d")), "")
 	if n := listVersions(t, c, via, c.AdminToken)[0].Number; n != 5 {
 		t.Fatalf("first version after the restore is %d, want 5 (numbers never go back)", n)
+	}
+
+	// A rollback sent twice with one idempotency key applies once.
+	var answers [2]api.RollbackResult
+	for k := range answers {
+		out, err := send(t.Context(), c, via, api.VersionsPath+"/1/rollback?force=true", c.AdminToken, "rollback-once")
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers[k] = decode[api.RollbackResult](t, out)
+	}
+	if answers[0].Version.Number != 6 || answers[0].Replayed || !answers[1].Replayed || answers[1].Version.RollbackOf != 1 {
+		t.Fatalf("rollback sent twice: %+v", answers)
+	}
+	if n := listVersions(t, c, via, c.AdminToken)[0].Number; n != 6 {
+		t.Fatalf("newest version %d after a rollback sent twice, want 6", n)
 	}
 }
 

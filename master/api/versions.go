@@ -59,9 +59,12 @@ type VersionDiff struct {
 	Changes []config.Change `json:"changes"`
 }
 
-// RollbackResult is the answer of a rollback: the version it made.
+// RollbackResult is the answer of a rollback: the version it made. A
+// request sent again after its first attempt applied (same request id) is
+// Replayed: it changed nothing more, and Version holds only RollbackOf.
 type RollbackResult struct {
-	Version store.Version `json:"version"`
+	Version  store.Version `json:"version"`
+	Replayed bool          `json:"replayed,omitempty"`
 }
 
 // VersionsHandler returns the versions API's routes, to mount at
@@ -272,14 +275,16 @@ func (a *API) rollback(vs Versions, r *http.Request) (any, error) {
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	for _, v := range vs.Versions() {
-		if v.Index == res.Index {
-			return RollbackResult{Version: v}, nil
+	if !res.Replayed {
+		for _, v := range vs.Versions() {
+			if v.Index == res.Index {
+				return RollbackResult{Version: v}, nil
+			}
 		}
 	}
-	// A resent request whose first attempt applied, or a version pruned
-	// since: the rollback happened.
-	return RollbackResult{Version: store.Version{Index: res.Index, RollbackOf: n}}, nil
+	// A resent request whose first attempt applied (the state's index is
+	// not the rollback's then), or a version pruned since.
+	return RollbackResult{Version: store.Version{RollbackOf: n}, Replayed: res.Replayed}, nil
 }
 
 // versionError maps the versions' store errors to answers, or nil.
