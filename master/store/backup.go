@@ -585,7 +585,7 @@ func backupVersions(tx *bolt.Tx) (uint64, []VersionTree, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		out = append(out, VersionTree{Version: v, Tree: append(json.RawMessage(nil), raw...)})
+		out = append(out, VersionTree{Version: v, Tree: raw})
 	}
 	return st.nextVersion, out, nil
 }

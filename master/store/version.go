@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -8,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -291,7 +294,7 @@ func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []b
 	v.Hash = treeHash(raw)
 	v.Nodes, v.Rules = treeCounts(tree)
 	if tb.Get([]byte(v.Hash)) == nil {
-		if err := tb.Put([]byte(v.Hash), raw); err != nil {
+		if err := tb.Put([]byte(v.Hash), packTree(raw)); err != nil {
 			return v, err
 		}
 	}
@@ -340,15 +343,51 @@ func treeCounts(tree *config.Node) (nodes, rules int) {
 	return nodes, rules
 }
 
-// versionTreeJSON returns the stored export file of the tree of hash.
+// versionTreeJSON returns the export file of the tree of hash, a new
+// slice (it does not alias the state file).
 func versionTreeJSON(tx *bolt.Tx, hash string) ([]byte, error) {
 	b := tx.Bucket(bucketVersionTrees)
-	var raw []byte
+	var packed []byte
 	if b != nil {
-		raw = b.Get([]byte(hash))
+		packed = b.Get([]byte(hash))
 	}
-	if raw == nil {
+	if packed == nil {
 		return nil, fmt.Errorf("version tree %s is not stored", hash)
+	}
+	raw, err := unpackTree(packed)
+	if err != nil {
+		return nil, fmt.Errorf("version tree %s: %w", hash, err)
+	}
+	return raw, nil
+}
+
+// treeDeflate is the first byte of a stored version tree: DEFLATE
+// (RFC 1951) of the export file follows. Export files compress about
+// tenfold, and a version is stored per distinct tree, so the state file
+// holds the last versions of a large tree without growing by its whole
+// size each time. The compressed bytes may differ between Go releases;
+// only the export file they hold (and its hash) is part of the state.
+const treeDeflate = 1
+
+// packTree returns the stored form of an export file.
+func packTree(raw []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(raw)/8 + 64)
+	buf.WriteByte(treeDeflate)
+	w, _ := flate.NewWriter(&buf, flate.BestSpeed) // a valid level: no error
+	_, _ = w.Write(raw)                             // writes to a bytes.Buffer do not fail
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+// unpackTree returns the export file of a stored version tree.
+func unpackTree(packed []byte) ([]byte, error) {
+	if len(packed) == 0 || packed[0] != treeDeflate {
+		return nil, errors.New("unknown stored form")
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(packed[1:])))
+	if err != nil {
+		return nil, fmt.Errorf("inflate: %w", err)
 	}
 	return raw, nil
 }
@@ -522,7 +561,7 @@ func applyRestoreVersions(tx *bolt.Tx, st *state, p *restoreVersionsPayload) (er
 		v := vt.Version
 		v.Hash = treeHash(vt.Tree)
 		if tb.Get([]byte(v.Hash)) == nil {
-			if err := tb.Put([]byte(v.Hash), vt.Tree); err != nil {
+			if err := tb.Put([]byte(v.Hash), packTree(vt.Tree)); err != nil {
 				return nil, err
 			}
 		}
@@ -574,8 +613,8 @@ func (s *Store) Version(n uint64) (Version, []byte, error) {
 		if err := json.Unmarshal(rec, &v); err != nil {
 			return fmt.Errorf("version %d: %w", n, err)
 		}
-		t, err := versionTreeJSON(tx, v.Hash)
-		raw = slices.Clone(t)
+		var err error
+		raw, err = versionTreeJSON(tx, v.Hash)
 		return err
 	})
 	if err != nil {
