@@ -375,7 +375,7 @@ func packTree(raw []byte) []byte {
 	buf.Grow(len(raw)/8 + 64)
 	buf.WriteByte(treeDeflate)
 	w, _ := flate.NewWriter(&buf, flate.BestSpeed) // a valid level: no error
-	_, _ = w.Write(raw)                             // writes to a bytes.Buffer do not fail
+	_, _ = w.Write(raw)                            // writes to a bytes.Buffer do not fail
 	_ = w.Close()
 	return buf.Bytes()
 }
