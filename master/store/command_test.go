@@ -40,6 +40,12 @@ func TestCommand_RoundTrip(t *testing.T) {
 		{"insert findings", InsertFindings{Findings: []Finding{testFinding("a", 1, 5)}}, typeInsertFindings,
 			&insertFindingsPayload{Findings: []findingRecord{findingRecord(testFinding("a", 1, 5))}}},
 		{"clear findings", ClearFindings{}, typeClearFindings, &clearFindingsPayload{}},
+		{"deploy version", deployVersion{ID: "d", User: "u", Scope: []string{"root", "acme"}, Message: "m", Now: now, Keep: 7}, typeDeployVersion,
+			&deployVersionPayload{ID: "d", User: "u", Scope: []string{"root", "acme"}, NowMS: now.UnixMilli(), Message: "m", Keep: 7}},
+		{"rollback", Rollback{Version: 3, User: "u", Force: true, Message: "m", Now: now, Keep: 7}, typeRollback,
+			&rollbackPayload{Version: 3, User: "u", Force: true, NowMS: now.UnixMilli(), Message: "m", Keep: 7}},
+		{"restore versions", RestoreVersions{Replace: true, Next: 4, Versions: []VersionTree{{Version: Version{Number: 3, Author: "u"}, Tree: rawTree}}}, typeRestoreVersions,
+			&restoreVersionsPayload{Replace: true, Next: 4, Versions: []VersionTree{{Version: Version{Number: 3, Author: "u"}, Tree: rawTree}}}},
 		{"patch finding", PatchFinding{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), Now: now}, typePatchFinding,
 			&patchFindingPayload{Tenant: "a", UID: "u", State: new("Resolved"), Ticket: new(""), NowMS: now.UnixMilli()}},
 	} {

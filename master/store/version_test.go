@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -407,5 +408,28 @@ func BenchmarkDeployVersion2k(b *testing.B) {
 				b.Fatalf("%d versions recorded at level %d", len(leader.Versions()), tc.level)
 			}
 		})
+	}
+}
+
+// TestFSM_VersionFormsBelowLevel: a state machine of level 2 refuses, by
+// panicking as a binary of that level does, the version entries, also
+// when a session entry wraps them.
+func TestFSM_VersionFormsBelowLevel(t *testing.T) {
+	f := newTestFSM(t)
+	f.level = LevelDisplaced
+	fsmApply(t, f, 1, CreateDraft{ID: "d1", Owner: "alice", Now: time.UnixMilli(1)})
+	for i, cmd := range []Command{
+		deployVersion{ID: "d1", User: "alice", Now: time.UnixMilli(2), Keep: 5},
+		wrapped(session("k", ""), time.UnixMilli(2), deployVersion{ID: "d1", User: "alice", Now: time.UnixMilli(2), Keep: 5}),
+		Rollback{Version: 1, User: "alice", Now: time.UnixMilli(2), Keep: 5},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "feature level 3") {
+					t.Fatalf("%T at level 2: panic %v, want one naming feature level 3", cmd, p)
+				}
+			}()
+			fsmApply(t, f, uint64(2+i), cmd)
+		}()
 	}
 }
