@@ -23,4 +23,9 @@
 // not the owner (code NOT_OWNER), 404 no such draft, node or rule, 409 a
 // name taken or a tree that would be invalid, 413 body too large, 415
 // wrong content type, 503 no leader (with Retry-After).
+//
+// [API.VersionsHandler] serves the versions of the active tree under
+// /squall/v1/tree/versions (list, show, diff, rollback; docs/api.md,
+// "Versions"), which name their authorization in the auth query
+// parameter; a deploy's ?message= is recorded with its version.
 package api
