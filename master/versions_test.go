@@ -459,3 +459,71 @@ func TestVersions_ScopedRollback(t *testing.T) {
 		t.Fatalf("scoped read of version 1: %s (%v)", out, err)
 	}
 }
+
+// TestVersions_ListAndRefusals: the list pages newest first with
+// next_before; bad parameters, a token with several authorizations and
+// no auth parameter, a missing token and an overlong deploy message are
+// refused with their codes.
+func TestVersions_ListAndRefusals(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1, mountVersionsAPI())
+	for k := range 5 {
+		id := draftOf(t, c, "admin", filters(fmt.Sprintf("f%d", k)))
+		deployHTTP(t, c, 0, c.AdminToken, "root", id, "")
+	}
+	page := func(query string) api.VersionList {
+		t.Helper()
+		resp, out := do(t, c, 0, http.MethodGet, api.VersionsPath+query, c.AdminToken, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("list %s: %d %s", query, resp.StatusCode, out)
+		}
+		return decode[api.VersionList](t, out)
+	}
+	var seen []uint64
+	query := "?limit=2"
+	for range 5 {
+		p := page(query)
+		for _, v := range p.Versions {
+			seen = append(seen, v.Number)
+		}
+		if p.NextBefore == 0 {
+			break
+		}
+		query = fmt.Sprintf("?limit=2&before=%d", p.NextBefore)
+	}
+	if !slices.Equal(seen, []uint64{5, 4, 3, 2, 1}) {
+		t.Fatalf("pages gave %v", seen)
+	}
+
+	two := c.Token(auth.Claims{User: "ann", Auths: map[string]auth.Authorization{
+		"a": {Path: []string{"root"}, Roles: []string{string(auth.View)}},
+		"b": {Path: []string{"root"}, Roles: []string{string(auth.View)}},
+	}})
+	long := url.QueryEscape(string(bytes.Repeat([]byte("m"), store.MaxVersionMessage+1)))
+	for _, tc := range []struct {
+		method, path, token string
+		status              int
+		code                string
+	}{
+		{http.MethodGet, api.VersionsPath + "?limit=0", c.AdminToken, http.StatusBadRequest, "BAD_REQUEST"},
+		{http.MethodGet, api.VersionsPath + "/x", c.AdminToken, http.StatusBadRequest, "BAD_REQUEST"},
+		{http.MethodGet, api.VersionsPath + "/1/diff/nope", c.AdminToken, http.StatusBadRequest, "BAD_REQUEST"},
+		{http.MethodPost, api.VersionsPath + "/1/rollback?force=maybe", c.AdminToken, http.StatusBadRequest, "BAD_REQUEST"},
+		{http.MethodGet, api.VersionsPath, two, http.StatusBadRequest, "AUTH_REQUIRED"},
+		{http.MethodGet, api.VersionsPath, "", http.StatusUnauthorized, "UNAUTHORIZED"},
+		{http.MethodGet, api.VersionsPath + "?auth=c", two, http.StatusForbidden, "MISSING_REQUIRED_PERMISSIONS"},
+		{http.MethodPost, api.VersionsPath + "/1/rollback?auth=a", two, http.StatusForbidden, "MISSING_REQUIRED_PERMISSIONS"},
+		{http.MethodPost, api.Prefix + "config/drafts/root/x/deploy?message=" + long, c.AdminToken, http.StatusBadRequest, "BAD_REQUEST"},
+	} {
+		resp, out := do(t, c, 0, tc.method, tc.path, tc.token, nil)
+		if resp.StatusCode != tc.status || errorCode(t, out) != tc.code {
+			t.Errorf("%s %.80s: %d %s, want %d %s", tc.method, tc.path, resp.StatusCode, out, tc.status, tc.code)
+		}
+	}
+	if resp, out := do(t, c, 0, http.MethodGet, api.VersionsPath+"?auth=b", two, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("with auth=b: %d %s", resp.StatusCode, out)
+	}
+	if n := len(c.Server(0).Store().Versions()); n != 5 {
+		t.Fatalf("%d versions after the refusals, want 5", n)
+	}
+}
