@@ -587,6 +587,7 @@ func (s *Store) Versions() []Version {
 	f.mu.RUnlock()
 	out := make([]Version, len(vers))
 	for i, v := range vers {
+		v.Scope = slices.Clone(v.Scope) // the state's is shared
 		out[len(vers)-1-i] = v
 	}
 	return out
