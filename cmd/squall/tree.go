@@ -29,7 +29,7 @@ func newTreeCommand() *cobra.Command {
 	var tc treeClient
 	cmd := &cobra.Command{
 		Use:   "tree",
-		Short: "The active tree's versions on a master: history, show, diff, rollback",
+		Short: "Manage the processing tree of a master: history, show, diff, rollback, apply",
 		Long: `Every deploy (and every rollback) records a version of the active tree on the
 masters: a number that only grows, the author, the leader's time, an optional
 message (squall tree rollback --message, or ?message= on deploy), a content hash
@@ -39,19 +39,24 @@ them (squall master; default 200).
 The commands talk to a master (--master) with a token (--token-file): view to
 read, edit to roll back, on the authorization --auth (needed only when the token
 has several). A token scoped below the root sees and rolls back the subtree at
-its node only.`,
+its node only.
+
+squall tree apply deploys a tree kept in a file after its rule tests pass
+(config as code; see squall tree apply --help).`,
 		Example: `  squall tree history --master http://127.0.0.1:8080 --token-file admin.token
   squall tree show 12 --master http://127.0.0.1:8080 --token-file admin.token -o v12.json
   squall tree diff 11 12 --master http://127.0.0.1:8080 --token-file admin.token
   squall tree diff --file tree.json --exit-code --master http://127.0.0.1:8080 --token-file ci.token
-  squall tree rollback 11 --message "undo 12" --master http://127.0.0.1:8080 --token-file admin.token`,
+  squall tree rollback 11 --message "undo 12" --master http://127.0.0.1:8080 --token-file admin.token
+  squall tree apply --file tree.json --tests tests --dry-run --master http://127.0.0.1:8080 --token-file ci.token`,
 		Args: cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&tc.masterURL, "master", "", "base URL of a master (e.g. http://127.0.0.1:8080)")
 	pf.StringVar(&tc.tokenFile, "token-file", "", "file holding the API token (view; edit to roll back)")
 	pf.StringVar(&tc.auth, "auth", "", "authorization of the token to use (default: the token's only one)")
-	cmd.AddCommand(newTreeHistoryCommand(&tc), newTreeShowCommand(&tc), newTreeDiffCommand(&tc), newTreeRollbackCommand(&tc))
+	cmd.AddCommand(newTreeHistoryCommand(&tc), newTreeShowCommand(&tc), newTreeDiffCommand(&tc), newTreeRollbackCommand(&tc),
+		newTreeApplyCommand())
 	return cmd
 }
 

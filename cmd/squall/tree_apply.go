@@ -80,19 +80,6 @@ the master refuses, 2 when the tree or a test file is bad.`,
 	return cmd
 }
 
-// newTreeApplyGroup is the squall tree command with apply alone, until the
-// tree command group has its own file.
-func newTreeApplyGroup() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "tree",
-		Short:   "Manage the processing tree of a master",
-		Example: `  squall tree apply --file tree.json --tests tests --dry-run --master https://squall-master:8080 --token-file ci.token`,
-		Args:    cobra.NoArgs,
-	}
-	cmd.AddCommand(newTreeApplyCommand())
-	return cmd
-}
-
 // errTestsFailed says that a rule test failed; the failures are printed.
 var errTestsFailed = errors.New("tree apply: a rule test failed")
 
