@@ -1,0 +1,9 @@
+package backtest
+
+import (
+	"testing"
+
+	"github.com/squallhq/squall/internal/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
