@@ -131,11 +131,19 @@ func newCounter(b *Backtest) *counter {
 
 // event evaluates one record with both trees and counts.
 func (c *counter) event(m *kafkasource.Message) {
+	if c.count(m.Value()) && len(c.samples) < c.b.spec.Sample {
+		c.samples = append(c.samples, c.sample(m))
+	}
+}
+
+// count evaluates one record's value with both trees, counts, and reports
+// whether the outcomes differ.
+func (c *counter) count(value []byte) (differs bool) {
 	c.events++
-	ev, err := tree.DecodeEvent(m.Value())
+	ev, err := tree.DecodeEvent(value)
 	if err != nil {
 		c.undecodable++
-		return
+		return false
 	}
 	c.stamp++
 	for i, s := range c.b.sides {
@@ -146,12 +154,10 @@ func (c *counter) event(m *kafkasource.Message) {
 		c.walk(i, res, s.top, false)
 	}
 	if c.out[0].equal(&c.out[1]) {
-		return
+		return false
 	}
 	c.differing++
-	if len(c.samples) < c.b.spec.Sample {
-		c.samples = append(c.samples, c.sample(m))
-	}
+	return true
 }
 
 // walk counts the rules and rulesets of a processed node.
