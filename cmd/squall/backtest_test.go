@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/filetest"
@@ -112,6 +115,16 @@ func TestBacktestCommand(t *testing.T) {
 			t.Errorf("result %+v", res)
 		}
 	})
+	t.Run("cancelled", func(t *testing.T) {
+		// Ctrl-C: what was counted is printed, with exit status 1.
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		var out, errOut bytes.Buffer
+		code := run(ctx, append(base, "--last", "1000"), strings.NewReader(""), &out, &errOut)
+		if code != 1 || !strings.Contains(out.String(), "(stopped before the end of the range)") || !strings.Contains(errOut.String(), "context canceled") {
+			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+		}
+	})
 	t.Run("bad input", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
@@ -153,5 +166,21 @@ func TestProgressLine(t *testing.T) {
 	got := progressLine(backtest.Progress{Read: 250, Total: 1000, Elapsed: 2 * time.Second, Rate: 125})
 	if want := "backtest: 250 of 1000 events ( 25%), 125 events/s, 2s   "; got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// TestShowProgress: the progress line ends with the final count when the
+// backtest is done.
+func TestShowProgress(t *testing.T) {
+	t.Parallel()
+	bt, err := backtest.New(nil, backtest.Spec{Active: config.NewRoot(), Candidate: config.NewRoot(), Topic: "t", Range: backtest.Range{Last: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	stop := showProgress(bt, &buf)
+	stop()
+	if got := buf.String(); !strings.HasPrefix(got, "\rbacktest: 0 of 0 events, 0 events/s") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("%q", got)
 	}
 }

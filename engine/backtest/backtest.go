@@ -207,6 +207,10 @@ func (b *Backtest) Run(ctx context.Context) (*Result, error) {
 		res.Rate = float64(res.Events) / res.Elapsed.Seconds()
 	}
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// Cancelled: the failed read is its consequence.
+			err = ctxErr
+		}
 		return res, fmt.Errorf("backtest: %w", err)
 	}
 	res.Complete = true
