@@ -32,6 +32,7 @@ import (
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
 )
@@ -247,13 +248,14 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Navigate(link),
 		until(`document.getElementById('who-user').textContent === 'admin'`),
 	)
-	if h := eval[string](b, `location.hash`); h != "" {
+	b.do("the tree's address", until(`location.hash === '#/tree'`))
+	if h := eval[string](b, `location.hash`); strings.Contains(h, "token") {
 		t.Errorf("the fragment is still in the address (%d bytes; not shown: it holds the token)", len(h))
 	}
 	if got := eval[string](b, `sessionStorage.getItem('squall.token')`); got != token {
 		t.Errorf("session storage holds %q, want the link's token", got)
 	}
-	if n := eval[int](b, `history.length`); n != 2 { // about:blank, then the console without the fragment
+	if n := eval[int](b, `history.length`); n != 3 { // about:blank, the console without the fragment, #/tree
 		t.Logf("history length %d", n)
 	}
 
@@ -273,33 +275,103 @@ func TestConsole_Browser(t *testing.T) {
 		setValue(`#tree-search`, ""),
 	)
 
+	// Addresses: the rule selected is in the address; a reload keeps it,
+	// back and forward move between places, and an address typed in
+	// opens its place.
+	const ruleAddr = `#/tree/root/master/disks/archive_disk_alerts`
+	selectedRule := `document.querySelector('#tree button[data-key="` + ruleKey + `"][aria-current="true"]') !== null && document.getElementById('tree-details').textContent.includes('used_percent')`
+	b.do("the rule's address",
+		until(`location.hash === '`+ruleAddr+`'`),
+		chromedp.Reload(),
+		until(selectedRule),
+		until(`/Active tree deployed at raft index \d+/.test(document.getElementById('tree-info').textContent)`),
+		chromedp.Click(chromedp.CSS(`#tab-events`)),
+		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`location.hash === '`+ruleAddr+`' && !document.getElementById('view-tree').hidden`),
+		until(selectedRule),
+		chromedp.Evaluate[chromedp.Void](`history.forward()`),
+		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master'`),
+		until(`document.querySelector('#tree button[data-key="root,master"][aria-current="true"]') !== null && document.querySelector('#tree-details h2').textContent === 'master'`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/nothing_here'`),
+		until(`document.getElementById('tree-details').textContent.includes('Nothing is at root › master › nothing_here')`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '`+ruleAddr+`'`),
+		until(selectedRule),
+	)
+	// squall dev offers the test event of its example tree (a master
+	// does not: its page is not marked, TestNew_Dev in master/console).
+	if got := eval[string](b, `document.getElementById('event-example').options[0].textContent`); !strings.Contains(got, "squall dev example") {
+		t.Errorf("the first example in squall dev is %q, want the dev example", got)
+	}
+	if eval[bool](b, `document.getElementById('status').getBoundingClientRect().height > 0`) {
+		t.Error("the empty status line takes room")
+	}
+
 	// Keyboard: the arrow keys move between tabs.
 	b.do("tabs by keyboard",
 		chromedp.Focus(chromedp.CSS(`#tab-tree`)),
 		chromedp.KeyEvent(kb.ArrowRight),
-		until(`document.getElementById('tab-draft').getAttribute('aria-selected') === 'true' && document.activeElement.id === 'tab-draft'`),
+		until(`document.getElementById('tab-draft').getAttribute('aria-selected') === 'true' && document.activeElement.id === 'tab-draft' && location.hash === '#/draft'`),
 	)
 
+	// The rule's form: the condition's operators and arguments, the
+	// variables and the actions have their own inputs; the server's
+	// validation errors (params.FIELD) show at the input at fault.
+	const first = `[data-path="constraint.WHERE.first"]`
 	b.do("create a draft and edit a rule with an error",
 		until(`document.getElementById('draft-info').textContent.includes('There is no draft')`),
 		chromedp.Click(chromedp.CSS(`#draft-create`)),
 		until(`document.querySelector('#draft-tree button[data-key="`+ruleKey+`"]') !== null`),
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="`+ruleKey+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#edit-where`)),
-		setValue(`#edit-where`, `{"type": "equals", "first": "${event.type", "second": "disk_alert"}`),
+		until(`location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
+		chromedp.WaitVisible(chromedp.CSS(first)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(first)),
+		until(`document.querySelector('#draft-editor h2').textContent === 'Rule archive_disk_alerts' && document.querySelector('`+first+`').value === '${event.type}'`),
+		setValue(first, `${event.type`),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
-		until(`document.getElementById('edit-where-error').textContent.includes('unterminated accessor')`),
+		until(`document.getElementById('edit-constraint-WHERE-first-error').textContent.includes('unterminated accessor')`),
 	)
-	if !eval[bool](b, `document.querySelector('.field[data-field="where"]').classList.contains('invalid') && document.activeElement.id === 'edit-where'`) {
-		t.Error("the validation error does not mark and focus the where field")
+	if !eval[bool](b, `document.querySelector('.field[data-field-path="constraint.WHERE.first"]').classList.contains('invalid') && document.activeElement.dataset.path === 'constraint.WHERE.first'`) {
+		t.Error("the validation error does not mark and focus the condition's first argument")
 	}
 	b.shot("draft-validation-error")
+	b.do("errors at the regex, the operator and an action",
+		setValue(first, `${event.type}`),
+		// An AND of the comparison and a regex whose pattern does not
+		// compile: the error is at the regex.
+		setValue(`[data-path="constraint.WHERE.type"]`, "AND"),
+		until(`document.querySelector('[data-path="constraint.WHERE.operators[0].type"]') !== null`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add condition').click()`),
+		setValue(`[data-path="constraint.WHERE.operators[1].type"]`, "regex"),
+		setValue(`[data-path="constraint.WHERE.operators[1].regex"]`, "(unclosed"),
+		setValue(`[data-path="constraint.WHERE.operators[1].target"]`, "${event.payload.message}"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-constraint-WHERE-operators-1-regex-error').textContent.includes('regex')`),
+		setValue(`[data-path="constraint.WHERE.operators[1].regex"]`, "(full)"),
+		setValue(`[data-path="actions[0].id"]`, "archive-2"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-actions-0-id-error').textContent.includes('archive-2')`),
+		until(`document.getElementById('edit-constraint-WHERE-operators-1-regex-error').textContent === ''`),
+		setValue(`[data-path="actions[0].id"]`, "archive"),
+		// The JSON view is one click away, with what was typed.
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Edit as JSON').click()`),
+		until(`document.getElementById('edit-where') !== null && JSON.parse(document.getElementById('edit-where').value).operators[1].regex === '(full)'`),
+		setValue(`#edit-where`, `{"type": "sameAs", "first": "${event.type}", "second": "disk_alert"}`),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-where-error').textContent.includes('unknown operator')`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Edit in the form').click()`),
+		until(`document.querySelector('[data-path="constraint.WHERE.type"]') !== null`),
+	)
 	b.do("fix the rule",
-		setValue(`#edit-where`, `{"type": "equals", "first": "${event.type}", "second": "disk_alert"}`),
+		setValue(`[data-path="constraint.WHERE.type"]`, "equals"),
+		setValue(first, `${event.type}`),
+		setValue(`[data-path="constraint.WHERE.second"]`, `disk_alert`),
 		setValue(`#edit-description`, "Edited in the console"),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.getElementById('status').textContent.includes('Rule archive_disk_alerts saved')`),
-		until(`document.getElementById('edit-where-error').textContent === ''`),
+		until(`document.getElementById('edit-constraint-WHERE-first-error').textContent === ''`),
 	)
 	b.do("add a rule and delete it",
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master,disks"]`)),
@@ -309,7 +381,8 @@ func TestConsole_Browser(t *testing.T) {
 		setValue(`#edit-name`, "console_rule"),
 		// An action no executor handles: saved, and the answer's
 		// X-Squall-Warnings are listed under the status line.
-		setValue(`#edit-actions`, `[{"id": "smtp", "payload": {}}]`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add action').click()`),
+		setValue(`[data-path="actions[0].id"]`, "smtp"),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"][aria-current="true"]') !== null`),
 		until(`document.querySelector('#draft-editor h2').textContent === 'Rule console_rule'`),
@@ -320,10 +393,28 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#draft-diff`)),
 		until(`[...document.querySelectorAll('#draft-diff-out .add')].some(e => e.textContent.includes('Edited in the console'))`),
 	)
+	// The diff: a summary, then the changes by node, the JSON one click
+	// away; its address keeps it open.
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out td[data-count]')].map(e => e.dataset.count + '=' + e.textContent).join(' ')`); got != "nodes-added=0 nodes-removed=0 nodes-changed=0 rules-added=0 rules-removed=0 rules-changed=1" {
+		t.Errorf("diff summary %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out details.diff-group')].map(e => e.dataset.node + ':' + e.dataset.change + ':' + [...e.querySelectorAll('details.diff-rule')].map(r => r.dataset.rule + '/' + r.dataset.change).join(',')).join(' ')`); got != "root,master,disks:changed:archive_disk_alerts/changed" {
+		t.Errorf("diff groups %q", got)
+	}
+	if !eval[bool](b, `document.querySelector('#draft-diff-out details.diff-raw') !== null && !document.querySelector('#draft-diff-out details.diff-raw').open`) {
+		t.Error("the raw JSON diff is not one click away (closed)")
+	}
 	b.shot("draft-diff")
+	b.do("the diff's address",
+		until(`location.hash === '#/draft/root/master/disks?diff=1'`),
+		chromedp.Reload(),
+		until(`!document.getElementById('draft-diff-out').hidden && document.querySelector('#draft-diff-out td[data-count="rules-changed"]')?.textContent === '1'`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'Ruleset disks'`),
+	)
 	b.do("deploy after the confirmation",
 		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
 		until(`document.getElementById('deploy-dialog').open && document.getElementById('deploy-diff').textContent.includes('Edited in the console')`),
+		until(`document.querySelector('#deploy-diff .diff-text').textContent === 'The draft changes 1 rule changed.'`),
 	)
 	b.shot("deploy-confirmation")
 	b.do("deploy",
@@ -356,6 +447,9 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('findings-page').textContent === 'page 1 of 2 (30 findings)'`),
 		chromedp.Click(chromedp.CSS(`#findings-next`)),
 		until(`document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 5`),
+		until(`location.hash === '#/findings?page=2'`),
+		chromedp.Reload(),
+		until(`document.getElementById('findings-page').textContent === 'page 2 of 2 (30 findings)' && document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 5`),
 		chromedp.Click(chromedp.CSS(`#findings-prev`)),
 		until(`document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 25`),
 		setValue(`#findings-form input[name="monitored_domain"]`, "2"),
@@ -365,6 +459,18 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#finding-details form') !== null`),
 	)
 	uid := eval[string](b, `document.querySelector('#findings-table tbody tr[data-uid]').dataset.uid`)
+	b.do("the finding's address",
+		until(`location.hash === '#/findings/`+uid+`?monitored_domain=2'`),
+		chromedp.Reload(),
+		until(`document.querySelector('#finding-details h2')?.textContent === 'Finding `+uid+`' && document.querySelector('#findings-form input[name="monitored_domain"]').value === '2'`),
+		until(`document.getElementById('findings-page').textContent === 'page 1 of 1 (10 findings)'`),
+	)
+	b.do("no finding: nothing to page",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/findings?username=nobody%40example.com'`),
+		until(`document.getElementById('findings-page').textContent === 'no finding' && document.getElementById('findings-prev').disabled && document.getElementById('findings-next').disabled`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`document.querySelector('#finding-details h2')?.textContent === 'Finding `+uid+`'`),
+	)
 	if eval[bool](b, `document.getElementById('finding-details').textContent.includes('"plain_text": "pw')`) {
 		t.Error("the finding's password is shown before it is asked for")
 	}
@@ -506,7 +612,7 @@ func TestConsole_Browser(t *testing.T) {
 	openLink := chromedp.Evaluate[chromedp.Void](`location.hash = '#token=' + encodeURIComponent(` + strconv.Quote(token) + `)`)
 	b.do("a link for another user, refused",
 		openLink,
-		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		until(`document.getElementById('identity-switch') !== null && location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
 		until(`document.getElementById('identity-switch').textContent.includes('signs in as admin; you are signed in as viewer')`),
 		chromedp.Click(chromedp.CSS(`#identity-switch-stay`)),
 		until(`document.getElementById('identity-switch') === null`),
@@ -516,7 +622,7 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.do("a link for another user, accepted",
 		openLink,
-		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		until(`document.getElementById('identity-switch') !== null && location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
 		chromedp.Evaluate[chromedp.Void](`window.beforeSwitch = true`),
 		chromedp.Click(chromedp.CSS(`#identity-switch-accept`)),
 	)
@@ -535,8 +641,8 @@ func TestConsole_Browser(t *testing.T) {
 	if signedInAs != "admin" {
 		t.Fatalf("after accepting the switch the page is signed in as %q, want admin", signedInAs)
 	}
-	if h := eval[string](b, `location.hash`); h != "" {
-		t.Errorf("the fragment is back in the address after the switch (%d bytes)", len(h))
+	if h := eval[string](b, `location.hash`); h != "#/draft/root/master/disks/archive_disk_alerts" {
+		t.Errorf("after the switch the address is %q, want the draft's rule still (and no token)", h)
 	}
 
 	// A narrow window: nothing wider than the viewport.
@@ -594,7 +700,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 	var regs [3]*prometheus.Registry
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(i int, s *master.Server) {
 		regs[i] = prometheus.NewRegistry()
-		if _, err := mountConsole(s, fleet.Default(), regs[i], nil); err != nil {
+		if _, err := mountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
 			t.Error(err)
 		}
 	}))
