@@ -212,9 +212,12 @@ func setValue(selector, value string) chromedp.Action[chromedp.Void] {
 
 // TestConsole_Browser walks the console in a real headless chromium
 // against a real squall dev: sign in through the banner's link, browse and
-// search the tree, edit a rule with a validation error and fix it, look at
-// the diff, deploy, run a test event and read the highlighted result, page
-// and triage findings, see the fleet; in a narrow window too. The page
+// search the tree, open places by their addresses (reload, back, forward,
+// typed), edit a rule in its form with the server's validation errors at
+// the fields (operator, accessor, regex, action id) and in JSON, fix it,
+// read the diff's summary and its groups by node, deploy, run a test event
+// and read the highlighted result, page and triage findings (the pager off
+// when nothing matches), see the fleet; in a narrow window too. The page
 // must raise no script error and no CSP report along the way.
 func TestConsole_Browser(t *testing.T) {
 	t.Parallel()
@@ -284,7 +287,7 @@ func TestConsole_Browser(t *testing.T) {
 		until(`location.hash === '`+ruleAddr+`'`),
 		chromedp.Reload(),
 		until(selectedRule),
-		until(`/Active tree deployed at raft index \d+/.test(document.getElementById('tree-info').textContent)`),
+		until(`/Active tree: deployed at raft index \d+/.test(document.getElementById('tree-info').textContent)`),
 		chromedp.Click(chromedp.CSS(`#tab-events`)),
 		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
 		chromedp.Evaluate[chromedp.Void](`history.back()`),
@@ -390,15 +393,26 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Delete').click()`),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"]') === null && document.getElementById('status').textContent === 'Deleted rule console_rule.'`),
 		until(`document.getElementById('warnings').hidden`),
+		// A new ruleset, for the diff to count a node added.
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master"]`)),
+		until(`[...document.querySelectorAll('#draft-editor button')].some(e => e.textContent === 'Add ruleset')`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add ruleset').click()`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'New ruleset in master'`),
+		setValue(`#edit-name`, "console_set"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.querySelector('#draft-tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		until(`location.hash === '#/draft/root/master/console_set'`),
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master,disks"]`)),
+		until(`location.hash === '#/draft/root/master/disks'`),
 		chromedp.Click(chromedp.CSS(`#draft-diff`)),
 		until(`[...document.querySelectorAll('#draft-diff-out .add')].some(e => e.textContent.includes('Edited in the console'))`),
 	)
 	// The diff: a summary, then the changes by node, the JSON one click
 	// away; its address keeps it open.
-	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out td[data-count]')].map(e => e.dataset.count + '=' + e.textContent).join(' ')`); got != "nodes-added=0 nodes-removed=0 nodes-changed=0 rules-added=0 rules-removed=0 rules-changed=1" {
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out td[data-count]')].map(e => e.dataset.count + '=' + e.textContent).join(' ')`); got != "nodes-added=1 nodes-removed=0 nodes-changed=0 rules-added=0 rules-removed=0 rules-changed=1" {
 		t.Errorf("diff summary %q", got)
 	}
-	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out details.diff-group')].map(e => e.dataset.node + ':' + e.dataset.change + ':' + [...e.querySelectorAll('details.diff-rule')].map(r => r.dataset.rule + '/' + r.dataset.change).join(',')).join(' ')`); got != "root,master,disks:changed:archive_disk_alerts/changed" {
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out details.diff-group')].map(e => e.dataset.node + ':' + e.dataset.change + ':' + [...e.querySelectorAll('details.diff-rule')].map(r => r.dataset.rule + '/' + r.dataset.change).join(',')).join(' ')`); got != "root,master,disks:changed:archive_disk_alerts/changed root,master,console_set:added:" {
 		t.Errorf("diff groups %q", got)
 	}
 	if !eval[bool](b, `document.querySelector('#draft-diff-out details.diff-raw') !== null && !document.querySelector('#draft-diff-out details.diff-raw').open`) {
@@ -414,7 +428,7 @@ func TestConsole_Browser(t *testing.T) {
 	b.do("deploy after the confirmation",
 		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
 		until(`document.getElementById('deploy-dialog').open && document.getElementById('deploy-diff').textContent.includes('Edited in the console')`),
-		until(`document.querySelector('#deploy-diff .diff-text').textContent === 'The draft changes 1 rule changed.'`),
+		until(`document.querySelector('#deploy-diff .diff-text').textContent === 'Against the active tree: 1 node added; 1 rule changed.'`),
 	)
 	b.shot("deploy-confirmation")
 	b.do("deploy",

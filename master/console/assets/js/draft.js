@@ -162,7 +162,7 @@ export class Draft {
       out.hidden = false;
       this.diffShown = true;
       const sum = renderTreeDiff(out, a, d);
-      status(sum.total ? `The draft changes ${sum.text}.` : 'No change.');
+      status(sum.total ? `Against the active tree: ${sum.text}.` : 'The draft is the same as the active tree.');
       if (record && this.place) this.place(this.root && find(this.root, this.selected), this.params());
     });
   }

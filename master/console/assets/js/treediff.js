@@ -128,7 +128,7 @@ export function renderTreeDiff(container, activeText, draftText) {
   const raw = el('details', { class: 'diff-raw' }, el('summary', {}, 'The whole tree as JSON, line by line'), el('div', { class: 'diff' }));
   renderDiff(raw.lastChild, activeText, draftText);
   fill(container,
-    total ? [el('p', { class: 'diff-text' }, `The draft changes ${text}.`), table, groups.map(group)]
+    total ? [el('p', { class: 'diff-text' }, `Against the active tree: ${text}.`), table, groups.map(group)]
       : el('p', { class: 'hint' }, 'The draft is the same as the active tree.'),
     raw);
   return { ...sum, total, text };

@@ -8,7 +8,7 @@ export async function showActiveInfo(session, out, source) {
   if (source !== 'active') return;
   try {
     const c = await session.request('GET', '/squall/v1/cluster');
-    fill(out, `Active tree deployed at raft index ${c.active_index} (applied ${c.applied_index} on ${c.node_id}).`);
+    fill(out, `Active tree: deployed at raft index ${c.active_index}.`);
     out.dataset.activeIndex = String(c.active_index);
   } catch {
     // Not a root token, or no answer: the tree itself is what matters.
