@@ -425,6 +425,17 @@ func TestConsole_Browser(t *testing.T) {
 		until(`!document.getElementById('draft-diff-out').hidden && document.querySelector('#draft-diff-out td[data-count="rules-changed"]')?.textContent === '1'`),
 		until(`document.querySelector('#draft-editor h2').textContent === 'Ruleset disks'`),
 	)
+	b.do("the draft in the tree tab, by its address",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/console_set?source=draft'`),
+		until(`document.getElementById('tree-source').value === 'draft' && document.querySelector('#tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		setValue(`#tree-source`, "active"),
+		until(`location.hash === '#/tree' && document.querySelector('#tree button[data-key="root,master,disks"]') !== null && document.querySelector('#tree button[data-key="root,master,console_set"]') === null`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`document.getElementById('tree-source').value === 'draft' && document.querySelector('#tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		// The tab returns to the draft's place.
+		chromedp.Click(chromedp.CSS(`#tab-draft`)),
+		until(`location.hash === '#/draft/root/master/disks?diff=1' && !document.getElementById('draft-diff-out').hidden`),
+	)
 	b.do("deploy after the confirmation",
 		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
 		until(`document.getElementById('deploy-dialog').open && document.getElementById('deploy-diff').textContent.includes('Edited in the console')`),
@@ -597,7 +608,7 @@ func TestConsole_Browser(t *testing.T) {
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it
 	// anyway.
-	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}}}`))
+	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}, "tenant": {"path": ["root", "master"], "roles": ["view"]}}}`))
 	b.do("sign in as a viewer",
 		chromedp.Click(chromedp.CSS(`#sign-out`)),
 		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
@@ -619,6 +630,19 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("a viewer created a draft: %d %s", code, body)
 	}
 	b.shot("viewer")
+
+	// An authorization below root: its tree starts at its node, and the
+	// addresses, from root, are the same for it.
+	b.do("a scoped authorization opens the same addresses",
+		setValue(`#auth-select`, "tenant"),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/disks/archive_disk_alerts'`),
+		until(`document.querySelector('#tree button[data-key="master,disks/archive_disk_alerts"][aria-current="true"]') !== null && document.getElementById('tree-details').textContent.includes('used_percent')`),
+		chromedp.Click(chromedp.CSS(`#tree button[data-key="master,disks"]`)),
+		until(`location.hash === '#/tree/root/master/disks'`),
+		setValue(`#auth-select`, "all"),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/draft/root/master/disks/archive_disk_alerts'`),
+		until(`document.querySelector('#draft-editor h2')?.textContent === 'Rule archive_disk_alerts'`),
+	)
 
 	// A console link opened in a tab signed in as someone else: the token
 	// leaves the address at once, and the identity changes only when

@@ -142,7 +142,8 @@ async function switchView(view, r) {
 // tree again when the tab is entered or the source changes.
 async function showTree(r, entering) {
   const source = r.params.get('source') === 'draft' ? 'draft' : 'active';
-  if (entering || !state.active || $('tree-source').value !== source) {
+  if (entering || !state.active || state.source !== source) {
+    state.source = source;
     $('tree-source').value = source;
     state.active = null;
     await loadTree();
