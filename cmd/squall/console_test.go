@@ -287,7 +287,9 @@ func TestConsole_Browser(t *testing.T) {
 		until(`location.hash === '`+ruleAddr+`'`),
 		chromedp.Reload(),
 		until(selectedRule),
-		until(`/Active tree: deployed at raft index \d+/.test(document.getElementById('tree-info').textContent)`),
+		// squall dev's example tree is put in place without a deploy:
+		// no version yet, the raft index of the active tree.
+		until(`/^Active tree: deployed at raft index \d+\.$/.test(document.getElementById('tree-info').textContent)`),
 		chromedp.Click(chromedp.CSS(`#tab-events`)),
 		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
 		chromedp.Evaluate[chromedp.Void](`history.back()`),
@@ -690,6 +692,8 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
 		until(`document.documentElement.scrollWidth <= window.innerWidth`),
 	)
+	// The deploy made version 1, by admin, shown above the tree.
+	b.do("the deploy's version", until(`document.getElementById('tree-info').dataset.version === '1' && /^Active tree: version 1, deployed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by admin\.$/.test(document.getElementById('tree-info').textContent)`))
 	b.shot("narrow")
 
 	// A findings-only token (findings_read on tenant master, no tree

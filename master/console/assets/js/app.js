@@ -104,8 +104,8 @@ const prefix = () => { const a = session.auth(); return a ? a.path.slice(0, -1) 
 // applyRoute shows the place a route names (router.js).
 async function applyRoute(r) {
   if (!session.token || $('app').hidden) return; // start() applies it after the sign-in
-  const open = (v) => !!session.auth() || v === 'findings' || (v === 'deadletters' && deadLetterAccess(session.claims()).read);
-  if (!open(r.view)) { router.replace({ view: 'findings' }); r = router.route; }
+  const may = (v) => !!session.auth() || v === 'findings' || (v === 'deadletters' && deadLetterAccess(session.claims()).read);
+  if (!may(r.view)) { router.replace({ view: 'findings' }); r = router.route; }
   state.last[r.view] = r;
   await switchView(r.view, r);
 }
