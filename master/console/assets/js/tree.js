@@ -1,6 +1,6 @@
 // The processing tree: an exported tree (the API's file format) turned
 // into a plain model, drawn as a collapsible, searchable tree.
-import { el, fill, pretty, orDash } from './dom.js';
+import { el, fill, pretty } from './dom.js';
 
 // fromExport turns an export document into nodes {kind, name, path,
 // description, active, filter, target, nodes, rules}; parent is the path
@@ -83,13 +83,13 @@ export function details(item) {
   const rows = [['Type', item.kind], ['Name', item.name], ['Path', item.path.join(' › ')]];
   const blocks = [];
   if (item.kind === 'Rule') {
-    rows.push(['Description', orDash(item.description)], ['Active', String(item.active)], ['Continue', String(item.continue)]);
+    rows.push(['Description', item.description || '—'], ['Active', String(item.active)], ['Continue', String(item.continue)]);
     const c = item.constraint || {};
     blocks.push(['Where', c.WHERE ?? null], ['With (extracted variables)', c.WITH || {}], ['Actions', item.actions || []]);
   } else if (item.kind === 'Ruleset') {
-    rows.push(['Rules', item.rules.map((r) => r.name + (r.active ? '' : ' (inactive)')).join(', ') || orDash()]);
+    rows.push(['Rules', item.rules.map((r) => r.name + (r.active ? '' : ' (inactive)')).join(', ') || '—']);
   } else {
-    rows.push(['Description', orDash(item.description)], ['Active', String(item.active)], ['Children', String(item.nodes.length)]);
+    rows.push(['Description', item.description || '—'], ['Active', String(item.active)], ['Children', String(item.nodes.length)]);
     if (item.kind === 'Filter') blocks.push(['Filter', item.filter]);
     else rows.push(['Target', item.target]);
   }
