@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -756,9 +757,18 @@ func TestMountConsole_Cluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		page, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
 			t.Errorf("node %d /ui/: %d CSP %q", i, resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		}
+		// A master's page is not squall dev's: it does not offer the
+		// dev example's test event.
+		if strings.Contains(string(page), `data-mode="dev"`) {
+			t.Errorf("node %d /ui/ is marked as squall dev's", i)
 		}
 	}
 	f := c.Followers()
