@@ -19,8 +19,8 @@ import (
 // mountConsole serves the console at /ui/ on every node (it is static,
 // and the API calls it makes are forwarded to the leader like any other),
 // and the fleet API on the leader, where heartbeats are kept.
-func mountConsole(srv *master.Server, fcfg fleet.Config, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
-	c, err := console.New()
+func mountConsole(srv *master.Server, copts console.Options, fcfg fleet.Config, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
+	c, err := console.New(copts)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ import (
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
 )
@@ -211,9 +213,12 @@ func setValue(selector, value string) chromedp.Action[chromedp.Void] {
 
 // TestConsole_Browser walks the console in a real headless chromium
 // against a real squall dev: sign in through the banner's link, browse and
-// search the tree, edit a rule with a validation error and fix it, look at
-// the diff, deploy, run a test event and read the highlighted result, page
-// and triage findings, see the fleet; in a narrow window too. The page
+// search the tree, open places by their addresses (reload, back, forward,
+// typed), edit a rule in its form with the server's validation errors at
+// the fields (operator, accessor, regex, action id) and in JSON, fix it,
+// read the diff's summary and its groups by node, deploy, run a test event
+// and read the highlighted result, page and triage findings (the pager off
+// when nothing matches), see the fleet; in a narrow window too. The page
 // must raise no script error and no CSP report along the way.
 func TestConsole_Browser(t *testing.T) {
 	t.Parallel()
@@ -247,13 +252,14 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Navigate(link),
 		until(`document.getElementById('who-user').textContent === 'admin'`),
 	)
-	if h := eval[string](b, `location.hash`); h != "" {
+	b.do("the tree's address", until(`location.hash === '#/tree'`))
+	if h := eval[string](b, `location.hash`); strings.Contains(h, "token") {
 		t.Errorf("the fragment is still in the address (%d bytes; not shown: it holds the token)", len(h))
 	}
 	if got := eval[string](b, `sessionStorage.getItem('squall.token')`); got != token {
 		t.Errorf("session storage holds %q, want the link's token", got)
 	}
-	if n := eval[int](b, `history.length`); n != 2 { // about:blank, then the console without the fragment
+	if n := eval[int](b, `history.length`); n != 3 { // about:blank, the console without the fragment, #/tree
 		t.Logf("history length %d", n)
 	}
 
@@ -273,33 +279,105 @@ func TestConsole_Browser(t *testing.T) {
 		setValue(`#tree-search`, ""),
 	)
 
+	// Addresses: the rule selected is in the address; a reload keeps it,
+	// back and forward move between places, and an address typed in
+	// opens its place.
+	const ruleAddr = `#/tree/root/master/disks/archive_disk_alerts`
+	selectedRule := `document.querySelector('#tree button[data-key="` + ruleKey + `"][aria-current="true"]') !== null && document.getElementById('tree-details').textContent.includes('used_percent')`
+	b.do("the rule's address",
+		until(`location.hash === '`+ruleAddr+`'`),
+		chromedp.Reload(),
+		until(selectedRule),
+		// squall dev's example tree is put in place without a deploy:
+		// no version yet, the raft index of the active tree.
+		until(`/^Active tree: deployed at raft index \d+\.$/.test(document.getElementById('tree-info').textContent)`),
+		chromedp.Click(chromedp.CSS(`#tab-events`)),
+		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`location.hash === '`+ruleAddr+`' && !document.getElementById('view-tree').hidden`),
+		until(selectedRule),
+		chromedp.Evaluate[chromedp.Void](`history.forward()`),
+		until(`location.hash === '#/events' && !document.getElementById('view-events').hidden`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master'`),
+		until(`document.querySelector('#tree button[data-key="root,master"][aria-current="true"]') !== null && document.querySelector('#tree-details h2').textContent === 'master'`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/nothing_here'`),
+		until(`document.getElementById('tree-details').textContent.includes('Nothing is at root › master › nothing_here')`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '`+ruleAddr+`'`),
+		until(selectedRule),
+	)
+	// squall dev offers the test event of its example tree (a master
+	// does not: its page is not marked, TestNew_Dev in master/console).
+	if got := eval[string](b, `document.getElementById('event-example').options[0].textContent`); !strings.Contains(got, "squall dev example") {
+		t.Errorf("the first example in squall dev is %q, want the dev example", got)
+	}
+	if eval[bool](b, `document.getElementById('status').getBoundingClientRect().height > 0`) {
+		t.Error("the empty status line takes room")
+	}
+
 	// Keyboard: the arrow keys move between tabs.
 	b.do("tabs by keyboard",
 		chromedp.Focus(chromedp.CSS(`#tab-tree`)),
 		chromedp.KeyEvent(kb.ArrowRight),
-		until(`document.getElementById('tab-draft').getAttribute('aria-selected') === 'true' && document.activeElement.id === 'tab-draft'`),
+		until(`document.getElementById('tab-draft').getAttribute('aria-selected') === 'true' && document.activeElement.id === 'tab-draft' && location.hash === '#/draft'`),
 	)
 
+	// The rule's form: the condition's operators and arguments, the
+	// variables and the actions have their own inputs; the server's
+	// validation errors (params.FIELD) show at the input at fault.
+	const first = `[data-path="constraint.WHERE.first"]`
 	b.do("create a draft and edit a rule with an error",
 		until(`document.getElementById('draft-info').textContent.includes('There is no draft')`),
 		chromedp.Click(chromedp.CSS(`#draft-create`)),
 		until(`document.querySelector('#draft-tree button[data-key="`+ruleKey+`"]') !== null`),
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="`+ruleKey+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#edit-where`)),
-		setValue(`#edit-where`, `{"type": "equals", "first": "${event.type", "second": "disk_alert"}`),
+		until(`location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
+		chromedp.WaitVisible(chromedp.CSS(first)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(first)),
+		until(`document.querySelector('#draft-editor h2').textContent === 'Rule archive_disk_alerts' && document.querySelector('`+first+`').value === '${event.type}'`),
+		setValue(first, `${event.type`),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
-		until(`document.getElementById('edit-where-error').textContent.includes('unterminated accessor')`),
+		until(`document.getElementById('edit-constraint-WHERE-first-error').textContent.includes('unterminated accessor')`),
 	)
-	if !eval[bool](b, `document.querySelector('.field[data-field="where"]').classList.contains('invalid') && document.activeElement.id === 'edit-where'`) {
-		t.Error("the validation error does not mark and focus the where field")
+	if !eval[bool](b, `document.querySelector('.field[data-field-path="constraint.WHERE.first"]').classList.contains('invalid') && document.activeElement.dataset.path === 'constraint.WHERE.first'`) {
+		t.Error("the validation error does not mark and focus the condition's first argument")
 	}
 	b.shot("draft-validation-error")
+	b.do("errors at the regex, the operator and an action",
+		setValue(first, `${event.type}`),
+		// An AND of the comparison and a regex whose pattern does not
+		// compile: the error is at the regex.
+		setValue(`[data-path="constraint.WHERE.type"]`, "AND"),
+		until(`document.querySelector('[data-path="constraint.WHERE.operators[0].type"]') !== null`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add condition').click()`),
+		setValue(`[data-path="constraint.WHERE.operators[1].type"]`, "regex"),
+		setValue(`[data-path="constraint.WHERE.operators[1].regex"]`, "(unclosed"),
+		setValue(`[data-path="constraint.WHERE.operators[1].target"]`, "${event.payload.message}"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-constraint-WHERE-operators-1-regex-error').textContent.includes('regex')`),
+		setValue(`[data-path="constraint.WHERE.operators[1].regex"]`, "(full)"),
+		setValue(`[data-path="actions[0].id"]`, "archive-2"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-actions-0-id-error').textContent.includes('archive-2')`),
+		until(`document.getElementById('edit-constraint-WHERE-operators-1-regex-error').textContent === ''`),
+		setValue(`[data-path="actions[0].id"]`, "archive"),
+		// The JSON view is one click away, with what was typed.
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Edit as JSON').click()`),
+		until(`document.getElementById('edit-where') !== null && JSON.parse(document.getElementById('edit-where').value).operators[1].regex === '(full)'`),
+		setValue(`#edit-where`, `{"type": "sameAs", "first": "${event.type}", "second": "disk_alert"}`),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.getElementById('edit-where-error').textContent.includes('unknown operator')`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Edit in the form').click()`),
+		until(`document.querySelector('[data-path="constraint.WHERE.type"]') !== null`),
+	)
 	b.do("fix the rule",
-		setValue(`#edit-where`, `{"type": "equals", "first": "${event.type}", "second": "disk_alert"}`),
+		setValue(`[data-path="constraint.WHERE.type"]`, "equals"),
+		setValue(first, `${event.type}`),
+		setValue(`[data-path="constraint.WHERE.second"]`, `disk_alert`),
 		setValue(`#edit-description`, "Edited in the console"),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.getElementById('status').textContent.includes('Rule archive_disk_alerts saved')`),
-		until(`document.getElementById('edit-where-error').textContent === ''`),
+		until(`document.getElementById('edit-constraint-WHERE-first-error').textContent === ''`),
 	)
 	b.do("add a rule and delete it",
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master,disks"]`)),
@@ -309,7 +387,8 @@ func TestConsole_Browser(t *testing.T) {
 		setValue(`#edit-name`, "console_rule"),
 		// An action no executor handles: saved, and the answer's
 		// X-Squall-Warnings are listed under the status line.
-		setValue(`#edit-actions`, `[{"id": "smtp", "payload": {}}]`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add action').click()`),
+		setValue(`[data-path="actions[0].id"]`, "smtp"),
 		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"][aria-current="true"]') !== null`),
 		until(`document.querySelector('#draft-editor h2').textContent === 'Rule console_rule'`),
@@ -317,13 +396,53 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Delete').click()`),
 		until(`document.querySelector('#draft-tree button[data-key="root,master,disks/console_rule"]') === null && document.getElementById('status').textContent === 'Deleted rule console_rule.'`),
 		until(`document.getElementById('warnings').hidden`),
+		// A new ruleset, for the diff to count a node added.
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master"]`)),
+		until(`[...document.querySelectorAll('#draft-editor button')].some(e => e.textContent === 'Add ruleset')`),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#draft-editor button')].find(e => e.textContent === 'Add ruleset').click()`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'New ruleset in master'`),
+		setValue(`#edit-name`, "console_set"),
+		chromedp.Click(chromedp.CSS(`#draft-editor button[type="submit"]`)),
+		until(`document.querySelector('#draft-tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		until(`location.hash === '#/draft/root/master/console_set'`),
+		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="root,master,disks"]`)),
+		until(`location.hash === '#/draft/root/master/disks'`),
 		chromedp.Click(chromedp.CSS(`#draft-diff`)),
 		until(`[...document.querySelectorAll('#draft-diff-out .add')].some(e => e.textContent.includes('Edited in the console'))`),
 	)
+	// The diff: a summary, then the changes by node, the JSON one click
+	// away; its address keeps it open.
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out td[data-count]')].map(e => e.dataset.count + '=' + e.textContent).join(' ')`); got != "nodes-added=1 nodes-removed=0 nodes-changed=0 rules-added=0 rules-removed=0 rules-changed=1" {
+		t.Errorf("diff summary %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#draft-diff-out details.diff-group')].map(e => e.dataset.node + ':' + e.dataset.change + ':' + [...e.querySelectorAll('details.diff-rule')].map(r => r.dataset.rule + '/' + r.dataset.change).join(',')).join(' ')`); got != "root,master,disks:changed:archive_disk_alerts/changed root,master,console_set:added:" {
+		t.Errorf("diff groups %q", got)
+	}
+	if !eval[bool](b, `document.querySelector('#draft-diff-out details.diff-raw') !== null && !document.querySelector('#draft-diff-out details.diff-raw').open`) {
+		t.Error("the raw JSON diff is not one click away (closed)")
+	}
 	b.shot("draft-diff")
+	b.do("the diff's address",
+		until(`location.hash === '#/draft/root/master/disks?diff=1'`),
+		chromedp.Reload(),
+		until(`!document.getElementById('draft-diff-out').hidden && document.querySelector('#draft-diff-out td[data-count="rules-changed"]')?.textContent === '1'`),
+		until(`document.querySelector('#draft-editor h2').textContent === 'Ruleset disks'`),
+	)
+	b.do("the draft in the tree tab, by its address",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/console_set?source=draft'`),
+		until(`document.getElementById('tree-source').value === 'draft' && document.querySelector('#tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		setValue(`#tree-source`, "active"),
+		until(`location.hash === '#/tree' && document.querySelector('#tree button[data-key="root,master,disks"]') !== null && document.querySelector('#tree button[data-key="root,master,console_set"]') === null`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`document.getElementById('tree-source').value === 'draft' && document.querySelector('#tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
+		// The tab returns to the draft's place.
+		chromedp.Click(chromedp.CSS(`#tab-draft`)),
+		until(`location.hash === '#/draft/root/master/disks?diff=1' && !document.getElementById('draft-diff-out').hidden`),
+	)
 	b.do("deploy after the confirmation",
 		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
 		until(`document.getElementById('deploy-dialog').open && document.getElementById('deploy-diff').textContent.includes('Edited in the console')`),
+		until(`document.querySelector('#deploy-diff .diff-text').textContent === 'Against the active tree: 1 node added; 1 rule changed.'`),
 	)
 	b.shot("deploy-confirmation")
 	b.do("deploy",
@@ -356,6 +475,9 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('findings-page').textContent === 'page 1 of 2 (30 findings)'`),
 		chromedp.Click(chromedp.CSS(`#findings-next`)),
 		until(`document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 5`),
+		until(`location.hash === '#/findings?page=2'`),
+		chromedp.Reload(),
+		until(`document.getElementById('findings-page').textContent === 'page 2 of 2 (30 findings)' && document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 5`),
 		chromedp.Click(chromedp.CSS(`#findings-prev`)),
 		until(`document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 25`),
 		setValue(`#findings-form input[name="monitored_domain"]`, "2"),
@@ -365,6 +487,18 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#finding-details form') !== null`),
 	)
 	uid := eval[string](b, `document.querySelector('#findings-table tbody tr[data-uid]').dataset.uid`)
+	b.do("the finding's address",
+		until(`location.hash === '#/findings/`+uid+`?monitored_domain=2'`),
+		chromedp.Reload(),
+		until(`document.querySelector('#finding-details h2')?.textContent === 'Finding `+uid+`' && document.querySelector('#findings-form input[name="monitored_domain"]').value === '2'`),
+		until(`document.getElementById('findings-page').textContent === 'page 1 of 1 (10 findings)'`),
+	)
+	b.do("no finding: nothing to page",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/findings?username=nobody%40example.com'`),
+		until(`document.getElementById('findings-page').textContent === 'no finding' && document.getElementById('findings-prev').disabled && document.getElementById('findings-next').disabled`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`document.querySelector('#finding-details h2')?.textContent === 'Finding `+uid+`'`),
+	)
 	if eval[bool](b, `document.getElementById('finding-details').textContent.includes('"plain_text": "pw')`) {
 		t.Error("the finding's password is shown before it is asked for")
 	}
@@ -477,7 +611,7 @@ func TestConsole_Browser(t *testing.T) {
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it
 	// anyway.
-	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}}}`))
+	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}, "tenant": {"path": ["root", "master"], "roles": ["view"]}}}`))
 	b.do("sign in as a viewer",
 		chromedp.Click(chromedp.CSS(`#sign-out`)),
 		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
@@ -500,13 +634,26 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.shot("viewer")
 
+	// An authorization below root: its tree starts at its node, and the
+	// addresses, from root, are the same for it.
+	b.do("a scoped authorization opens the same addresses",
+		setValue(`#auth-select`, "tenant"),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree/root/master/disks/archive_disk_alerts'`),
+		until(`document.querySelector('#tree button[data-key="master,disks/archive_disk_alerts"][aria-current="true"]') !== null && document.getElementById('tree-details').textContent.includes('used_percent')`),
+		chromedp.Click(chromedp.CSS(`#tree button[data-key="master,disks"]`)),
+		until(`location.hash === '#/tree/root/master/disks'`),
+		setValue(`#auth-select`, "all"),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/draft/root/master/disks/archive_disk_alerts'`),
+		until(`document.querySelector('#draft-editor h2')?.textContent === 'Rule archive_disk_alerts'`),
+	)
+
 	// A console link opened in a tab signed in as someone else: the token
 	// leaves the address at once, and the identity changes only when
 	// asked (here: once refused, then accepted).
 	openLink := chromedp.Evaluate[chromedp.Void](`location.hash = '#token=' + encodeURIComponent(` + strconv.Quote(token) + `)`)
 	b.do("a link for another user, refused",
 		openLink,
-		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		until(`document.getElementById('identity-switch') !== null && location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
 		until(`document.getElementById('identity-switch').textContent.includes('signs in as admin; you are signed in as viewer')`),
 		chromedp.Click(chromedp.CSS(`#identity-switch-stay`)),
 		until(`document.getElementById('identity-switch') === null`),
@@ -516,7 +663,7 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.do("a link for another user, accepted",
 		openLink,
-		until(`document.getElementById('identity-switch') !== null && location.hash === ''`),
+		until(`document.getElementById('identity-switch') !== null && location.hash === '#/draft/root/master/disks/archive_disk_alerts'`),
 		chromedp.Evaluate[chromedp.Void](`window.beforeSwitch = true`),
 		chromedp.Click(chromedp.CSS(`#identity-switch-accept`)),
 	)
@@ -535,8 +682,8 @@ func TestConsole_Browser(t *testing.T) {
 	if signedInAs != "admin" {
 		t.Fatalf("after accepting the switch the page is signed in as %q, want admin", signedInAs)
 	}
-	if h := eval[string](b, `location.hash`); h != "" {
-		t.Errorf("the fragment is back in the address after the switch (%d bytes)", len(h))
+	if h := eval[string](b, `location.hash`); h != "#/draft/root/master/disks/archive_disk_alerts" {
+		t.Errorf("after the switch the address is %q, want the draft's rule still (and no token)", h)
 	}
 
 	// A narrow window: nothing wider than the viewport.
@@ -546,6 +693,8 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
 		until(`document.documentElement.scrollWidth <= window.innerWidth`),
 	)
+	// The deploy made version 1, by admin, shown above the tree.
+	b.do("the deploy's version", until(`document.getElementById('tree-info').dataset.version === '1' && /^Active tree: version 1, deployed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by admin\.$/.test(document.getElementById('tree-info').textContent)`))
 	b.shot("narrow")
 
 	// A findings-only token (findings_read on tenant master, no tree
@@ -594,7 +743,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 	var regs [3]*prometheus.Registry
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(i int, s *master.Server) {
 		regs[i] = prometheus.NewRegistry()
-		if _, err := mountConsole(s, fleet.Default(), regs[i], nil); err != nil {
+		if _, err := mountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
 			t.Error(err)
 		}
 	}))
@@ -608,9 +757,18 @@ func TestMountConsole_Cluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		page, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
 			t.Errorf("node %d /ui/: %d CSP %q", i, resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		}
+		// A master's page is not squall dev's: it does not offer the
+		// dev example's test event.
+		if strings.Contains(string(page), `data-mode="dev"`) {
+			t.Errorf("node %d /ui/ is marked as squall dev's", i)
 		}
 	}
 	f := c.Followers()

@@ -22,6 +22,7 @@ import (
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
@@ -266,7 +267,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	fl, err := mountConsole(srv, o.fleet, reg, logger)
+	fl, err := mountConsole(srv, console.Options{Dev: true}, o.fleet, reg, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/fleet"
@@ -121,7 +122,7 @@ given on the command line wins; empty variables are ignored.`,
 			if err := checkFleetList(fleetCfg); err != nil {
 				return err
 			}
-			if _, err := mountConsole(srv, fleetCfg, reg, logger); err != nil {
+			if _, err := mountConsole(srv, console.Options{}, fleetCfg, reg, logger); err != nil {
 				return err
 			}
 			// With brokers, the dead-letter API (docs/operations.md "Dead

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,14 +311,35 @@ func validationError(err error) *Error {
 		e.Code = "NESTED_ITERATOR_ERROR"
 	}
 	var ve *config.ValidationError
-	if errors.Is(err, config.ErrDuplicateName) && errors.As(err, &ve) {
+	if !errors.As(err, &ve) {
+		return e
+	}
+	if errors.Is(err, config.ErrDuplicateName) {
 		if ve.Rule != "" {
 			e.Params["RULE_NAME"] = ve.Rule
 		} else if len(ve.Path) > 0 {
 			e.Params["NODE_NAME"] = ve.Path[len(ve.Path)-1]
 		}
 	}
+	if f := fieldOf(ve); f != "" {
+		e.Params["FIELD"] = f
+	}
 	return e
+}
+
+// ruleField is the prefix of a rule's fields in a ValidationError of its
+// ruleset: "rules[2].".
+var ruleField = regexp.MustCompile(`^rules\[\d+\]\.`)
+
+// fieldOf is the FIELD param of a validation error: the path of the field
+// inside the body of the node or rule it is about (a rule's, such as
+// "constraint.WHERE.operators[1].first", without the ruleset's
+// "rules[N]." prefix), "" when the error names none.
+func fieldOf(ve *config.ValidationError) string {
+	if ve.Rule != "" {
+		return ruleField.ReplaceAllString(ve.Field, "")
+	}
+	return ve.Field
 }
 
 // readJSON reads a JSON body of at most MaxBody bytes into a byte slice,
@@ -350,8 +372,15 @@ func isJSONSuffix(mt string) bool {
 	return len(mt) > 5 && mt[len(mt)-5:] == "+json"
 }
 
+// badRequest answers 400 BAD_REQUEST; a body that does not decode has
+// the path of the field at fault in params.FIELD.
 func badRequest(err error) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
+	e := &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
+	var de *config.DecodeError
+	if errors.As(err, &de) && de.Field != "" {
+		e.Params = map[string]string{"FIELD": de.Field}
+	}
+	return e
 }
 
 // truncate cuts s to at most n bytes.

@@ -146,3 +146,45 @@ func TestTreeLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestDraftRules_FieldParam: a refused rule or node names the field at
+// fault in params.FIELD, as a path inside the body sent, whether the body
+// did not decode (400) or did not validate (409).
+func TestDraftRules_FieldParam(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{})
+	id := e.newDraft()
+	rules := cfgPath + "/draft/rule/details/m/" + id + "/master,archive"
+	nodes := cfgPath + "/draft/tree/details/m/" + id + "/master"
+	rule := func(where, with, actions string) string {
+		return `{"name":"r","description":"","continue":true,"active":true,"constraint":{"WHERE":` + where + `,"WITH":` + with + `},"actions":` + actions + `}`
+	}
+	const where = `{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"x"},{"type":"regex","regex":"a","target":"${event.type}"}]}`
+	const with = `{"v":{"from":"${event.type}","regex":{"type":"Regex","match":"(.*)","group_match_idx":1,"all_matches":false},"modifiers_post":[]}}`
+	const actions = `[{"id":"logger","payload":{"v":"${_variables.v}"}}]`
+	cases := []struct {
+		name, url, body string
+		status          int
+		field           string
+	}{
+		{"unknown operator", rules, rule(strings.Replace(where, `"equals"`, `"sameAs"`, 1), with, actions), 400, "constraint.WHERE.operators[0].type"},
+		{"unterminated accessor", rules, rule(strings.Replace(where, `"${event.type}","second"`, `"${event.type","second"`, 1), with, actions), 409, "constraint.WHERE.operators[0].first"},
+		{"bad regex", rules, rule(strings.Replace(where, `"regex":"a"`, `"regex":"("`, 1), with, actions), 409, "constraint.WHERE.operators[1].regex"},
+		{"bad extractor regex", rules, rule(where, strings.Replace(with, "(.*)", "(", 1), actions), 409, "constraint.WITH.v.regex"},
+		{"bad payload accessor", rules, rule(where, with, strings.Replace(actions, "${_variables.v}", "${_variables.v", 1)), 409, "actions[0].payload.v"},
+		{"bad action id", rules, rule(where, with, strings.Replace(actions, "logger", "log-ger", 1)), 409, "actions[0].id"},
+		{"unknown field", rules, strings.Replace(rule(where, with, actions), `"active":true`, `"active":true,"colour":"red"`, 1), 400, "colour"},
+		{"duplicate name", rules, strings.Replace(rule(where, with, actions), `"name":"r"`, `"name":"a1"`, 1), 409, ""},
+		{"node filter", nodes, `{"type":"Filter","name":"f","description":"","active":true,"filter":{"type":"equals","first":"${pippo}","second":"x"}}`, 409, "filter.first"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.send("POST", tc.url, alice, tc.body)
+			e.expect(r, tc.status, "")
+			params, _ := r.json(t)["params"].(map[string]any)
+			if got, _ := params["FIELD"].(string); got != tc.field {
+				t.Errorf("params.FIELD %q, want %q: %s", got, tc.field, r.body)
+			}
+		})
+	}
+}

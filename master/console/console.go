@@ -57,8 +57,22 @@ type Console struct {
 	files map[string]asset // by name below Prefix; "" is index.html
 }
 
+// Options are the settings of a console.
+type Options struct {
+	// Dev marks the page as squall dev's (<html data-mode="dev">): it
+	// offers what only squall dev has, such as the test event of its
+	// example tree.
+	Dev bool
+}
+
+// htmlTag is index.html's opening tag, htmlTagDev squall dev's.
+const (
+	htmlTag    = `<html lang="en">`
+	htmlTagDev = `<html lang="en" data-mode="dev">`
+)
+
 // New returns the console with its assets loaded from the embedded files.
-func New() (*Console, error) {
+func New(o Options) (*Console, error) {
 	c := &Console{files: map[string]asset{}}
 	err := fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -67,6 +81,12 @@ func New() (*Console, error) {
 		body, err := assets.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if p == "assets/index.html" && o.Dev {
+			if !bytes.Contains(body, []byte(htmlTag)) {
+				return fmt.Errorf("%s: no %s to mark as squall dev's", p, htmlTag)
+			}
+			body = bytes.Replace(body, []byte(htmlTag), []byte(htmlTagDev), 1)
 		}
 		ct := contentType(path.Ext(p))
 		if ct == "" {

@@ -13,7 +13,7 @@ import (
 
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	c, err := New()
+	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestConsole_ServeHTTP(t *testing.T) {
 // method.
 func TestConsole_Methods(t *testing.T) {
 	t.Parallel()
-	c, err := New()
+	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestConsole_Methods(t *testing.T) {
 // names no asset.
 func TestConsole_Traversal(t *testing.T) {
 	t.Parallel()
-	c, err := New()
+	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestConsole_Caching(t *testing.T) {
 // origin, in any asset.
 func TestAssets_NoInlineOrRemote(t *testing.T) {
 	t.Parallel()
-	c, err := New()
+	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +190,30 @@ func TestAssets_NoInlineOrRemote(t *testing.T) {
 	}
 	if !inlineScript.MatchString("<script>alert(1)</script>") {
 		t.Error("the inline-script pattern does not match an inline script")
+	}
+}
+
+// TestNew_Dev: squall dev's page is marked data-mode="dev" (it offers the
+// test event of the dev example tree); a master's is not, and the two
+// pages have different ETags.
+func TestNew_Dev(t *testing.T) {
+	t.Parallel()
+	for _, dev := range []bool{false, true} {
+		c, err := New(Options{Dev: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := c.files["index.html"]
+		if got := strings.Contains(string(page.body), `data-mode="dev"`); got != dev {
+			t.Errorf("dev %v: the page is marked dev: %v", dev, got)
+		}
+		if !strings.Contains(string(page.body), "<html lang=\"en\"") {
+			t.Errorf("dev %v: the page lost its html tag", dev)
+		}
+	}
+	a, _ := New(Options{})
+	b, _ := New(Options{Dev: true})
+	if a.files["index.html"].etag == b.files["index.html"].etag {
+		t.Error("the dev page has the master page's ETag")
 	}
 }

@@ -1,6 +1,7 @@
 // The console's entry point: sign-in (a pasted token, or the squall dev
 // link's #token= fragment, moved into session storage and cleared from
-// the address), the tabs, the tree and the test events.
+// the address), the tabs and their addresses (router.js), the tree and the
+// test events.
 import { el, fill, $, pretty, status, warnings } from './dom.js';
 import { Session, nodePath, treeAuthNames, decodeToken } from './api.js';
 import { fromExport, render, find, details, keyOf } from './tree.js';
@@ -9,24 +10,29 @@ import { Findings } from './findings.js';
 import { Draft } from './draft.js';
 import { loadFleet } from './fleet.js';
 import { DeadLetters, deadLetterAccess } from './deadletters.js';
+import { Router, itemPath, resolve } from './router.js';
+import { showActiveInfo } from './treeinfo.js';
 
 const session = new Session(window.sessionStorage);
 session.onWarnings = warnings;
 const cfg = '/api/v2_beta/config';
-const state = { active: null, selected: '', view: 'tree' };
+const state = { active: null, selected: '', view: '', last: {} };
 let findings;
 let draft;
 let deadLetters;
+let router;
 
 // takeFragmentToken reads a #token=… fragment once, on load and when a
 // link is opened in a tab already showing the console, and removes it from
-// the address bar and the history entry at once. A signed-out tab signs in
+// the address bar and the history entry at once (the address is the
+// place the tab showed again). A signed-out tab signs in
 // with it; a tab signed in as someone else asks before it switches
 // identity, so that neither a reload nor a link switches it silently.
 function takeFragmentToken() {
   const m = /^#token=(.+)$/.exec(window.location.hash);
   if (!m) return;
-  history.replaceState(null, '', window.location.pathname + window.location.search);
+  // The address goes back to the place the tab showed, if any.
+  history.replaceState(null, '', window.location.pathname + window.location.search + ((router && router.applied) || ''));
   const token = decodeURIComponent(m[1]);
   if (!session.token) {
     try { session.signIn(token); } catch (e) { $('signin-error').textContent = e.message; }
@@ -76,7 +82,6 @@ function showWho() {
   for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
   $('tab-deadletters').hidden = !deadLetterAccess(c).read;
   $('auth-select').closest('label').hidden = !a;
-  if (!a) state.view = 'findings';
   // Hide what the roles forbid; the server refuses it anyway.
   for (const e of document.querySelectorAll('[data-needs="edit"]')) e.hidden = !session.can('edit');
   $('event-full').disabled = !session.can('full');
@@ -88,7 +93,21 @@ async function start() {
   $('signin').hidden = true;
   $('app').hidden = false;
   showWho();
-  await switchView(state.view);
+  router.check(true);
+  if (!router.route.view) router.go({ view: session.auth() ? 'tree' : 'findings' });
+}
+
+// prefix is the names above the authorization's node: a route's node
+// paths are absolute, the tree's start at that node.
+const prefix = () => { const a = session.auth(); return a ? a.path.slice(0, -1) : []; };
+
+// applyRoute shows the place a route names (router.js).
+async function applyRoute(r) {
+  if (!session.token || $('app').hidden) return; // start() applies it after the sign-in
+  const may = (v) => !!session.auth() || v === 'findings' || (v === 'deadletters' && deadLetterAccess(session.claims()).read);
+  if (!may(r.view)) { router.replace({ view: 'findings' }); r = router.route; }
+  state.last[r.view] = r;
+  await switchView(r.view, r);
 }
 
 function selectTab(view) {
@@ -100,14 +119,15 @@ function selectTab(view) {
   }
 }
 
-async function switchView(view) {
+async function switchView(view, r) {
+  const entering = state.view !== view;
   state.view = view;
   selectTab(view);
   status('');
   try {
-    if (view === 'tree') await loadTree();
-    else if (view === 'draft') await draft.load();
-    else if (view === 'findings') await findings.load();
+    if (view === 'tree') await showTree(r, entering);
+    else if (view === 'draft') await draft.show(r, entering, prefix());
+    else if (view === 'findings') await findings.show(r);
     else if (view === 'fleet') await loadFleet(session);
     else if (view === 'deadletters') await deadLetters.load();
     else if (view === 'events') await loadDraftIdForEvents();
@@ -115,6 +135,25 @@ async function switchView(view) {
     if (e.status === 401) { session.signOut(); showSignIn(`Signed out: ${e.message}`); return; }
     status(`${e.code ? e.code + ': ' : ''}${e.message}`);
   }
+}
+
+// showTree shows the route's tree (the active one, or the draft with
+// ?source=draft) and selects the node or rule its path names. It reads the
+// tree again when the tab is entered or the source changes.
+async function showTree(r, entering) {
+  const source = r.params.get('source') === 'draft' ? 'draft' : 'active';
+  if (entering || !state.active || state.source !== source) {
+    state.source = source;
+    $('tree-source').value = source;
+    state.active = null;
+    await loadTree();
+  }
+  if (!state.active) return;
+  const item = resolve(state.active, prefix(), r.path);
+  state.selected = item ? keyOf(item) : '';
+  drawTree();
+  fill($('tree-details'), item ? details(item)
+    : el('p', { class: r.path.length ? 'error' : 'hint' }, r.path.length ? `Nothing is at ${r.path.join(' › ')} in this tree.` : 'Select a node or a rule.'));
 }
 
 // Tree view: the active tree or the draft, from their exports.
@@ -129,6 +168,7 @@ async function loadTree() {
   } else {
     doc = await session.request('GET', `${cfg}/active/tree/export/${a.name}/${base}`);
   }
+  showActiveInfo(session, $('tree-info'), $('tree-source').value);
   state.active = fromExport(doc);
   drawTree();
   const sel = state.selected && find(state.active, state.selected);
@@ -138,7 +178,7 @@ async function loadTree() {
 function drawTree() {
   render($('tree'), state.active, {
     query: $('tree-search').value, selected: state.selected,
-    onSelect: (item) => { state.selected = keyOf(item); drawTree(); fill($('tree-details'), details(item)); },
+    onSelect: (item) => router.go({ view: 'tree', path: itemPath(prefix(), item), params: { source: $('tree-source').value === 'draft' ? 'draft' : '' } }),
   });
 }
 
@@ -178,34 +218,44 @@ function wire() {
   // Signing out forgets the token and reloads the page, so that nothing
   // the previous user saw stays in it.
   $('sign-out').addEventListener('click', () => { session.signOut(); window.location.replace(window.location.pathname); });
-  $('auth-select').addEventListener('change', async (e) => { session.setAuth(e.target.value); state.selected = ''; showWho(); await switchView(state.view); });
+  $('auth-select').addEventListener('change', async (e) => { session.setAuth(e.target.value); state.selected = ''; state.view = ''; showWho(); router.check(true); });
   const tabs = [...document.querySelectorAll('.tabs [role="tab"]')];
   tabs.forEach((b, i) => {
-    b.addEventListener('click', () => switchView(b.dataset.view));
+    b.addEventListener('click', () => router.go(state.last[b.dataset.view] || { view: b.dataset.view }));
     b.addEventListener('keydown', (e) => {
       const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
       if (!d) return;
       const next = tabs[(i + d + tabs.length) % tabs.length];
       next.focus();
-      switchView(next.dataset.view);
+      router.go(state.last[next.dataset.view] || { view: next.dataset.view });
     });
   });
   $('tree-search').addEventListener('input', () => state.active && drawTree());
-  $('tree-source').addEventListener('change', () => { state.selected = ''; switchView('tree'); });
-  $('tree-reload').addEventListener('click', () => switchView('tree'));
-  $('fleet-reload').addEventListener('click', () => switchView('fleet'));
-  fill($('event-example'), examples.map((x, i) => el('option', { value: i }, x.name)));
-  $('event-example').addEventListener('change', (e) => { $('event-body').value = pretty(examples[e.target.value].event); });
-  $('event-body').value = pretty(examples[0].event);
+  $('tree-source').addEventListener('change', (e) => router.go({ view: 'tree', params: { source: e.target.value === 'draft' ? 'draft' : '' } }));
+  $('tree-reload').addEventListener('click', () => { state.view = ''; router.check(true); });
+  $('fleet-reload').addEventListener('click', () => switchView('fleet', router.route));
+  // The squall dev example is offered by squall dev alone (its page is
+  // marked data-mode="dev"), where its tree exists.
+  const offered = examples.filter((x) => !x.dev || document.documentElement.dataset.mode === 'dev');
+  fill($('event-example'), offered.map((x, i) => el('option', { value: i }, x.name)));
+  $('event-example').addEventListener('change', (e) => { $('event-body').value = pretty(offered[e.target.value].event); });
+  $('event-body').value = pretty(offered[0].event);
   $('event-form').addEventListener('submit', runEvent);
-  findings = new Findings(session);
-  draft = new Draft(session, { onChange: () => {} });
+  findings = new Findings(session, {
+    navigate: (params, uid) => router.go({ view: 'findings', path: uid ? [uid] : [], params }),
+  });
+  draft = new Draft(session, {
+    onChange: () => {},
+    navigate: (item, params) => router.go({ view: 'draft', path: item ? itemPath(prefix(), item) : [], params }),
+    place: (item, params) => router.replace({ view: 'draft', path: item ? itemPath(prefix(), item) : [], params }),
+  });
   deadLetters = new DeadLetters(session);
 }
 
 wire();
 takeFragmentToken();
 window.addEventListener('hashchange', takeFragmentToken);
+router = new Router(applyRoute);
 if (session.token) {
   try { session.claims(); start(); } catch (e) { session.signOut(); showSignIn(e.message); }
 } else {

@@ -36,7 +36,12 @@ export function fill(e, ...children) {
 // pretty formats a JSON value for reading.
 export const pretty = (v) => JSON.stringify(v, null, 2);
 
-// status shows a short message in the status line.
+// orDash shows a value, or an em dash for none: the one way the console
+// writes a missing value.
+export const orDash = (v) => (v === null || v === undefined || v === '' ? '—' : String(v));
+
+// status shows a short message in the status line (empty, the line takes
+// no room).
 export function status(msg) { $('status').textContent = msg; }
 
 // warnings lists the warnings of the last change under the status line

@@ -4,7 +4,9 @@
 import { el, fill, $, pretty, status } from './dom.js';
 import { nodePath } from './api.js';
 import { fromExport, render, find, keyOf } from './tree.js';
-import { renderDiff } from './diff.js';
+import { renderTreeDiff } from './treediff.js';
+import { resolve } from './router.js';
+import { ruleEditor } from './ruleform.js';
 
 const cfg = '/api/v2_beta/config';
 
@@ -18,10 +20,23 @@ export function fieldOf(err) {
   return { 'constraint.WHERE': 'where', 'constraint.WITH': 'with', constraint: 'where' }[m[1]] || m[1];
 }
 
+// fieldOfPath names the form field of a params.FIELD path in the JSON
+// view of a rule or node.
+function fieldOfPath(path) {
+  const m = /^(name|description|continue|active|constraint\.WHERE|constraint\.WITH|constraint|actions|filter|target)(?:$|[.[])/.exec(path || '');
+  if (!m) return '';
+  return { 'constraint.WHERE': 'where', 'constraint.WITH': 'with', constraint: 'where' }[m[1]] || m[1];
+}
+
 export class Draft {
-  constructor(session, { onChange }) {
+  // navigate(item, params) moves to a place in the draft (a new address);
+  // place(item, params) records the place shown (router.js).
+  constructor(session, { onChange, navigate = null, place = null }) {
     this.session = session;
     this.onChange = onChange;
+    this.navigate = navigate;
+    this.place = place;
+    this.diffShown = false;
     this.id = '';
     this.owner = '';
     this.root = null;
@@ -36,6 +51,27 @@ export class Draft {
   }
 
   get auth() { return this.session.auth(); }
+
+  // show shows the place a route names: the draft (read again when the tab
+  // is entered), the node or rule its path names, and with ?diff=1 the
+  // diff with the active tree.
+  async show(r, entering, prefix) {
+    if (entering || !this.root) await this.load();
+    if (!this.root) return;
+    const item = resolve(this.root, prefix, r.path);
+    if (item) this.select(item, false);
+    else {
+      this.selected = '';
+      this.draw();
+      fill($('draft-editor'), r.path.length
+        ? el('p', { class: 'error' }, `Nothing is at ${r.path.join(' › ')} in the draft.`)
+        : el('p', { class: 'hint' }, 'Select a rule or node to edit it.'));
+    }
+    if (r.params.get('diff')) await this.showDiff(false);
+    else { $('draft-diff-out').hidden = true; this.diffShown = false; }
+  }
+
+  params() { return { diff: this.diffShown ? '1' : '' }; }
   get base() { return this.auth.path[this.auth.path.length - 1]; }
 
   // load reads the draft's id, owner and tree.
@@ -75,7 +111,7 @@ export class Draft {
   }
 
   draw() {
-    render($('draft-tree'), this.root, { onSelect: (item) => this.select(item), selected: this.selected });
+    render($('draft-tree'), this.root, { onSelect: (item) => (this.navigate ? this.navigate(item, this.params()) : this.select(item)), selected: this.selected });
   }
 
   async run(what, fn) {
@@ -117,20 +153,24 @@ export class Draft {
     return [norm(active), norm(draft)];
   }
 
-  async showDiff() {
+  // showDiff shows what the draft changes: a summary, the changes node by
+  // node, and the JSON line diff one click away (treediff.js).
+  async showDiff(record = true) {
     await this.run('Diff', async () => {
       const [a, d] = await this.texts();
       const out = $('draft-diff-out');
       out.hidden = false;
-      const n = renderDiff(out, a, d);
-      status(n ? `${n} changed line${n === 1 ? '' : 's'} between the active tree and the draft.` : 'No change.');
+      this.diffShown = true;
+      const sum = renderTreeDiff(out, a, d);
+      status(sum.total ? `Against the active tree: ${sum.text}.` : 'The draft is the same as the active tree.');
+      if (record && this.place) this.place(this.root && find(this.root, this.selected), this.params());
     });
   }
 
   async confirmDeploy() {
     await this.run('Deploy', async () => {
       const [a, d] = await this.texts();
-      renderDiff($('deploy-diff'), a, d);
+      renderTreeDiff($('deploy-diff'), a, d);
       $('deploy-dialog').returnValue = '';
       $('deploy-dialog').showModal();
     });
@@ -141,6 +181,8 @@ export class Draft {
       await this.session.request('POST', `${cfg}/drafts/${this.auth.name}/${this.id}/deploy`);
       status('Deployed: the draft is the active tree.');
       $('draft-diff-out').hidden = true;
+      this.diffShown = false;
+      if (this.place) this.place(this.root && find(this.root, this.selected), this.params());
       this.onChange();
     });
   }
@@ -171,26 +213,34 @@ export class Draft {
     input.value = '';
   }
 
-  select(item) {
+  // select opens the item's editor; record tells it to record the place
+  // (false when a route asked for it).
+  select(item, record = true) {
     this.selected = keyOf(item);
     this.draw();
     const out = $('draft-editor');
     if (item.kind === 'Rule') fill(out, this.ruleForm(item));
     else fill(out, this.nodeForm(item));
+    if (record && this.place) this.place(item, this.params());
   }
 
-  // form builds an editor: fields [{name, label, type, value}], body(v)
-  // the JSON sent, save(body) the request.
-  form(title, fields, body, save, extra = []) {
+  // form builds an editor: fields [{name, label, type, value}] (type
+  // 'section': {name, label, element}, a part whose values body reads
+  // itself), body(v) the JSON sent, save(body) the request. hooks:
+  // showError(path, message) puts an error of a field path (the server's
+  // params.FIELD) at its input, true when it did; clear() clears them;
+  // onRefresh(fn) receives the function that redraws the JSON view.
+  form(title, fields, body, save, extra = [], hooks = {}) {
     const ro = !this.editable;
     const inputs = {};
     const errors = {};
     const preview = el('pre', { class: 'json-view' });
-    const values = () => Object.fromEntries(fields.map((f) => [f.name, f.type === 'checkbox' ? inputs[f.name].checked : inputs[f.name].value]));
+    const values = () => Object.fromEntries(fields.filter((f) => f.type !== 'section').map((f) => [f.name, f.type === 'checkbox' ? inputs[f.name].checked : inputs[f.name].value]));
     const refresh = () => {
       try { preview.textContent = pretty(body(values())); } catch (e) { preview.textContent = `(not valid JSON yet: ${e.message})`; }
     };
     const rows = fields.map((f) => {
+      if (f.type === 'section') return el('fieldset', { class: 'section', 'data-field': f.name }, el('legend', {}, f.label), f.element);
       const id = `edit-${f.name}`;
       const input = f.type === 'json'
         ? el('textarea', { id, name: f.name, rows: f.rows || 6, spellcheck: 'false', readonly: ro, 'aria-describedby': id + '-error', oninput: refresh }, f.value)
@@ -203,17 +253,24 @@ export class Draft {
     const submit = el('form', { 'aria-label': title }, rows,
       el('details', {}, el('summary', {}, 'JSON view'), preview), general,
       ro ? el('p', { class: 'hint' }, 'Read only: only the draft\'s owner with the edit role changes it.') : el('div', { class: 'actions' }, extra, el('button', { type: 'submit' }, 'Save')));
+    submit.currentBody = () => body(values());
     submit.addEventListener('submit', async (e) => {
       e.preventDefault();
-      for (const f of fields) { errors[f.name].textContent = ''; errors[f.name].parentElement.classList.remove('invalid'); }
+      for (const f of fields) if (errors[f.name]) { errors[f.name].textContent = ''; errors[f.name].parentElement.classList.remove('invalid'); }
+      if (hooks.clear) hooks.clear();
       general.textContent = '';
       let b;
-      try { b = body(values()); } catch (ex) { general.textContent = ex.message; return; }
+      try { b = body(values()); } catch (ex) {
+        if (!(ex.path && hooks.showError && hooks.showError(ex.path, ex.message))) general.textContent = ex.message;
+        return;
+      }
       try {
         await save(b);
       } catch (ex) {
         const msg = `${ex.code ? ex.code + ': ' : ''}${ex.message}`;
-        const f = ex.field || fieldOf(ex);
+        const path = ex.params && ex.params.FIELD;
+        if (path && hooks.showError && hooks.showError(path, msg)) return;
+        const f = ex.field || fieldOfPath(path) || fieldOf(ex);
         if (f && errors[f]) {
           errors[f].textContent = msg;
           errors[f].parentElement.classList.add('invalid');
@@ -222,9 +279,13 @@ export class Draft {
       }
     });
     refresh();
+    if (hooks.onRefresh) hooks.onRefresh(refresh);
     return [el('h2', {}, title), submit];
   }
 
+  // ruleForm edits a rule: its WHERE, WITH and actions in the form of
+  // ruleform.js, or as JSON (this.ruleJSON); a button switches, keeping
+  // what was typed.
   ruleForm(rule, isNew = false) {
     const a = this.auth;
     const c = rule.constraint || {};
@@ -236,36 +297,60 @@ export class Draft {
       { name: 'description', label: 'Description', type: 'text', value: rule.description || '' },
       { name: 'active', label: 'Active', type: 'checkbox', value: rule.active },
       { name: 'continue', label: 'Continue with the next rules after a match', type: 'checkbox', value: rule.continue },
-      { name: 'where', label: 'Where (condition)', type: 'json', value: pretty(c.WHERE ?? null) },
-      { name: 'with', label: 'With (extracted variables)', type: 'json', value: pretty(c.WITH || {}) },
-      { name: 'actions', label: 'Actions', type: 'json', value: pretty(rule.actions || []), rows: 8 },
     ];
-    const body = (v) => ({ name: v.name, description: v.description, continue: v.continue, active: v.active,
-      constraint: { WHERE: json('where', v.where), WITH: json('with', v.with) }, actions: json('actions', v.actions) });
+    let body;
+    const hooks = {};
+    if (this.ruleJSON) {
+      fields.push(
+        { name: 'where', label: 'Where (condition)', type: 'json', value: pretty(c.WHERE ?? null) },
+        { name: 'with', label: 'With (extracted variables)', type: 'json', value: pretty(c.WITH || {}) },
+        { name: 'actions', label: 'Actions', type: 'json', value: pretty(rule.actions || []), rows: 8 });
+      body = (v) => ({ name: v.name, description: v.description, continue: v.continue, active: v.active,
+        constraint: { WHERE: json('where', v.where), WITH: json('with', v.with) }, actions: json('actions', v.actions) });
+    } else {
+      let refresh = () => {};
+      const ed = ruleEditor(rule, { readOnly: !this.editable, onInput: () => refresh() });
+      fields.push(
+        { name: 'where', label: 'Where (condition)', type: 'section', element: ed.where },
+        { name: 'with', label: 'With (extracted variables)', type: 'section', element: ed.with },
+        { name: 'actions', label: 'Actions', type: 'section', element: ed.actions });
+      body = (v) => ({ name: v.name, description: v.description, continue: v.continue, active: v.active, ...ed.value() });
+      Object.assign(hooks, { showError: ed.showError, clear: ed.clear, onRefresh: (fn) => { refresh = fn; } });
+    }
+    let built;
+    const toggle = el('button', { type: 'button', class: 'mode', onclick: () => {
+      let cur = null;
+      try { cur = built[1].currentBody(); } catch { cur = null; }
+      this.ruleJSON = !this.ruleJSON;
+      fill($('draft-editor'), this.ruleForm(cur ? { ...rule, ...cur, stored: rule.stored || rule } : rule, isNew));
+    } }, this.ruleJSON ? 'Edit in the form' : 'Edit as JSON');
+    // orig is the rule's name in the draft (its URL), whatever is typed.
+    const orig = (rule.stored || rule).name;
     const rs = nodePath(rule.path);
     const save = async (b) => {
       if (isNew) await this.session.request('POST', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}`, b);
-      else await this.session.request('PUT', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, b);
+      else await this.session.request('PUT', `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(orig)}`, b);
       status(`Rule ${b.name} ${isNew ? 'added' : 'saved'}.`);
       this.selected = keyOf({ ...rule, name: b.name });
       await this.reselect();
     };
     const ruleset = find(this.root, rule.path.join(','));
-    const idx = ruleset ? ruleset.rules.findIndex((r) => r.name === rule.name) : -1;
+    const idx = ruleset ? ruleset.rules.findIndex((r) => r.name === orig) : -1;
     const move = (d) => async () => {
       await this.run('Move', async () => {
-        await this.session.request('PUT', `${cfg}/draft/rule/move/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, { position: idx + d });
-        status(`Rule ${rule.name} moved to position ${idx + d}.`);
+        await this.session.request('PUT', `${cfg}/draft/rule/move/${a.name}/${this.id}/${rs}/${encodeURIComponent(orig)}`, { position: idx + d });
+        status(`Rule ${orig} moved to position ${idx + d}.`);
         await this.reselect();
       });
     };
-    if (isNew) return this.form(`New rule in ${rule.path[rule.path.length - 1]}`, fields, body, save);
+    if (isNew) return (built = this.form(`New rule in ${rule.path[rule.path.length - 1]}`, fields, body, save, [toggle], hooks));
     const extra = [
+      toggle,
       el('button', { type: 'button', disabled: idx <= 0, onclick: move(-1) }, 'Move up'),
       el('button', { type: 'button', disabled: !ruleset || idx >= ruleset.rules.length - 1, onclick: move(1) }, 'Move down'),
-      this.deleteButton(`rule ${rule.name}`, `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(rule.name)}`, rule.path.join(',')),
+      this.deleteButton(`rule ${orig}`, `${cfg}/draft/rule/details/${a.name}/${this.id}/${rs}/${encodeURIComponent(orig)}`, rule.path.join(',')),
     ];
-    return this.form(`Rule ${rule.name}`, fields, body, save, extra);
+    return (built = this.form(`Rule ${orig}`, fields, body, save, extra, hooks));
   }
 
   // deleteButton deletes what url names after a confirmation, then

@@ -2,9 +2,10 @@
 // draft, and the processed tree drawn with each node's and rule's status.
 import { el, fill, pretty } from './dom.js';
 
-// examples are starting points for the editor.
+// examples are starting points for the editor; dev is true for those of
+// squall dev's example tree, offered by squall dev alone.
 export const examples = [
-  { name: 'Disk alert (squall dev example)', event: { type: 'disk_alert', created_ms: 1700000000000, metadata: { tenant_id: 'master' }, payload: { host: 'web-1', message: 'Disk 95% full on /var' } } },
+  { name: 'Disk alert (squall dev example)', dev: true, event: { type: 'disk_alert', created_ms: 1700000000000, metadata: { tenant_id: 'master' }, payload: { host: 'web-1', message: 'Disk 95% full on /var' } } },
   { name: 'E-mail', event: { type: 'email', created_ms: 1554130814854, metadata: { tenant_id: 'master' }, payload: { body: '95 Degrees on host-1' } } },
   { name: 'Empty event', event: { type: '', created_ms: 0, metadata: {}, payload: {} } },
 ];

@@ -4,9 +4,7 @@
 // stale ones marked. The answering node's view of the cluster is above,
 // with a warning for each consumer group whose partitions no live engine
 // owns (their events wait).
-import { el, fill, $ } from './dom.js';
-
-const dash = (v) => (v === null || v === undefined || v === '' ? '—' : String(v));
+import { el, fill, $, orDash as dash } from './dom.js';
 
 function ago(ms) {
   const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
@@ -23,8 +21,8 @@ function health(m) {
 }
 
 function raft(m) {
-  if (m.role !== 'master') return '—';
-  if (m.applied_index === undefined) return m.state || '—';
+  if (m.role !== 'master') return dash();
+  if (m.applied_index === undefined) return dash(m.state);
   return `${m.state}, term ${m.term}, applied ${m.applied_index} / commit ${m.commit_index}`;
 }
 
@@ -39,7 +37,7 @@ export async function loadFleet(session) {
     const stale = f.members.filter((m) => m.stale).length;
     const unowned = (f.groups || []).filter((g) => g.unowned.length > 0);
     fill(out,
-      el('p', {}, `Answered by ${c.node_id} (${c.state}); leader ${c.leader_id || 'none'}, term ${c.term}, commit index ${c.commit_index}, applied ${c.applied_index}, active tree at index ${c.active_index}.`),
+      el('p', {}, `Answered by ${c.node_id} (${c.state}); leader ${dash(c.leader_id)}, term ${c.term}, commit index ${c.commit_index}, applied ${c.applied_index}, active tree at index ${c.active_index}.`),
       stale ? el('p', { class: 'warn', id: 'fleet-stale' }, `${stale} member${stale > 1 ? 's' : ''} stopped reporting (stale).`) : null,
       unowned.map((g) => el('p', { class: 'warn', 'data-unowned-group': g.group },
         `Consumer group ${g.group} (topic ${g.topic}): partition${g.unowned.length > 1 ? 's' : ''} ${g.unowned.join(', ')} of ${g.partitions} ha${g.unowned.length > 1 ? 've' : 's'} no live engine; their events wait (${g.engines} live engine${g.engines === 1 ? '' : 's'}).`)),
@@ -55,7 +53,7 @@ export async function loadFleet(session) {
             el('td', { class: 'mono', 'data-raft': '' }, raft(m)),
             el('td', {}, dash(m.consumer_lag)), el('td', {}, dash(m.spool_depth)), el('td', {}, dash(m.webhooks_loaded)),
             el('td', { class: 'mono' }, dash(m.http_addr || m.raft_addr)),
-            el('td', {}, m.role === 'master' ? '—' : ago(m.last_seen_ms), m.stale ? ' (stale)' : ''));
+            el('td', {}, m.role === 'master' ? dash() : ago(m.last_seen_ms), m.stale ? ' (stale)' : ''));
         })))),
       el('p', { class: 'hint' }, 'Masters are asked for their own state when the list is made. Engines and satellites report every few seconds (--fleet-interval); one that stops is marked stale, then dropped (--fleet-stale-after, --fleet-drop-after on the masters).'));
   } catch (e) {
