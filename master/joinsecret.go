@@ -9,8 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/squallhq/squall/internal/secretfile"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -34,13 +34,13 @@ func newJoinSecret(b []byte) *joinSecret {
 }
 
 // loadJoinToken reads the join secret: the file's bytes, surrounding
-// whitespace removed; at least 16 bytes.
+// whitespace removed; at least 16 bytes, readable by its owner only
+// (secretfile.Check).
 func loadJoinToken(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, maxJoinBody)
 	if err != nil {
-		return nil, fmt.Errorf("read join token: %w", err)
+		return nil, fmt.Errorf("read join token (--join-token-file, SQUALL_JOIN_TOKEN_FILE): %w", err)
 	}
-	b = []byte(strings.TrimSpace(string(b)))
 	if len(b) < minJoinToken {
 		return nil, fmt.Errorf("join token %s: %d bytes, want at least %d", path, len(b), minJoinToken)
 	}

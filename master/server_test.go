@@ -84,6 +84,42 @@ func TestConfig_Validate(t *testing.T) {
 			t.Fatalf("short join token: %v", err)
 		}
 	})
+	// Key files that group or others may read are refused, with the rule
+	// and the message of webhook secret files (internal/secretfile).
+	for _, tc := range []struct {
+		name string
+		set  func(c *master.Config, path string)
+	}{
+		{"token key", func(c *master.Config, p string) { c.TokenHMACKeyFile = p }},
+		{"join token", func(c *master.Config, p string) { c.JoinTokenFile = p }},
+	} {
+		t.Run(tc.name+" readable by others", func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "key")
+			content := strings.Repeat("ab", 32) + "\n"
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := valid()
+			c.DataDir = dir
+			tc.set(&c, path)
+			want := "readable by group or others (mode 0644): make it readable by its owner only: chmod 600 " + path
+			if _, err := master.New(c); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("New = %v, want %q", err, want)
+			}
+			if err := os.Chmod(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := master.New(c)
+			if err != nil {
+				t.Fatalf("New with mode 0600: %v", err)
+			}
+			_ = s.Shutdown(t.Context())
+		})
+	}
 }
 
 // newServer returns a master that is not started, to mount handlers on.

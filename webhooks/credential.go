@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/squallhq/squall/internal/secretfile"
 )
 
 // Limits of credentials (tokens and secrets).
@@ -22,8 +24,9 @@ const (
 )
 
 // ErrSecretFileMode reports a token or secret file that users other than
-// its owner may read.
-var ErrSecretFileMode = errors.New("readable by group or others")
+// its owner may read (the rule of every secret file: see
+// internal/secretfile).
+var ErrSecretFileMode = secretfile.ErrMode
 
 // Source resolves the "file" and "env" entries of tokens and secrets.
 type Source struct {
@@ -178,8 +181,8 @@ func readSecretFile(src Source, name string) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, errors.New("not a regular file")
 	}
-	if perm := info.Mode().Perm(); perm&0o044 != 0 {
-		return nil, fmt.Errorf("%w (mode %04o): make it readable by its owner only (chmod 600)", ErrSecretFileMode, perm)
+	if err := secretfile.Check(name, info); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileSize+1))
 	if err != nil {

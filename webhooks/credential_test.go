@@ -79,7 +79,7 @@ func TestParse_CredentialSources(t *testing.T) {
 		name, tokens, want string
 		mode               os.FileMode
 	}{
-		{"group-readable file", `[{"file": "loose"}]`, `tokens[0].file "loose": readable by group or others (mode 0640): make it readable by its owner only (chmod 600)`, 0o640},
+		{"group-readable file", `[{"file": "loose"}]`, `tokens[0].file "loose": readable by group or others (mode 0640): make it readable by its owner only: chmod 600 `, 0o640},
 		{"world-readable file", `[{"file": "loose"}]`, "readable by group or others (mode 0604)", 0o604},
 		{"blank env", `[{"env": "BLANK"}]`, `tokens[0].env "BLANK": environment variable unset or empty`, 0},
 		{"directory", `[{"file": "."}]`, `tokens[0].file ".": not a regular file`, 0},

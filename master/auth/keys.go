@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/pem"
@@ -9,18 +8,23 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/squallhq/squall/internal/secretfile"
 )
 
 // MinHMACKey is the shortest HS256 key accepted: 32 bytes.
 const MinHMACKey = 32
 
-// LoadHMACKey reads an HS256 key file: its bytes, surrounding whitespace removed.
+// maxKeyFile bounds a key file.
+const maxKeyFile = 64 << 10
+
+// LoadHMACKey reads an HS256 key file: its bytes, surrounding whitespace
+// removed. The file must be readable by its owner only (secretfile.Check).
 func LoadHMACKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, maxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("read HMAC key: %w", err)
 	}
-	b = bytes.TrimSpace(b)
 	if len(b) < MinHMACKey {
 		return nil, fmt.Errorf("HMAC key %s: %d bytes, want at least %d", path, len(b), MinHMACKey)
 	}
@@ -28,8 +32,16 @@ func LoadHMACKey(path string) ([]byte, error) {
 }
 
 // LoadEd25519Private reads a PEM PKCS#8 Ed25519 private key
-// (openssl genpkey -algorithm ed25519).
+// (openssl genpkey -algorithm ed25519), readable by its owner only
+// (secretfile.Check).
 func LoadEd25519Private(path string) (ed25519.PrivateKey, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	if err := secretfile.Check(path, info); err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
 	der, err := readPEM(path, "PRIVATE KEY")
 	if err != nil {
 		return nil, err

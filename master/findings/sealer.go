@@ -9,8 +9,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/squallhq/squall/internal/secretfile"
 )
 
 // sealedPrefix starts every encrypted password as stored.
@@ -50,9 +51,10 @@ func NewSealer(key []byte) (*Sealer, error) {
 }
 
 // LoadKey reads a findings key file, 64 hexadecimal characters (32 bytes;
-// e.g. `openssl rand -hex 32`), surrounding white space ignored.
+// e.g. `openssl rand -hex 32`), surrounding white space ignored, readable
+// by its owner only (secretfile.Check).
 func LoadKey(path string) (*Sealer, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, 4<<10)
 	if err != nil {
 		return nil, fmt.Errorf("findings key: %w", err)
 	}

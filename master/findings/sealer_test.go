@@ -49,6 +49,13 @@ func TestLoadKey(t *testing.T) {
 	if _, err := findings.LoadKey(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing file: no error")
 	}
+	loose := filetest.Write(t, dir, "loose", strings.Repeat("ab", 32))
+	if err := os.Chmod(loose, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findings.LoadKey(loose); err == nil || !strings.Contains(err.Error(), "chmod 600 "+loose) {
+		t.Errorf("world-readable key: %v", err)
+	}
 }
 
 // TestSealer_AtRest inserts through the API with a findings key on a
