@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -489,5 +490,29 @@ func TestCluster_FollowerVerifiesBeforeForwarding(t *testing.T) {
 	resp, _ := c.Do(follower, http.MethodPut, "/api/v2_beta/test/echo/a", c.AdminToken, []byte(`{}`))
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("a good token through the follower: %d", resp.StatusCode)
+	}
+}
+
+// TestCluster_LeaderUnavailable: a request whose wait for a leader ends
+// while a leader is known (unreachable, or not confirmed by a quorum in
+// time) is answered 503 LEADER_UNAVAILABLE naming that leader, not
+// NO_LEADER, whose message would then contradict its code. (With none
+// known it is NO_LEADER: TestCluster_NoLeader.)
+func TestCluster_LeaderUnavailable(t *testing.T) {
+	t.Parallel()
+	c := mastertest.TestCluster(t, 1)
+	s := c.Server(0)
+	id, _ := s.Store().Leader()
+	if id != s.ID() {
+		t.Fatalf("leader %q, want %q", id, s.ID())
+	}
+	rec := httptest.NewRecorder()
+	s.WriteLeaderError(rec, httptest.NewRequest(http.MethodGet, "/squall/v1/backup", nil))
+	resp := rec.Result()
+	body := rec.Body.Bytes()
+	wantError(t, resp, body, http.StatusServiceUnavailable, "LEADER_UNAVAILABLE")
+	var e apiErr
+	if err := json.Unmarshal(body, &e); err != nil || e.Params["LEADER"] != id || !strings.Contains(e.Message, "leader "+id+" could not serve") {
+		t.Fatalf("answer %s, want params.LEADER %q named in the message", body, id)
 	}
 }

@@ -893,7 +893,12 @@ func (s *Server) leaderError(ctx context.Context, r *http.Request, err error) er
 		if id == "" {
 			return noLeader("no leader was elected within %s", s.cfg.LeaderWait)
 		}
-		return noLeader("leader %s could not serve the request within %s", id, s.cfg.LeaderWait)
+		// A leader is known: the answer says so (NO_LEADER would
+		// contradict its own message).
+		e := errorf(http.StatusServiceUnavailable, codeLeaderUnavailable, "leader %s could not serve the request within %s", id, s.cfg.LeaderWait)
+		e.Params = map[string]string{"LEADER": id}
+		e.RetryAfter = 1
+		return e
 	}
 	return err
 }

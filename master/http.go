@@ -32,10 +32,14 @@ const (
 	codeValidation     = "VALIDATION_ERROR"
 	codeTooLarge       = "PAYLOAD_TOO_LARGE"
 	codeNoLeader       = "NO_LEADER"
-	codeLeaderLost     = "LEADER_LOST"
-	codeNotReady       = "NOT_READY"
-	codeUnavailable    = "UNAVAILABLE"
-	codeUnreachable    = "NODE_UNREACHABLE"
+	// codeLeaderUnavailable: a leader is known but did not serve the
+	// request within the leader wait (unreachable, or not confirmed by a
+	// quorum yet); NO_LEADER is for when none is known.
+	codeLeaderUnavailable = "LEADER_UNAVAILABLE"
+	codeLeaderLost        = "LEADER_LOST"
+	codeNotReady          = "NOT_READY"
+	codeUnavailable       = "UNAVAILABLE"
+	codeUnreachable       = "NODE_UNREACHABLE"
 )
 
 // apiError is an error answer: a status and the JSON body
