@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -46,31 +47,95 @@ func LoadDirWith(dir string, src Source) (map[string]*Webhook, []FileError, erro
 		return nil, nil, fmt.Errorf("read webhook directory: %w", err)
 	}
 
-	set := make(map[string]*Webhook)
-	from := make(map[string]string) // id → file that defined it
-	var problems []FileError
+	l := newLoader()
 	for _, e := range entries { // sorted by name
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+		if !IsWebhookFileName(name) {
 			continue
 		}
 		w, err := loadFile(root, name, src)
 		if errors.Is(err, errNotRegular) {
 			continue
 		}
-		if err == nil {
-			if first, dup := from[w.ID]; dup {
-				err = &ValidationError{Field: "id", Value: w.ID, Err: fmt.Errorf("duplicate id, already defined in %s", first)}
-			}
+		l.add(name, w, err)
+	}
+	return l.set, l.problems, nil
+}
+
+// IsWebhookFileName reports whether [LoadDir] reads a file of this name:
+// it ends in ".json" and does not start with ".".
+func IsWebhookFileName(name string) bool {
+	return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json")
+}
+
+// LoadFiles parses the webhook files at paths as [LoadDir] parses the
+// files of a directory, each as if it were in a directory of its own
+// (relative "file" entries start from its directory), and reports the
+// same problems: one [FileError] per file it would skip, Name the path
+// as given, and a file whose id an earlier one uses. It also reports a
+// file that LoadDir would not read: a name that [IsWebhookFileName]
+// refuses, or not a regular file. The valid webhooks are returned by path.
+func LoadFiles(paths []string, lookupEnv func(string) (string, bool)) (map[string]*Webhook, []FileError) {
+	l := newLoader()
+	for _, path := range paths {
+		dir, name := filepath.Split(path)
+		if dir == "" {
+			dir = "."
 		}
-		if err != nil {
-			problems = append(problems, FileError{Name: name, Err: err})
+		if !IsWebhookFileName(name) {
+			l.add(path, nil, &ValidationError{Field: "(file)", Value: name, Err: errors.New(`not loaded: a webhook file's name ends in ".json" and does not start with "."`)})
 			continue
 		}
-		set[w.ID] = w
-		from[w.ID] = name
+		w, err := loadFileIn(dir, name, Source{Dir: dir, LookupEnv: lookupEnv})
+		if errors.Is(err, errNotRegular) {
+			err = &ValidationError{Field: "(file)", Err: fmt.Errorf("not loaded: %w", err)}
+		}
+		l.add(path, w, err)
 	}
-	return set, problems, nil
+	byPath := make(map[string]*Webhook, len(l.set))
+	for id, path := range l.from {
+		byPath[path] = l.set[id]
+	}
+	return byPath, l.problems
+}
+
+// loadFileIn parses the file name of dir as LoadDir does.
+func loadFileIn(dir, name string, src Source) (*Webhook, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return loadFile(root, name, src)
+}
+
+// loader collects the webhooks of a load and its problems.
+type loader struct {
+	set      map[string]*Webhook
+	from     map[string]string // id → file that defined it
+	problems []FileError
+}
+
+func newLoader() *loader {
+	return &loader{set: make(map[string]*Webhook), from: make(map[string]string)}
+}
+
+// add records the outcome of loading file name: w, or err; a webhook
+// whose id an earlier file defined is a problem.
+func (l *loader) add(name string, w *Webhook, err error) {
+	if err == nil && w != nil {
+		if first, dup := l.from[w.ID]; dup {
+			err = &ValidationError{Field: "id", Value: w.ID, Err: fmt.Errorf("duplicate id, already defined in %s", first)}
+		}
+	}
+	if err != nil {
+		l.problems = append(l.problems, FileError{Name: name, Err: err})
+		return
+	}
+	if w != nil {
+		l.set[w.ID] = w
+		l.from[w.ID] = name
+	}
 }
 
 var errNotRegular = errors.New("not a regular file")
