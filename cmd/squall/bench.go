@@ -21,6 +21,9 @@ func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure a deployment of your own under load",
+		Example: `  squall bench webhook --url "http://127.0.0.1:8081/webhook/hook?token=$TOKEN" --duration 30s
+  squall bench findings --url http://127.0.0.1:8080 --token-file findings.token --json
+  squall bench engine --kafka-brokers 127.0.0.1:9093 --events 100000 --metrics http://127.0.0.1:8082/metrics`,
 		Long: `Bench sends load to a Squall deployment and measures what comes back.
 
 ` + benchWarning + `
@@ -41,6 +44,8 @@ func newBenchWebhookCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "webhook --url URL [--connections N] [--duration D] [--rate N] [--requests N] [--body-file F] [--header K:V ...] [--json]",
 		Short: "Send webhook calls to an intake and report throughput, latency and errors",
+		Example: `  squall bench webhook --url "http://127.0.0.1:8081/webhook/hook?token=$TOKEN" --duration 30s
+  squall bench webhook --url "https://sat.example.com/webhook/hook?token=$TOKEN" --rate 2000 --connections 128 --json`,
 		Long: `Webhook sends POST requests to a webhook URL, such as
   http://satellite:8081/engine/webhook/event/ID?token=TOKEN
 over --connections keep-alive connections, each with one request in flight,
@@ -150,6 +155,8 @@ func newBenchFindingsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "findings --url URL --token-file F [--connections N] [--readers N] [--duration D] [--rate N] [--requests N] [--json]",
 		Short: "Insert credential findings and list pages of them on a master, and report both",
+		Example: `  squall bench findings --url http://127.0.0.1:8080 --token-file findings.token
+  squall bench findings --url http://127.0.0.1:8080 --token-file findings.token --readers 0 --rate 500 --json`,
 		Long: `Findings inserts credential findings into a master's findings API
 (PUT /intel/api/sdk/v0/findings/credentials) over --connections keep-alive
 connections and, at the same time, lists pages of them
@@ -249,6 +256,8 @@ func newBenchEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine --kafka-brokers HOST:PORT --events N --metrics URL [--metrics URL ...] [--json]",
 		Short: "Write events to the engines' topic and measure how fast the engines drain them",
+		Example: `  squall bench engine --kafka-brokers 127.0.0.1:9093 --events 100000 --metrics http://127.0.0.1:8082/metrics
+  squall bench engine --kafka-brokers kafka-1:9092 --events 1000000 --metrics http://engine-1:8082/metrics --metrics http://engine-2:8082/metrics --json`,
 		Long: `Engine writes --events events to the engines' Kafka topic (acks=all, in
 concurrent batches) and reads the engines' /metrics (--metrics, one URL per
 engine, such as http://engine-1:8082/metrics) until they counted that many

@@ -65,6 +65,8 @@ func newDevCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev [--http ADDR] [--data-dir DIR]",
 		Short: "Run the whole system in one process, for development and a first look",
+		Example: `  squall dev
+  squall dev --http 127.0.0.1:0 --data-dir /tmp/squall-trial --kafka-addr 127.0.0.1:0`,
 		Long: `Dev runs, on one address (--http, default 127.0.0.1:8080): a single-node
 master (configuration, test-event and findings APIs), the webhook intake, the
 engine, and an in-process Kafka-protocol broker. Everything lives under

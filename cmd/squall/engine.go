@@ -30,6 +30,8 @@ func newEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
 		Short: "Run an engine: consume events from Kafka, evaluate the active tree, run the actions",
+		Example: `  squall engine --master http://m1:8080,http://m2:8080,http://m3:8080 --token-file /etc/squall/engine.token --kafka-brokers kafka-1:9092
+  squall engine --master http://127.0.0.1:8080 --token-file engine.token --kafka-brokers 127.0.0.1:9093 --http 127.0.0.1:8082 --data-dir engine-data`,
 		Long: `Engine follows the active processing tree of the masters (--master, one or
 more; it moves to the next when one fails) and, once a tree is deployed,
 consumes the events of --topic in the consumer group --group: each event is

@@ -18,6 +18,8 @@ func newExportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export --master URL --token-file F [--node-path PATH] [--draft ID] [-o FILE]",
 		Short: "Export the active tree (or the draft) of a master as an export file",
+		Example: `  squall export --master http://127.0.0.1:8080 --token-file ops.token -o active.json
+  squall export --master http://127.0.0.1:8080 --token-file ops.token --draft "$DRAFT" --node-path root,tenant-a`,
 		Long: `Export fetches a tree from a master and writes it as an export file, the
 format that squall process reads and that the API imports into a draft.
 

@@ -24,6 +24,8 @@ func newImportTornadoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import-tornado DIR [--master URL --token-file F]",
 		Short: "Convert a Tornado configuration directory into a Squall export file, or import it into a draft",
+		Example: `  squall import-tornado tornado-config/ > tree.json
+  squall import-tornado tornado-config/ --master http://127.0.0.1:8080 --token-file ops.token`,
 		Long: `Import-tornado reads a Tornado v2 configuration directory (the rules.d layout:
 version.json, one directory per node holding filter.json, iterator.json or
 ruleset.json, rules in rules/) and prints the tree as a Squall export file,

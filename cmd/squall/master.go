@@ -34,6 +34,8 @@ func newMasterCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
+		Example: `  squall master --node-id m1 --data-dir /var/lib/squall --bootstrap --token-hmac-key-file /etc/squall/token.key
+  squall master --node-id m2 --data-dir /var/lib/squall --join http://m1:8080 --token-hmac-key-file /etc/squall/token.key --join-token-file /etc/squall/join.token`,
 		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
 draft, the v2_beta configuration and test-event API, the findings API
 (/intel/api/sdk/v0, docs/findings.md), the cluster endpoints

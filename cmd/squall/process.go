@@ -19,6 +19,8 @@ func newProcessCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "process --tree TREE.json --event EVENT.json",
 		Short: "Run one event through a processing tree and print the result",
+		Example: `  squall process --tree tree.json --event event.json
+  echo '{"event": {"type": "disk", "payload": {}}}' | squall process --tree tree.json --event -`,
 		Long: `Process evaluates one event against a processing tree, without any server, and
 prints what the test-event API answers: {"event": ..., "result": ...}.
 

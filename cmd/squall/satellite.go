@@ -31,6 +31,8 @@ func newSatelliteCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "satellite --webhooks-dir DIR --kafka-brokers HOST:PORT[,...] --spool-dir DIR",
 		Short: "Run a satellite: webhook endpoints that forward events to Kafka",
+		Example: `  squall satellite --webhooks-dir /etc/squall/webhooks --kafka-brokers kafka-1:9092 --spool-dir /var/lib/squall/spool
+  squall satellite --webhooks-dir webhooks --kafka-brokers 127.0.0.1:9093 --spool-dir spool --http 127.0.0.1:8081 --master http://127.0.0.1:8080 --master-token-file satellite.token`,
 		Long: `Satellite serves one endpoint per webhook file of --webhooks-dir
 (POST /engine/webhook/event/{id}?token=...), turns each call into an event and
 forwards it to Kafka. A call is answered 200 only once Kafka acknowledged the

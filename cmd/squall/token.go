@@ -20,6 +20,9 @@ func newTokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token --user USER --auth NAME=PATH:ROLES [--auth ...] (--hmac-key-file F | --ed25519-key-file F | --unsigned)",
 		Short: "Mint an API token and print it",
+		Example: `  squall token --user ops --auth all=root:admin --hmac-key-file /etc/squall/token.key --ttl 8h
+  squall token --user engine --auth all=root:view,fleet_report --hmac-key-file /etc/squall/token.key --ttl 8760h > engine.token
+  squall token --user dev --auth all=root:admin --unsigned`,
 		Long: `Token mints a bearer token for Squall's APIs and prints it on standard output.
 
 Each --auth names an authorization: NAME=PATH:ROLES, with PATH the node names
