@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/squallhq/squall/engine"
@@ -304,11 +303,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 		return errors.Join(err, stopMaster())
 	}
 
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(d.path("kafka")),
-		kfake.SeedTopics(1, engine.DefaultTopic, engine.DefaultDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, o.kafkaAddr) }))
+	broker, err := listenBroker(o.kafkaAddr, d.path("kafka"), 1, []string{engine.DefaultTopic, engine.DefaultDLQTopic})
 	if err != nil {
-		return errors.Join(fmt.Errorf("kafka broker on %s (--kafka-addr; port 0 picks a free one): %w", o.kafkaAddr, err), stopMaster())
+		return errors.Join(fmt.Errorf("%w (--kafka-addr; port 0 picks a free one)", err), stopMaster())
 	}
 	// The broker closes last: the intake and the engine flush into it.
 	defer broker.Close()
