@@ -119,8 +119,16 @@ func (c *clusterClient) getJSON(ctx context.Context, base, path string, out any)
 		return err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {
+	if err := decodeJSONBody(resp.Body, out); err != nil {
 		return fmt.Errorf("GET %s%s: %w", base, path, err)
+	}
+	return nil
+}
+
+// decodeJSONBody reads a JSON answer body into out.
+func decodeJSONBody(r io.Reader, out any) error {
+	if err := json.NewDecoder(io.LimitReader(r, 16<<20)).Decode(out); err != nil {
+		return fmt.Errorf("read the answer: %w", err)
 	}
 	return nil
 }

@@ -142,6 +142,40 @@ func DecodeBackup(r io.Reader) (*Backup, error) {
 	return b, nil
 }
 
+// BackupSummary describes a backup file read by [CheckBackup].
+type BackupSummary struct {
+	// Format is the file's format (1 or 2: with findings).
+	Format      int
+	Index       uint64
+	ActiveIndex uint64
+	// Draft reports a backup with a draft.
+	Draft bool
+	// Findings is how many findings the file holds.
+	Findings int
+}
+
+// CheckBackup reads a whole backup file as a restore reads it (the checks
+// of DecodeBackup), streaming: the findings are counted, not kept. A
+// restore may still refuse a file that passes, for the limits of the
+// masters it goes to.
+func CheckBackup(r io.Reader) (*BackupSummary, error) {
+	var sum BackupSummary
+	err := decodeBackup(r, func(b *Backup) error {
+		sum.Format, sum.Index, sum.ActiveIndex, sum.Draft = 1, b.Index, b.ActiveIndex, b.Draft != nil
+		if b.WithFindings {
+			sum.Format = 2
+		}
+		return nil
+	}, func(Finding) error {
+		sum.Findings++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sum, nil
+}
+
 // decodeBackup reads a backup file from r as a stream: it calls header
 // once with the trees (before any finding), then finding for each finding
 // in the file's order. Errors of the file match ErrInvalidBackup, or
