@@ -208,7 +208,7 @@ func (s *Server) checkJoinSecret(r *http.Request) error {
 	sum := sha256.Sum256([]byte(got))
 	js := s.joinSecret.Load()
 	if js == nil || subtle.ConstantTimeCompare(sum[:], js.sum[:]) != 1 {
-		return errorf(http.StatusForbidden, codeForbidden, "join: wrong %s", HeaderJoinToken)
+		return errorf(http.StatusForbidden, codeForbidden, "join: wrong %s: the joining node's join secret (--join-token-file, SQUALL_JOIN_TOKEN_FILE) differs from the cluster's", HeaderJoinToken)
 	}
 	return nil
 }

@@ -213,10 +213,10 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.TokenHMACKeyFile != "" && c.TokenEd25519PublicKeyFile != "" {
-		add("give an HMAC key file or an Ed25519 public key file for tokens, not both")
+		add("tokens: give an HMAC key file (--token-hmac-key-file, SQUALL_TOKEN_HMAC_KEY_FILE) or an Ed25519 public key file (--token-ed25519-public-key-file, SQUALL_TOKEN_ED25519_PUBLIC_KEY_FILE), not both")
 	}
 	if c.TokenHMACKeyFile == "" && c.TokenEd25519PublicKeyFile == "" && !c.AllowUnsignedTokens {
-		add("tokens: give an HMAC key file or an Ed25519 public key file, or allow unsigned tokens")
+		add("tokens: give an HMAC key file (--token-hmac-key-file, SQUALL_TOKEN_HMAC_KEY_FILE) or an Ed25519 public key file (--token-ed25519-public-key-file, SQUALL_TOKEN_ED25519_PUBLIC_KEY_FILE), or allow unsigned tokens (--allow-unsigned-tokens, SQUALL_ALLOW_UNSIGNED_TOKENS)")
 	}
 	if c.RaftTLS.Enabled() && (c.RaftTLS.CertFile == "" || c.RaftTLS.KeyFile == "" || c.RaftTLS.CAFile == "") {
 		add("raft TLS needs a certificate, a key and a CA file")

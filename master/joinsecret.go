@@ -42,7 +42,7 @@ func loadJoinToken(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read join token (--join-token-file, SQUALL_JOIN_TOKEN_FILE): %w", err)
 	}
 	if len(b) < minJoinToken {
-		return nil, fmt.Errorf("join token %s: %d bytes, want at least %d", path, len(b), minJoinToken)
+		return nil, fmt.Errorf("join token %s (--join-token-file, SQUALL_JOIN_TOKEN_FILE): %d bytes, want at least %d", path, len(b), minJoinToken)
 	}
 	return b, nil
 }
@@ -68,7 +68,7 @@ func (s *Server) dataDirJoinSecret() (*joinSecret, error) {
 		return nil, err
 	}
 	if !existing && !s.cfg.Bootstrap {
-		return nil, fmt.Errorf("joining a cluster needs its join secret: the node that bootstrapped it wrote it to %s in its data dir (--data-dir); copy that file here (mode 0600) and give its path with --join-token-file (SQUALL_JOIN_TOKEN_FILE)", JoinSecretFile)
+		return nil, fmt.Errorf("joining a cluster needs its join secret: give the cluster's secret file with --join-token-file (SQUALL_JOIN_TOKEN_FILE), mode 0600: the file the cluster's first node was given with --join-token-file, or, if it had none, the %s it wrote in its data dir (--data-dir)", JoinSecretFile)
 	}
 	b, err = writeJoinSecret(s.cfg.DataDir, path)
 	if err != nil {

@@ -90,12 +90,12 @@ func New(cfg Config) (*Server, error) {
 	var err error
 	if cfg.TokenHMACKeyFile != "" {
 		if s.tokens.HMACKey, err = auth.LoadHMACKey(cfg.TokenHMACKeyFile); err != nil {
-			return nil, fmt.Errorf("master: %w", err)
+			return nil, fmt.Errorf("master: token key (--token-hmac-key-file, SQUALL_TOKEN_HMAC_KEY_FILE): %w", err)
 		}
 	}
 	if cfg.TokenEd25519PublicKeyFile != "" {
 		if s.tokens.PublicKey, err = auth.LoadEd25519Public(cfg.TokenEd25519PublicKeyFile); err != nil {
-			return nil, fmt.Errorf("master: %w", err)
+			return nil, fmt.Errorf("master: token key (--token-ed25519-public-key-file, SQUALL_TOKEN_ED25519_PUBLIC_KEY_FILE): %w", err)
 		}
 	}
 	if cfg.JoinTokenFile != "" {

@@ -44,6 +44,15 @@ func TestInstallRecipe(t *testing.T) {
 		}
 		return ports[addr]
 	})
+	// Each process started in the background is listed, in start order.
+	var lines []string
+	for _, line := range strings.Split(script, "\n") {
+		lines = append(lines, line)
+		if strings.HasSuffix(line, " &") {
+			lines = append(lines, "echo $! >> ../recipe.pids")
+		}
+	}
+	script = strings.Join(lines, "\n")
 	master1 := "http://" + ports["127.0.0.1:8080"]
 	masters := master1 + ",http://" + ports["127.0.0.1:8180"] + ",http://" + ports["127.0.0.1:8280"]
 
@@ -54,10 +63,9 @@ func TestInstallRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	// The script ends with the recipe; the processes it started in the
-	// background go on, in its process group, and are listed in start
-	// order.
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script+"\njobs -p > ../recipe.pids\n")
+	// The processes the script started in the background go on after
+	// it, in its process group.
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// Files, not pipes: the background processes keep them open.
@@ -89,6 +97,15 @@ func TestInstallRecipe(t *testing.T) {
 	pids := strings.Fields(string(pidText))
 	if len(pids) != 6 {
 		t.Fatalf("background processes %v, want 6 (broker, 3 masters, satellite, engine):\n%s", pids, recipeLog())
+	}
+	for i, p := range pids {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Kill(pid, 0) != nil {
+			t.Fatalf("background process %d of 6 (broker, m1, m2, m3, satellite, engine) exited:\n%s", i+1, recipeLog())
+		}
 	}
 
 	status := func() (int, statusReport, string) {

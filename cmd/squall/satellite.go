@@ -72,7 +72,9 @@ Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
 		Args:    cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return role.preRun(cmd) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return role.preRun(cmd, "webhooks-dir", "kafka-brokers", "spool-dir")
+		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, tr, stopRole, err := role.start(cmd)
 			if err != nil {

@@ -131,10 +131,10 @@ func (a *API) Handler() http.Handler {
 	const p = "/intel/api/sdk/v0"
 	insert := a.wrap(a.insert, auth.FindingsWrite)
 	for pattern, h := range map[string]http.Handler{
-		insertPattern:                       insert,
-		"GET " + p + "/finding/{uid}":       a.wrap(a.get, auth.FindingsRead),
-		"PATCH " + p + "/finding/{uid}":     a.wrap(a.patch, auth.FindingsWrite, auth.FindingsRead),
-		"GET " + p + "/findings/credential": a.wrap(a.list, auth.FindingsRead),
+		insertPattern:                   insert,
+		"GET " + p + "/finding/{uid}":   a.wrap(a.get, auth.FindingsRead),
+		"PATCH " + p + "/finding/{uid}": a.wrap(a.patch, auth.FindingsWrite, auth.FindingsRead),
+		"GET " + listPath:               a.wrap(a.list, auth.FindingsRead),
 	} {
 		routes.Handle(pattern, h)
 		mux.Handle(pattern, h)
@@ -147,13 +147,21 @@ func (a *API) Handler() http.Handler {
 			routes.ServeHTTP(w, r)
 			return
 		}
-		a.finish(w, r, a.logger, time.Now(), "", 0, nil, apierror.NoRoute(h, w, r))
+		e := apierror.NoRoute(h, w, r)
+		if e.Status == http.StatusMethodNotAllowed && r.URL.Path == insertPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// The list is the singular path: say so to whoever reads
+			// the plural one.
+			e.Message += "; the findings are listed with GET " + listPath
+			e.Params = map[string]string{"LIST_PATH": listPath}
+		}
+		a.finish(w, r, a.logger, time.Now(), "", 0, nil, e)
 	})
 	return &fastRoutes{insert: insert, mux: mux}
 }
 
-// The insert's route.
+// The insert's route, and the list's path.
 const (
+	listPath      = "/intel/api/sdk/v0/findings/credential"
 	insertPath    = "/intel/api/sdk/v0/findings/credentials"
 	insertPattern = http.MethodPut + " " + insertPath
 )

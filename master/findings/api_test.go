@@ -420,6 +420,7 @@ func TestAPI(t *testing.T) {
 			{"too large", "PUT", "/findings/credentials", e.tokA, "", big, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", ""},
 			{"unknown path", "GET", "/findings/other", e.tokA, "", "", http.StatusNotFound, "NOT_FOUND", ""},
 			{"wrong method", "POST", "/findings/credentials", e.tokA, "", credential(1), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "Allow"},
+			{"list on the insert's path", "GET", "/findings/credentials", e.tokA, "", "", http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "Allow"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -433,6 +434,20 @@ func TestAPI(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+
+	// GET on the insert's (plural) path names the list's (singular).
+	t.Run("list path named", func(t *testing.T) {
+		r := e.do(t, follower, "GET", "/findings/credentials", e.tokA, "", "")
+		var body struct {
+			Params  map[string]string
+			Message string
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusMethodNotAllowed ||
+			body.Params["LIST_PATH"] != "/intel/api/sdk/v0/findings/credential" ||
+			!strings.Contains(body.Message, "listed with GET /intel/api/sdk/v0/findings/credential") {
+			t.Fatalf("%d %s", r.status, r.body)
 		}
 	})
 
