@@ -21,6 +21,7 @@ import (
 func newImportTornadoCommand() *cobra.Command {
 	var masterURL, tokenFile, authName, draftID, nodePath string
 	var allowUnsupported, force bool
+	var importTornado func(cmd *cobra.Command, dir string) error
 	cmd := &cobra.Command{
 		Use:   "import-tornado DIR [--master URL --token-file F]",
 		Short: "Convert a Tornado configuration directory into a Squall export file, or import it into a draft",
@@ -48,44 +49,51 @@ The tree is validated first; a problem is reported with the file or the node
 path it comes from, and nothing is printed on standard output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
-			if err := checkRulesFolder(dir); err != nil {
-				return err
+			// Every error of the import starts alike.
+			err := importTornado(cmd, args[0])
+			if err != nil && !strings.HasPrefix(err.Error(), "import-tornado: ") {
+				err = fmt.Errorf("import-tornado: %w", err)
 			}
-			root, err := readRulesFolder(dir)
-			if err != nil {
-				return err
-			}
-			if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
-				if !allowUnsupported {
-					fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
-					return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
-				}
-				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "warning"))
-			}
-			out, err := config.EncodeExport(root)
-			if err != nil {
-				return err
-			}
-			if masterURL == "" {
-				_, err = cmd.OutOrStdout().Write(out)
-				return err
-			}
-			c, err := newAPIClient(masterURL, tokenFile)
-			if err != nil {
-				return err
-			}
-			if draftID == "" {
-				if draftID, err = c.newDraft("import-tornado", authName, "Pass --draft {id} to import into it (its owner only), or --force to replace it", force, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			}
-			if err := c.importInto(authName, draftID, nodePath, out); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), draftID)
 			return err
 		},
+	}
+	importTornado = func(cmd *cobra.Command, dir string) error {
+		if err := checkRulesFolder(dir); err != nil {
+			return err
+		}
+		root, err := readRulesFolder(dir)
+		if err != nil {
+			return err
+		}
+		if bad := action.UnsupportedInTree(root, nil); len(bad) > 0 {
+			if !allowUnsupported {
+				fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "error"))
+				return fmt.Errorf("import-tornado: %s no executor in Squall; replace them, or pass --allow-unsupported-actions to convert them anyway", actionsHave(len(bad)))
+			}
+			fmt.Fprint(cmd.ErrOrStderr(), unsupportedReport(bad, "warning"))
+		}
+		out, err := config.EncodeExport(root)
+		if err != nil {
+			return err
+		}
+		if masterURL == "" {
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		}
+		c, err := newAPIClient(masterURL, tokenFile)
+		if err != nil {
+			return err
+		}
+		if draftID == "" {
+			if draftID, err = c.newDraft("import-tornado", authName, "Pass --draft {id} to import into it (its owner only), or --force to replace it", force, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+		}
+		if err := c.importInto(authName, draftID, nodePath, out); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), draftID)
+		return err
 	}
 	f := cmd.Flags()
 	f.StringVar(&masterURL, "master", "", "import into a draft of this master (e.g. http://127.0.0.1:8080) instead of printing")

@@ -532,12 +532,19 @@ func TestImportExport(t *testing.T) {
 	it := `{"version":"1.1","Iterator":{"name":"inner","iterator":{"description":"","active":true,"target":"${event.payload.x}"},"nodes":[]}}`
 	body, ct = multipartBody(t, "file", []byte(it))
 	e.expect(e.do("POST", imp+"master,alerts", alice, ct, body), 409, "NESTED_ITERATOR_ERROR")
-	// Broken files.
+	// Broken files: every refusal's message starts with "import: ".
+	importRefused := func(r response, status int, code string) {
+		t.Helper()
+		e.expect(r, status, code)
+		if m, _ := r.json(t)["message"].(string); !strings.HasPrefix(m, "import: ") {
+			t.Errorf("%s: message %q does not start with \"import: \"", code, m)
+		}
+	}
 	body, ct = multipartBody(t, "file", []byte(`{"version":"1.1","Ruleset":{"name":"x","rules":[],"extra":1}}`))
-	e.expect(e.do("POST", imp+"master", alice, ct, body), 400, "BAD_REQUEST")
+	importRefused(e.do("POST", imp+"master", alice, ct, body), 400, "BAD_REQUEST")
 	body, ct = multipartBody(t, "other", exported)
-	e.expect(e.do("POST", imp+"master", alice, ct, body), 400, "MISSING_FILE")
-	e.expect(e.do("POST", imp+"master", alice, "application/json", exported), 415, "UNSUPPORTED_MEDIA_TYPE")
+	importRefused(e.do("POST", imp+"master", alice, ct, body), 400, "MISSING_FILE")
+	importRefused(e.do("POST", imp+"master", alice, "application/json", exported), 415, "UNSUPPORTED_MEDIA_TYPE")
 	body, ct = multipartBody(t, "file", bytes.Repeat([]byte(" "), 65<<10))
 	e.expect(e.do("POST", imp+"master", alice, ct, body), 413, "PAYLOAD_TOO_LARGE")
 	// Replacing the root with a ruleset makes it the root's only child.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/squallhq/squall/config"
@@ -354,8 +355,22 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) (any, error) {
 	})
 }
 
-// importFile reads the multipart field "file" of an import request.
+// importPrefix starts the message of every refusal of an import's file.
+const importPrefix = "import: "
+
+// importFile reads the multipart field "file" of an import request. The
+// messages of its refusals start with importPrefix.
 func (a *API) importFile(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
+	n, err := a.readImport(w, r)
+	var e *Error
+	if errors.As(err, &e) && !strings.HasPrefix(e.Message, importPrefix) {
+		e.Message = importPrefix + e.Message
+	}
+	return n, err
+}
+
+// readImport is importFile without the prefix.
+func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxImport)
 	mr, err := r.MultipartReader()
 	if err != nil {
