@@ -80,8 +80,8 @@ in clear; the file is created readable by its owner only.`,
 			return nil
 		},
 	}
-	o.define(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the backup file to write (required)")
+	o.define(cmd)
 	return cmd
 }
 

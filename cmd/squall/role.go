@@ -37,12 +37,21 @@ func (o *roleOptions) preRun(cmd *cobra.Command, required ...string) error {
 	if err := bindEnv(cmd, os.LookupEnv); err != nil {
 		return err
 	}
-	for _, name := range required {
+	if err := requireFlags(cmd, required...); err != nil {
+		return err
+	}
+	return o.tracing.complete(cmd.Flags(), os.LookupEnv)
+}
+
+// requireFlags returns an error naming the first flag of names that was
+// not set, and its environment variable.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
 		if f := cmd.Flags().Lookup(name); !f.Changed || f.Value.String() == "" {
 			return fmt.Errorf("--%s (or %s) is required", name, envName(name))
 		}
 	}
-	return o.tracing.complete(cmd.Flags(), os.LookupEnv)
+	return nil
 }
 
 // start starts what the role runs under: its logger, its CPU profile and

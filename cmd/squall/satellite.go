@@ -71,9 +71,9 @@ that does not load leaves the previous one in place (logged).
 Every flag can also be set with an environment variable: SQUALL_ and the flag
 name in upper case with underscores, e.g. SQUALL_KAFKA_BROKERS. A flag given
 on the command line wins; empty variables are ignored.`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return role.preRun(cmd, "webhooks-dir", "kafka-brokers", "spool-dir")
+			return role.preRun(cmd)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			logger, tr, stopRole, err := role.start(cmd)
@@ -85,6 +85,9 @@ on the command line wins; empty variables are ignored.`,
 			tuneGC(logger)
 			if (tlsCertFile == "") != (tlsKeyFile == "") {
 				return fmt.Errorf("--tls-cert-file and --tls-key-file (or SQUALL_TLS_CERT_FILE and SQUALL_TLS_KEY_FILE) go together: set both or neither")
+			}
+			if err := requireFlags(cmd, "webhooks-dir", "kafka-brokers", "spool-dir"); err != nil {
+				return err
 			}
 			if tlsCertFile != "" {
 				certs, err := tlscert.Load(tlsCertFile, tlsKeyFile, tlscert.Options{CheckInterval: tlscert.DefaultCheckInterval, Logger: logger})
