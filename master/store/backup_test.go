@@ -49,3 +49,23 @@ func FuzzDecodeBackup(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckBackup reads files as a restore does without keeping them:
+// the summary of a good one, ErrInvalidBackup for a cut one.
+func TestCheckBackup(t *testing.T) {
+	t.Parallel()
+	b := &Backup{Index: 7, ActiveIndex: 5, Active: treeWith("a", "b"),
+		Draft:        &Draft{ID: "d1", Owner: "alice", CreatedMS: 1, UpdatedMS: 2, Tree: treeWith("c")},
+		WithFindings: true, Findings: []Finding{testFinding("a", 1, 5), testFinding("b", 2, 6)}}
+	file, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := CheckBackup(bytes.NewReader(file))
+	if err != nil || *sum != (BackupSummary{Format: 2, Index: 7, ActiveIndex: 5, Draft: true, Findings: 2}) {
+		t.Fatalf("CheckBackup = %+v, %v", sum, err)
+	}
+	if _, err := CheckBackup(bytes.NewReader(file[:len(file)-10])); !errors.Is(err, ErrInvalidBackup) {
+		t.Fatalf("a cut file: %v, want ErrInvalidBackup", err)
+	}
+}
