@@ -40,9 +40,10 @@ func newBackupCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "backup -o FILE --master URL[,URL...] --token-file F",
-		Short: "Save the masters' state (trees, draft, findings) to a backup file",
+		Short: "Save the masters' state (trees, draft, findings, versions) to a backup file",
 		Long: `Backup downloads the backup file of the replicated state (GET /squall/v1/backup:
-the active tree, the draft and the findings, as the leader has them) into
+the active tree, the draft, the findings and the tree versions, as the
+leader has them) into
 --output. The file is written beside it first and renamed into place only
 once it is complete and reads back as a valid backup, so an interrupted
 backup never leaves a truncated FILE.
@@ -75,8 +76,8 @@ in clear; the file is created readable by its owner only.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d bytes, state index %d, format %d, %d findings, draft %s\n",
-				output, size, sum.Index, sum.Format, sum.Findings, yesNo(sum.Draft))
+			fmt.Fprintf(cmd.OutOrStdout(), "backup %s: %d bytes, state index %d, format %d, %d findings, %d versions, draft %s\n",
+				output, size, sum.Index, sum.Format, sum.Findings, sum.Versions, yesNo(sum.Draft))
 			return nil
 		},
 	}
@@ -93,8 +94,8 @@ func newRestoreCommand() *cobra.Command {
 		Long: `Restore reads FILE through first, as the masters will (format, trees,
 findings): a file that is not a complete, valid backup is refused with the
 reason and nothing is sent. Then it sends it (POST /squall/v1/restore), which
-replaces the active tree, the draft and, for a backup with findings, every
-finding. The masters check the file again before they change anything.
+replaces the active tree, the draft and, for a backup with findings and
+versions, every finding and version. The masters check the file again before they change anything.
 
 While the masters elect a leader or one of them is down it tries again, as
 squall backup does (--attempts); a restore sent again sets the same state.
@@ -123,8 +124,11 @@ made it (docs/operations.md, "Backup and restore").`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s (format %d, state index %d when taken): new state index %d, %d findings, %d duplicates left out\n",
-				args[0], sum.Format, sum.Index, res.Index, res.Findings, res.Duplicates)
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s (format %d, state index %d when taken): new state index %d, %d findings, %d duplicates left out, %d versions\n",
+				args[0], sum.Format, sum.Index, res.Index, res.Findings, res.Duplicates, res.Versions)
+			if res.VersionsSkipped {
+				fmt.Fprintln(cmd.OutOrStdout(), "the versions of the file were left out: a master of the cluster runs a release without versions (feature level below 3)")
+			}
 			return nil
 		},
 	}

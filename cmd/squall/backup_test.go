@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,13 +48,38 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var draft struct{ ID string }
+	err = json.NewDecoder(resp.Body).Decode(&draft)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("create a draft: %d %v", resp.StatusCode, err)
+	}
+	// Deployed, it is the active tree's version, which squall status shows.
+	req, _ = http.NewRequest(http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy?message=first", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create a draft: %d", resp.StatusCode)
+		t.Fatalf("deploy: %d", resp.StatusCode)
+	}
+	code, out, errOut := runSquall(t, "", "status", "--json", "--master", base, "--token-file", tokenFile)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("status: exit %d (%v), stdout %s, stderr %s", code, err, out, errOut)
+	}
+	if v := rep.Active.Version; !rep.Healthy || len(rep.Members) != 1 || rep.Draft == nil || rep.Draft.ID != draft.ID ||
+		v == nil || v.Author != "ops" || v.Message != "first" || len(rep.Errors) != 0 {
+		t.Fatalf("status of one master with a deployed draft: %s", out)
+	}
+	code, out, _ = runSquall(t, "", "status", "--master", base, "--token-file", tokenFile)
+	if code != 0 || !strings.Contains(out, "version 1 deployed ") || !strings.Contains(out, "by ops") || !strings.Contains(out, "Draft: "+draft.ID+", owner ops") {
+		t.Fatalf("status table: exit %d\n%s", code, out)
 	}
 
 	file := filepath.Join(dir, "backup.json")
-	code, out, errOut := runSquall(t, "", "backup", "-o", file, "--master", base, "--token-file", tokenFile)
+	code, out, errOut = runSquall(t, "", "backup", "-o", file, "--master", base, "--token-file", tokenFile)
 	if code != 0 || !strings.Contains(out, "draft yes") {
 		t.Fatalf("backup: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -75,7 +101,7 @@ func TestBackupRestore(t *testing.T) {
 	before := stateIndex()
 	for name, content := range map[string]string{
 		"truncated.json": string(b[:len(b)/2]),
-		"newer.json":     strings.Replace(string(b), `"format":2`, `"format":9`, 1),
+		"newer.json":     strings.Replace(string(b), `"format":`+strconv.Itoa(store.BackupFormat), `"format":99`, 1),
 		"other.json":     `{"nodes": []}`,
 	} {
 		bad := filepath.Join(dir, name)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/master/store"
 )
 
 // Exit codes of squall status.
@@ -42,8 +43,9 @@ and prints:
 
   - the members: id, raft state, voter, leader, term, applied index, feature
     level, health (as the leader's fleet list saw it) and HTTP address;
-  - the active tree: its index and its numbers of filters, iterators and
-    rules (the counts need view on the authorization --auth);
+  - the active tree: its index, its version (number, deploy time, author)
+    and its numbers of filters, iterators and rules (read with the
+    authorization --auth);
   - the draft, if any: id, owner, last change;
   - the fleet: the engines and satellites with their site, health, consumer
     lag, spool depth and last heartbeat.
@@ -141,10 +143,13 @@ type statusMember struct {
 
 // statusActive is the active tree.
 type statusActive struct {
-	Index     uint64 `json:"index"`
-	Filters   *int   `json:"filters"`
-	Iterators *int   `json:"iterators"`
-	Rules     *int   `json:"rules"`
+	Index uint64 `json:"index"`
+	// Version is the active tree's version (number, deploy time, author),
+	// when the masters keep versions and the newest is the active tree.
+	Version   *store.Version `json:"version"`
+	Filters   *int           `json:"filters"`
+	Iterators *int           `json:"iterators"`
+	Rules     *int           `json:"rules"`
 }
 
 // clusterAnswer is one --master's answer to GET /squall/v1/cluster.
@@ -264,6 +269,17 @@ func gatherStatus(ctx context.Context, c *clusterClient, authName string) (*stat
 	} else {
 		rep.Active.Filters, rep.Active.Iterators, rep.Active.Rules = &counts.Filters, &counts.Iterators, &counts.Rules
 	}
+	var versions struct {
+		Versions []store.Version `json:"versions"`
+	}
+	if err := c.getJSON(ctx, ref.url, "/squall/v1/tree/versions?limit=1&auth="+url.QueryEscape(authName), &versions); err != nil {
+		var ae *answerError
+		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound { // 404: masters without versions
+			rep.Errors = append(rep.Errors, "active tree's version: "+err.Error())
+		}
+	} else if len(versions.Versions) > 0 && versions.Versions[0].Index == info.ActiveIndex {
+		rep.Active.Version = &versions.Versions[0]
+	}
 	rep.Healthy = len(rep.Problems) == 0
 	return rep, nil
 }
@@ -287,6 +303,9 @@ func printStatus(out io.Writer, rep *statusReport) {
 
 	if a := rep.Active; a != nil {
 		fmt.Fprintf(out, "\nActive tree: index %d", a.Index)
+		if v := a.Version; v != nil {
+			fmt.Fprintf(out, ", version %d deployed %s by %s", v.Number, time.UnixMilli(v.TimeMS).UTC().Format(time.RFC3339), orDash(v.Author))
+		}
 		if a.Filters != nil {
 			fmt.Fprintf(out, ", %d filters, %d iterators, %d rules", *a.Filters, *a.Iterators, *a.Rules)
 		}

@@ -144,14 +144,16 @@ func DecodeBackup(r io.Reader) (*Backup, error) {
 
 // BackupSummary describes a backup file read by [CheckBackup].
 type BackupSummary struct {
-	// Format is the file's format (1 or 2: with findings).
+	// Format is the file's format (1; 2: with findings; 3: with versions).
 	Format      int
 	Index       uint64
 	ActiveIndex uint64
 	// Draft reports a backup with a draft.
 	Draft bool
-	// Findings is how many findings the file holds.
+	// Findings is how many findings the file holds; Versions how many
+	// tree versions.
 	Findings int
+	Versions int
 }
 
 // CheckBackup reads a whole backup file as a restore reads it (the checks
@@ -162,9 +164,13 @@ func CheckBackup(r io.Reader) (*BackupSummary, error) {
 	var sum BackupSummary
 	err := decodeBackup(r, func(b *Backup) error {
 		sum.Format, sum.Index, sum.ActiveIndex, sum.Draft = 1, b.Index, b.ActiveIndex, b.Draft != nil
-		if b.WithFindings {
+		switch {
+		case b.WithVersions:
+			sum.Format = 3
+		case b.WithFindings:
 			sum.Format = 2
 		}
+		sum.Versions = len(b.Versions)
 		return nil
 	}, func(Finding) error {
 		sum.Findings++

@@ -62,7 +62,7 @@ func TestCheckBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err := CheckBackup(bytes.NewReader(file))
-	if err != nil || *sum != (BackupSummary{Format: 2, Index: 7, ActiveIndex: 5, Draft: true, Findings: 2}) {
+	if err != nil || *sum != (BackupSummary{Format: BackupFormat, Index: 7, ActiveIndex: 5, Draft: true, Findings: 2}) {
 		t.Fatalf("CheckBackup = %+v, %v", sum, err)
 	}
 	if _, err := CheckBackup(bytes.NewReader(file[:len(file)-10])); !errors.Is(err, ErrInvalidBackup) {
