@@ -20,7 +20,7 @@ import (
 // replaced by free ones: a broker, three masters, a satellite and an
 // engine, started in the background by one bash script. squall status
 // then lists the three members and both fleet members (exit 0), and
-// exits 2 once a master is stopped.
+// exits 2 once a master is stopped, and once two are (no leader).
 func TestInstallRecipe(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -170,6 +170,26 @@ func TestInstallRecipe(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("status with m3 stopped: exit %d, problems %q, stderr %s", code, rep.Problems, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// m2 stops too: no quorum, no leader.
+	m2, err := strconv.Atoi(pids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(m2, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		code, rep, errOut := status()
+		if code == statusExitUnhealthy && rep.LeaderID == "" && strings.Contains(strings.Join(rep.Problems, "\n"), "no leader") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status with m2 and m3 stopped: exit %d, leader %q, problems %q, stderr %s", code, rep.LeaderID, rep.Problems, errOut)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

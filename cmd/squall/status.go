@@ -219,6 +219,13 @@ func gatherStatus(ctx context.Context, c *clusterClient, authName string) (*stat
 		rep.Members = append(rep.Members, sm)
 	}
 
+	rep.Active = &statusActive{Index: info.ActiveIndex}
+	if info.LeaderID == "" {
+		// The rest is served by the leader: each request would wait
+		// for one in vain.
+		rep.Errors = append(rep.Errors, "fleet list, draft and active tree: not read without a leader")
+		return rep, nil
+	}
 	// The fleet list, the draft and the active tree's counts: any master
 	// answers them (a follower forwards to the leader).
 	var list struct {
@@ -258,7 +265,6 @@ func gatherStatus(ctx context.Context, c *clusterClient, authName string) (*stat
 	}
 	rep.Draft = draft
 
-	rep.Active = &statusActive{Index: info.ActiveIndex}
 	var counts struct {
 		Filters   int `json:"filters_count"`
 		Iterators int `json:"iterators_count"`
