@@ -315,17 +315,16 @@ func (t *transfer) restore(ctx context.Context, path string) (*master.RestoreRes
 	return &res, nil
 }
 
-// progress reports the bytes of a transfer at most once a second, and a
-// last time when it ends.
+// progress reports the bytes of a transfer at most once a second, and
+// once more when it ends.
 type progress struct {
-	t      *transfer
-	what   string
-	total  int64
-	mu     sync.Mutex
-	n      int64
-	start  time.Time
-	last   time.Time
-	active bool
+	t     *transfer
+	what  string
+	total int64
+	mu    sync.Mutex
+	n     int64
+	start time.Time
+	last  time.Time
 }
 
 func (t *transfer) newProgress(what string, total int64) *progress {
@@ -344,12 +343,11 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// done prints the last line: the whole transfer.
 func (p *progress) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.active {
-		p.print(true)
-	}
+	p.print(true)
 }
 
 func (p *progress) print(final bool) {
@@ -357,7 +355,6 @@ func (p *progress) print(final bool) {
 	if w == nil {
 		return
 	}
-	p.active = true
 	line := fmt.Sprintf("%s: %s", p.what, mib(p.n))
 	if p.total > 0 {
 		line += fmt.Sprintf(" of %s (%d%%)", mib(p.total), p.n*100/p.total)

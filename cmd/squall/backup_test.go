@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -146,7 +147,8 @@ func TestBackupRestore(t *testing.T) {
 		seen.Store(0)
 		all := append(args, "--master", front.URL, "--token-file", tokenFile, "--progress")
 		code, _, errOut := runSquall(t, "", all...)
-		if code != 0 || seen.Load() != 3 || strings.Count(errOut, "503 NO_LEADER: no leader was elected within 3s; trying again") != 2 {
+		if code != 0 || seen.Load() != 3 || strings.Count(errOut, "503 NO_LEADER: no leader was elected within 3s; trying again") != 2 ||
+			!regexp.MustCompile(`(?m)^`+args[0]+`: [0-9.]+ MiB( of [0-9.]+ MiB \(100%\))?, [0-9.]+ MiB/s$`).MatchString(errOut) {
 			t.Errorf("%s through two 503s: exit %d after %d requests, stderr %q", args[0], code, seen.Load(), errOut)
 		}
 		refuse.Store(100)
