@@ -270,7 +270,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	})
 	cleanup = append(cleanup, trans.Close)
 
-	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, unpipelined{trans})
+	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, unpipelined{NetworkTransport: trans, peers: newPeerWatch(c.Logger.With("node", c.NodeID, "component", "raft"))})
 	if err != nil {
 		return fmt.Errorf("open store: start raft: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -410,9 +411,55 @@ func (c *serverConn) Write(b []byte) (int, error) {
 // the previous answer. The leader then never replicates to that follower
 // again, and raft's shutdown waits for the two goroutines for good (seen
 // under load after elections and leadership transfers).
-type unpipelined struct{ *raft.NetworkTransport }
+//
+// It also reports the outcome of every RPC to peers, which logs their
+// outages (peerWatch).
+type unpipelined struct {
+	*raft.NetworkTransport
+	peers *peerWatch
+}
 
 // AppendEntriesPipeline refuses: raft falls back to plain AppendEntries.
 func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
+
+// AppendEntries implements raft.Transport (heartbeats too).
+func (t unpipelined) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// RequestVote implements raft.Transport.
+func (t unpipelined) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	err := t.NetworkTransport.RequestVote(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t unpipelined) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	err := t.NetworkTransport.RequestPreVote(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// InstallSnapshot implements raft.Transport.
+func (t unpipelined) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// TimeoutNow implements raft.Transport.
+func (t unpipelined) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	err := t.NetworkTransport.TimeoutNow(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+var (
+	_ raft.Transport   = unpipelined{}
+	_ raft.WithPreVote = unpipelined{}
+)
