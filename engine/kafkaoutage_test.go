@@ -67,6 +67,8 @@ func TestService_KafkaOutage(t *testing.T) {
 		t.Helper()
 		polltest.Wait(t, "the engine in the group again after "+what, rejoin, r.Ready)
 		t.Logf("%s: ready %s after the broker's return", what, time.Since(back).Round(10*time.Millisecond))
+		e.waitSome(acked)
+		t.Logf("%s: new events processed %s after the broker's return", what, time.Since(back).Round(10*time.Millisecond))
 	}
 
 	// The broker dies: its connections close.
@@ -85,7 +87,6 @@ func TestService_KafkaOutage(t *testing.T) {
 
 	// The broker freezes: its connections stay open, unanswered, while
 	// the engine commits what it finished.
-	e.waitSome(acked)
 	lost = time.Now()
 	e.broker.Freeze()
 	notReady("a freeze", lost)
