@@ -106,9 +106,9 @@ func (c *identityConn) next() error {
 	case rpcRequestPreVote:
 		req = &raft.RequestPreVoteRequest{}
 	default:
-		// raft refuses it in turn, and closes the connection.
-		c.out = c.in.drop()
-		return nil
+		// raft refuses it too; a type a later raft adds must not pass
+		// unchecked.
+		return fmt.Errorf("%w: an rpc of unknown type %d", errPeerIdentity, typ)
 	}
 	if err := c.dec.Decode(req); err != nil {
 		return fmt.Errorf("raft rpc: %w", err)
