@@ -133,11 +133,12 @@ func Open(cfg SourceConfig) (*Source, error) {
 	return s, nil
 }
 
-// coordinatorTimeout bounds each request to the group coordinator, the
-// heartbeats included: a heartbeat sent HeartbeatInterval after the last
-// answered one fails by the end of the session timeout, so that a member
-// whose broker stopped answering (frozen, cut off) knows it is out of the
-// group when the coordinator would have evicted it, not later.
+// coordinatorTimeout is kafka-go's deadline of a request to the group
+// coordinator (a join or a sync gets the rebalance or session timeout on
+// top): no longer than the session timeout less a heartbeat, so that an
+// unanswered heartbeat fails when the coordinator would have evicted the
+// member. kafka-go moves that deadline at each request on the connection,
+// though; watchStalls bounds the wait whatever the requests.
 func coordinatorTimeout(cfg SourceConfig) time.Duration {
 	return min(cfg.Timeout, cfg.SessionTimeout-cfg.HeartbeatInterval)
 }
