@@ -34,11 +34,12 @@ func TestService_KafkaOutage(t *testing.T) {
 	const (
 		session = kafkasource.DefaultSessionTimeout
 		// rejoin bounds the time from the broker's return to the
-		// engine's readiness: the join backoff (1 s), the join itself
-		// (2-3 s when the broker restored the group with the member it
-		// had before the stop, whose session must end first), and room
-		// for a busy machine. kafka-go's own backoff was 5 s.
-		rejoin = 5 * time.Second
+		// engine's readiness: the join backoff (1 s), the removal of
+		// the member the engine was before the stop (the broker
+		// restored the group with it, and the join waits for it
+		// otherwise), the join itself, and room for a busy machine.
+		// kafka-go's own backoff was 5 s.
+		rejoin = 4 * time.Second
 		// slack is the room for the polls of the test and a busy
 		// machine.
 		slack = time.Second

@@ -56,6 +56,11 @@ type Source struct {
 	// stalls keeps the connections to the brokers, to close those that
 	// stopped answering.
 	stalls stallWatch
+	// transport sends the requests kafka-go's group does not (leaveGhost).
+	transport *kafka.Transport
+	// member is the member id of the last generation (run's goroutine
+	// only).
+	member string
 
 	lastErr atomic.Pointer[sourceError]
 	// topicParts is the topic's partition count, read from the brokers
@@ -111,6 +116,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 		changed: make(chan struct{}),
 	}
 	s.dialer.DialFunc = s.stalls.dial(&net.Dialer{})
+	s.transport = &kafka.Transport{
+		Dial:        (&net.Dialer{}).DialContext,
+		DialTimeout: cfg.Timeout,
+		ClientID:    cfg.ClientID,
+		TLS:         tlsCfg,
+		SASL:        mech,
+	}
 	s.cg, err = kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                    cfg.Group,
 		Brokers:               cfg.Brokers,
@@ -157,7 +169,16 @@ func (s *Source) run() {
 		cancel()
 	}()
 	go s.watchStalls(ctx)
-	var out outage
+	var (
+		out        outage
+		stopLeave  = func() {}
+		leaving    sync.WaitGroup
+		leaveStart bool
+	)
+	defer func() {
+		stopLeave()
+		leaving.Wait()
+	}()
 	for {
 		gen, err := s.cg.Next(ctx)
 		if err != nil {
@@ -167,14 +188,27 @@ func (s *Source) run() {
 			out.fail(time.Now())
 			s.logError("consumer group: %v", err)
 			s.quiet.Store(true)
+			// kafka-go keeps its member id through a rebalance in
+			// progress, and forgets it after any other failure.
+			if !leaveStart && s.member != "" && !errors.Is(err, kafka.RebalanceInProgress) {
+				leaveStart = true
+				lctx, cancel := context.WithCancel(ctx)
+				stopLeave = cancel
+				id := s.member
+				leaving.Go(func() { s.leaveGhost(lctx, id) })
+			}
 			continue
 		}
+		stopLeave()
+		leaving.Wait()
+		stopLeave, leaveStart = func() {}, false
 		if out.failures > 0 {
 			s.log.Info("consumer group joined again", slog.Duration("after", time.Since(out.since).Round(time.Millisecond)),
 				slog.Int("failed_attempts", out.failures))
 		}
 		out = outage{}
 		s.quiet.Store(false)
+		s.member = gen.MemberID
 		s.startGeneration(gen)
 		s.readTopicPartitions(ctx)
 	}
@@ -562,6 +596,7 @@ func (s *Source) Close() error {
 	close(s.done)
 	err := s.cg.Close()
 	<-s.stopped
+	s.transport.CloseIdleConnections()
 	s.setGeneration(nil, nil)
 	if err != nil {
 		return fmt.Errorf("kafka source close: %w", err)
