@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
@@ -41,10 +40,10 @@ const (
 
 // identityConn is an accepted raft TLS connection that hands raft one RPC
 // at a time, after checking its sender against the peer's certificate.
+// Read is for one goroutine (raft's handler of the connection).
 type identityConn struct {
 	*serverConn
 
-	mu   sync.Mutex // Read is called by raft's one goroutine; Close by others
 	in   frameReader
 	dec  *codec.Decoder
 	out  []byte // the checked bytes raft has not read yet
@@ -61,8 +60,6 @@ func newIdentityConn(c *serverConn) *identityConn {
 
 // Read implements net.Conn.
 func (c *identityConn) Read(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err != nil {
 		return 0, c.err
 	}
