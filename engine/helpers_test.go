@@ -93,16 +93,34 @@ type archiveTail struct {
 // (to mount more routes), with the broker running.
 func newEnv(t testing.TB, partitions int32, setups ...func(e *env, s *master.Server)) *env {
 	t.Helper()
+	return newEnvWith(t, envConfig{broker: kafkatest.Config{Partitions: partitions}, setups: setups})
+}
+
+// envConfig shapes an env beyond newEnv's defaults.
+type envConfig struct {
+	// broker is the kfake broker's configuration; the tests' topics are
+	// added.
+	broker kafkatest.Config
+	// masters is the size of the master cluster (default 1).
+	masters int
+	// setups run on each master before it starts (see newEnv).
+	setups []func(e *env, s *master.Server)
+}
+
+// newEnvWith is newEnv shaped by ec.
+func newEnvWith(t testing.TB, ec envConfig) *env {
+	t.Helper()
 	e := &env{t: t}
-	e.broker = kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic, testDLQ, testOut}, Partitions: partitions})
+	ec.broker.Topics = []string{testTopic, testDLQ, testOut}
+	e.broker = kafkatest.Start(t, ec.broker)
 	// The master serves the findings API too, mounted as
 	// cmd/squall/master.go does, for the finding action.
-	e.masters = mastertest.TestCluster(t, 1, mastertest.WithSetup(func(_ int, s *master.Server) {
+	e.masters = mastertest.TestCluster(t, max(ec.masters, 1), mastertest.WithSetup(func(_ int, s *master.Server) {
 		a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
 		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {
 			t.Fatal(err)
 		}
-		for _, setup := range setups {
+		for _, setup := range ec.setups {
 			setup(e, s)
 		}
 	}))

@@ -52,7 +52,7 @@ func (s *Service) readiness() (reasons, warnings []string) {
 	case s.current.Load() == nil:
 		// Kafka is not consulted before the first tree.
 	case !a.Joined:
-		r := "not a member of the consumer group yet (joining, or a rebalance is in progress)"
+		r := "not a member of the Kafka consumer group (joining, or a rebalance is in progress)"
 		if src := s.source.Load(); src != nil {
 			if text, at := src.LastError(); text != "" && time.Since(at) < kafkaErrorRecent {
 				r = "Kafka unreachable or refusing the group: " + text

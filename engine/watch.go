@@ -105,7 +105,9 @@ func (w *watcher) run(ctx context.Context) {
 	cur := 0
 	for ctx.Err() == nil {
 		url := w.urls[cur]
-		ans, err := w.poll(ctx, url, index, first)
+		// After a failure the request does not block: the master that
+		// answers clears the failure at once, not at the end of a wait.
+		ans, err := w.poll(ctx, url, index, first || failures > 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -190,10 +192,11 @@ func compileWith(raw json.RawMessage, compile func(*config.Node) (*tree.Tree, er
 	return t, nil
 }
 
-// poll sends one watch request. The first one does not block.
-func (w *watcher) poll(ctx context.Context, base string, index uint64, first bool) (*watchAnswer, error) {
+// poll sends one watch request; it blocks (waits for a tree newer than
+// index) unless now is set.
+func (w *watcher) poll(ctx context.Context, base string, index uint64, now bool) (*watchAnswer, error) {
 	u := base + watchPath
-	if !first {
+	if !now {
 		u += "?index=" + strconv.FormatUint(index, 10) + "&wait=" + w.wait.String()
 	}
 	// The master answers at the end of the wait at the latest.

@@ -374,3 +374,32 @@ func TestWatcher_Backoff(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcher_FailoverClearsTheFailureAtOnce: after a failed request, the
+// master that answers next clears the failure with an answer at once, not
+// at the end of a blocking wait.
+func TestWatcher_FailoverClearsTheFailureAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m1, m2 := newStubMaster(), newStubMaster()
+		m1.set(2, rootOnly)
+		m2.set(2, rootOnly)
+		w, rec := newTestWatcher(t, memTransport{"m1": m1, "m2": m2}, "http://m1", "http://m2")
+		runWatcher(t, w)
+		synctest.Wait()
+		m1.mu.Lock()
+		m1.down = true
+		m1.mu.Unlock()
+		time.Sleep(w.wait) // the blocking query in progress ends; m1 then refuses
+		synctest.Wait()
+		o := w.last.Load()
+		if o.err != nil || o.master != "http://m2" {
+			t.Fatalf("after m1 failed: last outcome %+v, want m2's answer at once", o)
+		}
+		if n := testCounter(w.m.watchErrors); n != 1 {
+			t.Errorf("%v failed requests, want 1", n)
+		}
+		if in, _ := rec.get(); !equalIdx(in, []uint64{2}) {
+			t.Errorf("installed %v, want [2]", in)
+		}
+	})
+}

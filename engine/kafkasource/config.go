@@ -23,6 +23,7 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	DefaultSessionTimeout    = 6 * time.Second
 	DefaultRebalanceTimeout  = 30 * time.Second
+	DefaultJoinBackoff       = time.Second
 	DefaultBatchTimeout      = 2 * time.Millisecond
 	DefaultBatchSize         = 100
 	DefaultWriteTimeout      = 10 * time.Second
@@ -75,6 +76,10 @@ type SourceConfig struct {
 	// RebalanceTimeout is how long the coordinator waits for the members
 	// to rejoin during a rebalance (default 30s).
 	RebalanceTimeout time.Duration
+	// JoinBackoff is the wait between two failed attempts to join the
+	// group, as while the brokers are down: the member joins again within
+	// about this much of their return (default 1s).
+	JoinBackoff time.Duration
 	// StartOffset is where the group starts reading a partition for which
 	// it has committed nothing yet: a new group, or a new partition
 	// (default [StartEarliest]). Once the group has committed, it goes on
@@ -172,6 +177,7 @@ func (c SourceConfig) Validate() error {
 	}{
 		{"max wait", c.MaxWait}, {"heartbeat interval", c.HeartbeatInterval},
 		{"session timeout", c.SessionTimeout}, {"rebalance timeout", c.RebalanceTimeout},
+		{"join backoff", c.JoinBackoff},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: %s must be positive", d.name, d.v))
@@ -211,6 +217,9 @@ func (c SourceConfig) withDefaults() SourceConfig {
 	}
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.JoinBackoff == 0 {
+		c.JoinBackoff = DefaultJoinBackoff
 	}
 	if c.StartOffset == "" {
 		c.StartOffset = StartEarliest

@@ -33,6 +33,22 @@
 // the member owns in it; one in flight when the Source closes returns
 // [ErrClosed].
 //
+// # Outages
+//
+// A broker that closes its connections (stopped, crashed) ends the
+// member's generation at the next heartbeat. One that stops answering on
+// them (frozen, cut off by the network) ends it within the session
+// timeout: the Source dials the brokers itself and, during a generation,
+// closes a connection whose request has waited longer than the session
+// timeout less a heartbeat, which makes kafka-go's heartbeat fail. A
+// failed join is retried [SourceConfig.JoinBackoff] later (1 s), and the
+// member the Source was before the outage is removed from the group, so
+// that a broker that kept the group does not make the new join wait for
+// that member's session to end. The first
+// failure of an outage is logged at warn, the next ones at debug, and the
+// return as "consumer group joined again" with the outage's length and
+// failed attempts; [Source.LastError] keeps the last error for readiness.
+//
 // # Producing
 //
 // A [Writer] writes records to one topic with acks from all in-sync replicas

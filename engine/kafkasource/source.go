@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -52,10 +53,22 @@ type Source struct {
 	changed chan struct{}     // closed and replaced when gen changes
 	closed  bool
 
+	// stalls keeps the connections to the brokers, to close those that
+	// stopped answering.
+	stalls stallWatch
+	// transport sends the requests kafka-go's group does not (leaveGhost).
+	transport *kafka.Transport
+	// member is the member id of the last generation (run's goroutine
+	// only).
+	member string
+
 	lastErr atomic.Pointer[sourceError]
 	// topicParts is the topic's partition count, read from the brokers
 	// at the start of each generation; 0 before the first read.
 	topicParts atomic.Int64
+	// quiet is set while the member fails to join again after a first
+	// failure: kafka-go's error lines go to debug.
+	quiet atomic.Bool
 }
 
 // Batch is a run of consecutive messages of one partition, in offset
@@ -93,7 +106,6 @@ func Open(cfg SourceConfig) (*Source, error) {
 		dialer: &kafka.Dialer{
 			ClientID:      cfg.ClientID,
 			Timeout:       cfg.Timeout,
-			DualStack:     true,
 			TLS:           tlsCfg,
 			SASLMechanism: mech,
 		},
@@ -103,6 +115,14 @@ func Open(cfg SourceConfig) (*Source, error) {
 		stopped: make(chan struct{}),
 		changed: make(chan struct{}),
 	}
+	s.dialer.DialFunc = s.stalls.dial(&net.Dialer{})
+	s.transport = &kafka.Transport{
+		Dial:        (&net.Dialer{}).DialContext,
+		DialTimeout: cfg.Timeout,
+		ClientID:    cfg.ClientID,
+		TLS:         tlsCfg,
+		SASL:        mech,
+	}
 	s.cg, err = kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                    cfg.Group,
 		Brokers:               cfg.Brokers,
@@ -111,9 +131,10 @@ func Open(cfg SourceConfig) (*Source, error) {
 		HeartbeatInterval:     cfg.HeartbeatInterval,
 		SessionTimeout:        cfg.SessionTimeout,
 		RebalanceTimeout:      cfg.RebalanceTimeout,
+		JoinGroupBackoff:      cfg.JoinBackoff,
 		WatchPartitionChanges: true,
 		StartOffset:           kafkaStartOffset(cfg.StartOffset),
-		Timeout:               cfg.Timeout,
+		Timeout:               coordinatorTimeout(cfg),
 		Logger:                kafka.LoggerFunc(s.logInfo),
 		ErrorLogger:           kafka.LoggerFunc(s.logError),
 	})
@@ -124,7 +145,21 @@ func Open(cfg SourceConfig) (*Source, error) {
 	return s, nil
 }
 
-// run follows the group's generations until Close.
+// coordinatorTimeout is kafka-go's deadline of a request to the group
+// coordinator (a join or a sync gets the rebalance or session timeout on
+// top): no longer than the session timeout less a heartbeat, so that an
+// unanswered heartbeat fails when the coordinator would have evicted the
+// member. kafka-go moves that deadline at each request on the connection,
+// though; watchStalls bounds the wait whatever the requests.
+func coordinatorTimeout(cfg SourceConfig) time.Duration {
+	return min(cfg.Timeout, cfg.SessionTimeout-cfg.HeartbeatInterval)
+}
+
+// run follows the group's generations until Close. kafka-go joins again
+// by itself after a failure, JoinBackoff later; the first failure of an
+// outage is logged as a warning, the next ones at debug, and the return
+// with how long the member was out of the group and how many attempts
+// failed.
 func (s *Source) run() {
 	defer close(s.stopped)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,16 +168,47 @@ func (s *Source) run() {
 		<-s.done
 		cancel()
 	}()
+	go s.watchStalls(ctx)
+	var (
+		out        outage
+		stopLeave  = func() {}
+		leaving    sync.WaitGroup
+		leaveStart bool
+	)
+	defer func() {
+		stopLeave()
+		leaving.Wait()
+	}()
 	for {
 		gen, err := s.cg.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				return
 			}
-			// kafka-go retries the join by itself; Next reports each failure.
+			out.fail(time.Now())
 			s.logError("consumer group: %v", err)
+			s.quiet.Store(true)
+			// kafka-go keeps its member id through a rebalance in
+			// progress, and forgets it after any other failure.
+			if !leaveStart && s.member != "" && !errors.Is(err, kafka.RebalanceInProgress) {
+				leaveStart = true
+				lctx, cancel := context.WithCancel(ctx)
+				stopLeave = cancel
+				id := s.member
+				leaving.Go(func() { s.leaveGhost(lctx, id) })
+			}
 			continue
 		}
+		stopLeave()
+		leaving.Wait()
+		stopLeave, leaveStart = func() {}, false
+		if out.failures > 0 {
+			s.log.Info("consumer group joined again", slog.Duration("after", time.Since(out.since).Round(time.Millisecond)),
+				slog.Int("failed_attempts", out.failures))
+		}
+		out = outage{}
+		s.quiet.Store(false)
+		s.member = gen.MemberID
 		s.startGeneration(gen)
 		s.readTopicPartitions(ctx)
 	}
@@ -166,11 +232,63 @@ func (s *Source) readTopicPartitions(ctx context.Context) {
 	}
 }
 
+// stallCheck is how often the connections are checked for stalls: a
+// sixtieth of the session timeout, between 10 ms and 100 ms.
+func (c SourceConfig) stallCheck() time.Duration {
+	return min(max(c.SessionTimeout/60, 10*time.Millisecond), 100*time.Millisecond)
+}
+
+// stallLimit is how long a request may wait for its answer during a
+// generation. A heartbeat leaves HeartbeatInterval after the last answered
+// one at the latest; unanswered for this long, and seen by a check, it
+// has left the member silent for less than the session timeout, after
+// which the coordinator would evict it anyway. A fetch waits up to
+// MaxWait by design.
+func (c SourceConfig) stallLimit() time.Duration {
+	return max(c.SessionTimeout-c.HeartbeatInterval-2*c.stallCheck(), 2*c.MaxWait)
+}
+
+// watchStalls closes, while the member is in a generation, the broker
+// connections whose request waits longer than the stall limit, until ctx
+// ends: kafka-go then sees its heartbeat fail and ends the generation.
+func (s *Source) watchStalls(ctx context.Context) {
+	limit := s.cfg.stallLimit()
+	t := time.NewTicker(s.cfg.stallCheck())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if s.live.Load() == 0 {
+				continue
+			}
+			if addrs, longest := s.stalls.closeStalled(now, limit); len(addrs) > 0 {
+				s.logError("no answer from the broker for %s: closing the connections to %s", longest.Round(time.Millisecond), strings.Join(addrs, ", "))
+			}
+		}
+	}
+}
+
 // TopicPartitions returns the topic's partition count as the Source last
 // read it (at the start of a generation); false before it read one.
 func (s *Source) TopicPartitions() (int, bool) {
 	n := s.topicParts.Load()
 	return int(n), n > 0
+}
+
+// outage counts the failed attempts to join the group since the last
+// generation.
+type outage struct {
+	since    time.Time // the first failure
+	failures int
+}
+
+func (o *outage) fail(now time.Time) {
+	if o.failures == 0 {
+		o.since = now
+	}
+	o.failures++
 }
 
 // startGeneration records gen's assignment and starts a reader for each of
@@ -478,6 +596,7 @@ func (s *Source) Close() error {
 	close(s.done)
 	err := s.cg.Close()
 	<-s.stopped
+	s.transport.CloseIdleConnections()
 	s.setGeneration(nil, nil)
 	if err != nil {
 		return fmt.Errorf("kafka source close: %w", err)
@@ -490,9 +609,15 @@ func (s *Source) logInfo(format string, args ...any) {
 	s.log.Debug("kafka-go", slog.Any("line", lazyLine{format, args}))
 }
 
-// logError receives kafka-go's error lines, and the Source's own.
+// logError receives kafka-go's error lines, and the Source's own: at
+// warn, or at debug while the member fails to join again (the first
+// failure was a warning).
 func (s *Source) logError(format string, args ...any) {
-	s.log.Warn("kafka-go", slog.Any("line", lazyLine{format, args}))
+	if s.quiet.Load() {
+		s.log.Debug("kafka-go", slog.Any("line", lazyLine{format, args}))
+	} else {
+		s.log.Warn("kafka-go", slog.Any("line", lazyLine{format, args}))
+	}
 	s.lastErr.Store(&sourceError{text: fmt.Sprintf(format, args...), at: time.Now()})
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ type Broker struct {
 	port int
 	opts []kfake.Opt
 	c    *kfake.Cluster
+
+	// gate holds the broker's connections while it is frozen.
+	gate gate
 }
 
 // Config describes a Broker.
@@ -73,7 +77,11 @@ func Start(t testing.TB, cfg Config) *Broker {
 func (b *Broker) start(port int) {
 	b.t.Helper()
 	opts := append(slices.Clone(b.opts), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		ln, err := net.Listen(network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return nil, err
+		}
+		return gatedListener{Listener: ln, g: &b.gate}, nil
 	}))
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -86,12 +94,24 @@ func (b *Broker) start(port int) {
 }
 
 // Stop stops the broker: its port refuses connections until Restart.
+// A frozen broker is thawed first.
 func (b *Broker) Stop() {
+	b.gate.set(false)
 	if b.c != nil {
 		b.c.Close()
 		b.c = nil
 	}
 }
+
+// Freeze makes the broker stop answering, as a broker process stopped with
+// SIGSTOP or cut off by the network would: its connections stay open,
+// and what clients send it is neither read nor answered, until Thaw. New
+// connections are accepted (the kernel's backlog) and held the same way.
+func (b *Broker) Freeze() { b.gate.set(true) }
+
+// Thaw makes a frozen broker answer again; it then reads what was sent to
+// it meanwhile.
+func (b *Broker) Thaw() { b.gate.set(false) }
 
 // Restart starts a stopped broker again on the same address (and DataDir).
 func (b *Broker) Restart() {
@@ -303,4 +323,65 @@ func endOffsets(ctx context.Context, addr, topic string, opts []kgo.Opt) (map[in
 		}
 	}
 	return ends, nil
+}
+
+// gate holds reads and writes while it is closed. Its zero value is open.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // nil while open; closed by the thaw
+}
+
+func (g *gate) set(frozen bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case frozen && g.open == nil:
+		g.open = make(chan struct{})
+	case !frozen && g.open != nil:
+		close(g.open)
+		g.open = nil
+	}
+}
+
+// wait returns once the gate is open.
+func (g *gate) wait() {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	if open != nil {
+		<-open
+	}
+}
+
+// gatedListener accepts connections that pass through its gate.
+type gatedListener struct {
+	net.Listener
+	g *gate
+}
+
+func (l gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{Conn: c, g: l.g}, nil
+}
+
+// gatedConn reads and writes only while its gate is open: a read that
+// returns while the gate is closed hands its bytes over after the thaw.
+type gatedConn struct {
+	net.Conn
+	g *gate
+}
+
+func (c gatedConn) Read(p []byte) (int, error) {
+	c.g.wait()
+	n, err := c.Conn.Read(p)
+	c.g.wait()
+	return n, err
+}
+
+func (c gatedConn) Write(p []byte) (int, error) {
+	c.g.wait()
+	return c.Conn.Write(p)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -271,9 +272,30 @@ func TestCluster_Restart(t *testing.T) {
 // truncated its log: they catch up by installing the snapshot.
 func TestCluster_JoinFromSnapshot(t *testing.T) {
 	t.Parallel()
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		joinFromSnapshot(t, false)
+	})
+	// Over raft mutual TLS the snapshot goes through the check of the
+	// sender's identity (identityConn), which passes its data on as is.
+	t.Run("mutual TLS", func(t *testing.T) {
+		t.Parallel()
+		joinFromSnapshot(t, true)
+	})
+}
+
+func joinFromSnapshot(t *testing.T, mutualTLS bool) {
+	var ca string
+	var certs map[string][2]string
+	if mutualTLS {
+		ca, certs = writeCA(t, filepath.Join(t.TempDir(), "ca"), "node0", "node1", "node2")
+	}
 	small := func(_ int, c *Config) {
 		c.TrailingLogs = 2
 		c.SnapshotThreshold = 16
+		if mutualTLS {
+			c.TLS = TLSConfig{CertFile: certs[c.NodeID][0], KeyFile: certs[c.NodeID][1], CAFile: ca}
+		}
 	}
 	nodes := newCluster(t, 1, small)
 	leader := nodes[0]

@@ -259,9 +259,9 @@ func (s *Store) catchUp(ctx context.Context, r *raft.Raft, id, addr string, targ
 // as raft does within Config.TransportTimeout, or refuses this leader.
 func (s *Store) ping(r *raft.Raft, id, addr string) (uint64, error) {
 	s.mu.Lock()
-	trans := s.trans
+	trans, stream := s.trans, s.stream
 	s.mu.Unlock()
-	if trans == nil {
+	if trans == nil || stream == nil {
 		return 0, ErrNotOpen
 	}
 	self := trans.EncodePeer(raft.ServerID(s.cfg.NodeID), trans.LocalAddr())
@@ -270,6 +270,7 @@ func (s *Store) ping(r *raft.Raft, id, addr string) (uint64, error) {
 		Term:      r.CurrentTerm(),
 	}
 	var resp raft.AppendEntriesResponse
+	stream.expect(raft.ServerAddress(addr), raft.ServerID(id))
 	if err := trans.AppendEntries(raft.ServerID(id), raft.ServerAddress(addr), &req, &resp); err != nil {
 		return 0, err
 	}

@@ -48,8 +48,12 @@ func (r *raftLogger) enabled(level hclog.Level) bool {
 	return r.l.Enabled(noCtx, slogLevel(level))
 }
 
-// Log implements hclog.Logger.
+// Log implements hclog.Logger. The failed RPCs to a peer go to debug:
+// the transport reports them once per outage (peerWatch).
 func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
+	if level > hclog.Debug && level < hclog.Off && isPeerUnreachable(msg, args) {
+		level = hclog.Debug
+	}
 	if level == hclog.Off || !r.enabled(level) {
 		return
 	}

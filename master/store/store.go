@@ -255,6 +255,10 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	if err := stream.checkOwn(c.NodeID); err != nil {
+		stream.Close()
+		return fmt.Errorf("open store: %w", err)
+	}
 	if err := stream.setSource(c.SourceIP); err != nil {
 		stream.Close()
 		return fmt.Errorf("open store: %w", err)
@@ -270,7 +274,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	})
 	cleanup = append(cleanup, trans.Close)
 
-	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, unpipelined{trans})
+	r, err := raft.NewRaft(s.rconf, f, cache, logs, snaps, unpipelined{NetworkTransport: trans, peers: newPeerWatch(c.Logger.With("node", c.NodeID, "component", "raft")), layer: stream})
 	if err != nil {
 		return fmt.Errorf("open store: start raft: %w", err)
 	}

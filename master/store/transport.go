@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -92,6 +93,9 @@ type streamLayer struct {
 	// handlers counts the accepted connections whose raft handler has not
 	// returned yet (it closes its connection when it does).
 	handlers int
+	// ids are the node ids of the addresses raft dials, with TLS
+	// (expect).
+	ids map[raft.ServerAddress]raft.ServerID
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
@@ -146,7 +150,7 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.server != nil {
-			c = &serverConn{Conn: tls.Server(c, l.server)}
+			c = newIdentityConn(&serverConn{Conn: tls.Server(c, l.server)})
 		}
 		if c, err = l.track(c); err == nil {
 			tc := c.(*trackedConn)
@@ -179,7 +183,13 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if l.client == nil {
 		c, err = d.Dial("tcp", string(address))
 	} else {
-		c, err = tls.DialWithDialer(d, "tcp", string(address), l.client)
+		var tc *tls.Conn
+		if tc, err = tls.DialWithDialer(d, "tcp", string(address), l.client); err == nil {
+			if err = l.checkDialled(tc, address); err != nil {
+				_ = tc.Close()
+			}
+		}
+		c = tc
 	}
 	if err != nil {
 		return nil, err
@@ -410,9 +420,62 @@ func (c *serverConn) Write(b []byte) (int, error) {
 // the previous answer. The leader then never replicates to that follower
 // again, and raft's shutdown waits for the two goroutines for good (seen
 // under load after elections and leadership transfers).
-type unpipelined struct{ *raft.NetworkTransport }
+//
+// It also records the node id of each address it sends an RPC to, for the
+// identity check of raft mutual TLS (streamLayer.expect), and reports the
+// outcome of every RPC, which logs the peers' outages (peerWatch).
+type unpipelined struct {
+	*raft.NetworkTransport
+	peers *peerWatch
+	layer *streamLayer
+}
 
 // AppendEntriesPipeline refuses: raft falls back to plain AppendEntries.
 func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
+
+// AppendEntries implements raft.Transport (heartbeats too).
+func (t unpipelined) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	t.layer.expect(target, id)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// RequestVote implements raft.Transport.
+func (t unpipelined) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	t.layer.expect(target, id)
+	err := t.NetworkTransport.RequestVote(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t unpipelined) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	t.layer.expect(target, id)
+	err := t.NetworkTransport.RequestPreVote(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// InstallSnapshot implements raft.Transport.
+func (t unpipelined) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	t.layer.expect(target, id)
+	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+	t.peers.result(id, target, err)
+	return err
+}
+
+// TimeoutNow implements raft.Transport.
+func (t unpipelined) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	t.layer.expect(target, id)
+	err := t.NetworkTransport.TimeoutNow(id, target, args, resp)
+	t.peers.result(id, target, err)
+	return err
+}
+
+var (
+	_ raft.Transport   = unpipelined{}
+	_ raft.WithPreVote = unpipelined{}
+)
