@@ -77,7 +77,10 @@ func (cc *compiler) compileExtractor(name string, ex *config.Extractor) (*extrac
 	return out, nil
 }
 
-var errNoMatch = errors.New("the regex does not match")
+var (
+	errNoMatch = errors.New("the regex does not match")
+	errNoKey   = errors.New("no key matches the regex")
+)
 
 // lineMatch is a regex whose first match is known in advance.
 type lineMatch uint8
@@ -266,7 +269,7 @@ func (x *extractor) singleKey(in any) (any, error) {
 	}
 	switch {
 	case n == 0:
-		return nil, errors.New("no key matches the regex")
+		return nil, errNoKey
 	case n > 1:
 		return nil, fmt.Errorf("expected exactly one key to match the regex, found %d", n)
 	}

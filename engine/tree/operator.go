@@ -45,6 +45,8 @@ func (c notCond) eval(s *scope) bool { return !c.c.eval(s) }
 type binCond struct {
 	first, second *expr
 	fn            func(a, b any, aok, bok bool) bool
+	// op names the operator, for explanations (explain.go).
+	op config.OpType
 }
 
 func (c *binCond) eval(s *scope) bool {
@@ -265,7 +267,7 @@ func (cc *compiler) compileOperator(op *config.Operator) (cond, error) {
 			return g, nil
 		}
 	}
-	generic := &binCond{first: first, second: second, fn: fn}
+	generic := &binCond{first: first, second: second, fn: fn, op: op.Type}
 	if op.Type == config.OpContains && first.kind != config.ExprConstant && second.kind == config.ExprConstant {
 		if str, ok := second.constant.(string); ok {
 			return &containsString{first: first, value: str, generic: generic}, nil

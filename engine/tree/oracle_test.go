@@ -42,7 +42,7 @@ func checkOracle(t testing.TB, ref *reference, c oracleCase, raw []byte) {
 	if err != nil {
 		t.Fatalf("the reference does not read an event DecodeEvent accepts: %v\nevent: %s", err, raw)
 	}
-	wantRes, wantActions, wantRules := ref.evaluate(c.root, rev)
+	wantRes, wantActions, wantRules, wantTrace := ref.explain(c.root, rev)
 	fail := func(what, got, want string) {
 		t.Helper()
 		tree, _ := config.EncodeExport(c.root)
@@ -68,6 +68,7 @@ func checkOracle(t testing.TB, ref *reference, c oracleCase, raw []byte) {
 	if got, want := strings.Join(rules, " "), strings.Join(wantRules, " "); got != want {
 		fail("the matched rules of MatchedActions", got, want)
 	}
+	checkExplain(t, c, ev, res, wantTrace, fail)
 }
 
 // oracleJSON is the JSON of a result tree. The messages of

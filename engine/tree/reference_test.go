@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"net/url"
@@ -134,14 +135,23 @@ type refRun struct {
 	actions []refAction
 	// matched are the matched rules, "ruleset/rule", in tree order.
 	matched []string
+	// trace is what an explanation must say (explain.go): every filter,
+	// iterator and rule reached, in tree order.
+	trace []refTrace
 }
 
 // evaluate runs the event through the tree: the result tree's JSON form,
 // the actions of the matched rules and the matched rules.
 func (r *reference) evaluate(root *config.Node, ev *refEvent) (any, []refAction, []string) {
+	res, actions, matched, _ := r.explain(root, ev)
+	return res, actions, matched
+}
+
+// explain is evaluate that also returns the trace of the evaluation.
+func (r *reference) explain(root *config.Node, ev *refEvent) (any, []refAction, []string, []refTrace) {
 	run := &refRun{ref: r}
 	res := run.node(root, ev, nil)
-	return res, run.actions, run.matched
+	return res, run.actions, run.matched, run.trace
 }
 
 // refScope is what expressions read: the event, and in a rule the
@@ -167,12 +177,20 @@ func (run *refRun) node(n *config.Node, ev *refEvent, path []string) any {
 func (run *refRun) filter(n *config.Node, ev *refEvent, path []string) any {
 	status := "Matched"
 	nodes := []any{}
+	tr := refTrace{Kind: "filter", Path: strings.Join(path, "/")}
 	switch {
 	case !n.Active:
 		status = "Ignored"
-	case n.Filter != nil && !run.cond(n.Filter, &refScope{ev: ev}):
-		status = "NotMatched"
-	default:
+	case n.Filter != nil:
+		sc := &refScope{ev: ev}
+		tr.Cond = run.traceCond(n.Filter, sc)
+		if !run.cond(n.Filter, sc) {
+			status = "NotMatched"
+		}
+	}
+	tr.Status = status
+	run.trace = append(run.trace, tr)
+	if status == "Matched" {
 		for _, c := range n.Children {
 			nodes = append(nodes, run.node(c, ev, path))
 		}
@@ -187,6 +205,16 @@ func (run *refRun) iterator(n *config.Node, ev *refEvent, path []string) any {
 		panic(err) // validated
 	}
 	target, ok := refGet(acc, &refScope{ev: ev})
+	tr := refTrace{Kind: "iterator", Path: strings.Join(append(slices.Clip(path), n.Name), "/"), Status: "Matched"}
+	switch target.(type) {
+	case []any, map[string]any:
+	default:
+		tr.Status = "TypeError"
+		if !ok {
+			tr.Status = "AccessorError"
+		}
+	}
+	run.trace = append(run.trace, tr)
 	one := func(iteration, item any, label string) {
 		iev := *ev
 		iev.iterator = map[string]any{"iteration": iteration, "item": item}
@@ -228,11 +256,15 @@ func (run *refRun) ruleset(n *config.Node, ev *refEvent, path []string) any {
 	rules := []refRuleOutcome{}
 	stopped := false
 	for _, rule := range n.Rules {
+		tr := refTrace{Kind: "rule", Path: strings.Join(path, "/"), Rule: rule.Name, Status: "NotProcessed"}
 		if !rule.Active || stopped {
+			run.trace = append(run.trace, tr)
 			rules = append(rules, refRuleResult(rule.Name, "NotProcessed", nil, nil, nil))
 			continue
 		}
-		status, actions, metas, message := run.rule(rule, &refScope{ev: ev, vars: vars, rule: rule.Name}, strings.Join(path, "/"))
+		status, actions, metas, message := run.rule(rule, &refScope{ev: ev, vars: vars, rule: rule.Name}, strings.Join(path, "/"), &tr)
+		tr.Status = status
+		run.trace = append(run.trace, tr)
 		if status == "Matched" {
 			run.actions = append(run.actions, actions...)
 			run.matched = append(run.matched, n.Name+"/"+rule.Name)
@@ -326,14 +358,20 @@ type (
 // rule evaluates one active rule: its status, the actions it resolved
 // (all of them when Matched), their meta entries, and its message when
 // PartiallyMatched.
-func (run *refRun) rule(rule *config.Rule, sc *refScope, rulesetPos string) (string, []refAction, []any, any) {
-	if rule.Where != nil && !run.cond(rule.Where, sc) {
-		return "NotMatched", nil, nil, nil
+func (run *refRun) rule(rule *config.Rule, sc *refScope, rulesetPos string, tr *refTrace) (string, []refAction, []any, any) {
+	if rule.Where != nil {
+		tr.Cond = run.traceCond(rule.Where, sc)
+		if !run.cond(rule.Where, sc) {
+			return "NotMatched", nil, nil, nil
+		}
 	}
 	if len(rule.With) > 0 {
 		got := map[string]any{}
-		for name, ex := range rule.With {
+		// In name order, as the explanation lists them.
+		for _, name := range slices.Sorted(maps.Keys(rule.With)) {
+			ex := rule.With[name]
 			v, err := run.extract(ex, sc)
+			tr.Vars = append(tr.Vars, run.traceVar(name, ex, sc, v, err))
 			if err != nil {
 				return "PartiallyMatched", nil, nil, fmt.Sprintf("variable %s: %v", name, err)
 			}
@@ -990,4 +1028,102 @@ func (run *refRun) modify(m *config.Modifier, v any, sc *refScope) (any, error) 
 		return tm.In(loc).Format("2006-01-02 15:04:05-07:00"), nil
 	}
 	panic("unknown modifier " + m.Type)
+}
+
+// refTrace is what an explanation says of one filter, iterator or rule:
+// its status, its condition as evaluated, and its extractions.
+type refTrace struct {
+	Kind, Path, Rule, Status string
+	Cond                     *refCond
+	Vars                     []refVar
+}
+
+// refCond is a condition as evaluated: every operand of AND, OR and NOT
+// evaluated, the operands of a comparison as "expr=value" or "expr
+// missing" (expr empty for a constant).
+type refCond struct {
+	Op       string
+	Outcome  bool
+	Operands []*refCond
+	Args     []string
+}
+
+// refVar is an extraction: its input, whether the regex matched (a key,
+// for KeyRegex), and its value or that it failed.
+type refVar struct {
+	Name, From string
+	Matched    bool
+	Value      string
+	Failed     bool
+}
+
+// traceCond evaluates a condition, every operand of it, and checks that
+// the outcome it finds is cond's.
+func (run *refRun) traceCond(op *config.Operator, sc *refScope) *refCond {
+	out := &refCond{Op: string(op.Type)}
+	switch op.Type {
+	case config.OpAnd, config.OpOr:
+		out.Outcome = op.Type == config.OpAnd
+		for _, o := range op.Operators {
+			c := run.traceCond(o, sc)
+			out.Operands = append(out.Operands, c)
+			if op.Type == config.OpAnd {
+				out.Outcome = out.Outcome && c.Outcome
+			} else {
+				out.Outcome = out.Outcome || c.Outcome
+			}
+		}
+	case config.OpNot:
+		c := run.traceCond(op.Operator, sc)
+		out.Operands, out.Outcome = []*refCond{c}, !c.Outcome
+	case config.OpRegex:
+		v, ok := refExpr(op.Target, sc)
+		out.Args = []string{refOperandText(op.Target, v, ok), "regex " + op.Regex}
+		out.Outcome = run.cond(op, sc)
+	default:
+		a, aok := refArg(op.First, sc)
+		b, bok := refArg(op.Second, sc)
+		out.Args = []string{refOperandText(op.First, a, aok), refOperandText(op.Second, b, bok)}
+		out.Outcome = run.cond(op, sc)
+	}
+	if out.Outcome != run.cond(op, sc) {
+		panic(fmt.Sprintf("the reference's trace of %s disagrees with its evaluation", op.Type))
+	}
+	return out
+}
+
+// refOperandText writes an operand as the oracle compares it: its
+// expression (none for a constant) and its value's JSON, or "missing".
+func refOperandText(arg, v any, ok bool) string {
+	expr := ""
+	if s, isStr := arg.(string); isStr {
+		if e, err := config.ParseExpr(s); err == nil && !e.IsConstant() {
+			expr = s
+		}
+	}
+	if !ok {
+		return expr + " missing"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return expr + "=" + string(b)
+}
+
+// traceVar is the trace of an extraction whose value and error are v and err.
+func (run *refRun) traceVar(name string, ex *config.Extractor, sc *refScope, v any, err error) refVar {
+	in, ok := refExpr(ex.From, sc)
+	out := refVar{Name: name, From: refOperandText(ex.From, in, ok), Failed: err != nil}
+	re := run.ref.re(ex.Regex.Pattern)
+	switch x := in.(type) {
+	case string:
+		out.Matched = ex.Regex.Kind != config.RegexSingleKey && re.MatchString(x)
+	case map[string]any:
+		out.Matched = ex.Regex.Kind == config.RegexSingleKey && slices.ContainsFunc(slices.Collect(maps.Keys(x)), re.MatchString)
+	}
+	if err == nil {
+		out.Value = refOperandText(nil, v, true)
+	}
+	return out
 }

@@ -632,7 +632,7 @@ func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 			v, err := x.extract(s)
 			if err != nil {
 				pr.Status = RulePartiallyMatched
-				msg := fmt.Sprintf("The event matches the rule [%s] but the variable [%s] cannot be extracted: %v", r.name, x.name, err)
+				msg := extractMessage(r.name, x.name, err)
 				pr.Message = &msg
 				return pr
 			}
@@ -648,7 +648,7 @@ func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 			// Only matched rules execute their actions.
 			e.actions = e.actions[:start]
 			pr.Status = RulePartiallyMatched
-			msg := fmt.Sprintf("The event matches the rule [%s] and all variables are extracted; however, the action [%s] cannot be resolved: %v", r.name, a.id, err)
+			msg := actionMessage(r.name, a.id, err)
 			pr.Message = &msg
 			return pr
 		}
@@ -661,4 +661,14 @@ func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 	}
 	pr.Status = RuleMatched
 	return pr
+}
+
+// extractMessage is the message of a rule whose variable cannot be extracted.
+func extractMessage(rule, variable string, err error) string {
+	return fmt.Sprintf("The event matches the rule [%s] but the variable [%s] cannot be extracted: %v", rule, variable, err)
+}
+
+// actionMessage is the message of a rule whose action cannot be resolved.
+func actionMessage(rule, action string, err error) string {
+	return fmt.Sprintf("The event matches the rule [%s] and all variables are extracted; however, the action [%s] cannot be resolved: %v", rule, action, err)
 }
