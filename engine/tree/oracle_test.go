@@ -42,7 +42,7 @@ func checkOracle(t testing.TB, ref *reference, c oracleCase, raw []byte) {
 	if err != nil {
 		t.Fatalf("the reference does not read an event DecodeEvent accepts: %v\nevent: %s", err, raw)
 	}
-	wantRes, wantActions, wantRules, wantTrace := ref.explain(c.root, rev)
+	wantRes, wantActions, wantRules, wantTrace := ref.evaluate(c.root, rev)
 	fail := func(what, got, want string) {
 		t.Helper()
 		tree, _ := config.EncodeExport(c.root)

@@ -141,14 +141,9 @@ type refRun struct {
 }
 
 // evaluate runs the event through the tree: the result tree's JSON form,
-// the actions of the matched rules and the matched rules.
-func (r *reference) evaluate(root *config.Node, ev *refEvent) (any, []refAction, []string) {
-	res, actions, matched, _ := r.explain(root, ev)
-	return res, actions, matched
-}
-
-// explain is evaluate that also returns the trace of the evaluation.
-func (r *reference) explain(root *config.Node, ev *refEvent) (any, []refAction, []string, []refTrace) {
+// the actions of the matched rules, the matched rules, and the trace an
+// explanation must match.
+func (r *reference) evaluate(root *config.Node, ev *refEvent) (any, []refAction, []string, []refTrace) {
 	run := &refRun{ref: r}
 	res := run.node(root, ev, nil)
 	return res, run.actions, run.matched, run.trace
