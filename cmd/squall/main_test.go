@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master/auth"
 )
@@ -73,6 +74,67 @@ func TestProcess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProcess_explain: --explain, or "explain": true in the request, adds
+// the explanation to the answer; without either the answer has none; an
+// explain that is not a boolean is refused.
+func TestProcess_explain(t *testing.T) {
+	t.Parallel()
+	event := string(mustRead(t, "testdata/event.json"))
+	tests := []struct {
+		name    string
+		stdin   string
+		args    []string
+		explain bool
+	}{
+		{"flag", "", []string{"--event", "testdata/event.json", "--explain"}, true},
+		{"request", `{"explain": true, "event": ` + event + `}`, []string{"--event", "-"}, true},
+		{"request false, flag", `{"explain": false, "event": ` + event + `}`, []string{"--event", "-", "--explain"}, true},
+		{"neither", `{"explain": null, "event": ` + event + `}`, []string{"--event", "-"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runSquall(t, tc.stdin, append([]string{"process", "--tree", "testdata/tree.json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var resp struct {
+				Result  map[string]any    `json:"result"`
+				Explain *tree.Explanation `json:"explain"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &resp); err != nil || resp.Result["name"] != "root" {
+				t.Fatalf("not a test-event response (%v): %s", err, stdout)
+			}
+			if !tc.explain {
+				if strings.Contains(stdout, `"explain"`) {
+					t.Errorf("an explanation nobody asked for:\n%s", stdout)
+				}
+				return
+			}
+			if resp.Explain == nil || resp.Explain.Truncated {
+				t.Fatalf("no explanation:\n%s", stdout)
+			}
+			var lines []string
+			for _, e := range resp.Explain.Entries {
+				lines = append(lines, e.Kind+" "+e.Path+" "+e.Rule+" "+e.Status)
+			}
+			want := []string{"filter root  Matched", "filter root/master  Matched", "iterator root/master/alerts  Matched",
+				"rule root/master/alerts[0]/per_alert critical_only Matched", "rule root/master/alerts[1]/per_alert critical_only NotMatched"}
+			if got := strings.Join(lines, "\n"); got != strings.Join(want, "\n") {
+				t.Fatalf("entries:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+			}
+			c := resp.Explain.Entries[4].Condition
+			if c.Op != "equals" || c.Outcome || c.First.Expr != "${event.iterator.item.severity}" || string(c.First.Value) != `"warning"` {
+				t.Errorf("the rule's condition: %+v %+v", c, c.First)
+			}
+		})
+	}
+	code, stdout, stderr := runSquall(t, `{"explain": "yes", "event": `+event+`}`, "process", "--tree", "testdata/tree.json", "--event", "-")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "explain") {
+		t.Errorf("explain \"yes\": exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 func newProcessCommand() *cobra.Command {
 	var treeFile, eventFile, processType string
+	var explain bool
 	cmd := &cobra.Command{
 		Use:   "process --tree TREE.json --event EVENT.json",
 		Short: "Run one event through a processing tree and print the result",
@@ -33,6 +34,12 @@ With --process-type Full, the actions of matched rules are executed: here only
 the logger action exists, which logs the action on standard error; other
 actions are reported as not executed.
 
+With --explain (or "explain": true in the request), the answer also holds
+"explain": every filter, iterator and rule the event reached, with each
+condition as evaluated (the values its accessors resolved to), each WITH
+extraction (its input, whether the regex matched, what it extracted) and why
+each filter and iterator passed or stopped (docs/rules.md).
+
 An invalid tree or event exits with status 1 and a message naming the problem;
 nothing is printed on standard output then.`,
 		Args: cobra.NoArgs,
@@ -45,20 +52,22 @@ nothing is printed on standard output then.`,
 				}
 				pt = &p
 			}
-			return processFiles(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), treeFile, eventFile, pt)
+			return processFiles(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), treeFile, eventFile, pt, explain)
 		},
 	}
 	cmd.Flags().StringVar(&treeFile, "tree", "", "export file of the processing tree (required)")
 	cmd.Flags().StringVar(&eventFile, "event", "", `event or test-event request file, "-" for standard input (required)`)
 	cmd.Flags().StringVar(&processType, "process-type", string(tree.SkipActions), "SkipActions or Full; overrides the request's process_type")
+	cmd.Flags().BoolVar(&explain, "explain", false, "explain why each filter, iterator and rule came out as it did")
 	_ = cmd.MarkFlagRequired("tree")
 	_ = cmd.MarkFlagRequired("event")
 	return cmd
 }
 
 // processFiles reads the tree and the event, evaluates, and writes the
-// response. pt, when set, overrides the request's process type.
-func processFiles(stdin io.Reader, stdout, stderr io.Writer, treeFile, eventFile string, pt *tree.ProcessType) error {
+// response. pt, when set, overrides the request's process type; explain
+// adds the explanation (as the request's explain does).
+func processFiles(stdin io.Reader, stdout, stderr io.Writer, treeFile, eventFile string, pt *tree.ProcessType, explain bool) error {
 	data, err := os.ReadFile(treeFile)
 	if err != nil {
 		return fmt.Errorf("read tree: %w", err)
@@ -91,7 +100,11 @@ func processFiles(stdin io.Reader, stdout, stderr io.Writer, treeFile, eventFile
 		req.ProcessType = *pt
 	}
 	result, actions := tr.Process(req.Event)
-	out, err := json.MarshalIndent(tree.Response{Event: req.Sent, Result: result}, "", "  ")
+	resp := tree.Response{Event: req.Sent, Result: result}
+	if explain || req.Explain {
+		resp.Explain = tr.Explain(req.Event, tree.DefaultExplainLimits())
+	}
+	out, err := json.MarshalIndent(resp, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}

@@ -122,6 +122,21 @@ func (o *ExplainOperand) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// UnmarshalJSON reads what MarshalJSON writes.
+func (o *ExplainOperand) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Expr      string          `json:"expr"`
+		Value     json.RawMessage `json:"value"`
+		Missing   bool            `json:"missing"`
+		Truncated bool            `json:"value_truncated"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*o = ExplainOperand{Expr: w.Expr, Value: w.Value, Missing: w.Missing, Truncated: w.Truncated}
+	return nil
+}
+
 // ExplainVariable is a WITH extraction: its input, whether the regex
 // matched (for KeyRegex, whether a key matched), and the value it
 // extracted (after the modifiers) or why it failed.

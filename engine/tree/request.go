@@ -13,6 +13,8 @@ type Request struct {
 	// Sent is the event as the caller sent it, which the answer echoes.
 	Sent        json.RawMessage
 	ProcessType ProcessType
+	// Explain asks for an explanation of the evaluation ([Tree.Explain]).
+	Explain bool
 }
 
 // ErrInvalidRequest classifies malformed test-event requests.
@@ -20,12 +22,14 @@ var ErrInvalidRequest = errors.New("invalid test-event request")
 
 // DecodeRequest decodes a test-event request. event is required;
 // process_type is SkipActions or Full, and SkipActions when it is missing
-// or null (the spec makes it optional: "when it is set"); unknown fields
-// are errors.
+// or null (the spec makes it optional: "when it is set"); explain, an
+// extension, is a boolean, false when missing or null; unknown fields are
+// errors.
 func DecodeRequest(data []byte) (*Request, error) {
 	var raw struct {
 		Event       json.RawMessage `json:"event"`
 		ProcessType *ProcessType    `json:"process_type"`
+		Explain     *bool           `json:"explain"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -49,7 +53,7 @@ func DecodeRequest(data []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Request{Event: ev, Sent: raw.Event, ProcessType: pt}, nil
+	return &Request{Event: ev, Sent: raw.Event, ProcessType: pt, Explain: raw.Explain != nil && *raw.Explain}, nil
 }
 
 // Validate reports whether the process type is SkipActions or Full.
@@ -62,8 +66,9 @@ func (p ProcessType) Validate() error {
 
 // Response is the answer to a test event: the event as sent (its JSON,
 // with nothing added: no empty metadata, no defaults) and the processed
-// tree.
+// tree; with explain, the explanation (an extension, absent otherwise).
 type Response struct {
-	Event  json.RawMessage `json:"event"`
-	Result *ProcessedNode  `json:"result"`
+	Event   json.RawMessage `json:"event"`
+	Result  *ProcessedNode  `json:"result"`
+	Explain *Explanation    `json:"explain,omitempty"`
 }

@@ -684,6 +684,44 @@ func TestTestEvents(t *testing.T) {
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/ro/"+id, reviewer, workedEvent), 200, "")
 		e.expect(e.send("POST", "/api/v2_beta/event/draft/mx/"+id, reviewer, strings.Replace(workedEvent, "SkipActions", "Full", 1)), 403, "NOT_OWNER")
 	})
+	// The explain extension: with "explain": true the answer also holds
+	// the explanation, after the spec's fields; false, null or missing,
+	// the answer is byte for byte the one without it.
+	t.Run("explain", func(t *testing.T) {
+		plain := e.send("POST", "/api/v2_beta/event/active/ro", alice, workedEvent)
+		e.expect(plain, 200, "")
+		for _, v := range []string{"false", "null"} {
+			r := e.send("POST", "/api/v2_beta/event/active/ro", alice, strings.Replace(workedEvent, `{"process_type"`, `{"explain": `+v+`, "process_type"`, 1))
+			e.expect(r, 200, "")
+			if !bytes.Equal(r.body, plain.body) {
+				t.Errorf("explain %s: the answer differs from the one without explain:\n%s", v, r.body)
+			}
+		}
+		r := e.send("POST", "/api/v2_beta/event/active/ro", alice, strings.Replace(workedEvent, `{"process_type"`, `{"explain": true, "process_type"`, 1))
+		e.expect(r, 200, "")
+		var v, w map[string]json.RawMessage
+		if err := json.Unmarshal(r.body, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(plain.body, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(v["result"], w["result"]) || !bytes.Equal(v["event"], w["event"]) {
+			t.Errorf("the result with explain differs from the one without:\n%s", r.body)
+		}
+		var pretty any
+		json.Unmarshal(v["explain"], &pretty)
+		got, _ := json.MarshalIndent(pretty, "", "  ")
+		golden(t, "worked_example_explain.golden.json", got)
+
+		e.expect(e.send("POST", "/api/v2_beta/event/active/ro", alice, strings.Replace(workedEvent, `{"process_type"`, `{"explain": "yes", "process_type"`, 1)), 400, "BAD_REQUEST")
+		id := e.newDraft()
+		r = e.send("POST", "/api/v2_beta/event/draft/m/"+id, alice, strings.Replace(workedEvent, `{"process_type"`, `{"explain": true, "process_type"`, 1))
+		e.expect(r, 200, "")
+		if !strings.Contains(string(r.body), `"explain":{"entries":[{"kind":"filter","path":"master"`) {
+			t.Errorf("a draft's test event with explain: %s", r.body)
+		}
+	})
 	// TestTestEvents/draft_Full_owner_or_admin: only the draft's owner or
 	// an admin runs the actions of someone else's draft; a scoped editor
 	// with test_event_execute_actions is refused.

@@ -19,7 +19,9 @@ func (a *API) eventDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 
 // testEvent evaluates a test event against the active tree or the caller's
 // draft, from the authorization's node (docs/decisions.md decision 7). With
-// process_type Full, the actions of matched rules are executed.
+// process_type Full, the actions of matched rules are executed; with
+// explain, the answer says why each filter, iterator and rule came out as
+// it did.
 func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any, error) {
 	b, err := a.readJSON(w, r)
 	if err != nil {
@@ -66,6 +68,9 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 	}
 	result, actions := tr.Process(req.Event)
 	resp := testEventResponse{Response: tree.Response{Event: req.Sent, Result: result}}
+	if req.Explain {
+		resp.Explain = tr.Explain(req.Event, tree.DefaultExplainLimits())
+	}
 	if req.ProcessType == tree.Full {
 		for i, act := range actions {
 			if err := a.actions.Run(r.Context(), act); err != nil {
@@ -78,8 +83,9 @@ func (a *API) testEvent(w http.ResponseWriter, r *http.Request, draft bool) (any
 }
 
 // testEventResponse is the answer to a test event: the spec's event and
-// result, and with process_type Full the actions that failed (an
-// extension: absent when every action ran).
+// result, with explain the explanation, and with process_type Full the
+// actions that failed (extensions: absent when not asked for, or when
+// every action ran).
 type testEventResponse struct {
 	tree.Response
 	ActionErrors []actionError `json:"action_errors,omitempty"`
