@@ -468,6 +468,26 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("filter master's badge is %q, want Matched", got)
 	}
 	b.shot("test-event")
+	// Explain: the same event explained, each condition with the value it
+	// read, the extraction with its input and what it took.
+	const explained = `#event-result .explain li[data-kind="rule"][data-rule="archive_disk_alerts"]`
+	b.do("explain a test event",
+		chromedp.Click(chromedp.CSS(`#event-explain`)),
+		chromedp.Click(chromedp.CSS(`#event-form button[type="submit"]`)),
+		until(`document.querySelector('`+explained+`[data-status="Matched"]') !== null`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#event-result .explain').scrollIntoView()`),
+	)
+	for sel, want := range map[string]string{
+		explained + ` .reason`:                                 "the WHERE condition is true; 1 variable extracted; 1 action resolved",
+		explained + ` .cond[data-op="equals"]`:                 `${event.type} = "disk_alert" equals "disk_alert" → true`,
+		explained + ` .variable[data-variable="used_percent"]`: `used_percent: from ${event.payload.message} = "Disk 95% full on /var", Regex /([0-9]+)%/ matched → 95`,
+		`#event-result .explain li[data-kind="filter"][data-path="root/master"] .reason`: "the condition is true",
+	} {
+		if got := eval[string](b, `(document.querySelector('`+sel+`') || {}).textContent`); !strings.Contains(got, want) {
+			t.Errorf("%s reads %q, want %q", sel, got, want)
+		}
+	}
+	b.shot("test-event-explained")
 
 	b.do("page the findings",
 		chromedp.Click(chromedp.CSS(`#tab-findings`)),

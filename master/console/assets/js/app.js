@@ -199,7 +199,9 @@ async function runEvent(e) {
   const target = $('event-target').value;
   const path = target === 'draft' ? `/api/v2_beta/event/draft/${a.name}/${state.draftId}` : `/api/v2_beta/event/active/${a.name}`;
   try {
-    const ans = await session.request('POST', path, { process_type: $('event-mode').value, event: ev });
+    const body = { process_type: $('event-mode').value, event: ev };
+    if ($('event-explain').checked) body.explain = true;
+    const ans = await session.request('POST', path, body);
     renderResult($('event-result'), ans);
     status(`Event processed by the ${target === 'draft' ? 'draft' : 'active tree'} (${$('event-mode').value}).`);
   } catch (ex) {

@@ -1,6 +1,7 @@
 // Test events: an editor with examples, run against the active tree or the
 // draft, and the processed tree drawn with each node's and rule's status.
 import { el, fill, pretty } from './dom.js';
+import { renderExplain } from './explain.js';
 
 // examples are starting points for the editor; dev is true for those of
 // squall dev's example tree, offered by squall dev alone.
@@ -54,5 +55,6 @@ export function renderResult(container, answer) {
   fill(container,
     el('h3', {}, 'Processed tree'),
     el('ul', {}, drawNode(answer.result)),
+    answer.explain ? renderExplain(answer.explain) : null,
     errs.length ? [el('h3', {}, 'Action errors'), el('pre', { class: 'error' }, pretty(errs))] : null);
 }
