@@ -12,6 +12,8 @@
 //     an index of the equalities on event fields that filters and rules
 //     require (see DESIGN.md beside this file).
 //
-// Both give the same actions for the same event. Events are decoded with
-// [DecodeEvent], which keeps integers and floats apart.
+// Both give the same actions for the same event. [Tree.Explain] explains a
+// test event: why each filter, iterator and rule came out as it did, with
+// each condition as evaluated. Events are decoded with [DecodeEvent],
+// which keeps integers and floats apart.
 package tree
