@@ -19,11 +19,12 @@ var unlimited = ExplainLimits{MaxEntries: 1 << 30, MaxBytes: 1 << 40, MaxValueBy
 // entries are the filters, iterators and rules of the result tree, in
 // order, with the same statuses (the compiled evaluator's); every
 // condition has the reference's outcome, operands and values, at every
-// level of nesting, and its outcome follows from its operands; every
+// level of nesting, and its outcome follows from its operands; the
+// matched rules are the live evaluation's; every
 // extraction has the reference's input, match, value or failure, and a
 // matched rule's variables are Process's; and cut short by a limit, an
 // explanation is the start of the whole one, marked truncated.
-func checkExplain(t testing.TB, c oracleCase, ev *Event, res *ProcessedNode, trace []refTrace, fail func(what, got, want string)) {
+func checkExplain(t testing.TB, c oracleCase, ev *Event, res *ProcessedNode, live []string, trace []refTrace, fail func(what, got, want string)) {
 	t.Helper()
 	exp := c.tr.Explain(ev, unlimited)
 	if exp.Truncated {
@@ -45,6 +46,17 @@ func checkExplain(t testing.TB, c oracleCase, ev *Event, res *ProcessedNode, tra
 		fail("the explanation's statuses (against Process)", g, w)
 	}
 	checkExplainVars(t, exp, res, fail)
+	// The matched rules are the live evaluation's too (MatchedActions,
+	// through the index and the guards).
+	var matched []string
+	for _, e := range exp.Entries {
+		if e.Kind == ExplainRule && e.Status == string(RuleMatched) {
+			matched = append(matched, e.Path[strings.LastIndexByte(e.Path, '/')+1:]+"/"+e.Rule)
+		}
+	}
+	if g, w := strings.Join(matched, " "), strings.Join(live, " "); g != w {
+		fail("the explanation's matched rules (against MatchedActions)", g, w)
+	}
 	b, err := json.Marshal(exp)
 	if err != nil {
 		t.Fatalf("explanation does not encode: %v", err)

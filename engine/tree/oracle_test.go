@@ -68,7 +68,7 @@ func checkOracle(t testing.TB, ref *reference, c oracleCase, raw []byte) {
 	if got, want := strings.Join(rules, " "), strings.Join(wantRules, " "); got != want {
 		fail("the matched rules of MatchedActions", got, want)
 	}
-	checkExplain(t, c, ev, res, wantTrace, fail)
+	checkExplain(t, c, ev, res, rules, wantTrace, fail)
 }
 
 // oracleJSON is the JSON of a result tree. The messages of
