@@ -176,10 +176,8 @@ func (x *explainer) add(e ExplainEntry) {
 	if x.full {
 		return
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		b = nil
-	}
+	// Its values are JSON already: an entry always encodes.
+	b, _ := json.Marshal(e)
 	switch {
 	case len(x.out.Entries) >= x.lim.MaxEntries:
 		x.stop(fmt.Sprintf("the explanation stops at %d entries", x.lim.MaxEntries))

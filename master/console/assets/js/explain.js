@@ -37,10 +37,10 @@ function condText(c) {
 }
 
 function drawCond(c) {
-  if (c.operands) {
+  if (c.op === 'AND' || c.op === 'OR' || c.op === 'NOT') {
     const what = c.op === 'NOT' ? 'NOT (the opposite of)' : c.op === 'AND' ? 'AND (all of)' : 'OR (any of)';
     return el('li', { class: 'cond', 'data-op': c.op, 'data-outcome': String(c.outcome) },
-      what, ' → ', outcome(c.outcome), el('ul', {}, c.operands.map(drawCond)));
+      what, ' → ', outcome(c.outcome), el('ul', {}, (c.operands || []).map(drawCond)));
   }
   return el('li', { class: 'cond', 'data-op': c.op, 'data-outcome': String(c.outcome) }, condText(c), '→ ', outcome(c.outcome));
 }
