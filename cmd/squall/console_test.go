@@ -478,9 +478,9 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('#event-result .explain').scrollIntoView()`),
 	)
 	for sel, want := range map[string]string{
-		explained + ` .reason`:                                 "the WHERE condition is true; 1 variable extracted; 1 action resolved",
-		explained + ` .cond[data-op="equals"]`:                 `${event.type} = "disk_alert" equals "disk_alert" → true`,
-		explained + ` .variable[data-variable="used_percent"]`: `used_percent: from ${event.payload.message} = "Disk 95% full on /var", Regex /([0-9]+)%/ matched → 95`,
+		explained + ` .reason`:                                                           "the WHERE condition is true; 1 variable extracted; 1 action resolved",
+		explained + ` .cond[data-op="equals"]`:                                           `${event.type} = "disk_alert" equals "disk_alert" → true`,
+		explained + ` .variable[data-variable="used_percent"]`:                           `used_percent: from ${event.payload.message} = "Disk 95% full on /var", Regex /([0-9]+)%/ matched → 95`,
 		`#event-result .explain li[data-kind="filter"][data-path="root/master"] .reason`: "the condition is true",
 	} {
 		if got := eval[string](b, `(document.querySelector('`+sel+`') || {}).textContent`); !strings.Contains(got, want) {
