@@ -33,7 +33,12 @@ func do(t *testing.T, method, url string, header http.Header) (*http.Response, s
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, b := calltest.Do(t, http.DefaultTransport.RoundTrip, req) // no redirect following
+	// A transport of its own: closing another parallel test's server
+	// closes http.DefaultTransport's idle connections, which fails a
+	// request that was about to reuse one.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, b := calltest.Do(t, tr.RoundTrip, req) // no redirect following
 	return resp, string(b)
 }
 
