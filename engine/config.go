@@ -97,6 +97,11 @@ type Config struct {
 	// QueueSize is the number of events waiting for each worker (default
 	// 256). Fetching pauses while the worker of the next event is full.
 	QueueSize int
+	// RulesetMetrics is the label budget of the per-ruleset metrics: how
+	// many rulesets, in tree order, have their own ruleset label; the rest
+	// are summed as ruleset="other" (0: DefaultRulesetMetrics; negative:
+	// none, every ruleset is "other").
+	RulesetMetrics int
 	// DedupeSize bounds the event ids remembered to recognise redelivered
 	// events (default 100,000); 0 disables deduplication.
 	DedupeSize int

@@ -121,7 +121,7 @@ func (s *Service) consume(ctx context.Context) error {
 		chunks, _ := queueShape(s.cfg.QueueSize)
 		q := make(chan []job, chunks)
 		queues[i] = q
-		workers.Go(func() { s.work(actCtx, q, kick, finished) })
+		workers.Go(func() { s.work(actCtx, i, q, kick, finished) })
 	}
 	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
 	var committer sync.WaitGroup
@@ -321,21 +321,24 @@ const (
 )
 
 // waitingJob is an event whose archive lines wait for the write batch's
-// flush; ok is false for an event whose processing was cut off.
+// flush; ok is false for an event whose processing was cut off. tv is
+// the tree it was evaluated against.
 type waitingJob struct {
 	j  *job
 	ok bool
+	tv *treeVersion
 }
 
-// work processes the jobs of one queue, in order. It tells the commit loop
-// of every finished event (finished), and kicks it once CommitBatch events
-// finished since the last commit.
+// work processes the jobs of queue number w, in order, counting its
+// evaluations in the w-th shard of each tree's counters. It tells the
+// commit loop of every finished event (finished), and kicks it once
+// CommitBatch events finished since the last commit.
 //
 // Archive actions run under a write batch: their lines are written once
 // per file when flushLines events wait for it, flushAfter after the first
 // of them, or when the queue is empty, and the events whose lines wait
 // count as finished only once written.
-func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<- struct{}) {
+func (s *Service) work(ctx context.Context, w int, q <-chan []job, kick, finished chan<- struct{}) {
 	var buf []tree.Action
 	wb := &action.WriteBatch{}
 	wctx := action.WithWriteBatch(ctx, wb)
@@ -345,15 +348,15 @@ func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<
 	flush := func() {
 		failed = wb.Flush(failed[:0])
 		for _, f := range failed {
-			w := &waiting[f.Owner]
-			if w.ok && !s.rewrite(ctx, w.j.msg, f) {
+			wj := &waiting[f.Owner]
+			if wj.ok && !s.rewrite(ctx, wj.j.msg, f, wj.tv.counters[w]) {
 				s.m.abandoned.Inc()
-				w.ok = false
+				wj.ok = false
 			}
 		}
-		for _, w := range waiting {
-			if w.ok {
-				s.finish(w.j.tk, kick, finished)
+		for _, wj := range waiting {
+			if wj.ok {
+				s.finish(wj.j.tk, kick, finished)
 			}
 		}
 		clear(waiting)
@@ -364,7 +367,8 @@ func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<
 			j := &jobs[i]
 			wb.Owner = len(waiting)
 			lines := wb.Lines()
-			ok := s.process(wctx, j.msg, &buf, wb)
+			tv := s.current.Load()
+			ok := s.process(wctx, tv, w, j.msg, &buf, wb)
 			if !ok {
 				s.m.abandoned.Inc()
 			}
@@ -377,7 +381,7 @@ func (s *Service) work(ctx context.Context, q <-chan []job, kick, finished chan<
 			if len(waiting) == 0 {
 				since = time.Now()
 			}
-			waiting = append(waiting, waitingJob{j: j, ok: ok})
+			waiting = append(waiting, waitingJob{j: j, ok: ok, tv: tv})
 			if len(waiting) >= flushLines || time.Since(since) >= flushAfter {
 				flush()
 			}
@@ -406,8 +410,10 @@ func (s *Service) finish(tk ticket, kick, finished chan<- struct{}) {
 // rewrite runs again, on its own, an archive action whose line a write
 // batch failed to write (with the registry's retries), and dead-letters
 // the event if it fails for good. It reports whether the event is
-// finished; false means ctx ended first.
-func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.FailedWrite) bool {
+// finished; false means ctx ended first. The action, counted as
+// succeeded when it was batched, is counted in cnt as failed instead
+// when it fails for good.
+func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.FailedWrite, cnt *tree.Counters) bool {
 	err := s.actions.Run(ctx, f.Action)
 	if err == nil {
 		return true
@@ -415,6 +421,7 @@ func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.
 	if ctx.Err() != nil {
 		return false
 	}
+	cnt.ActionRetracted(&f.Action)
 	id, _ := m.Header(HeaderEventID)
 	var index uint64
 	if tv := s.current.Load(); tv != nil {
@@ -435,7 +442,10 @@ func (s *Service) rewrite(ctx context.Context, m *kafkasource.Message, f action.
 //
 // Under a write batch (wb, from ctx), archive actions leave their writes
 // to the caller's flush.
-func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tree.Action, wb *action.WriteBatch) bool {
+//
+// tv is the current tree, and w the worker's number: its shard of the
+// tree's counters.
+func (s *Service) process(ctx context.Context, tv *treeVersion, w int, m *kafkasource.Message, buf *[]tree.Action, wb *action.WriteBatch) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -460,7 +470,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		}
 		return true
 	}
-	tv := s.current.Load()
+	cnt := tv.counters[w]
 	// One clock reading, then only the monotonic one (time.Since) per stage.
 	t0 := time.Now()
 	ev, err := tree.DecodeEvent(m.Value())
@@ -489,7 +499,7 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 			}
 		}
 	}
-	actions, perr := s.evaluateContained(ctx, tv, ev, (*buf)[:0])
+	actions, perr := s.evaluateContained(ctx, tv, cnt, t0.UnixMilli(), ev, (*buf)[:0])
 	if perr != nil {
 		s.contained(ctx, m, id, panicEvaluate, perr)
 		if span != nil {
@@ -518,11 +528,13 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 		if wb != nil {
 			wb.Index = i
 		}
-		if err := s.runAction(ctx, m, id, a); err != nil {
-			if ctx.Err() != nil {
-				clear(actions)
-				return false
-			}
+		err := s.runAction(ctx, m, id, a)
+		if err != nil && ctx.Err() != nil {
+			clear(actions)
+			return false
+		}
+		cnt.ActionDone(&actions[i], err == nil)
+		if err != nil {
 			failed = append(failed, strconv.Itoa(i)+":"+a.ID)
 			positions = append(positions, a.Position)
 			reasons = append(reasons, fmt.Sprintf("action %d (%s): %v", i, a.ID, err))
@@ -555,16 +567,16 @@ func (s *Service) process(ctx context.Context, m *kafkasource.Message, buf *[]tr
 
 // evaluateContained evaluates the event; a panic of the evaluator is
 // returned, contained to this event (decision 51).
-func (s *Service) evaluateContained(ctx context.Context, tv *treeVersion, ev *tree.Event, buf []tree.Action) (actions []tree.Action, perr *panics.Error) {
+func (s *Service) evaluateContained(ctx context.Context, tv *treeVersion, cnt *tree.Counters, nowMs int64, ev *tree.Event, buf []tree.Action) (actions []tree.Action, perr *panics.Error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr = panics.Recovered(v)
 		}
 	}()
 	if s.tracer != nil {
-		return s.evaluate(ctx, tv, ev, buf), nil
+		return s.evaluate(ctx, tv, cnt, nowMs, ev, buf), nil
 	}
-	return tv.tree.Actions(ev, buf), nil
+	return cnt.Actions(ev, buf, nowMs), nil
 }
 
 // runAction runs one action; a panic of its executor is a failure of this

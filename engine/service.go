@@ -19,6 +19,7 @@ import (
 
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/panics"
@@ -53,17 +54,22 @@ type Service struct {
 	// processSpan names the events' spans: "process <topic>".
 	processSpan string
 	m           *metrics
-	gatherer    prometheus.Gatherer
-	actions     *action.Reloader
-	dlq         *kafkasource.Writer
-	watcher     *watcher
-	tracker     *offsetTracker
-	dedupe      *dedupeWindow
-	mux         *http.ServeMux
+	// rulesetMetrics serves the per-ruleset counters (treestats.go).
+	rulesetMetrics *metricset.Set
+	gatherer       prometheus.Gatherer
+	actions        *action.Reloader
+	dlq            *kafkasource.Writer
+	watcher        *watcher
+	tracker        *offsetTracker
+	dedupe         *dedupeWindow
+	mux            *http.ServeMux
 	// masterClient is closed (idle connections) when Run ends, if ours.
 	masterClient *http.Client
 
 	current atomic.Pointer[treeVersion]
+	// instance names this run of the engine in its tree stats: counts
+	// are cumulative per instance and tree (treestats.go).
+	instance string
 	// cache keeps the last tree installed from a master (nil: no
 	// Config.DataDir); fromCache is set while the current tree is one
 	// the cache gave at start, not yet confirmed by a master.
@@ -160,6 +166,7 @@ func New(cfg Config) (*Service, error) {
 		dedupe:      newDedupeWindow(cfg.DedupeSize, cfg.DedupeMaxAge),
 		treeReady:   make(chan struct{}),
 		started:     make(chan struct{}),
+		instance:    newInstanceID(),
 	}
 	client := cfg.MasterClient
 	if client == nil {
@@ -190,12 +197,27 @@ func New(cfg Config) (*Service, error) {
 		s.watcher.fallback = s.installCached
 		s.watcher.confirmed = s.confirmTree
 	}
+	budget := cfg.RulesetMetrics
+	if budget == 0 {
+		budget = DefaultRulesetMetrics
+	}
+	if s.rulesetMetrics, err = metricset.Register(reg, newRulesetCollector(max(budget, 0), s.TreeStats)); err != nil {
+		m.Unregister()
+		_ = actions.Close()
+		_ = dlq.Close()
+		return nil, fmt.Errorf("engine: register ruleset metrics: %w", err)
+	}
 	s.mux = s.routes()
 	return s, nil
 }
 
 // install swaps a new tree in.
 func (s *Service) install(tv treeVersion) {
+	tv.counters = make([]*tree.Counters, s.cfg.Workers)
+	for i := range tv.counters {
+		tv.counters[i] = tv.tree.NewCounters()
+	}
+	tv.loaded = time.Now()
 	s.fromCache.Store(tv.origin) // before the tree can make the engine ready
 	old := s.current.Swap(&tv)
 	if r := s.refused.Load(); r != nil && r.index < tv.index {
@@ -427,6 +449,7 @@ func (s *Service) Close() error {
 			s.masterClient.CloseIdleConnections()
 		}
 		s.m.Unregister()
+		s.rulesetMetrics.Unregister()
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr

@@ -54,14 +54,14 @@ func (s *Service) startSpan(ctx context.Context, m *kafkasource.Message, id []by
 
 // evaluate evaluates the event against the tree under a span that names
 // the matched rules; it appends the actions to dst.
-func (s *Service) evaluate(ctx context.Context, tv *treeVersion, ev *tree.Event, dst []tree.Action) []tree.Action {
+func (s *Service) evaluate(ctx context.Context, tv *treeVersion, cnt *tree.Counters, nowMs int64, ev *tree.Event, dst []tree.Action) []tree.Action {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		// The event's span is not sampled: neither is this one.
-		return tv.tree.Actions(ev, dst)
+		return cnt.Actions(ev, dst, nowMs)
 	}
 	_, span := s.tracer.Start(ctx, "evaluate tree")
 	defer span.End()
-	actions, rules := tv.tree.MatchedActions(ev, dst, nil)
+	actions, rules := cnt.MatchedActions(ev, dst, nil, nowMs)
 	span.SetAttributes(attribute.Int64(attrTreeIndex, int64(tv.index)), attribute.StringSlice(attrRulesMatched, rules),
 		attribute.Int(attrActions, len(actions)))
 	for _, r := range rules {

@@ -31,6 +31,10 @@ type treeVersion struct {
 	index uint64
 	// origin is set when the tree comes from the engine's cache.
 	origin *cacheOrigin
+	// counters count the evaluations of the tree, a shard per worker
+	// (install makes them); loaded is when the tree was installed.
+	counters []*tree.Counters
+	loaded   time.Time
 }
 
 // watcher follows the active tree of the masters with blocking queries

@@ -13,12 +13,14 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/master/treestats"
 	"github.com/squallhq/squall/satellite"
 )
 
 // mountConsole serves the console at /ui/ on every node (it is static,
 // and the API calls it makes are forwarded to the leader like any other),
-// and the fleet API on the leader, where heartbeats are kept.
+// and the fleet API and the tree stats on the leader, where heartbeats
+// are kept.
 func mountConsole(srv *master.Server, copts console.Options, fcfg fleet.Config, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
 	c, err := console.New(copts)
 	if err != nil {
@@ -28,6 +30,12 @@ func mountConsole(srv *master.Server, copts console.Options, fcfg fleet.Config, 
 		return nil, err
 	}
 	fcfg.Leading = srv.Store().IsLeader
+	// The engines' tree stats come with their heartbeats, to the leader.
+	stats := treestats.New(treestats.Config{})
+	fcfg.Stats = stats
+	if err := srv.Mount("GET "+treestats.Pattern, stats.Handler(srv.Store(), srv.Verifier()), master.OnLeader); err != nil {
+		return nil, err
+	}
 	f := fleet.New(fcfg, srv.Verifier(), srv.FleetMasters, logger)
 	// squall_fleet_partitions_unowned and squall_fleet_group_engines, on
 	// the leader.

@@ -489,6 +489,39 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	b.shot("test-event-explained")
 
+	// Hit counts: the deploy started them from zero; a webhook through
+	// squall dev's engine makes one, and the filter of rules without a
+	// match since the deploy then shows none.
+	ruleHits := `document.querySelector('#tree button[data-key="` + ruleKey + `"] .hits')`
+	untilTree := func(expr string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(document.getElementById('tree-reload').click(), `+expr+`)`,
+			chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(300*time.Millisecond))
+	}
+	b.do("no hits since the deploy",
+		chromedp.Click(chromedp.CSS(`#tab-tree`)),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/tree'`), // the active tree: the tab remembers the draft
+		until(`document.getElementById('tree-source').value === 'active'`),
+		untilTree(ruleHits+`?.dataset.hits === '0' && `+ruleHits+`.textContent.includes('never')`),
+		chromedp.Click(chromedp.CSS(`#tree-dead`)),
+		until(`document.getElementById('tree-dead').checked && document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
+		chromedp.Click(chromedp.CSS(`#tree-dead`)),
+	)
+	hook := readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile))
+	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
+		strings.NewReader(`{"host": "web-1", "message": "Disk 95% full on /var"}`), "application/json"); code != http.StatusOK {
+		t.Fatalf("webhook: %d %s", code, body)
+	}
+	b.do("a hit",
+		untilTree(ruleHits+`?.dataset.hits === '1'`),
+		until(`/1 hit, last (now|\d+s ago)/.test(`+ruleHits+`.textContent)`),
+		until(`document.querySelector('#tree button[data-key="root,master,disks"] .hits')?.dataset.hits === '1'`),
+		chromedp.Click(chromedp.CSS(`#tree-dead`)),
+		until(`document.getElementById('tree-none')?.textContent === 'Every rule matched since the deploy.'`),
+		chromedp.Click(chromedp.CSS(`#tree-dead`)),
+		until(`document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
+	)
+	b.shot("tree-hits")
+
 	b.do("page the findings",
 		chromedp.Click(chromedp.CSS(`#tab-findings`)),
 		until(`document.querySelectorAll('#findings-table tbody tr[data-uid]').length === 25`),
@@ -550,7 +583,10 @@ func TestConsole_Browser(t *testing.T) {
 		"--master", base, "--master-token-file", tokenFile, "--fleet-interval", "300ms")
 	satProc := startLogged(t, sat, "satellite started", "http")
 	eng := exec.Command(squallBinary(t), "engine", "--http", "127.0.0.1:0", "--name", "eng-par", "--site", "par",
-		"--kafka-brokers", kafkaAddr, "--group", "console-fleet", "--master", base, "--token-file", tokenFile, "--fleet-interval", "300ms")
+		"--kafka-brokers", kafkaAddr, "--group", "console-fleet", "--master", base, "--token-file", tokenFile, "--fleet-interval", "300ms",
+		// Not the webhook event of the hits above: this engine has no
+		// archive settings, and would dead-letter it.
+		"--kafka-start-offset", "latest")
 	engProc := startLogged(t, eng, "ops endpoints listening", "addr")
 
 	member := func(key string) string {
@@ -564,6 +600,9 @@ func TestConsole_Browser(t *testing.T) {
 			member("satellite/dev")+`.querySelector('td[data-ready="true"]') !== null`),
 		untilReloaded(member("master/dev")+`.querySelector('td[data-health="ready"]') !== null && /applied \d+ \/ commit \d+/.test(`+member("master/dev")+`.querySelector('td[data-raft]').textContent)`),
 		until(member("satellite/sat-par")+`.textContent.includes('par') && `+member("satellite/sat-par")+`.textContent.includes('squall ')`),
+		// Engines' events per second, from their last two heartbeats.
+		untilReloaded(member("engine/dev")+`.querySelector('td[data-rate]').dataset.rate !== '' && `+
+			member("engine/eng-par")+`.querySelector('td[data-rate]').dataset.rate !== ''`),
 	)
 	// The satellite stops: the list marks it stale.
 	if err := sat.Process.Signal(syscall.SIGTERM); err != nil {

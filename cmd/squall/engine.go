@@ -88,6 +88,12 @@ on the command line wins; empty variables are ignored.`,
 			if err := readSASLPassword(&cfg.SASL, saslPasswordFile); err != nil {
 				return err
 			}
+			switch {
+			case cfg.RulesetMetrics < 0:
+				return fmt.Errorf("--ruleset-metrics %d: want 0 or more", cfg.RulesetMetrics)
+			case cfg.RulesetMetrics == 0:
+				cfg.RulesetMetrics = -1 // every ruleset is "other"
+			}
 			reg := metricset.NewRegistry()
 			cfg.Registerer = reg
 			cfg.TracerProvider = tr.TracerProvider()
@@ -135,6 +141,8 @@ on the command line wins; empty variables are ignored.`,
 		"where a consumer group that has committed nothing yet starts reading: earliest (every event the topic still holds runs through the actions) or latest (only events written after the engine joined); a group that has committed goes on from there")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "events processed in parallel (the events of one key stay in order)")
 	f.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "events waiting for each worker; shorter queues repeat fewer events after a crash, at some cost in throughput")
+	f.IntVar(&cfg.RulesetMetrics, "ruleset-metrics", engine.DefaultRulesetMetrics,
+		`rulesets, in tree order, with their own label in the per-ruleset metrics on /metrics; the others are summed as ruleset="other" (0: all of them)`)
 	f.DurationVar(&cfg.CommitDelay, "commit-delay", cfg.CommitDelay, "commit the offsets this long after an event's actions complete (0: only every 100ms or 1000 events); shorter repeats fewer events after a crash")
 	f.IntVar(&cfg.DedupeSize, "dedupe-size", cfg.DedupeSize, "event ids remembered to skip redelivered events (0: off)")
 	f.DurationVar(&cfg.DedupeMaxAge, "dedupe-max-age", cfg.DedupeMaxAge, "how long an event id is remembered (0: until pushed out)")

@@ -107,7 +107,33 @@ func engineReport(id, site string, e *engine.Service) fleet.Report {
 		n := int64(o.TopicPartitions)
 		r.TopicPartitions = &n
 	}
+	if st, ok := e.TreeStats(); ok && st.TreeIndex > 0 {
+		r.TreeStats = reportedStats(st)
+	}
 	return r
+}
+
+// reportedStats are the tree stats of a heartbeat: the nodes an event
+// reached, with their rules, up to fleet.MaxStatsEntries.
+func reportedStats(st engine.TreeStats) *fleet.TreeStats {
+	out := &fleet.TreeStats{TreeIndex: st.TreeIndex, Instance: st.Instance, LoadedMS: st.Loaded.UnixMilli(), Events: st.Events, Nodes: []fleet.NodeStats{}}
+	entries := 0
+	for _, n := range st.Nodes {
+		if n.Reached == 0 {
+			continue
+		}
+		if entries += 1 + len(n.Rules); entries > fleet.MaxStatsEntries {
+			out.Truncated = true
+			break
+		}
+		ns := fleet.NodeStats{Path: n.Path, Reached: n.Reached, Matched: n.Matched}
+		for _, r := range n.Rules {
+			ns.Rules = append(ns.Rules, fleet.RuleStats{Name: r.Name, Reached: r.Reached, Matched: r.Matched, Actions: r.Actions,
+				Succeeded: r.Succeeded, Failed: r.Failed, LastMatchMS: r.LastMatchMs})
+		}
+		out.Nodes = append(out.Nodes, ns)
+	}
+	return out
 }
 
 // trimmedFile reads a file holding one secret line.

@@ -31,6 +31,9 @@ type Action struct {
 	// EventID is the id of the event (the engine sets it from its
 	// record's squall-event-id header); empty when unknown.
 	EventID string
+	// rule is the id of the rule that produced the action (0: unknown),
+	// for [Counters.ActionDone].
+	rule int32
 }
 
 // IdempotencyKey returns the action's idempotency key, derived from its

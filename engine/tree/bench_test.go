@@ -2,6 +2,7 @@ package tree
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"runtime"
 	"testing"
@@ -9,6 +10,28 @@ import (
 
 	"github.com/squallhq/squall/config"
 )
+
+// benchCounted makes the benchmarks evaluate as the engine does, counting
+// in Counters (docs/BENCHMARKS.md compares both):
+// go test ./engine/tree -run '^$' -bench 'FullMatch|NoMatch|LargeTree' -tree.counted
+var benchCounted = flag.Bool("tree.counted", false, "evaluate through Counters.Actions, as the engine does")
+
+// benchCounters returns the counters of tr's evaluations with
+// -tree.counted, else nil.
+func benchCounters(tr *Tree) *Counters {
+	if !*benchCounted {
+		return nil
+	}
+	return tr.NewCounters()
+}
+
+// liveActions evaluates ev with c when set, else with tr.
+func liveActions(tr *Tree, c *Counters, ev *Event, dst []Action) []Action {
+	if c != nil {
+		return c.Actions(ev, dst, 1)
+	}
+	return tr.Actions(ev, dst)
+}
 
 func reportRate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
@@ -43,11 +66,12 @@ const (
 // extraction and action of the rule is evaluated. The event is decoded.
 func BenchmarkFullMatch(b *testing.B) {
 	tr := benchTree(b, fullMatchRule)
+	c := benchCounters(tr)
 	ev := benchEvent(b, fullMatchEvent)
 	var actions []Action
 	b.ReportAllocs()
 	for b.Loop() {
-		actions = tr.Actions(ev, actions[:0])
+		actions = liveActions(tr, c, ev, actions[:0])
 	}
 	if len(actions) != 1 {
 		b.Fatalf("%d actions", len(actions))
@@ -58,6 +82,7 @@ func BenchmarkFullMatch(b *testing.B) {
 // BenchmarkFullMatchRaw is BenchmarkFullMatch from the raw event bytes.
 func BenchmarkFullMatchRaw(b *testing.B) {
 	tr := benchTree(b, fullMatchRule)
+	c := benchCounters(tr)
 	raw := readFile(b, fullMatchEvent)
 	var actions []Action
 	b.ReportAllocs()
@@ -66,7 +91,7 @@ func BenchmarkFullMatchRaw(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		actions = tr.Actions(ev, actions[:0])
+		actions = liveActions(tr, c, ev, actions[:0])
 	}
 	if len(actions) != 1 {
 		b.Fatalf("%d actions", len(actions))
@@ -92,11 +117,12 @@ func BenchmarkDecode(b *testing.B) {
 // event type fails.
 func BenchmarkNoMatch(b *testing.B) {
 	tr := benchTree(b, noMatchRule)
+	c := benchCounters(tr)
 	ev := benchEvent(b, noMatchEvent)
 	var actions []Action
 	b.ReportAllocs()
 	for b.Loop() {
-		actions = tr.Actions(ev, actions[:0])
+		actions = liveActions(tr, c, ev, actions[:0])
 	}
 	if len(actions) != 0 {
 		b.Fatalf("%d actions", len(actions))
@@ -108,11 +134,12 @@ func BenchmarkNoMatch(b *testing.B) {
 // iterator fixture: 15 actions per event.
 func BenchmarkIterator(b *testing.B) {
 	tr := mustCompile(b, tornadoDir(b, "v2/test_config_iterator"))
+	c := benchCounters(tr)
 	ev := benchEvent(b, "tornado/openshift_webhook_event.json")
 	var actions []Action
 	b.ReportAllocs()
 	for b.Loop() {
-		actions = tr.Actions(ev, actions[:0])
+		actions = liveActions(tr, c, ev, actions[:0])
 	}
 	if len(actions) != 15 {
 		b.Fatalf("%d actions", len(actions))
@@ -143,6 +170,7 @@ func largeTree(tb testing.TB) *config.Node {
 // selects exactly one ruleset.
 func BenchmarkLargeTree(b *testing.B) {
 	tr := mustCompile(b, largeTree(b))
+	c := benchCounters(tr)
 	events := make([]*Event, 1000)
 	for i := range events {
 		events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, i, i))
@@ -151,7 +179,7 @@ func BenchmarkLargeTree(b *testing.B) {
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		actions = tr.Actions(events[i%len(events)], actions[:0])
+		actions = liveActions(tr, c, events[i%len(events)], actions[:0])
 		i++
 	}
 	if len(actions) != 10 {
@@ -205,6 +233,7 @@ func BenchmarkTreeSize(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			start := time.Now()
 			tr := mustCompile(b, node)
+			c := benchCounters(tr)
 			compile := time.Since(start)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
@@ -218,7 +247,7 @@ func BenchmarkTreeSize(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				actions = tr.Actions(events[i%len(events)], actions[:0])
+				actions = liveActions(tr, c, events[i%len(events)], actions[:0])
 				i++
 			}
 			if len(actions) != 1 {

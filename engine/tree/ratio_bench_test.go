@@ -108,3 +108,55 @@ func BenchmarkRatio(b *testing.B) {
 		interleave(b, sides[0], sides[1])
 	})
 }
+
+// BenchmarkCounted measures what the engine's counters cost: each
+// workload evaluated through Counters.Actions (as the engine does)
+// against Tree.Actions, interleaved, CPU time.
+//
+//	go test ./engine/tree -run '^$' -bench Counted -benchtime 200000x -count 5
+func BenchmarkCounted(b *testing.B) {
+	run := func(b *testing.B, tr *Tree, next func(i int) *Event, decode []byte, want int) {
+		c := tr.NewCounters()
+		var actions []Action
+		op := func(counted bool) func(int) {
+			return func(i int) {
+				ev := next(i)
+				if decode != nil {
+					var err error
+					if ev, err = DecodeEvent(decode); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if counted {
+					actions = c.Actions(ev, actions[:0], 1)
+				} else {
+					actions = tr.Actions(ev, actions[:0])
+				}
+				if len(actions) != want {
+					b.Fatalf("%d actions, want %d", len(actions), want)
+				}
+			}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		interleave(b, &side{name: "counted", op: op(true)}, &side{name: "plain", op: op(false)})
+	}
+	b.Run("raw", func(b *testing.B) {
+		run(b, benchTree(b, fullMatchRule), func(int) *Event { return nil }, readFile(b, fullMatchEvent), 1)
+	})
+	b.Run("nomatch", func(b *testing.B) {
+		ev := benchEvent(b, noMatchEvent)
+		run(b, benchTree(b, noMatchRule), func(int) *Event { return ev }, nil, 0)
+	})
+	b.Run("iterator", func(b *testing.B) {
+		ev := benchEvent(b, "tornado/openshift_webhook_event.json")
+		run(b, mustCompile(b, tornadoDir(b, "v2/test_config_iterator")), func(int) *Event { return ev }, nil, 15)
+	})
+	b.Run("large", func(b *testing.B) {
+		events := make([]*Event, 1000)
+		for i := range events {
+			events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, i, i))
+		}
+		run(b, mustCompile(b, largeTree(b)), func(i int) *Event { return events[i%len(events)] }, nil, 10)
+	})
+}

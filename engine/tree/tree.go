@@ -21,6 +21,8 @@ type Tree struct {
 	root *node
 	// pool recycles the scratch space of live evaluations.
 	pool sync.Pool
+	// layout describes the counted nodes and rules (counters.go).
+	layout layout
 }
 
 type node struct {
@@ -40,6 +42,8 @@ type node struct {
 	// nsets and nvals size the variables of a ruleset evaluation: the
 	// rules that extract, and their extractors.
 	nsets, nvals int
+	// id is the node's position in the tree's preorder (counters.go).
+	id int32
 }
 
 // compiler holds what compilation shares across the tree: rules often
@@ -58,6 +62,8 @@ type compiler struct {
 	extractors map[string]*extractor
 	templates  map[string]*template
 	nameLists  map[string][]string
+	// layout collects the nodes and rules in preorder, as ids are given.
+	layout layout
 }
 
 func newCompiler() *compiler {
@@ -78,6 +84,9 @@ func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
 }
 
 type rule struct {
+	// id is the rule's position among the tree's rules, from 1
+	// (counters.go).
+	id         int32
 	name       string
 	active     bool
 	cont       bool
@@ -110,11 +119,12 @@ func Compile(root *config.Node) (*Tree, error) {
 	if err := config.Validate(root); err != nil {
 		return nil, err
 	}
-	n, err := newCompiler().node(nil, root)
+	cc := newCompiler()
+	n, err := cc.node(nil, root)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tree{root: n}
+	t := &Tree{root: n, layout: cc.layout}
 	t.pool.New = func() any { return &evaluator{} }
 	return t, nil
 }
@@ -157,6 +167,8 @@ func (cc *compiler) node(parent []string, cn *config.Node) (n *node, err error) 
 		n, n.rules = &rn.node, rn.rule1[:]
 	}
 	n.kind, n.name, n.active = cn.Kind, cn.Name, cn.Active
+	cc.count(n, path, cn)
+	defer cc.uncount()
 	wrap := func(err error) error { return &CompileError{Path: path, Err: err} }
 	switch cn.Kind {
 	case config.KindFilter:
@@ -210,6 +222,7 @@ func (cc *compiler) node(parent []string, cn *config.Node) (n *node, err error) 
 
 func (cc *compiler) rule(rulesetPos string, cr *config.Rule, r *rule) error {
 	r.name, r.active, r.cont = cr.Name, cr.Active, cr.Continue
+	r.id = cc.countRule(cr)
 	if cr.Where != nil {
 		c, err := cc.operator(cr.Where)
 		if err != nil {
@@ -411,11 +424,19 @@ const (
 // every matched rule to dst, in tree order. It builds no result tree and
 // visits only the branches that can match.
 func (t *Tree) Actions(ev *Event, dst []Action) []Action {
+	return t.actions(ev, dst, nil, 0)
+}
+
+// actions is [Tree.Actions] counted in c (nil: not counted).
+func (t *Tree) actions(ev *Event, dst []Action, c *Counters, now int64) []Action {
 	e := t.pool.Get().(*evaluator)
-	e.actions = dst
+	e.actions, e.cnt, e.now = dst, c, now
+	if c != nil {
+		c.events.Add(1)
+	}
 	e.node(t.root, ev)
 	out := e.actions
-	e.actions = nil
+	e.actions, e.cnt = nil, nil
 	e.sc = scope{}
 	clear(e.vals)
 	t.pool.Put(e)
@@ -425,11 +446,19 @@ func (t *Tree) Actions(ev *Event, dst []Action) []Action {
 // MatchedActions is [Tree.Actions] that also appends to rules the matched
 // rules, in tree order, each as "ruleset/rule"; for traces and logs.
 func (t *Tree) MatchedActions(ev *Event, dst []Action, rules []string) ([]Action, []string) {
+	return t.matchedActions(ev, dst, rules, nil, 0)
+}
+
+// matchedActions is [Tree.MatchedActions] counted in c (nil: not counted).
+func (t *Tree) matchedActions(ev *Event, dst []Action, rules []string, c *Counters, now int64) ([]Action, []string) {
 	e := t.pool.Get().(*evaluator)
-	e.actions, e.rules, e.wantRules = dst, rules, true
+	e.actions, e.rules, e.wantRules, e.cnt, e.now = dst, rules, true, c, now
+	if c != nil {
+		c.events.Add(1)
+	}
 	e.node(t.root, ev)
 	out, matched := e.actions, e.rules
-	e.actions, e.rules, e.wantRules = nil, nil, false
+	e.actions, e.rules, e.wantRules, e.cnt = nil, nil, false, nil
 	e.sc = scope{}
 	clear(e.vals)
 	t.pool.Put(e)
@@ -461,6 +490,10 @@ type evaluator struct {
 	// iters are the iterations of the iterators being visited, outermost
 	// first, as they appear in action positions.
 	iters []string
+	// cnt, when set, counts what the evaluation does; now is the time of
+	// its matches (counters.go).
+	cnt *Counters
+	now int64
 }
 
 func (e *evaluator) node(n *node, ev *Event) *ProcessedNode {
@@ -510,6 +543,9 @@ func (e *evaluator) filter(n *node, ev *Event) *ProcessedNode {
 		status = StatusNotMatched
 	}
 	if status == StatusMatched {
+		if e.cnt != nil {
+			e.cnt.nodes[n.id].entered.Add(1)
+		}
 		nodes := e.children(n, ev)
 		if res != nil {
 			res.Nodes = nodes
@@ -539,6 +575,9 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 		iev := ev.withIteration(iteration, item)
 		var nodes []*ProcessedNode
 		if n.active {
+			if e.cnt != nil {
+				e.cnt.nodes[n.id].entered.Add(1)
+			}
 			e.iters = append(e.iters, label)
 			nodes = e.children(n, iev)
 			e.iters = e.iters[:len(e.iters)-1]
@@ -548,6 +587,12 @@ func (e *evaluator) iterator(n *node, ev *Event) *ProcessedNode {
 				nodes = []*ProcessedNode{}
 			}
 			res.Events = append(res.Events, ProcessedIteration{Event: iev, Nodes: nodes})
+		}
+	}
+	if e.cnt != nil {
+		switch v.(type) {
+		case []any, map[string]any:
+			e.cnt.nodes[n.id].matched.Add(1)
 		}
 	}
 	switch x := v.(type) {
@@ -586,7 +631,7 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 	if e.record {
 		res = &ProcessedNode{Kind: config.KindRuleset, Name: n.name, Rules: &ProcessedRules{Rules: make([]ProcessedRule, 0, len(n.rules))}}
 	}
-	stopped := false
+	stopped, matched := false, false
 	for i := range n.rules {
 		r := &n.rules[i]
 		if !r.active || stopped {
@@ -599,7 +644,10 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 		pr := e.rule(r, s, e.vals[used:used+len(r.extractors):used+len(r.extractors)])
 		used += len(r.extractors)
 		if pr.Status == RuleMatched {
-			stopped = !r.cont
+			stopped, matched = !r.cont, true
+			if e.cnt != nil {
+				e.cnt.matchedRule(r, e.now)
+			}
 			if e.wantRules {
 				e.rules = append(e.rules, n.name+"/"+r.name)
 			}
@@ -607,6 +655,9 @@ func (e *evaluator) ruleset(n *node, ev *Event) *ProcessedNode {
 		if res != nil {
 			res.Rules.Rules = append(res.Rules.Rules, pr)
 		}
+	}
+	if matched && e.cnt != nil {
+		e.cnt.nodes[n.id].matched.Add(1)
 	}
 	if res != nil {
 		res.Rules.ExtractedVars = make(map[string]map[string]any, len(s.vars))
@@ -652,7 +703,7 @@ func (e *evaluator) rule(r *rule, s *scope, vars []any) ProcessedRule {
 			pr.Message = &msg
 			return pr
 		}
-		act := Action{ID: a.id, Payload: v.(map[string]any), CreatedMs: s.ev.CreatedMs, Position: a.position(e.iters)}
+		act := Action{ID: a.id, Payload: v.(map[string]any), CreatedMs: s.ev.CreatedMs, Position: a.position(e.iters), rule: r.id}
 		e.actions = append(e.actions, act)
 		if e.record {
 			pr.Actions = append(pr.Actions, act)

@@ -33,7 +33,9 @@ const (
 
 // Limits of a heartbeat.
 const (
-	maxBody    = 16 << 10
+	// maxBody bounds a heartbeat; one with tree stats may hold
+	// MaxStatsEntries of them.
+	maxBody    = 2 << 20
 	maxReasons = 32
 	maxText    = 256
 )
@@ -66,6 +68,9 @@ type Report struct {
 	KafkaTopic      string `json:"kafka_topic,omitempty"`
 	Partitions      []int  `json:"partitions,omitempty"`
 	TopicPartitions *int64 `json:"topic_partitions,omitempty"`
+	// TreeStats are an engine's counters of the tree it runs
+	// (treestats.go); nil when it sends none.
+	TreeStats *TreeStats `json:"tree_stats,omitempty"`
 }
 
 // Master is a master as the cluster's configuration knows it.
@@ -92,6 +97,9 @@ type Member struct {
 	LastSeenMS int64 `json:"last_seen_ms"`
 	// Stale reports a member that has not reported for StaleAfter.
 	Stale bool `json:"stale"`
+	// EventsPerSecond is an engine's rate of events evaluated between its
+	// last two heartbeats with tree stats; absent when unknown.
+	EventsPerSecond *float64 `json:"events_per_second,omitempty"`
 	// Masters only: the cluster configuration's view (Leader, addresses,
 	// suffrage), then what the master itself answered when the list was
 	// made (see probeMaster): its health, raft state and indexes, and its
@@ -131,6 +139,9 @@ type Config struct {
 	// Client asks the masters; nil is a plain HTTP client. Masters speak
 	// plain HTTP to each other (as when forwarding to the leader).
 	Client *http.Client
+	// Stats, when set, takes the engines' tree stats; the list keeps
+	// only their events per second.
+	Stats StatsSink
 }
 
 // Default returns the default settings: heartbeats are expected every
@@ -178,6 +189,7 @@ type entry struct {
 	report Report
 	seen   time.Time
 	owner  string
+	rate   eventRate
 }
 
 // group is a consumer group of engines the list follows: known from the
@@ -249,6 +261,14 @@ func (r *Report) Validate() error {
 			return &FieldError{name, "negative"}
 		}
 	}
+	if r.TreeStats != nil {
+		if r.Role != RoleEngine {
+			return &FieldError{"tree_stats", "only engines send them"}
+		}
+		if err := r.TreeStats.Validate(); err != nil {
+			return &FieldError{"tree_stats", err.Error()}
+		}
+	}
 	return r.validateKafka()
 }
 
@@ -314,7 +334,15 @@ func (f *Fleet) Report(r Report, owner string, now time.Time) error {
 		r.Reasons = []string{}
 	}
 	r.Partitions = slices.Clone(r.Partitions)
-	f.members[key] = entry{report: r, seen: now, owner: owner}
+	var rate eventRate
+	if st := r.TreeStats; st != nil {
+		rate = f.members[key].rate.next(st, now)
+		if f.cfg.Stats != nil {
+			f.cfg.Stats.AddTreeStats(r.ID, st, now)
+		}
+		r.TreeStats = nil
+	}
+	f.members[key] = entry{report: r, seen: now, owner: owner, rate: rate}
 	return nil
 }
 
@@ -480,7 +508,8 @@ func (f *Fleet) List(ctx context.Context, now time.Time, authorization string) (
 	f.sweep(now)
 	rest := make([]Member, 0, len(f.members))
 	for _, e := range f.members {
-		rest = append(rest, Member{Report: e.report, LastSeenMS: e.seen.UnixMilli(), Stale: now.Sub(e.seen) >= f.cfg.StaleAfter})
+		rest = append(rest, Member{Report: e.report, LastSeenMS: e.seen.UnixMilli(), Stale: now.Sub(e.seen) >= f.cfg.StaleAfter,
+			EventsPerSecond: e.rate.perSec})
 	}
 	f.mu.Unlock()
 	slices.SortFunc(rest, func(a, b Member) int {

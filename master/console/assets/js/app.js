@@ -12,11 +12,12 @@ import { loadFleet } from './fleet.js';
 import { DeadLetters, deadLetterAccess } from './deadletters.js';
 import { Router, itemPath, resolve } from './router.js';
 import { showActiveInfo } from './treeinfo.js';
+import { loadStats } from './stats.js';
 
 const session = new Session(window.sessionStorage);
 session.onWarnings = warnings;
 const cfg = '/api/v2_beta/config';
-const state = { active: null, selected: '', view: '', last: {} };
+const state = { active: null, selected: '', view: '', last: {}, stats: null };
 let findings;
 let draft;
 let deadLetters;
@@ -165,8 +166,12 @@ async function loadTree() {
     const ids = await session.request('GET', `${cfg}/drafts/${a.name}`);
     if (!ids.length) { fill($('tree'), el('p', { class: 'hint' }, 'There is no draft.')); return; }
     doc = await session.request('GET', `${cfg}/draft/tree/export/${a.name}/${ids[0]}/${base}`);
+    state.stats = null;
   } else {
-    doc = await session.request('GET', `${cfg}/active/tree/export/${a.name}/${base}`);
+    let stats;
+    [doc, stats] = await Promise.all([session.request('GET', `${cfg}/active/tree/export/${a.name}/${base}`),
+      loadStats(session).catch(() => null)]);
+    state.stats = stats;
   }
   showActiveInfo(session, $('tree-info'), $('tree-source').value);
   state.active = fromExport(doc);
@@ -176,8 +181,11 @@ async function loadTree() {
 }
 
 function drawTree() {
+  const stats = state.stats;
+  $('tree-dead').disabled = !stats;
+  $('tree-stats').textContent = stats ? `Hits since the deploy at index ${stats.index}, summed over the engines.` : '';
   render($('tree'), state.active, {
-    query: $('tree-search').value, selected: state.selected,
+    query: $('tree-search').value, selected: state.selected, stats: stats && stats.byKey, deadOnly: !!stats && $('tree-dead').checked,
     onSelect: (item) => router.go({ view: 'tree', path: itemPath(prefix(), item), params: { source: $('tree-source').value === 'draft' ? 'draft' : '' } }),
   });
 }
@@ -233,6 +241,7 @@ function wire() {
     });
   });
   $('tree-search').addEventListener('input', () => state.active && drawTree());
+  $('tree-dead').addEventListener('change', () => state.active && drawTree());
   $('tree-source').addEventListener('change', (e) => router.go({ view: 'tree', params: { source: e.target.value === 'draft' ? 'draft' : '' } }));
   $('tree-reload').addEventListener('click', () => { state.view = ''; router.check(true); });
   $('fleet-reload').addEventListener('click', () => switchView('fleet', router.route));

@@ -20,6 +20,12 @@ function health(m) {
   return { ready: said, key: m.ready ? 'ready' : 'not_ready' };
 }
 
+// rate is an engine's events per second between its last two heartbeats.
+function rate(v) {
+  if (v === null || v === undefined) return '—';
+  return v >= 100 ? String(Math.round(v)) : v.toFixed(1);
+}
+
 function raft(m) {
   if (m.role !== 'master') return dash();
   if (m.applied_index === undefined) return dash(m.state);
@@ -33,7 +39,7 @@ export async function loadFleet(session) {
       session.request('GET', '/squall/v1/cluster'),
       session.request('GET', '/squall/v1/fleet'),
     ]);
-    const cols = ['role', 'id', 'site', 'version', 'health', 'raft', 'consumer lag', 'spool depth', 'webhooks', 'address', 'last report'];
+    const cols = ['role', 'id', 'site', 'version', 'health', 'raft', 'events/s', 'consumer lag', 'spool depth', 'webhooks', 'address', 'last report'];
     const stale = f.members.filter((m) => m.stale).length;
     const unowned = (f.groups || []).filter((g) => g.unowned.length > 0);
     fill(out,
@@ -51,6 +57,7 @@ export async function loadFleet(session) {
             el('td', { 'data-ready': String(m.ready), 'data-health': h.key, class: `health-${h.key}` }, h.ready, m.reasons && m.reasons.length ? `: ${m.reasons.join('; ')}` : '',
               m.warnings && m.warnings.length ? el('span', { class: 'warn', 'data-warnings': '' }, ` (warning: ${m.warnings.join('; ')})`) : null),
             el('td', { class: 'mono', 'data-raft': '' }, raft(m)),
+            el('td', { 'data-rate': m.events_per_second ?? '' }, rate(m.events_per_second)),
             el('td', {}, dash(m.consumer_lag)), el('td', {}, dash(m.spool_depth)), el('td', {}, dash(m.webhooks_loaded)),
             el('td', { class: 'mono' }, dash(m.http_addr || m.raft_addr)),
             el('td', {}, m.role === 'master' ? dash() : ago(m.last_seen_ms), m.stale ? ' (stale)' : ''));

@@ -1,6 +1,7 @@
 // The processing tree: an exported tree (the API's file format) turned
 // into a plain model, drawn as a collapsible, searchable tree.
 import { el, fill, pretty } from './dom.js';
+import { hits, neverMatched } from './stats.js';
 
 // fromExport turns an export document into nodes {kind, name, path,
 // description, active, filter, target, nodes, rules}; parent is the path
@@ -32,7 +33,7 @@ function matches(node, q) {
   return node.rules.some((r) => r.name.toLowerCase().includes(q)) || node.nodes.some((c) => matches(c, q));
 }
 
-function label(item, q, onSelect, selectedKey) {
+function label(item, q, onSelect, selectedKey, stats) {
   const key = keyOf(item);
   const hit = q && item.name.toLowerCase().includes(q);
   return el('button', {
@@ -40,7 +41,7 @@ function label(item, q, onSelect, selectedKey) {
     'data-key': key, 'aria-current': key === selectedKey ? 'true' : null,
     onclick: (ev) => { ev.preventDefault(); onSelect(item); },
   }, el('span', { class: 'kind' }, item.kind), el('span', { class: hit ? 'match' : null }, item.name),
-  item.active === false ? ' (inactive)' : null);
+  item.active === false ? ' (inactive)' : null, stats ? hits(stats.get(key), item.kind) : null);
 }
 
 // keyOf names a node or rule uniquely: its path, and the rule's name.
@@ -48,23 +49,33 @@ export const keyOf = (item) => item.path.join(',') + (item.kind === 'Rule' ? '/'
 
 // render draws root into container. Filters and iterators are <details>
 // (keyboard: Tab to a node, Enter or Space to open or close it); a search
-// shows only what matches, and what leads to it, opened.
-export function render(container, root, { query = '', onSelect, selected = '' }) {
+// shows only what matches, and what leads to it, opened. With stats (a
+// Map of counts by key, stats.js) every node and rule shows its hits;
+// deadOnly shows only the rules with no match since the deploy, and what
+// leads to them.
+export function render(container, root, { query = '', onSelect, selected = '', stats = null, deadOnly = false }) {
   const q = query.trim().toLowerCase();
+  const ruleShown = (node, r) => (!q || r.name.toLowerCase().includes(q) || node.name.toLowerCase().includes(q)) &&
+    (!deadOnly || neverMatched(stats && stats.get(keyOf(r))));
+  const shown = (node) => (deadOnly
+    ? (node.kind === 'Ruleset' ? node.rules.some((r) => ruleShown(node, r)) : node.nodes.some(shown))
+    : matches(node, q));
   const draw = (node) => {
-    if (!matches(node, q)) return null;
+    if (!shown(node)) return null;
     if (node.kind === 'Ruleset') {
-      const rules = node.rules.filter((r) => !q || r.name.toLowerCase().includes(q) || node.name.toLowerCase().includes(q));
+      const rules = node.rules.filter((r) => ruleShown(node, r));
       return el('li', {}, el('details', { open: true },
-        el('summary', {}, label(node, q, onSelect, selected), ` ${node.rules.length} rule${node.rules.length === 1 ? '' : 's'}`),
-        el('ul', {}, rules.map((r) => el('li', { class: 'leaf' }, label(r, q, onSelect, selected))))));
+        el('summary', {}, label(node, q, onSelect, selected, stats), ` ${node.rules.length} rule${node.rules.length === 1 ? '' : 's'}`),
+        el('ul', {}, rules.map((r) => el('li', { class: 'leaf' }, label(r, q, onSelect, selected, stats))))));
     }
     return el('li', {}, el('details', { open: true },
-      el('summary', {}, label(node, q, onSelect, selected)),
+      el('summary', {}, label(node, q, onSelect, selected, stats)),
       el('ul', {}, node.nodes.map(draw))));
   };
   const tree = draw(root);
-  fill(container, tree ? el('ul', {}, tree) : el('p', { class: 'hint' }, `Nothing is named like “${query}”.`));
+  const none = deadOnly ? (q ? `No rule named like “${query}” lacks a match since the deploy.` : 'Every rule matched since the deploy.')
+    : `Nothing is named like “${query}”.`;
+  fill(container, tree ? el('ul', {}, tree) : el('p', { class: 'hint', id: 'tree-none' }, none));
 }
 
 // find returns the node or rule with key in root.
