@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -45,17 +46,7 @@ The file goes to standard output, or to --output.`,
 			if err := c.do(http.MethodGet, path, "", nil, &file); err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
-			if !bytes.HasSuffix(file, []byte("\n")) {
-				file = append(file, '\n')
-			}
-			if output == "" {
-				_, err = cmd.OutOrStdout().Write(file)
-				return err
-			}
-			if err := os.WriteFile(output, file, 0o644); err != nil {
-				return fmt.Errorf("--output: %w", err)
-			}
-			return nil
+			return writeTreeFile(cmd.OutOrStdout(), file, output)
 		},
 	}
 	f := cmd.Flags()
@@ -68,4 +59,20 @@ The file goes to standard output, or to --output.`,
 	_ = cmd.MarkFlagRequired("master")
 	_ = cmd.MarkFlagRequired("token-file")
 	return cmd
+}
+
+// writeTreeFile writes an exported tree, ending with a newline, to the
+// file output names, or to w when output is "".
+func writeTreeFile(w io.Writer, file []byte, output string) error {
+	if !bytes.HasSuffix(file, []byte("\n")) {
+		file = append(file, '\n')
+	}
+	if output == "" {
+		_, err := w.Write(file)
+		return err
+	}
+	if err := os.WriteFile(output, file, 0o644); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	return nil
 }

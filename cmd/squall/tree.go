@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,17 +201,7 @@ scoped below the root gets the subtree at its node.`,
 			if err := c.do(http.MethodGet, tc.path("/"+n, nil), "", nil, &file); err != nil {
 				return fmt.Errorf("show: %w", err)
 			}
-			if !bytes.HasSuffix(file, []byte("\n")) {
-				file = append(file, '\n')
-			}
-			if output == "" {
-				_, err = cmd.OutOrStdout().Write(file)
-				return err
-			}
-			if err := os.WriteFile(output, file, 0o644); err != nil {
-				return fmt.Errorf("--output: %w", err)
-			}
-			return nil
+			return writeTreeFile(cmd.OutOrStdout(), file, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write the file here instead of standard output")
@@ -335,25 +324,7 @@ func printChanges(w io.Writer, changes []config.Change) error {
 		case config.ChangeRemoved:
 			fmt.Fprintf(&b, "- %s\n", c.Path)
 		default:
-			var what []string
-			if len(c.Fields) > 0 {
-				what = append(what, strings.Join(c.Fields, ", "))
-			}
-			for _, r := range []struct {
-				verb  string
-				names []string
-			}{{"rules added", c.RulesAdded}, {"rules removed", c.RulesRemoved}, {"rules changed", c.RulesChanged}} {
-				if len(r.names) > 0 {
-					what = append(what, r.verb+" "+strings.Join(r.names, ", "))
-				}
-			}
-			if c.RulesReordered {
-				what = append(what, "rules reordered")
-			}
-			if c.ChildrenReordered {
-				what = append(what, "children reordered")
-			}
-			fmt.Fprintf(&b, "~ %s: %s\n", c.Path, strings.Join(what, "; "))
+			fmt.Fprintf(&b, "~ %s: %s\n", c.Path, changeSummary(c))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
