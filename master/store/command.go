@@ -434,6 +434,16 @@ type decoded struct {
 	// level is the feature level the entry was written under (see
 	// writtenExt): its trees are validated with that level's rules.
 	level int
+	// audit is the entry's audit context (nil: it records nothing).
+	audit *auditExt
+}
+
+// setAudit records x in d and the commands it holds.
+func (d *decoded) setAudit(x *auditExt) {
+	d.audit = x
+	for i := range d.batch {
+		d.batch[i].setAudit(x)
+	}
 }
 
 // setLevel records level in d and the commands it holds.

@@ -91,6 +91,12 @@ type Config struct {
 	// writes it into each deploy and rollback entry, so every node prunes
 	// alike whatever its own setting.
 	KeepVersions int
+	// AuditKeep (default DefaultAuditKeep, at most MaxAuditKeep) is how
+	// many audit records the state keeps, and AuditMaxAge (0: no limit)
+	// how old they may grow. The leader writes both into each entry, so
+	// every node prunes alike whatever its own settings.
+	AuditKeep   int
+	AuditMaxAge time.Duration
 	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
 	// lose acknowledged writes); for benchmarks and tests only.
 	NoSync bool
@@ -163,6 +169,12 @@ func (c Config) Validate() error {
 	if c.KeepVersions < 0 || c.KeepVersions > MaxKeepVersions {
 		errs = append(errs, fmt.Errorf("versions kept %d is not between 1 and %d (0: the default, %d)", c.KeepVersions, MaxKeepVersions, DefaultKeepVersions))
 	}
+	if c.AuditKeep < 0 || c.AuditKeep > MaxAuditKeep {
+		errs = append(errs, fmt.Errorf("audit records kept %d is not between 1 and %d (0: the default, %d)", c.AuditKeep, MaxAuditKeep, DefaultAuditKeep))
+	}
+	if c.AuditMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("audit record age %s cannot be negative (0: no limit)", c.AuditMaxAge))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store config: %w", err)
 	}
@@ -230,6 +242,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepVersions == 0 {
 		c.KeepVersions = DefaultKeepVersions
+	}
+	if c.AuditKeep == 0 {
+		c.AuditKeep = DefaultAuditKeep
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout

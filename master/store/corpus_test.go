@@ -48,7 +48,7 @@ func fsmApplyAt(t testing.TB, f *fsm, idx uint64, level int, cmd Command) Result
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	l := &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeWrittenExt(level)}
+	l := &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeWrittenExt(level, nil)}
 	r, ok := f.ApplyBatch([]*raft.Log{l})[0].(Result)
 	if !ok {
 		t.Fatalf("entry %d: response is not a Result", idx)

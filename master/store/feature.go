@@ -22,13 +22,16 @@ import (
 //   - 3: deploys are written as DeployVersion entries, which record a
 //     version of the active tree, and the Rollback and RestoreVersions
 //     entries exist (docs/decisions.md decision 54; see version.go).
+//   - 4: every entry that changes the replicated state carries its audit
+//     context (writtenExt.Audit, memberExt.Audit), and applying it
+//     records the audit log (docs/decisions.md decision 61; see audit.go).
 //
 // Every member advertises its level when it registers (SetMember, in the
 // entry's raft extensions, which a binary without levels ignores); the
 // leader writes the forms of a level only once every member of the raft
 // configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
 // stays able to read every form at every level.
-const FeatureLevel = 3
+const FeatureLevel = 4
 
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
@@ -62,15 +65,17 @@ func treeRules(level int) config.Rules {
 // with its own rules, which are those of config.Rules1.
 type writtenExt struct {
 	Level int `json:"written_level"`
+	// Audit is the entry's audit context, from LevelAudit on.
+	Audit *auditExt `json:"audit,omitempty"`
 }
 
 // encodeWrittenExt returns the extension of a tree-carrying entry written
 // under level (nil for level 0, which is what no extension means).
-func encodeWrittenExt(level int) []byte {
+func encodeWrittenExt(level int, x *auditExt) []byte {
 	if level <= 0 {
 		return nil
 	}
-	b, _ := json.Marshal(writtenExt{Level: level}) // cannot fail
+	b, _ := json.Marshal(writtenExt{Level: level, Audit: x}) // cannot fail
 	return b
 }
 
@@ -79,15 +84,18 @@ func encodeWrittenExt(level int) []byte {
 // as one, or names a level above FeatureLevel: this binary does not know
 // the rules that entry's trees were accepted with, and applying it could
 // decide otherwise than the masters that wrote it.
-func decodeWrittenExt(ext []byte) (level int, ok bool) {
+func decodeWrittenExt(ext []byte) (level int, x *auditExt, ok bool) {
 	if len(ext) == 0 {
-		return 0, true
+		return 0, nil, true
 	}
 	var e writtenExt
 	if err := json.Unmarshal(ext, &e); err != nil || e.Level < 0 || e.Level > FeatureLevel {
-		return 0, false
+		return 0, nil, false
 	}
-	return e.Level, true
+	if e.Level < LevelAudit {
+		e.Audit = nil
+	}
+	return e.Level, e.Audit, true
 }
 
 // carriesTree reports whether applying cmd validates a tree.
@@ -114,15 +122,18 @@ func recordsLevel(cmd Command) bool {
 // master applies; a master without levels never reads the extension.
 type memberExt struct {
 	FeatureLevel int `json:"feature_level"`
+	// Audit is the entry's audit context, from LevelAudit on (a binary
+	// of an earlier level ignores it, and records nothing).
+	Audit *auditExt `json:"audit,omitempty"`
 }
 
 // encodeMemberExt returns the extension of a SetMember entry (nil for
 // level 0, which is what no extension means).
-func encodeMemberExt(level int) []byte {
-	if level <= 0 {
+func encodeMemberExt(level int, x *auditExt) []byte {
+	if level <= 0 && x == nil {
 		return nil
 	}
-	b, _ := json.Marshal(memberExt{FeatureLevel: level}) // cannot fail
+	b, _ := json.Marshal(memberExt{FeatureLevel: level, Audit: x}) // cannot fail
 	return b
 }
 
@@ -130,15 +141,15 @@ func encodeMemberExt(level int) []byte {
 // unreadable extension (written by a later binary in a form this one does
 // not know) reads as level 0, "knows nothing new": the same on every node
 // of one version, and the safe side.
-func decodeMemberExt(ext []byte) int {
+func decodeMemberExt(ext []byte) (int, *auditExt) {
 	if len(ext) == 0 {
-		return 0
+		return 0, nil
 	}
 	var e memberExt
 	if err := json.Unmarshal(ext, &e); err != nil || e.FeatureLevel < 0 {
-		return 0
+		return 0, nil
 	}
-	return e.FeatureLevel
+	return e.FeatureLevel, e.Audit
 }
 
 // levelMap maps member ids to the feature level they advertised (members

@@ -21,14 +21,14 @@ func TestMemberExt(t *testing.T) {
 		want int
 	}{
 		{nil, 0},
-		{encodeMemberExt(0), 0},
-		{encodeMemberExt(1), 1},
-		{encodeMemberExt(7), 7},
+		{encodeMemberExt(0, nil), 0},
+		{encodeMemberExt(1, nil), 1},
+		{encodeMemberExt(7, nil), 7},
 		{[]byte(`{"feature_level":2,"later":"field"}`), 2},
 		{[]byte(`{"feature_level":-1}`), 0},
 		{[]byte("not json"), 0},
 	} {
-		if got := decodeMemberExt(tc.ext); got != tc.want {
+		if got, _ := decodeMemberExt(tc.ext); got != tc.want {
 			t.Errorf("decodeMemberExt(%q) = %d, want %d", tc.ext, got, tc.want)
 		}
 	}
@@ -53,7 +53,7 @@ func TestFSM_MemberLevels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(cmd.FeatureLevel)}
+		l := &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(cmd.FeatureLevel, nil)}
 		if r := f.ApplyBatch([]*raft.Log{l})[0].(Result); r.Err != nil {
 			t.Fatal(r.Err)
 		}
@@ -95,7 +95,7 @@ func TestFSM_LevelBelowEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(1)}
+	l := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: data, Extensions: encodeMemberExt(1, nil)}
 	if r := f.ApplyBatch([]*raft.Log{l})[0].(Result); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -254,15 +254,15 @@ func TestWrittenExt(t *testing.T) {
 		ok    bool
 	}{
 		{nil, 0, true},
-		{encodeWrittenExt(0), 0, true},
-		{encodeWrittenExt(FeatureLevel), FeatureLevel, true},
+		{encodeWrittenExt(0, nil), 0, true},
+		{encodeWrittenExt(FeatureLevel, nil), FeatureLevel, true},
 		{[]byte(`{"written_level":1,"later":"field"}`), 1, true},
 		{[]byte(`{"later":"field"}`), 0, true},
-		{encodeWrittenExt(FeatureLevel + 1), 0, false},
+		{encodeWrittenExt(FeatureLevel + 1, nil), 0, false},
 		{[]byte(`{"written_level":-1}`), 0, false},
 		{[]byte("not json"), 0, false},
 	} {
-		level, ok := decodeWrittenExt(tc.ext)
+		level, _, ok := decodeWrittenExt(tc.ext)
 		if level != tc.level || ok != tc.ok {
 			t.Errorf("decodeWrittenExt(%q) = %d, %v; want %d, %v", tc.ext, level, ok, tc.level, tc.ok)
 		}
@@ -288,7 +288,7 @@ func TestFSM_WrittenLevelAboveBinaryPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ext := range [][]byte{encodeWrittenExt(FeatureLevel + 1), []byte("not json")} {
+	for _, ext := range [][]byte{encodeWrittenExt(FeatureLevel + 1, nil), []byte("not json")} {
 		func() {
 			defer func() {
 				p := recover()
@@ -306,12 +306,14 @@ func TestFSM_WrittenLevelAboveBinaryPanics(t *testing.T) {
 
 // TestStore_treeEntriesRecordLevel: the leader writes, on the entries
 // that carry a tree or take a draft over (alone, in a batch, or in a
-// session entry), the cluster's level; other entries carry no extension.
+// session entry), the cluster's level; below LevelAudit (from which every
+// entry carries its audit context: TestStore_AuditLog), other entries
+// carry no extension.
 func TestStore_treeEntriesRecordLevel(t *testing.T) {
-	nodes := newCluster(t, 1, nil)
+	nodes := newCluster(t, 1, nil, func(_ int, s *Store) { s.level = LevelVersions })
 	s := nodes[0]
-	if got := s.ClusterFeatureLevel(); got != FeatureLevel {
-		t.Fatalf("cluster level %d, want %d", got, FeatureLevel)
+	if got := s.ClusterFeatureLevel(); got != LevelVersions {
+		t.Fatalf("cluster level %d, want %d", got, LevelVersions)
 	}
 	ctx := ctxTimeout(t, 10*time.Second)
 	from, err := s.logs.LastIndex()
@@ -341,7 +343,7 @@ func TestStore_treeEntriesRecordLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := string(encodeWrittenExt(FeatureLevel))
+	want := string(encodeWrittenExt(LevelVersions, nil))
 	var got []string
 	for i := from + 1; i <= last; i++ {
 		var l raft.Log

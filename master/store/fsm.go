@@ -265,15 +265,22 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		case f.level < LevelSessions:
 			// A binary without levels reads no extension.
 		case d.typ == typeSetMember:
-			d.p.(*setMemberPayload).level = decodeMemberExt(l.Extensions)
+			var x *auditExt
+			d.p.(*setMemberPayload).level, x = decodeMemberExt(l.Extensions)
+			if f.level >= LevelAudit {
+				d.setAudit(x)
+			}
 		case len(l.Extensions) > 0:
-			level, ok := decodeWrittenExt(l.Extensions)
+			level, x, ok := decodeWrittenExt(l.Extensions)
 			if !ok {
 				panic(fmt.Sprintf("store: cannot apply committed raft log entry %d (term %d): written under feature level %q, "+
 					"whose validation rules this binary (level %d) does not have; refusing to apply it with others, "+
 					"which could make this node's state diverge", l.Index, l.Term, l.Extensions, FeatureLevel))
 			}
 			d.setLevel(level)
+			if f.level >= LevelAudit {
+				d.setAudit(x)
+			}
 		}
 		jobs = append(jobs, job{i: i, idx: l.Index, d: d})
 	}
@@ -349,9 +356,18 @@ const (
 )
 
 func (f *fsm) applyCommand(b *bolt.Bucket, st *state, idx uint64, d decoded) (Result, error) {
+	var before auditBefore
+	if d.audit != nil {
+		before = auditStateBefore(st, d)
+	}
 	r, err := applyTo(b, st, f.keys, idx, d)
 	if err != nil {
 		return Result{}, err
+	}
+	if d.audit != nil {
+		if err := recordAudit(b.Tx(), st, idx, d, r, before); err != nil {
+			return Result{}, fmt.Errorf("audit: %w", err)
+		}
 	}
 	outcome := resultOK
 	if r.Err != nil {

@@ -105,7 +105,10 @@ var (
 // Format 6 adds the versions (see version.go); a file becomes format 6
 // when a version is stored. New files start at format 5, which masters
 // before versions read.
-const stateFormat = 6
+//
+// Format 7 adds the audit log (see audit.go); a file becomes format 7
+// when the first record is stored.
+const stateFormat = 7
 
 // formatRecords is the format of new state files and of files that hold
 // findings in binary records.

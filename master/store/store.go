@@ -737,11 +737,15 @@ func (s *Store) Apply(ctx context.Context, sess *Session, cmd Command) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
+	var x *auditExt
+	if audited(cmd) {
+		x = s.auditContext(ctx, level)
+	}
 	var ext []byte
 	if m, ok := cmd.(SetMember); ok {
-		ext = encodeMemberExt(m.FeatureLevel)
-	} else if recordsLevel(cmd) {
-		ext = encodeWrittenExt(level)
+		ext = encodeMemberExt(m.FeatureLevel, x)
+	} else if recordsLevel(cmd) || x != nil {
+		ext = encodeWrittenExt(level, x)
 	}
 	resp, err := s.submit(ctx, label, data, ext)
 	if err != nil {
@@ -774,9 +778,13 @@ func (s *Store) Batch(ctx context.Context, cmds ...Command) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var x *auditExt
+	if slices.ContainsFunc(cmds, audited) {
+		x = s.auditContext(ctx, level)
+	}
 	var ext []byte
-	if slices.ContainsFunc(cmds, recordsLevel) {
-		ext = encodeWrittenExt(level)
+	if slices.ContainsFunc(cmds, recordsLevel) || x != nil {
+		ext = encodeWrittenExt(level, x)
 	}
 	resp, err := s.submit(ctx, typeBatch.String(), data, ext)
 	if err != nil {
