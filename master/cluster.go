@@ -292,9 +292,17 @@ type RestoreResult struct {
 // a backup's (on the leader). The whole file is checked before anything
 // changes. Token: admin on root.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, auth.Admin); err != nil {
+	c, err := s.tokens.Verify(r.Header.Get("Authorization"))
+	if err != nil {
 		return err
 	}
+	if err := c.OnRoot(auth.Admin); err != nil {
+		return err
+	}
+	// The audit log records the restore's user (decision 61).
+	o := store.OriginFromContext(r.Context())
+	o.User = c.User
+	r = r.WithContext(store.ContextWithOrigin(r.Context(), o))
 	// An admin's backup file may take longer than the body timeout to
 	// upload: the deadline is for unauthenticated senders.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})

@@ -94,6 +94,10 @@ type Config struct {
 	// KeepVersions is how many versions of the active tree the state keeps
 	// (0: store.DefaultKeepVersions); see store.Config.KeepVersions.
 	KeepVersions int
+	// AuditKeep and AuditMaxAge bound the audit log (0: the store's
+	// defaults); see store.Config.AuditKeep.
+	AuditKeep   int
+	AuditMaxAge time.Duration
 	// ShutdownTimeout bounds the graceful shutdown in Run (default 10s).
 	ShutdownTimeout time.Duration
 	// HTTPTimeouts bound reading a request's headers and body, and idle
@@ -308,6 +312,8 @@ func (c Config) storeConfig() store.Config {
 		// Raft applies, as children of the API requests' spans.
 		TracerProvider: c.TracerProvider,
 		KeepVersions:   c.KeepVersions,
+		AuditKeep:      c.AuditKeep,
+		AuditMaxAge:    c.AuditMaxAge,
 	}
 	if c.StoreOptions != nil {
 		c.StoreOptions(&sc)

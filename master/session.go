@@ -77,6 +77,8 @@ func (s *Server) sessions(h http.Handler, idempotent []string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		// The audit log records the id with the change (decision 61).
+		r = r.WithContext(store.ContextWithOrigin(r.Context(), store.Origin{RequestID: id}))
 		if len(id) > maxIdempotencyKey {
 			s.writeError(w, r, errorf(http.StatusBadRequest, codeBadRequest,
 				"the %s header is longer than %d bytes", HeaderIdempotencyKey, maxIdempotencyKey))

@@ -264,6 +264,9 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err := mountVersions(srv, devAPI); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
+	if err := mountAudit(srv, devAPI); err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
 	fa := findings.New(findings.Default(), srv.Store(), srv.Verifier(), logger)
 	if err := srv.Mount(findings.Prefix, fa.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))

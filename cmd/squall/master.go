@@ -107,6 +107,9 @@ given on the command line wins; empty variables are ignored.`,
 			if err := mountVersions(srv, a); err != nil {
 				return err
 			}
+			if err := mountAudit(srv, a); err != nil {
+				return err
+			}
 			// The findings API runs on the leader too; with --findings-key
 			// passwords are encrypted at rest.
 			fcfg := findings.Default()
@@ -197,6 +200,8 @@ given on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.RaftElectionTimeout, "raft-election-timeout", store.DefaultElectionTimeout, "how long a candidate waits for votes before it starts a new election; at least --raft-heartbeat-timeout")
 	f.DurationVar(&cfg.RaftLeaderLeaseTimeout, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "how long a leader stays leader without hearing from a quorum; at most --raft-heartbeat-timeout")
 	f.IntVar(&cfg.KeepVersions, "keep-versions", store.DefaultKeepVersions, "how many versions of the active tree (one per deploy or rollback) the cluster keeps; the leader's setting applies to each new version")
+	f.IntVar(&cfg.AuditKeep, "audit-keep", store.DefaultAuditKeep, "how many audit records (one per change of the replicated state) the cluster keeps; the leader's setting applies with each new record")
+	f.DurationVar(&cfg.AuditMaxAge, "audit-max-age", 0, "how old audit records may grow before they are pruned (e.g. 2160h for 90 days; 0: no limit, --audit-keep alone bounds them); the leader's setting applies with each new record")
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	role.define(f, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
@@ -210,6 +215,11 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&findingsKey, "findings-key", "", "file of 64 hex characters (32 bytes): encrypt findings' passwords at rest with AES-256-GCM (the same key on every master); without it they are stored in clear")
 	documentEnv(f)
 	return cmd
+}
+
+// mountAudit mounts the audit log's API (api.AuditPath) on the leader.
+func mountAudit(srv *master.Server, a *api.API) error {
+	return srv.Mount(api.AuditPath, a.AuditHandler(srv.Store()), master.OnLeader)
 }
 
 // mountVersions mounts the versions API of a (api.VersionsPath: history,

@@ -207,7 +207,7 @@ func (a *API) wrap(perm auth.Permission, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		claims, err := a.tokens.Verify(r.Header.Get("Authorization"))
 		if err == nil {
-			r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, claims))
+			r = r.WithContext(withOrigin(context.WithValue(r.Context(), claimsKey{}, claims), claims.User, r.PathValue("param_auth")))
 			_, err = a.scope(r, perm)
 		}
 		if err != nil {
@@ -230,6 +230,15 @@ func (a *API) wrap(perm auth.Permission, fn handlerFunc) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
+}
+
+// withOrigin adds the request's user and authorization to the origin ctx
+// carries (its request id, when it has one), which the store records in
+// the audit log with each change (docs/decisions.md decision 61).
+func withOrigin(ctx context.Context, user, authorization string) context.Context {
+	o := store.OriginFromContext(ctx)
+	o.User, o.Authorization = user, authorization
+	return store.ContextWithOrigin(ctx, o)
 }
 
 // rawResponse is a response body already encoded.

@@ -242,6 +242,10 @@ func (a *API) wrap(fn handlerFunc, perms ...auth.Permission) http.Handler {
 			a.finish(w, r, logger, start, "", 0, nil, err)
 			return
 		}
+		// The audit log records the user with each change (decision 61).
+		o := store.OriginFromContext(r.Context())
+		o.User = claims.User
+		r = r.WithContext(store.ContextWithOrigin(r.Context(), o))
 		status, body, err := fn(&request{Request: r, w: w, tenant: tenant})
 		a.finish(w, r, logger, start, tenant, status, body, err)
 	})

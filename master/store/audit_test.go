@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,19 @@ func TestStore_AuditLog(t *testing.T) {
 	none, _, err := s.Audit(AuditQuery{Limit: 100, Since: at.Add(time.Second)})
 	if err != nil || len(none) != 0 {
 		t.Fatalf("records since a later time %+v: %v", none, err)
+	}
+
+	// The backup holds the log.
+	var buf bytes.Buffer
+	if err := s.WriteBackup(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeBackup(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.Audit, recs) {
+		t.Fatalf("backup's records differ:\n%+v\n%+v", b.Audit, recs)
 	}
 
 	// Reopen: the same records, and the chain goes on.

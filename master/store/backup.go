@@ -11,13 +11,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/master/audit"
 )
 
 // BackupFormat is the version of the backup file written by
 // [Store.WriteBackup] and [Backup.MarshalJSON]. Format 2 adds the
-// findings, format 3 the versions of the active tree; DecodeBackup reads
-// formats 1 to 3.
-const BackupFormat = 3
+// findings, format 3 the versions of the active tree, format 4 the audit
+// log; DecodeBackup reads formats 1 to 4.
+const BackupFormat = 4
 
 // restoreVersionBytes is about how many bytes of version trees go in one
 // RestoreVersions entry when a backup is restored (at least one version).
@@ -38,6 +39,7 @@ const restoreChunk = 1000
 //	 "active": <export file>,
 //	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null,
 //	 "next_version": N, "versions": [<version with its "tree">, ...],
+//	 "audit": [<audit record>, ...],
 //	 "findings": [<finding>, ...]}
 //
 // where each finding is its stored record (the form of InsertFindings
@@ -65,6 +67,10 @@ type Backup struct {
 	WithVersions bool
 	Versions     []VersionTree
 	NextVersion  uint64
+	// Audit is the audit log (format 4), oldest first, for `squall audit
+	// verify --backup`. A restore does not bring it back: the cluster
+	// restored into keeps its own log, which records the restore.
+	Audit []audit.Record
 }
 
 // Restored is the outcome of a restore.
@@ -95,6 +101,8 @@ type backupHeader struct {
 	// findings; a restore holds the versions in memory.
 	NextVersion uint64        `json:"next_version,omitempty"`
 	Versions    []VersionTree `json:"versions,omitempty"`
+	// Audit (format 4) is the audit log, oldest first.
+	Audit []audit.Record `json:"audit,omitempty"`
 }
 
 // MarshalJSON writes the backup file, in format 2 with b.Findings.
@@ -104,7 +112,7 @@ func (b *Backup) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active,
-		NextVersion: b.NextVersion, Versions: b.Versions}
+		NextVersion: b.NextVersion, Versions: b.Versions, Audit: b.Audit}
 	if d := b.Draft; d != nil {
 		tree, err := encodeTree(d.Tree)
 		if err != nil {
@@ -220,7 +228,7 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			return invalid("no active tree")
 		}
 		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2,
-			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion}
+			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, Audit: h.Audit}
 		if err := checkBackupVersions(h.Versions); err != nil {
 			return invalid("%v", err)
 		}
@@ -274,6 +282,11 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			if key == "versions" {
 				dst = &h.Versions
 			}
+		case "audit":
+			if !seen["format"] || h.Format < 4 {
+				return invalid(`"audit" needs format 4 and must follow "format"`)
+			}
+			dst = &h.Audit
 		case "findings":
 			if !seen["format"] || !seen["active"] || h.Format < 2 {
 				return invalid(`"findings" needs format 2 and must follow "format" and "active"`)
@@ -354,6 +367,9 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 			}
 		}
 		if h.NextVersion, h.Versions, err = backupVersions(tx); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		if h.Audit, err = readAudit(tx); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		if start != nil {
