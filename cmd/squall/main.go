@@ -74,6 +74,6 @@ Try a tree on an event without any server:
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newProcessCommand(), newTestCommand(), newBacktestCommand(), newTreeCommand(), newImportTornadoCommand(), newExportCommand(), newDeadLettersCommand(), newTokenCommand(), newDevCommand(), newMasterCommand(), newSatelliteCommand(), newEngineCommand(), newBenchCommand(), newVersionCommand(), newWebhookCommand(), newStatusCommand(), newBrokerCommand(), newBackupCommand(), newRestoreCommand())
+	root.AddCommand(newProcessCommand(), newTestCommand(), newBacktestCommand(), newTreeCommand(), newImportTornadoCommand(), newExportCommand(), newDeadLettersCommand(), newAuditCommand(), newTokenCommand(), newDevCommand(), newMasterCommand(), newSatelliteCommand(), newEngineCommand(), newBenchCommand(), newVersionCommand(), newWebhookCommand(), newStatusCommand(), newBrokerCommand(), newBackupCommand(), newRestoreCommand())
 	return root
 }

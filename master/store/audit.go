@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -428,4 +429,16 @@ func ReadAuditFile(path string) ([]audit.Record, error) {
 		return nil, fmt.Errorf("close %s: %w", path, err)
 	}
 	return out, nil
+}
+
+// ReadBackupAudit returns the audit records of a backup file, oldest
+// first, reading its findings as a stream without keeping them. A backup
+// before format 4 holds none.
+func ReadBackupAudit(r io.Reader) ([]audit.Record, error) {
+	var out []audit.Record
+	err := decodeBackup(r, func(b *Backup) error {
+		out = b.Audit
+		return nil
+	}, func(Finding) error { return nil })
+	return out, err
 }

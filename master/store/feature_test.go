@@ -258,7 +258,7 @@ func TestWrittenExt(t *testing.T) {
 		{encodeWrittenExt(FeatureLevel, nil), FeatureLevel, true},
 		{[]byte(`{"written_level":1,"later":"field"}`), 1, true},
 		{[]byte(`{"later":"field"}`), 0, true},
-		{encodeWrittenExt(FeatureLevel + 1, nil), 0, false},
+		{encodeWrittenExt(FeatureLevel+1, nil), 0, false},
 		{[]byte(`{"written_level":-1}`), 0, false},
 		{[]byte("not json"), 0, false},
 	} {
@@ -288,7 +288,7 @@ func TestFSM_WrittenLevelAboveBinaryPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ext := range [][]byte{encodeWrittenExt(FeatureLevel + 1, nil), []byte("not json")} {
+	for _, ext := range [][]byte{encodeWrittenExt(FeatureLevel+1, nil), []byte("not json")} {
 		func() {
 			defer func() {
 				p := recover()
