@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -9,18 +10,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
 )
 
 // TestAuditVerify runs `squall audit verify` against a live master, its
 // backup file, and a copy of the backup with one record altered (exit 1,
-// naming the record); without a source it exits 2.
+// naming the record); without a source it exits 2. The master's
+// --audit-log file holds the same records.
 func TestAuditVerify(t *testing.T) {
 	t.Parallel()
-	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	dir := t.TempDir()
+	sinkFile := filepath.Join(dir, "audit.jsonl")
+	base := startMaster(t, "--allow-unsigned-tokens", "--audit-log", sinkFile)
+	bin := squallBinary(t)
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) []byte {
 		t.Helper()
@@ -41,6 +45,28 @@ func TestAuditVerify(t *testing.T) {
 	out := mustRun(t, bin, "audit", "verify", "--master", base, "--token-file", tokenFile)
 	if !strings.HasPrefix(out, "audit chain verified: ") {
 		t.Fatalf("verify --master: %s", out)
+	}
+	records := call("GET", "/squall/v1/audit?limit=1000", "")
+	var list struct{ Records []struct{ Hash string } }
+	if err := json.Unmarshal(records, &list); err != nil || len(list.Records) < 4 {
+		t.Fatalf("audit list %s: %v", records, err)
+	}
+	// A separate process gives no signal to wait on: poll, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(sinkFile)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) == len(list.Records) && strings.Contains(lines[len(lines)-1], list.Records[0].Hash) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--audit-log holds %d lines, want %d:\n%s", len(lines), len(list.Records), b)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
 	}
 	backup := call("GET", "/squall/v1/backup", "")
 	file := filepath.Join(dir, "backup.json")

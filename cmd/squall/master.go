@@ -14,6 +14,7 @@ import (
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/auditsink"
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
@@ -26,7 +27,7 @@ import (
 func newMasterCommand() *cobra.Command {
 	cfg := master.Default()
 	fleetCfg := fleet.Default()
-	var actionsConfig, findingsKey, saslPasswordFile string
+	var actionsConfig, findingsKey, saslPasswordFile, auditLog string
 	intakeCfg := satellite.Default()
 	var intakeBrokers []string
 	var role roleOptions
@@ -94,7 +95,20 @@ given on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			defer actions.Close()
-			hangups := onHangup(logger, actions.Reload)
+			// With --audit-log, this node appends the audit records it
+			// applies to a file; SIGHUP reopens it (log rotation).
+			var sink *auditsink.Sink
+			if auditLog != "" {
+				if sink, err = auditsink.New(auditsink.Config{Path: auditLog, PosPath: auditsink.PosPath(cfg.DataDir)}, srv.Store(), logger); err != nil {
+					return err
+				}
+			}
+			hangups := onHangup(logger, func(ctx context.Context) error {
+				if sink != nil {
+					sink.Reopen()
+				}
+				return actions.Reload(ctx)
+			})
 			// The configuration and test-event API runs on the leader.
 			apiCfg := api.Default()
 			if host, err := os.Hostname(); err == nil && host != "" {
@@ -170,6 +184,9 @@ given on the command line wins; empty variables are ignored.`,
 				return nil
 			})
 			g.Go(func() error { return hangups(ctx) })
+			if sink != nil {
+				g.Go(func() error { return sink.Run(ctx) })
+			}
 			return g.Wait()
 		},
 	}
@@ -202,6 +219,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.IntVar(&cfg.KeepVersions, "keep-versions", store.DefaultKeepVersions, "how many versions of the active tree (one per deploy or rollback) the cluster keeps; the leader's setting applies to each new version")
 	f.IntVar(&cfg.AuditKeep, "audit-keep", store.DefaultAuditKeep, "how many audit records (one per change of the replicated state) the cluster keeps; the leader's setting applies with each new record")
 	f.DurationVar(&cfg.AuditMaxAge, "audit-max-age", 0, "how old audit records may grow before they are pruned (e.g. 2160h for 90 days; 0: no limit, --audit-keep alone bounds them); the leader's setting applies with each new record")
+	f.StringVar(&auditLog, "audit-log", "", "file this node appends the audit records it applies to, one JSON object a line (mode 0600), for shipping to a SIEM; every node writes its own copy; SIGHUP reopens it (log rotation)")
 	f.DurationVar(&cfg.RaftCommitTimeout, "raft-commit-timeout", store.DefaultCommitTimeout, "how long an idle leader waits before it tells the followers the commit index; at most --raft-heartbeat-timeout")
 	role.define(f, tracing.ServiceMaster)
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")

@@ -218,6 +218,7 @@ func recordAudit(tx *bolt.Tx, st *state, idx uint64, d decoded, r Result, before
 	if err := putUint64(sb, keyAuditNext, rec.Seq+1); err != nil {
 		return err
 	}
+	st.auditNext = rec.Seq + 1
 	return pruneAudit(ab, sb, rec.Seq, x.Keep, x.NowMS-x.MaxAgeMS, x.MaxAgeMS > 0)
 }
 
@@ -441,4 +442,57 @@ func ReadBackupAudit(r io.Reader) ([]audit.Record, error) {
 		return nil
 	}, func(Finding) error { return nil })
 	return out, err
+}
+
+// AuditAfter returns up to limit records of sequence numbers above
+// after, oldest first (the records an audit sink has not written yet).
+func (s *Store) AuditAfter(after uint64, limit int) ([]audit.Record, error) {
+	f := s.fsm.Load()
+	if f == nil {
+		return nil, ErrNotOpen
+	}
+	limit = max(limit, 1)
+	var out []audit.Record
+	err := f.view(func(tx *bolt.Tx) error {
+		ab := tx.Bucket(bucketAudit)
+		if ab == nil {
+			return nil
+		}
+		c := ab.Cursor()
+		for k, v := c.Seek(auditKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			var r audit.Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("audit record %x: %w", k, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// WaitAudit returns once the state holds a record of sequence number
+// above after, or when ctx ends (nil: the caller looks again), or with
+// ErrClosed once the store is closed.
+func (s *Store) WaitAudit(ctx context.Context, after uint64) error {
+	f := s.fsm.Load()
+	if f == nil {
+		return ErrNotOpen
+	}
+	for {
+		f.mu.RLock()
+		next, ch, closed := f.st.auditNext, f.auditCh, f.closed
+		f.mu.RUnlock()
+		if next > after+1 {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }

@@ -75,6 +75,7 @@ type fsm struct {
 	mu       sync.RWMutex
 	st       state
 	activeCh chan struct{} // closed and replaced when the active tree changes
+	auditCh  chan struct{} // closed and replaced when audit records are added
 	closed   bool
 	restores int // number of Restore calls that replaced the state
 }
@@ -172,7 +173,7 @@ func openFSM(path string, logger *slog.Logger, m *metrics) (*fsm, error) {
 	if err != nil {
 		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
 	}
-	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{}),
+	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{}), auditCh: make(chan struct{}),
 		level: FeatureLevel, maxSessions: MaxSessions}, nil
 }
 
@@ -190,6 +191,7 @@ func (f *fsm) close() error {
 	if !f.closed {
 		f.closed = true
 		close(f.activeCh)
+		close(f.auditCh)
 	}
 	f.mu.Unlock()
 	f.dbMu.Lock()
@@ -317,10 +319,15 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func (f *fsm) install(st state) {
 	f.mu.Lock()
 	changed := st.activeIndex != f.st.activeIndex
+	audited := st.auditNext != f.st.auditNext
 	f.st = st
 	if changed && !f.closed {
 		close(f.activeCh)
 		f.activeCh = make(chan struct{})
+	}
+	if audited && !f.closed {
+		close(f.auditCh)
+		f.auditCh = make(chan struct{})
 	}
 	f.mu.Unlock()
 	f.metrics.stateIndex.Set(float64(st.index))

@@ -73,6 +73,10 @@ type state struct {
 	// nextVersion is the number of the next one (0: none recorded yet).
 	versions    []Version
 	nextVersion uint64
+
+	// auditNext is the sequence number of the next audit record (0 or
+	// 1: none recorded yet).
+	auditNext uint64
 }
 
 // The state file: one bucket, a few keys.
@@ -235,6 +239,9 @@ func readState(db *bolt.DB) (state, error) {
 				return fmt.Errorf("member levels: %w", err)
 			}
 			st.levels = l
+		}
+		if st.auditNext, err = getUint64(b, keyAuditNext); err != nil {
+			return err
 		}
 		return readVersions(tx, &st)
 	})
