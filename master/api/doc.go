@@ -28,4 +28,9 @@
 // /squall/v1/tree/versions (list, show, diff, rollback; docs/api.md,
 // "Versions"), which name their authorization in the auth query
 // parameter; a deploy's ?message= is recorded with its version.
+//
+// [API.AuditHandler] serves the audit log at /squall/v1/audit (admin on
+// the root; docs/api.md, "Audit log"). Every authenticated request
+// carries its user and authorization in its context (store.Origin), which
+// the store writes into the entries it submits for the audit log.
 package api

@@ -35,6 +35,12 @@
 // once, returning Result.Replayed for the later ones; a bounded table of
 // applied keys ([SessionWindow], [MaxSessions]) is part of the state.
 //
+// From feature level [LevelAudit], every entry that changes the state
+// carries the [Origin] of its request (from the context given to
+// [Store.Apply]) and the leader's time, and applying it records an audit
+// record in the state, chained by hashes ([Store.Audit],
+// [Store.AuditRecords]; package master/audit).
+//
 // # State
 //
 // The state machine keeps its state in its own bbolt file, fsm.db, beside
