@@ -352,12 +352,10 @@ func (s *Store) Audit(q AuditQuery) ([]audit.Record, uint64, error) {
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("audit record %x: %w", k, err)
 			}
-			if !q.Since.IsZero() && r.TimeMS < q.Since.UnixMilli() {
-				// Records are in time order (the leaders' clocks allowing):
-				// nothing older matches.
-				break
-			}
+			// Times follow the leaders' clocks, which a change of leader
+			// may set back: every record is looked at.
 			if (q.User != "" && r.User != q.User) || (q.Action != "" && r.Action != q.Action) ||
+				(!q.Since.IsZero() && r.TimeMS < q.Since.UnixMilli()) ||
 				(!q.Until.IsZero() && r.TimeMS >= q.Until.UnixMilli()) {
 				continue
 			}
