@@ -666,6 +666,15 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('deadletters-replay-summary')?.dataset.replayed === '1'`),
 		until(`document.querySelectorAll('#deadletters-table tbody tr[data-id] [data-replayed]').length === 2`),
 	)
+	// The admin's changes are in the audit log; a filter narrows it.
+	b.do("read the audit log",
+		chromedp.Click(chromedp.CSS(`#tab-audit`)),
+		until(`document.querySelector('#audit-table tbody tr[data-action="draft.create"]') !== null`),
+		setValue(`#audit-form input[name="action"]`, "draft.create"),
+		chromedp.Click(chromedp.CSS(`#audit-form button[type="submit"]`)),
+		until(`(() => { const rows = [...document.querySelectorAll('#audit-table tbody tr[data-action]')]; return rows.length > 0 && rows.every((r) => r.dataset.action === 'draft.create'); })()`),
+	)
+	b.shot("audit")
 
 	// A viewer signs in by pasting an unsigned token (squall dev accepts
 	// them): what the role forbids is hidden, and the server refuses it
@@ -683,7 +692,7 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#draft-tree button[data-key="`+ruleKey+`"]`)),
 		until(`document.getElementById('draft-editor').textContent.includes('Read only')`),
 	)
-	for _, sel := range []string{"#draft-create", "#draft-takeover", "#draft-deploy", "#event-full", `#draft-editor button[type="submit"]`, "#tab-deadletters"} {
+	for _, sel := range []string{"#draft-create", "#draft-takeover", "#draft-deploy", "#event-full", `#draft-editor button[type="submit"]`, "#tab-deadletters", "#tab-audit"} {
 		if eval[bool](b, `(() => { const e = document.querySelector('`+sel+`'); return e !== null && !e.hidden && !e.disabled && (e.tagName === 'OPTION' || e.offsetParent !== null); })()`) {
 			t.Errorf("%s is shown to a viewer", sel)
 		}

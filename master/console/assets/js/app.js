@@ -10,6 +10,7 @@ import { Findings } from './findings.js';
 import { Draft } from './draft.js';
 import { loadFleet } from './fleet.js';
 import { DeadLetters, deadLetterAccess } from './deadletters.js';
+import { AuditLog, auditAccess } from './audit.js';
 import { Router, itemPath, resolve } from './router.js';
 import { showActiveInfo } from './treeinfo.js';
 import { loadStats } from './stats.js';
@@ -21,6 +22,7 @@ const state = { active: null, selected: '', view: '', last: {}, stats: null };
 let findings;
 let draft;
 let deadLetters;
+let auditLog;
 let router;
 
 // takeFragmentToken reads a #token=… fragment once, on load and when a
@@ -82,6 +84,7 @@ function showWho() {
   // findings_read / findings_write, or a bare tenant) sees the findings.
   for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
   $('tab-deadletters').hidden = !deadLetterAccess(c).read;
+  $('tab-audit').hidden = !auditAccess(c);
   $('auth-select').closest('label').hidden = !a;
   // Hide what the roles forbid; the server refuses it anyway.
   for (const e of document.querySelectorAll('[data-needs="edit"]')) e.hidden = !session.can('edit');
@@ -131,6 +134,7 @@ async function switchView(view, r) {
     else if (view === 'findings') await findings.show(r);
     else if (view === 'fleet') await loadFleet(session);
     else if (view === 'deadletters') await deadLetters.load();
+    else if (view === 'audit') await auditLog.load();
     else if (view === 'events') await loadDraftIdForEvents();
   } catch (e) {
     if (e.status === 401) { session.signOut(); showSignIn(`Signed out: ${e.message}`); return; }
@@ -261,6 +265,7 @@ function wire() {
     place: (item, params) => router.replace({ view: 'draft', path: item ? itemPath(prefix(), item) : [], params }),
   });
   deadLetters = new DeadLetters(session);
+  auditLog = new AuditLog(session);
 }
 
 wire();
