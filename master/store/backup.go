@@ -67,10 +67,12 @@ type Backup struct {
 	WithVersions bool
 	Versions     []VersionTree
 	NextVersion  uint64
-	// Audit is the audit log (format 4), oldest first, for `squall audit
-	// verify --backup`. A restore does not bring it back: the cluster
-	// restored into keeps its own log, which records the restore.
-	Audit []audit.Record
+	// WithAudit is set when the backup holds the audit log (format 4):
+	// Audit, oldest first, for `squall audit verify --backup`. A restore
+	// does not bring it back: the cluster restored into keeps its own
+	// log, which records the restore.
+	WithAudit bool
+	Audit     []audit.Record
 }
 
 // Restored is the outcome of a restore.
@@ -152,7 +154,8 @@ func DecodeBackup(r io.Reader) (*Backup, error) {
 
 // BackupSummary describes a backup file read by [CheckBackup].
 type BackupSummary struct {
-	// Format is the file's format (1; 2: with findings; 3: with versions).
+	// Format is the file's format (1; 2: with findings; 3: with versions;
+	// 4: with the audit log).
 	Format      int
 	Index       uint64
 	ActiveIndex uint64
@@ -173,6 +176,8 @@ func CheckBackup(r io.Reader) (*BackupSummary, error) {
 	err := decodeBackup(r, func(b *Backup) error {
 		sum.Format, sum.Index, sum.ActiveIndex, sum.Draft = 1, b.Index, b.ActiveIndex, b.Draft != nil
 		switch {
+		case b.WithAudit:
+			sum.Format = 4
 		case b.WithVersions:
 			sum.Format = 3
 		case b.WithFindings:
@@ -228,7 +233,7 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			return invalid("no active tree")
 		}
 		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2,
-			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, Audit: h.Audit}
+			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, WithAudit: h.Format >= 4, Audit: h.Audit}
 		if err := checkBackupVersions(h.Versions); err != nil {
 			return invalid("%v", err)
 		}
