@@ -435,9 +435,12 @@ func TestConsole_Browser(t *testing.T) {
 		until(`location.hash === '#/tree' && document.querySelector('#tree button[data-key="root,master,disks"]') !== null && document.querySelector('#tree button[data-key="root,master,console_set"]') === null`),
 		chromedp.Evaluate[chromedp.Void](`history.back()`),
 		until(`document.getElementById('tree-source').value === 'draft' && document.querySelector('#tree button[data-key="root,master,console_set"][aria-current="true"]') !== null`),
-		// The tab returns to the draft's place.
+		// The tab returns to the draft's place. It shows the diff again,
+		// and its summary in the status line, which moves the page down:
+		// the next click waits for it.
 		chromedp.Click(chromedp.CSS(`#tab-draft`)),
 		until(`location.hash === '#/draft/root/master/disks?diff=1' && !document.getElementById('draft-diff-out').hidden`),
+		until(`document.getElementById('status').textContent.startsWith('Against the active tree')`),
 	)
 	b.do("deploy after the confirmation",
 		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
