@@ -91,7 +91,7 @@ func (s *Store) JoinLevel(ctx context.Context, id, raftAddr, httpAddr string, le
 			if err != nil {
 				return fmt.Errorf("join %s: %w", id, err)
 			}
-			if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
+			if err := s.await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
 				return fmt.Errorf("join %s: %w", id, raftError(r, err))
 			}
 		}
@@ -112,14 +112,14 @@ func (s *Store) JoinLevel(ctx context.Context, id, raftAddr, httpAddr string, le
 	for _, srv := range servers {
 		if srv.Address == raft.ServerAddress(raftAddr) && srv.ID != raft.ServerID(id) {
 			s.logger.Info("removing member with the joining node's address", "member", srv.ID, "addr", raftAddr)
-			if err := await(ctx, r.RemoveServer(srv.ID, 0, d)); err != nil {
+			if err := s.await(ctx, r.RemoveServer(srv.ID, 0, d)); err != nil {
 				return fmt.Errorf("join %s: remove %s: %w", id, srv.ID, raftError(r, err))
 			}
 		}
 	}
 	if prior != nil && prior.Suffrage == raft.Voter {
 		// A voter that moved: it answered raft at its new address.
-		if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
+		if err := s.await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
 			return fmt.Errorf("join %s: %w", id, raftError(r, err))
 		}
 		s.logger.Info("member moved", "member", id, "from", prior.Address, "addr", raftAddr)
@@ -138,7 +138,7 @@ func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server,
 	}
 	oldHTTP, oldLevel := s.HTTPAddr(id), s.MemberLevel(id)
 	f := r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)
-	if err := await(ctx, f); err != nil {
+	if err := s.await(ctx, f); err != nil {
 		return fmt.Errorf("join %s: add non-voter: %w", id, raftError(r, err))
 	}
 	target := f.Index()
@@ -155,7 +155,7 @@ func (s *Store) addMember(ctx context.Context, r *raft.Raft, prior *raft.Server,
 	if err := s.setHTTPAddr(ctx, id, httpAddr, level); err != nil {
 		return err
 	}
-	if err := await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
+	if err := s.await(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, d)); err != nil {
 		return fmt.Errorf("join %s: promote to voter: %w", id, raftError(r, err))
 	}
 	s.logger.Info("promoted to voter", "member", id, "addr", raftAddr, "catch_up", time.Since(start))
@@ -172,7 +172,7 @@ func (s *Store) undoJoin(ctx context.Context, r *raft.Raft, prior *raft.Server, 
 	} else {
 		f = r.AddNonvoter(prior.ID, prior.Address, 0, s.cfg.ApplyTimeout)
 	}
-	if err := await(ctx, f); err != nil {
+	if err := s.await(ctx, f); err != nil {
 		s.logger.Warn("failed join not undone", "member", id, "error", raftError(r, err))
 	}
 	if s.HTTPAddr(id) == oldHTTP && s.MemberLevel(id) == oldLevel {

@@ -75,14 +75,14 @@ type Store struct {
 	stop     chan struct{} // closed by Close: stops the goroutines Open started
 	wg       sync.WaitGroup
 
-	// verifyMu guards verifyClosed; verifying counts the VerifyLeader
-	// futures raft has not answered yet. Raft queues those futures in a
-	// buffered channel and answers none left there when it shuts down, so
-	// Close refuses new ones and waits for these before it shuts raft
-	// down (see verifyLeader).
-	verifyMu     sync.Mutex
-	verifyClosed bool
-	verifying    sync.WaitGroup
+	// futuresMu guards futuresClosed; futures counts the raft futures
+	// (leadership checks, entries, membership changes) raft has not
+	// answered yet. Raft queues some of those in buffered channels and
+	// answers none left there when it shuts down, so Close lets raft
+	// answer these before it shuts raft down (see await, verifyLeader).
+	futuresMu     sync.Mutex
+	futuresClosed bool
+	futures       sync.WaitGroup
 
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed and replaced when the known leader changes
@@ -370,7 +370,7 @@ func (s *Store) Close() error {
 	}
 	r := s.raft.Load()
 	var errs []error
-	s.stopVerifies()
+	s.stopFutures()
 	// Raft's shutdown waits for its goroutines. A pipelined replication
 	// goroutine of a leader that just stepped down was seen stuck for
 	// good (hashicorp/raft v1.7.3's pipeline deadlock, now avoided: see
@@ -565,14 +565,28 @@ func raftError(r *raft.Raft, err error) error {
 
 // await waits for a raft future, or for ctx. When ctx ends first the
 // operation goes on inside raft and its outcome is unknown; the goroutine
-// ends when raft answers the future, which it always does (at the latest
-// when leadership is lost or raft shuts down).
-func await(ctx context.Context, f raft.Future) error {
+// that waits for it ends when raft answers the future. Raft answers every
+// future while it runs (at the latest when leadership is lost) but none
+// still queued when it shuts down, so the goroutine is counted in
+// s.futures, which Close lets raft answer before it shuts raft down
+// (stopFutures); one started while Close runs is not counted.
+func (s *Store) await(ctx context.Context, f raft.Future) error {
 	if ctx.Done() == nil {
 		return f.Error()
 	}
+	s.futuresMu.Lock()
+	counted := !s.futuresClosed
+	if counted {
+		s.futures.Add(1)
+	}
+	s.futuresMu.Unlock()
 	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	go func() {
+		if counted {
+			defer s.futures.Done()
+		}
+		done <- f.Error()
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -588,17 +602,17 @@ func await(ctx context.Context, f raft.Future) error {
 // would wait forever. So Close refuses new requests and lets raft answer
 // the pending ones before it shuts raft down; a refused one is ErrClosed.
 func (s *Store) verifyLeader(ctx context.Context, r *raft.Raft) error {
-	s.verifyMu.Lock()
-	if s.verifyClosed {
-		s.verifyMu.Unlock()
+	s.futuresMu.Lock()
+	if s.futuresClosed {
+		s.futuresMu.Unlock()
 		return ErrClosed
 	}
-	s.verifying.Add(1)
+	s.futures.Add(1)
 	f := r.VerifyLeader()
-	s.verifyMu.Unlock()
+	s.futuresMu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		defer s.verifying.Done()
+		defer s.futures.Done()
 		done <- f.Error()
 	}()
 	select {
@@ -609,17 +623,19 @@ func (s *Store) verifyLeader(ctx context.Context, r *raft.Raft) error {
 	}
 }
 
-// stopVerifies refuses new VerifyLeader requests and waits for raft, still
-// running, to answer those pending: a leader answers once a quorum
-// acknowledges it or when it steps down (its lease runs out), a follower
-// at once. After verifyWait it gives up: their goroutines then stay.
-func (s *Store) stopVerifies() {
-	s.verifyMu.Lock()
-	s.verifyClosed = true
-	s.verifyMu.Unlock()
+// stopFutures refuses new VerifyLeader requests, stops counting the
+// futures await waits for, and waits for raft, still running, to answer
+// those counted: a leader answers a leadership check once a quorum
+// acknowledges it or when it steps down (its lease runs out), an entry
+// once committed or when leadership is lost, a follower at once. After
+// verifyWait it gives up: their goroutines then stay.
+func (s *Store) stopFutures() {
+	s.futuresMu.Lock()
+	s.futuresClosed = true
+	s.futuresMu.Unlock()
 	done := make(chan struct{})
 	go func() {
-		s.verifying.Wait()
+		s.futures.Wait()
 		close(done)
 	}()
 	t := time.NewTimer(verifyWait)
@@ -627,7 +643,7 @@ func (s *Store) stopVerifies() {
 	select {
 	case <-done:
 	case <-t.C:
-		s.logger.Warn("leadership checks still unanswered; shutting raft down anyway", "waited", verifyWait)
+		s.logger.Warn("raft operations still unanswered; shutting raft down anyway", "waited", verifyWait)
 	}
 }
 
@@ -691,7 +707,7 @@ func (s *Store) submit(ctx context.Context, label string, data, ext []byte) (any
 	} else {
 		f = r.Apply(data, d)
 	}
-	if err := await(ctx, f); err != nil {
+	if err := s.await(ctx, f); err != nil {
 		err = raftError(r, err)
 		if span != nil {
 			span.RecordError(err)
@@ -998,7 +1014,7 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
-	if err := await(ctx, r.RemoveServer(raft.ServerID(id), 0, d)); err != nil {
+	if err := s.await(ctx, r.RemoveServer(raft.ServerID(id), 0, d)); err != nil {
 		return fmt.Errorf("remove %s: %w", id, raftError(r, err))
 	}
 	s.logger.Info("removed member", "member", id)
@@ -1059,7 +1075,7 @@ func (s *Store) HTTPAddr(id string) string {
 
 func (s *Store) servers(ctx context.Context, r *raft.Raft) ([]raft.Server, error) {
 	f := r.GetConfiguration()
-	if err := await(ctx, f); err != nil {
+	if err := s.await(ctx, f); err != nil {
 		return nil, fmt.Errorf("get configuration: %w", raftError(r, err))
 	}
 	return f.Configuration().Servers, nil
@@ -1179,7 +1195,7 @@ func (s *Store) Snapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := await(ctx, r.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := s.await(ctx, r.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("snapshot: %w", raftError(r, err))
 	}
 	return nil
@@ -1302,7 +1318,7 @@ func (s *Store) TransferLeadership(ctx context.Context) error {
 		return fmt.Errorf("transfer leadership: %w", ErrNoTransferTarget)
 	}
 	start := time.Now()
-	if err := await(ctx, r.LeadershipTransfer()); err != nil {
+	if err := s.await(ctx, r.LeadershipTransfer()); err != nil {
 		return fmt.Errorf("transfer leadership: %w", raftError(r, err))
 	}
 	s.logger.Info("transferred leadership", "took", time.Since(start))
