@@ -768,6 +768,67 @@ func TestConsole_Browser(t *testing.T) {
 	b.do("the deploy's version", until(`document.getElementById('tree-info').dataset.version === '1' && /^Active tree: version 1, deployed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by admin\.$/.test(document.getElementById('tree-info').textContent)`))
 	b.shot("narrow")
 
+	// History: a second deploy (through the API) changes the rule's
+	// description; the tab lists both versions, shows their diff, and
+	// rolls back to version 1 after a confirmation, forced past a draft.
+	deploySecondVersion(t, base, token)
+	cfgDraft := base + "/api/v2_beta/config/drafts/all"
+	if code, body := apitest.Call(t.Context(), http.MethodPost, cfgDraft, token, nil, ""); code != http.StatusOK {
+		t.Fatalf("create a draft: %d %s", code, body)
+	}
+	b.do("list the versions",
+		chromedp.EmulateViewport(1280, 860),
+		chromedp.Click(chromedp.CSS(`#tab-history`)),
+		until(`location.hash === '#/history' && document.querySelectorAll('#history-table tbody tr[data-version]').length === 2`),
+		until(`document.querySelector('#history-table tbody tr[data-version="2"][data-active="true"]')?.textContent.includes('second version') && document.querySelector('#history-table tbody tr[data-version="1"] button.rollback') !== null`),
+	)
+	b.do("the diff of two versions",
+		chromedp.Click(chromedp.CSS(`#history-table tr[data-version="1"] input[type="checkbox"]`)),
+		chromedp.Click(chromedp.CSS(`#history-table tr[data-version="2"] input[type="checkbox"]`)),
+		chromedp.Click(chromedp.CSS(`#history-compare`)),
+		until(`location.hash === '#/history/2?from=1'`),
+		until(`document.querySelector('#history-diff .diff-text')?.textContent === 'From version 1 to version 2: 1 rule changed.' && document.querySelector('#history-diff .diff-rule[data-rule="archive_disk_alerts"][data-change="changed"]') !== null`),
+		until(`document.querySelector('#history-diff h2').textContent.includes('1 node with a change')`),
+	)
+	b.shot("history-diff")
+	b.do("rollback refused while a draft exists, then forced",
+		chromedp.Click(chromedp.CSS(`#history-table tr[data-version="1"] button.rollback`)),
+		until(`document.getElementById('rollback-dialog').open && document.querySelector('#rollback-diff .diff-text')?.textContent === 'The active tree changes: 1 rule changed.'`),
+		setValue(`#rollback-message`, "back to the first"),
+		chromedp.Click(chromedp.CSS(`#rollback-confirm`)),
+		until(`document.getElementById('rollback-error').textContent.includes('A draft exists') && !document.getElementById('rollback-force').hidden`),
+		chromedp.Click(chromedp.CSS(`#rollback-force`)),
+		until(`!document.getElementById('rollback-dialog').open && document.getElementById('status').textContent === 'Rolled back to version 1: the active tree is version 3.'`),
+		until(`document.querySelector('#history-table tbody tr[data-version="3"][data-active="true"]')?.textContent.includes('back to the first (rollback to 1)')`),
+	)
+	var listed struct {
+		Versions []struct {
+			Number     int    `json:"number"`
+			Hash       string `json:"hash"`
+			RollbackOf int    `json:"rollback_of"`
+		} `json:"versions"`
+	}
+	code, body := apitest.Call(t.Context(), http.MethodGet, base+"/squall/v1/tree/versions?auth=all", token, nil, "")
+	if err := json.Unmarshal(body, &listed); code != http.StatusOK || err != nil || len(listed.Versions) != 3 {
+		t.Fatalf("the versions after the rollback: %d %s (%v)", code, body, err)
+	}
+	if v3, v1 := listed.Versions[0], listed.Versions[2]; v3.Number != 3 || v3.RollbackOf != 1 || v1.Number != 1 || v3.Hash != v1.Hash {
+		t.Errorf("after the rollback the versions are %+v, want version 3 a rollback to 1 with its tree", listed.Versions)
+	}
+	_, activeTree := apitest.Call(t.Context(), http.MethodGet, base+"/squall/v1/tree/versions/active?auth=all", token, nil, "")
+	_, firstTree := apitest.Call(t.Context(), http.MethodGet, base+"/squall/v1/tree/versions/1?auth=all", token, nil, "")
+	if string(activeTree) != string(firstTree) || len(firstTree) == 0 {
+		t.Errorf("the active tree after the rollback is not version 1's:\n%s\n%s", activeTree, firstTree)
+	}
+	b.do("a version's address survives a reload",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history/2'`),
+		until(`document.querySelector('#history-diff .diff-text')?.textContent === 'From the active tree to version 2: 1 rule changed.'`),
+		chromedp.Reload(),
+		until(`location.hash === '#/history/2' && !document.getElementById('view-history').hidden`),
+		until(`document.querySelector('#history-diff .diff-text')?.textContent === 'From the active tree to version 2: 1 rule changed.' && document.querySelector('#history-table tr[data-version="2"].selected') !== null`),
+	)
+	b.shot("history")
+
 	// A findings-only token (findings_read on tenant master, no tree
 	// role: decision 8) sees the findings, and no tree.
 	scanner := base64.StdEncoding.EncodeToString([]byte(`{"user": "scanner", "auths": {"findings": {"path": ["root", "master"], "roles": ["findings_read"]}}}`))
@@ -802,6 +863,41 @@ func TestConsole_Browser(t *testing.T) {
 		t.Errorf("no CSP report for an inline script: %q", csp)
 	}
 	t.Logf("screenshots in %s", b.dir)
+}
+
+// deploySecondVersion deploys, through the API, a draft of the active
+// tree whose rule archive_disk_alerts has another description, with the
+// message "second version".
+func deploySecondVersion(t *testing.T, base, token string) {
+	t.Helper()
+	cfg := base + "/api/v2_beta/config"
+	code, body := apitest.Call(t.Context(), http.MethodPost, cfg+"/drafts/all", token, nil, "")
+	var d struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &d); code != http.StatusOK || err != nil || d.ID == "" {
+		t.Fatalf("create a draft: %d %s (%v)", code, body, err)
+	}
+	rule := cfg + "/draft/rule/details/all/" + d.ID + "/root,master,disks/archive_disk_alerts"
+	code, body = apitest.Call(t.Context(), http.MethodGet, rule, token, nil, "")
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(body, &r); code != http.StatusOK || err != nil {
+		t.Fatalf("read the draft's rule: %d %s (%v)", code, body, err)
+	}
+	put := map[string]json.RawMessage{"description": json.RawMessage(`"Changed for the second version"`)}
+	for _, k := range []string{"name", "continue", "active", "constraint", "actions"} {
+		put[k] = r[k]
+	}
+	b, err := json.Marshal(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := apitest.Call(t.Context(), http.MethodPut, rule, token, strings.NewReader(string(b)), "application/json"); code != http.StatusOK {
+		t.Fatalf("edit the draft's rule: %d %s", code, body)
+	}
+	if code, body := apitest.Call(t.Context(), http.MethodPost, cfg+"/drafts/all/"+d.ID+"/deploy?message=second%20version", token, nil, ""); code != http.StatusOK {
+		t.Fatalf("deploy the second version: %d %s", code, body)
+	}
 }
 
 // TestMountConsole_Cluster: every master of a 3-node cluster serves the

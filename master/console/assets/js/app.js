@@ -11,6 +11,7 @@ import { Draft } from './draft.js';
 import { loadFleet } from './fleet.js';
 import { DeadLetters, deadLetterAccess } from './deadletters.js';
 import { AuditLog, auditAccess } from './audit.js';
+import { VersionHistory } from './history.js';
 import { Router, itemPath, resolve } from './router.js';
 import { showActiveInfo } from './treeinfo.js';
 import { loadStats } from './stats.js';
@@ -23,6 +24,7 @@ let findings;
 let draft;
 let deadLetters;
 let auditLog;
+let versions;
 let router;
 
 // takeFragmentToken reads a #token=… fragment once, on load and when a
@@ -82,7 +84,7 @@ function showWho() {
   $('who').hidden = false;
   // A findings-only token (no authorization with a tree role: only
   // findings_read / findings_write, or a bare tenant) sees the findings.
-  for (const v of ['tree', 'draft', 'events', 'fleet']) $('tab-' + v).hidden = !a;
+  for (const v of ['tree', 'draft', 'events', 'fleet', 'history']) $('tab-' + v).hidden = !a;
   $('tab-deadletters').hidden = !deadLetterAccess(c).read;
   $('tab-audit').hidden = !auditAccess(c);
   $('auth-select').closest('label').hidden = !a;
@@ -135,6 +137,7 @@ async function switchView(view, r) {
     else if (view === 'fleet') await loadFleet(session);
     else if (view === 'deadletters') await deadLetters.load();
     else if (view === 'audit') await auditLog.load();
+    else if (view === 'history') await versions.show(r);
     else if (view === 'events') await loadDraftIdForEvents();
   } catch (e) {
     if (e.status === 401) { session.signOut(); showSignIn(`Signed out: ${e.message}`); return; }
@@ -266,6 +269,9 @@ function wire() {
   });
   deadLetters = new DeadLetters(session);
   auditLog = new AuditLog(session);
+  versions = new VersionHistory(session, {
+    navigate: (n, from) => router.go({ view: 'history', path: n ? [String(n)] : [], params: { from } }),
+  });
 }
 
 wire();

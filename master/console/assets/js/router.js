@@ -9,13 +9,14 @@
 //   #/draft?diff=1                              the draft's diff with the active tree
 //   #/findings?state=Resolved&page=2            findings, filtered and paged
 //   #/findings/UID                              one finding
-//   #/events, #/fleet, #/deadletters, #/audit
+//   #/history/N?from=M                          what changes from version M to N (no from: the active tree to N)
+//   #/events, #/fleet, #/deadletters, #/audit, #/history
 //
 // Node paths are absolute (from root), whatever the authorization: a link
 // names the same place for every user who may see it. The #token= sign-in
 // fragment is not a route (app.js reads and clears it first).
 
-export const views = ['tree', 'draft', 'events', 'findings', 'fleet', 'deadletters', 'audit'];
+export const views = ['tree', 'draft', 'events', 'findings', 'fleet', 'deadletters', 'audit', 'history'];
 
 // parse reads a location hash; anything that is not a route is the tree.
 export function parse(hash) {

@@ -106,8 +106,9 @@ function changeBlock(label, before, after) {
 }
 
 // renderTreeDiff shows the diff of two export texts in container and
-// returns the summary with its total and its text.
-export function renderTreeDiff(container, activeText, draftText) {
+// returns the summary with its total and its text. words name the sides:
+// the summary's lead and the sentence for no change.
+export function renderTreeDiff(container, activeText, draftText, words = { lead: 'Against the active tree', same: 'The draft is the same as the active tree.' }) {
   const { sum, groups } = diffTrees(fromExport(JSON.parse(activeText)), fromExport(JSON.parse(draftText)));
   const total = ['nodes', 'rules'].reduce((t, k) => t + sum[k].added + sum[k].removed + sum[k].changed, 0);
   const text = summaryText(sum);
@@ -128,8 +129,8 @@ export function renderTreeDiff(container, activeText, draftText) {
   const raw = el('details', { class: 'diff-raw' }, el('summary', {}, 'The whole tree as JSON, line by line'), el('div', { class: 'diff' }));
   renderDiff(raw.lastChild, activeText, draftText);
   fill(container,
-    total ? [el('p', { class: 'diff-text' }, `Against the active tree: ${text}.`), table, groups.map(group)]
-      : el('p', { class: 'hint' }, 'The draft is the same as the active tree.'),
+    total ? [el('p', { class: 'diff-text' }, `${words.lead}: ${text}.`), table, groups.map(group)]
+      : el('p', { class: 'hint' }, words.same),
     raw);
   return { ...sum, total, text };
 }
