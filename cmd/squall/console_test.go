@@ -828,6 +828,16 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#history-diff .diff-text')?.textContent === 'From the active tree to version 2: 1 rule changed.' && document.querySelector('#history-table tr[data-version="2"].selected') !== null`),
 	)
 	b.shot("history")
+	b.do("a viewer reads the history and may not roll back",
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
+		setValue(`#signin-token`, viewer),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
+		until(`document.getElementById('who-user').textContent === 'viewer'`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`),
+		until(`document.querySelectorAll('#history-table tbody tr[data-version]').length === 3 && !document.getElementById('tab-history').hidden`),
+		until(`document.querySelector('#history-table button.rollback') === null`),
+	)
 
 	// A findings-only token (findings_read on tenant master, no tree
 	// role: decision 8) sees the findings, and no tree.
