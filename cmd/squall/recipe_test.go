@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // TestInstallRecipe runs the lines of docs/install.md, "A cluster on one
@@ -128,21 +131,17 @@ func TestInstallRecipe(t *testing.T) {
 	}
 	// The fleet members appear with their first heartbeat.
 	var rep statusReport
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var code int
+	var code int
+	inFleet := func() bool {
 		code, rep, _ = status()
 		roles := map[string]string{}
 		for _, m := range rep.Fleet {
 			roles[m.ID] = m.Role
 		}
-		if code == 0 && roles["sat1"] == "satellite" && roles["engine1"] == "engine" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status: exit %d, report %+v; want sat1 and engine1 in the fleet\n%s", code, rep, recipeLog())
-		}
-		time.Sleep(200 * time.Millisecond)
+		return code == 0 && roles["sat1"] == "satellite" && roles["engine1"] == "engine"
+	}
+	if !polltest.Until(t.Context(), 30*time.Second, inFleet) {
+		t.Fatalf("status: exit %d, report %+v; want sat1 and engine1 in the fleet\n%s", code, rep, recipeLog())
 	}
 	if !rep.Healthy || rep.LeaderID == "" || len(rep.Members) != 3 || rep.Active == nil || rep.Active.Rules == nil {
 		t.Fatalf("status report %+v", rep)
@@ -161,17 +160,13 @@ func TestInstallRecipe(t *testing.T) {
 	if err := syscall.Kill(m3, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		code, rep, errOut := status()
-		if code == statusExitUnhealthy && !rep.Healthy && strings.Contains(errOut, "unhealthy") &&
-			strings.Contains(strings.Join(rep.Problems, "\n"), ports["127.0.0.1:8280"]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status with m3 stopped: exit %d, problems %q, stderr %s", code, rep.Problems, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var errOut string
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool {
+		code, rep, errOut = status()
+		return code == statusExitUnhealthy && !rep.Healthy && strings.Contains(errOut, "unhealthy") &&
+			strings.Contains(strings.Join(rep.Problems, "\n"), ports["127.0.0.1:8280"])
+	}) {
+		t.Fatalf("status with m3 stopped: exit %d, problems %q, stderr %s", code, rep.Problems, errOut)
 	}
 
 	// m2 stops too: no quorum, no leader.
@@ -182,16 +177,11 @@ func TestInstallRecipe(t *testing.T) {
 	if err := syscall.Kill(m2, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		code, rep, errOut := status()
-		if code == statusExitUnhealthy && rep.LeaderID == "" && strings.Contains(strings.Join(rep.Problems, "\n"), "no leader") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status with m2 and m3 stopped: exit %d, leader %q, problems %q, stderr %s", code, rep.LeaderID, rep.Problems, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool {
+		code, rep, errOut = status()
+		return code == statusExitUnhealthy && rep.LeaderID == "" && strings.Contains(strings.Join(rep.Problems, "\n"), "no leader")
+	}) {
+		t.Fatalf("status with m2 and m3 stopped: exit %d, leader %q, problems %q, stderr %s", code, rep.LeaderID, rep.Problems, errOut)
 	}
 }
 
@@ -199,13 +189,8 @@ func TestInstallRecipe(t *testing.T) {
 // SIGKILL to whatever is left after 20 seconds.
 func stopGroup(t *testing.T, pgid int) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(-pgid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Logf("process group %d still running 20s after SIGTERM: killed", pgid)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !polltest.Until(context.Background(), 20*time.Second, func() bool { return syscall.Kill(-pgid, 0) != nil }) {
+		t.Logf("process group %d still running 20s after SIGTERM: killed", pgid)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 }
