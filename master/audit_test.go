@@ -26,15 +26,7 @@ import (
 // squall master does.
 func mountAuditAPI() mastertest.Option {
 	return mastertest.WithSetup(func(_ int, s *master.Server) {
-		a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
-		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
-			panic(err)
-		}
-		for _, p := range []string{api.VersionsPath, api.VersionsPath + "/"} {
-			if err := s.Mount(p, a.VersionsHandler(s.Store()), master.OnLeader, master.RequestIDs()); err != nil {
-				panic(err)
-			}
-		}
+		a := mountVersions(s)
 		if err := s.Mount(api.AuditPath, a.AuditHandler(s.Store()), master.OnLeader); err != nil {
 			panic(err)
 		}

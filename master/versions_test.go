@@ -26,17 +26,22 @@ import (
 // mountVersionsAPI mounts the configuration API and the versions API, as
 // squall master does.
 func mountVersionsAPI() mastertest.Option {
-	return mastertest.WithSetup(func(_ int, s *master.Server) {
-		a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
-		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
+	return mastertest.WithSetup(func(_ int, s *master.Server) { mountVersions(s) })
+}
+
+// mountVersions mounts the configuration and versions APIs on s and
+// returns the API they serve.
+func mountVersions(s *master.Server) *api.API {
+	a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
+	if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
+		panic(err)
+	}
+	for _, p := range []string{api.VersionsPath, api.VersionsPath + "/"} {
+		if err := s.Mount(p, a.VersionsHandler(s.Store()), master.OnLeader, master.RequestIDs()); err != nil {
 			panic(err)
 		}
-		for _, p := range []string{api.VersionsPath, api.VersionsPath + "/"} {
-			if err := s.Mount(p, a.VersionsHandler(s.Store()), master.OnLeader, master.RequestIDs()); err != nil {
-				panic(err)
-			}
-		}
-	})
+	}
+	return a
 }
 
 // onLeaderStore runs fn on the store of the cluster's leader, again while
