@@ -567,7 +567,9 @@ func decodePatch(body []byte) (store.PatchFinding, error) {
 }
 
 // named is the {name, id} object of tool, organization and
-// monitored_domain.
+// monitored_domain. The ids of tools and organizations are the cluster's
+// (store.Finding.ToolID, OrgID: docs/decisions.md decision 63), null only
+// while a master of the cluster runs a release without them.
 type named struct {
 	Name string `json:"name"`
 	ID   *int64 `json:"id"`
@@ -622,12 +624,18 @@ func ViewOf(f store.Finding) View {
 		host = u.Hostname()
 	}
 	id := f.MonitoredDomainID
+	idOf := func(id int64) *int64 {
+		if id <= 0 {
+			return nil
+		}
+		return &id
+	}
 	return View{
 		UID:             f.UID,
 		Identifier:      f.UID,
 		FindingType:     FindingType,
-		Tool:            named{Name: f.ToolCode},
-		Organization:    named{Name: f.Tenant},
+		Tool:            named{Name: f.ToolCode, ID: idOf(f.ToolID)},
+		Organization:    named{Name: f.Tenant, ID: idOf(f.OrgID)},
 		MonitoredDomain: named{Name: DomainName(id), ID: &id},
 		Hostname:        hostname{Data: host},
 		Severity:        opt(f.Severity),

@@ -162,6 +162,11 @@ func recordAudit(tx *bolt.Tx, st *state, idx uint64, d decoded, r Result, before
 		rec.Detail = patchDetail(p)
 	case *clearFindingsPayload:
 		rec.Action = "findings.clear"
+	case *assignIDsPayload:
+		rec.Action = "ids.assign"
+		if p.Replace {
+			rec.Detail = fmt.Sprintf("replace: %d tools, %d tenants", len(p.Tools), len(p.Tenants))
+		}
 	case *setMemberPayload:
 		if r.Err == nil && before.hadMember && before.memberAddr == p.HTTPAddr && before.memberLevel == p.level {
 			return nil

@@ -17,8 +17,13 @@ import (
 // BackupFormat is the version of the backup file written by
 // [Store.WriteBackup] and [Backup.MarshalJSON]. Format 2 adds the
 // findings, format 3 the versions of the active tree, format 4 the audit
-// log; DecodeBackup reads formats 1 to 4.
-const BackupFormat = 4
+// log, format 6 the ids of tools and tenants; DecodeBackup reads formats
+// 1 to 6.
+const BackupFormat = backupFormatIDs
+
+// backupFormatIDs is the backup format from which a file may hold the
+// ids of tools and tenants.
+const backupFormatIDs = 6
 
 // restoreVersionBytes is about how many bytes of version trees go in one
 // RestoreVersions entry when a backup is restored (at least one version).
@@ -40,13 +45,15 @@ const restoreChunk = 1000
 //	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null,
 //	 "next_version": N, "versions": [<version with its "tree">, ...],
 //	 "audit": [<audit record>, ...],
+//	 "ids": {"tools": {<tool code>: id, ...}, "tenants": {<tenant>: id, ...}},
 //	 "findings": [<finding>, ...]}
 //
 // where each finding is its stored record (the form of InsertFindings
 // entries): passwords the findings API encrypted stay encrypted. The
 // findings come last, so that a restore can stream them. Format 1 files
 // (before findings) have no "findings" key, and files before format 3 no
-// versions.
+// versions. "ids" (format 6) is absent when the state had none (a cluster
+// below LevelTypedIDs).
 type Backup struct {
 	// Index and ActiveIndex are the state's and the active tree's indexes
 	// when the backup was taken (informational: a restore gets new ones).
@@ -73,6 +80,15 @@ type Backup struct {
 	// log, which records the restore.
 	WithAudit bool
 	Audit     []audit.Record
+	// IDs are the ids of tools and tenants (format 6), nil when the file
+	// has none. Restoring a backup with findings into a cluster at
+	// LevelTypedIDs replaces the ids with them; without them, with those
+	// AssignIDs gives the backup's findings in a state without ids (the
+	// tenants, then the tool codes, numbered from 1 in byte order), so
+	// that one file gives the same ids wherever it is restored.
+	IDs *IDs
+	// format is the format of the file read (0: not read from a file).
+	format int
 }
 
 // Restored is the outcome of a restore.
@@ -90,6 +106,10 @@ type Restored struct {
 	// being below LevelVersions.
 	Versions        int
 	VersionsSkipped bool
+	// IDsSkipped is set when the ids of tools and tenants were not
+	// restored, the cluster being below LevelTypedIDs: the cluster
+	// assigns them once it reaches it (see AssignIDs).
+	IDsSkipped bool
 }
 
 // backupHeader is the backup file without its findings.
@@ -105,6 +125,8 @@ type backupHeader struct {
 	Versions    []VersionTree `json:"versions,omitempty"`
 	// Audit (format 4) is the audit log, oldest first.
 	Audit []audit.Record `json:"audit,omitempty"`
+	// IDs (format 6) are the ids of tools and tenants.
+	IDs *IDs `json:"ids,omitempty"`
 }
 
 // MarshalJSON writes the backup file, in format 2 with b.Findings.
@@ -114,7 +136,7 @@ func (b *Backup) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active,
-		NextVersion: b.NextVersion, Versions: b.Versions, Audit: b.Audit}
+		NextVersion: b.NextVersion, Versions: b.Versions, Audit: b.Audit, IDs: b.IDs}
 	if d := b.Draft; d != nil {
 		tree, err := encodeTree(d.Tree)
 		if err != nil {
@@ -155,7 +177,7 @@ func DecodeBackup(r io.Reader) (*Backup, error) {
 // BackupSummary describes a backup file read by [CheckBackup].
 type BackupSummary struct {
 	// Format is the file's format (1; 2: with findings; 3: with versions;
-	// 4: with the audit log).
+	// 4: with the audit log; 6: with the ids of tools and tenants).
 	Format      int
 	Index       uint64
 	ActiveIndex uint64
@@ -176,6 +198,8 @@ func CheckBackup(r io.Reader) (*BackupSummary, error) {
 	err := decodeBackup(r, func(b *Backup) error {
 		sum.Format, sum.Index, sum.ActiveIndex, sum.Draft = 1, b.Index, b.ActiveIndex, b.Draft != nil
 		switch {
+		case b.format >= backupFormatIDs:
+			sum.Format = b.format
 		case b.WithAudit:
 			sum.Format = 4
 		case b.WithVersions:
@@ -233,7 +257,16 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			return invalid("no active tree")
 		}
 		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2,
-			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, WithAudit: h.Format >= 4, Audit: h.Audit}
+			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, WithAudit: h.Format >= 4, Audit: h.Audit,
+			IDs: h.IDs, format: h.Format}
+		if h.IDs != nil {
+			if err := checkIDs("tool", h.IDs.Tools); err != nil {
+				return invalid("ids: %v", err)
+			}
+			if err := checkIDs("tenant", h.IDs.Tenants); err != nil {
+				return invalid("ids: %v", err)
+			}
+		}
 		if err := checkBackupVersions(h.Versions); err != nil {
 			return invalid("%v", err)
 		}
@@ -292,6 +325,11 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 				return invalid(`"audit" needs format 4 and must follow "format"`)
 			}
 			dst = &h.Audit
+		case "ids":
+			if !seen["format"] || h.Format < backupFormatIDs {
+				return invalid(`"ids" needs format %d and must follow "format"`, backupFormatIDs)
+			}
+			dst = &h.IDs
 		case "findings":
 			if !seen["format"] || !seen["active"] || h.Format < 2 {
 				return invalid(`"findings" needs format 2 and must follow "format" and "active"`)
@@ -377,6 +415,9 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 		if h.Audit, err = readAudit(tx); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
+		if h.IDs, err = readIDs(tx); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
 		if start != nil {
 			start(&Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: true, WithVersions: true, NextVersion: h.NextVersion})
 		}
@@ -439,6 +480,11 @@ func (s *Store) Restore(ctx context.Context, b *Backup) (Restored, error) {
 		return Restored{}, fmt.Errorf("restore: %w: no backup", ErrInvalidCommand)
 	}
 	rs := &restorer{s: s, ctx: ctx}
+	if b.IDs == nil {
+		for i := range b.Findings {
+			rs.names.add(&b.Findings[i])
+		}
+	}
 	if err := rs.header(b); err != nil {
 		return Restored{}, err
 	}
@@ -476,13 +522,18 @@ func (s *Store) RestoreFrom(ctx context.Context, r io.Reader) (Restored, error) 
 	if err := rewind(); err != nil {
 		return Restored{}, err
 	}
-	if err := decodeBackup(tmp, func(*Backup) error { return nil }, func(Finding) error { return nil }); err != nil {
+	// The check also collects the tenants and tool codes, for a file
+	// without ids (see Backup.IDs).
+	rs := &restorer{s: s, ctx: ctx}
+	if err := decodeBackup(tmp, func(*Backup) error { return nil }, func(f Finding) error {
+		rs.names.add(&f)
+		return nil
+	}); err != nil {
 		return Restored{}, err
 	}
 	if err := rewind(); err != nil {
 		return Restored{}, err
 	}
-	rs := &restorer{s: s, ctx: ctx}
 	if err := decodeBackup(tmp, rs.header, rs.finding); err != nil {
 		return rs.out, err
 	}
@@ -496,6 +547,9 @@ type restorer struct {
 	withF   bool
 	pending []Finding
 	out     Restored
+	// names are the backup's tenants and tool codes, collected before
+	// header is called when the file may have no ids.
+	names idNames
 }
 
 func (rs *restorer) header(b *Backup) error {
@@ -509,6 +563,19 @@ func (rs *restorer) header(b *Backup) error {
 	}
 	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
 	rs.withF = b.WithFindings
+	// The ids are replaced with the findings, in the same entry.
+	var ids []Command
+	if b.WithFindings {
+		if rs.s.ClusterFeatureLevel() < LevelTypedIDs {
+			rs.out.IDsSkipped = b.IDs != nil
+		} else {
+			x := b.IDs
+			if x == nil {
+				x = rs.names.ids()
+			}
+			ids = []Command{AssignIDs{Replace: true, IDs: x}}
+		}
+	}
 	var chunks [][]VersionTree
 	if b.WithVersions {
 		if rs.s.ClusterFeatureLevel() < LevelVersions {
@@ -524,6 +591,7 @@ func (rs *restorer) header(b *Backup) error {
 		if b.WithFindings {
 			cmds = append(cmds, ClearFindings{})
 		}
+		cmds = append(cmds, ids...)
 		res, err := rs.s.Batch(rs.ctx, cmds...)
 		if err != nil {
 			return fmt.Errorf("restore: %w", err)
@@ -552,7 +620,7 @@ func (rs *restorer) header(b *Backup) error {
 		return nil
 	}
 	// One entry: the trees are replaced and the findings deleted together.
-	res, err := rs.s.Batch(rs.ctx, cmd, ClearFindings{})
+	res, err := rs.s.Batch(rs.ctx, append([]Command{cmd, ClearFindings{}}, ids...)...)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}

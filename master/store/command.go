@@ -85,6 +85,8 @@ func (t cmdType) String() string {
 		return "restore_versions"
 	case typeSession:
 		return "session"
+	case typeAssignIDs:
+		return "assign_ids"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -93,7 +95,7 @@ func (t cmdType) String() string {
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
 // [DeployScoped], [DraftEdit], [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
-// [InsertFindings], [PatchFinding] and [ClearFindings]. Every field, including ids and timestamps, is chosen by the
+// [InsertFindings], [PatchFinding], [ClearFindings] and [AssignIDs]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
 type Command interface {
@@ -116,6 +118,7 @@ var (
 	_ Command = InsertFindings{}
 	_ Command = PatchFinding{}
 	_ Command = ClearFindings{}
+	_ Command = AssignIDs{}
 )
 
 // ReplaceActive replaces the active tree, e.g. on import. A tree that does
@@ -525,6 +528,8 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(patchFindingPayload)
 	case typeClearFindings:
 		p = new(clearFindingsPayload)
+	case typeAssignIDs:
+		p = new(assignIDsPayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
 	}

@@ -25,17 +25,26 @@ import (
 //   - 4: every entry that changes the replicated state carries its audit
 //     context (writtenExt.Audit, memberExt.Audit), and applying it
 //     records the audit log (docs/decisions.md decision 61; see audit.go).
+//   - 6: tools and tenants have integer ids, kept in the state (the ids
+//     bucket): the AssignIDs entry gives every stored tenant and tool code
+//     one, and InsertFindings entries give new ones theirs once it was
+//     applied (docs/decisions.md decision 63; see ids.go).
 //
 // Every member advertises its level when it registers (SetMember, in the
 // entry's raft extensions, which a binary without levels ignores); the
 // leader writes the forms of a level only once every member of the raft
 // configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
 // stays able to read every form at every level.
-const FeatureLevel = 4
+const FeatureLevel = 6
 
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
 const LevelSessions = 1
+
+// LevelTypedIDs is the level from which the leader writes the AssignIDs
+// entry that turns on the ids of tools and tenants. Below it no master
+// assigns any, and the findings API answers them as null.
+const LevelTypedIDs = 6
 
 // LevelDisplaced is the level from which a takeover records the owner it
 // displaces. Below it, every master applies a takeover as a binary before
@@ -257,6 +266,8 @@ func entryLevel(data []byte) int {
 	switch {
 	case t == typeDeployVersion || t == typeRollback || t == typeRestoreVersions:
 		return LevelVersions
+	case t == typeAssignIDs:
+		return LevelTypedIDs
 	case t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion):
 		return LevelSessions
 	}
@@ -273,6 +284,8 @@ func formLevel(d decoded) int {
 		level = LevelVersions
 	case typeSession:
 		level = LevelSessions
+	case typeAssignIDs:
+		level = LevelTypedIDs
 	}
 	for _, c := range d.batch {
 		level = max(level, formLevel(c))

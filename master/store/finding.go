@@ -45,6 +45,12 @@ type Finding struct {
 	Ticket   string
 	Priority string
 	Severity string
+
+	// ToolID and OrgID are the ids of the tool code and of the tenant
+	// (see ids.go), set on reads: 0 until the cluster assigns ids. They
+	// are not part of the stored finding, and inserts ignore them.
+	ToolID int64
+	OrgID  int64
 }
 
 // FindingOutcome is the outcome of one finding of an InsertFindings
@@ -102,6 +108,10 @@ type findingRecord struct {
 	Ticket            string `json:"ticket,omitempty"`
 	Priority          string `json:"priority,omitempty"`
 	Severity          string `json:"severity,omitempty"`
+	// ToolID and OrgID are Finding's, never stored nor written in an
+	// entry: the ids live in the ids bucket.
+	ToolID int64 `json:"-"`
+	OrgID  int64 `json:"-"`
 }
 
 // ClearFindings deletes every finding of every tenant. A restore of a
@@ -531,8 +541,15 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		// the entry: a uid above it is not taken without looking it up
 		// (uids are UUIDv7, about ascending).
 		maxUID []byte
+		// hasID is set once the tenant's id was made sure of.
+		hasID bool
 	}
 	tenants := map[string]*tenant{}
+	ib, err := idBucketsOf(tx)
+	if err != nil {
+		return nil, err
+	}
+	ids := insertIDs{ib: ib}
 	// The values written go to the arena of keys (bolt reads them until
 	// the commit); scratch (keys), vbuf (values) and dkBuf are reused for
 	// each finding.
@@ -616,6 +633,17 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		}
 		scratch = tk
 		tn.count++
+		if ib.on() {
+			if !tn.hasID {
+				if err := ids.tenant(r.Tenant); err != nil {
+					return nil, err
+				}
+				tn.hasID = true
+			}
+			if err := ids.tool(r.ToolCode); err != nil {
+				return nil, err
+			}
+		}
 		outs[i] = FindingOutcome{UID: r.UID, Created: true}
 		if !marked {
 			if err := markRecordFormat(tx); err != nil {
@@ -781,7 +809,12 @@ func (f *fsm) finding(tenant, uid string) (Finding, error) {
 		if v == nil {
 			return fmt.Errorf("finding %s: %w", uid, ErrNoFinding)
 		}
-		out, err = decodeFinding(v)
+		if out, err = decodeFinding(v); err != nil {
+			return err
+		}
+		one := []Finding{out}
+		err = fillIDs(tx, one)
+		out = one[0]
 		return err
 	})
 	return out, err
@@ -792,7 +825,7 @@ func (f *fsm) finding(tenant, uid string) (Finding, error) {
 // whatever the number of findings.
 func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 	page := FindingPage{Findings: []Finding{}}
-	err := f.view(func(tx *bolt.Tx) error {
+	walk := func(tx *bolt.Tx) error {
 		tb, ok, err := tenantFindings(tx, tenant, false)
 		if err != nil || !ok {
 			return err
@@ -875,8 +908,27 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			page.Total++
 		}
 		return nil
+	}
+	err := f.view(func(tx *bolt.Tx) error {
+		if err := walk(tx); err != nil {
+			return err
+		}
+		return fillIDs(tx, page.Findings)
 	})
 	return page, err
+}
+
+// fillIDs sets the ids of findings read in tx (see ids.go).
+func fillIDs(tx *bolt.Tx, fs []Finding) error {
+	ib, err := idBucketsOf(tx)
+	if err != nil || !ib.on() {
+		return err
+	}
+	r := idReader{ib: ib}
+	for i := range fs {
+		r.fill(&fs[i])
+	}
+	return nil
 }
 
 // Finding returns finding uid of tenant from the local state, or
@@ -914,6 +966,9 @@ func (s *Store) PatchFinding(ctx context.Context, sess *Session, p PatchFinding)
 // InsertFindings stores findings in one log entry on the leader and
 // returns one outcome per finding.
 func (s *Store) InsertFindings(ctx context.Context, findings []Finding) ([]FindingOutcome, error) {
+	if err := s.ensureIDs(ctx, false); err != nil {
+		return nil, err
+	}
 	res, err := s.Apply(ctx, nil, InsertFindings{Findings: findings})
 	if err != nil {
 		return nil, err

@@ -76,6 +76,7 @@ type fsm struct {
 	st       state
 	activeCh chan struct{} // closed and replaced when the active tree changes
 	auditCh  chan struct{} // closed and replaced when audit records are added
+	levelsCh chan struct{} // closed and replaced when the members' levels change
 	closed   bool
 	restores int // number of Restore calls that replaced the state
 }
@@ -174,7 +175,7 @@ func openFSM(path string, logger *slog.Logger, m *metrics) (*fsm, error) {
 		return nil, errorsJoinClose(fmt.Errorf("read state file %s: %w", path, err), db)
 	}
 	return &fsm{path: path, logger: logger, metrics: m, db: db, keys: keys, st: st, activeCh: make(chan struct{}), auditCh: make(chan struct{}),
-		level: FeatureLevel, maxSessions: MaxSessions}, nil
+		levelsCh: make(chan struct{}), level: FeatureLevel, maxSessions: MaxSessions}, nil
 }
 
 func errorsJoinClose(err error, c io.Closer) error {
@@ -192,6 +193,7 @@ func (f *fsm) close() error {
 		f.closed = true
 		close(f.activeCh)
 		close(f.auditCh)
+		close(f.levelsCh)
 	}
 	f.mu.Unlock()
 	f.dbMu.Lock()
@@ -320,6 +322,7 @@ func (f *fsm) install(st state) {
 	f.mu.Lock()
 	changed := st.activeIndex != f.st.activeIndex
 	audited := st.auditNext != f.st.auditNext
+	leveled := st.levels != f.st.levels
 	f.st = st
 	if changed && !f.closed {
 		close(f.activeCh)
@@ -328,6 +331,10 @@ func (f *fsm) install(st state) {
 	if audited && !f.closed {
 		close(f.auditCh)
 		f.auditCh = make(chan struct{})
+	}
+	if leveled && !f.closed {
+		close(f.levelsCh)
+		f.levelsCh = make(chan struct{})
 	}
 	f.mu.Unlock()
 	f.metrics.stateIndex.Set(float64(st.index))
@@ -600,6 +607,21 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			}
 		}
 		return Result{Index: st.index, Findings: outs}, nil
+
+	case *assignIDsPayload:
+		assigned, refused, err := applyAssignIDs(b.Tx(), p)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		st.ids = true
+		if !assigned {
+			// Ids turned on, none given: nothing a reader sees changed.
+			return Result{Index: st.index}, nil
+		}
+		return changed()
 
 	case *clearFindingsPayload:
 		had, err := applyClearFindings(b.Tx(), keys)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"path/filepath"
@@ -134,12 +135,12 @@ func TestBackup_RoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(data), `{"format":4,"index":0,"active_index":0,"active":{`) || !strings.HasSuffix(string(data), `"draft":null,"findings":[]}`) {
+	if !strings.HasPrefix(string(data), "{"+backupFormatKey+`,"index":0,"active_index":0,"active":{`) || !strings.HasSuffix(string(data), `"draft":null,"findings":[]}`) {
 		t.Fatalf("backup file %s", data)
 	}
 
 	// A format 1 file (before findings) decodes, without findings.
-	v1 := strings.Replace(strings.Replace(string(data), `"format":4`, `"format":1`, 1), `,"findings":[]`, "", 1)
+	v1 := strings.Replace(strings.Replace(string(data), backupFormatKey, `"format":1`, 1), `,"findings":[]`, "", 1)
 	if got, err := DecodeBackup(strings.NewReader(v1)); err != nil || got.WithFindings || got.Findings != nil {
 		t.Fatalf("format 1: %+v %v", got, err)
 	}
@@ -154,11 +155,11 @@ func TestBackup_RoundTrip(t *testing.T) {
 	for _, tc := range []struct{ name, file, err string }{
 		{"not JSON", `nope`, "decode backup"},
 		{"unknown field", `{"format":1,"index":0,"active_index":0,"active":null,"draft":null,"x":1}`, "unknown key"},
-		{"newer format", strings.Replace(string(data), `"format":4`, `"format":5`, 1), "format 5"},
+		{"newer format", strings.Replace(string(data), backupFormatKey, fmt.Sprintf(`"format":%d`, BackupFormat+1), 1), fmt.Sprintf("format %d", BackupFormat+1)},
 		{"no active tree", `{"format":1,"index":0,"active_index":0,"active":null,"draft":null}`, "no active tree"},
 		{"draft without owner", strings.Replace(string(data), `"draft":null`, `"draft":{"id":"d","owner":"","created_ms":0,"updated_ms":0,"tree":null}`, 1), "owner"},
 		{"format 2 without findings", strings.Replace(string(data), `,"findings":[]`, "", 1), `needs "findings"`},
-		{"findings in format 1", strings.Replace(string(data), `"format":4`, `"format":1`, 1), "needs format 2"},
+		{"findings in format 1", strings.Replace(string(data), backupFormatKey, `"format":1`, 1), "needs format 2"},
 		{"findings before the active tree", `{"format":2,"findings":[],"active":null}`, "must follow"},
 		{"findings not last", strings.Replace(string(data), `"findings":[]`, `"findings":[],"x":1`, 1), "last key"},
 		{"duplicate key", strings.Replace(string(data), `"index":0`, `"index":0,"index":1`, 1), "duplicate key"},
@@ -311,8 +312,8 @@ func TestStore_MembersAndBackup(t *testing.T) {
 
 	// A format 1 backup (before findings) restores the trees and leaves
 	// the findings alone.
-	v1 := dropKey(t, file, "audit")
-	v1 = bytes.Replace(v1[:bytes.Index(v1, []byte(`,"findings":`))], []byte(`"format":4`), []byte(`"format":1`), 1)
+	v1 := dropKey(t, dropKey(t, file, "audit"), "ids")
+	v1 = bytes.Replace(v1[:bytes.Index(v1, []byte(`,"findings":`))], []byte(backupFormatKey), []byte(`"format":1`), 1)
 	v1 = append(v1, '}')
 	if _, err := leader.InsertFindings(ctx, []Finding{later}); err != nil {
 		t.Fatal(err)

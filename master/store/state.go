@@ -74,6 +74,10 @@ type state struct {
 	versions    []Version
 	nextVersion uint64
 
+	// ids is set once the state assigns ids to tools and tenants (the ids
+	// bucket exists; see ids.go).
+	ids bool
+
 	// auditNext is the sequence number of the next audit record (0 or
 	// 1: none recorded yet).
 	auditNext uint64
@@ -112,7 +116,10 @@ var (
 //
 // Format 7 adds the audit log (see audit.go); a file becomes format 7
 // when the first record is stored.
-const stateFormat = 7
+//
+// Format 9 adds the ids of tools and tenants (see ids.go); a file becomes
+// format 9 when the AssignIDs entry is applied.
+const stateFormat = formatIDs
 
 // formatRecords is the format of new state files and of files that hold
 // findings in binary records.
@@ -243,6 +250,7 @@ func readState(db *bolt.DB) (state, error) {
 		if st.auditNext, err = getUint64(b, keyAuditNext); err != nil {
 			return err
 		}
+		st.ids = tx.Bucket(bucketIDs) != nil
 		return readVersions(tx, &st)
 	})
 	if err != nil {

@@ -61,6 +61,8 @@ type Store struct {
 	// levelCache is the cluster's feature level as last computed (see
 	// ClusterFeatureLevel).
 	levelCache atomic.Pointer[levelCache]
+	// idsMu lets one AssignIDs entry be written at a time (ensureIDs).
+	idsMu sync.Mutex
 
 	// findingBatch groups concurrent InsertFinding calls into one entry.
 	findingBatch findingBatcher
@@ -460,7 +462,9 @@ func (s *Store) leaderLoop(r *raft.Raft) {
 }
 
 // establish runs the post-election barrier, retrying until it succeeds or
-// the leadership ends, and then marks the leadership ready.
+// the leadership ends, and then marks the leadership ready; then it turns
+// on the ids of tools and tenants once the cluster's level has them
+// (assignIDs).
 func (s *Store) establish(r *raft.Raft, l *leadership) {
 	defer s.wg.Done()
 	const retry = 50 * time.Millisecond
@@ -470,6 +474,7 @@ func (s *Store) establish(r *raft.Raft, l *leadership) {
 		if err == nil {
 			close(l.ready)
 			s.logger.Info("leader ready for consistent reads", "barrier", time.Since(start), "applied_index", r.AppliedIndex())
+			s.assignIDs(l)
 			return
 		}
 		if errors.Is(err, raft.ErrRaftShutdown) {

@@ -687,6 +687,10 @@ func (s *Store) versioned(cmd Command, level int) (Command, error) {
 		if level < LevelVersions {
 			return nil, fmt.Errorf("%w: restoring versions needs feature level %d on every master (the cluster is at %d)", ErrLevel, LevelVersions, level)
 		}
+	case AssignIDs:
+		if level < LevelTypedIDs {
+			return nil, fmt.Errorf("%w: assigning ids needs feature level %d on every master (the cluster is at %d)", ErrLevel, LevelTypedIDs, level)
+		}
 	}
 	return cmd, nil
 }

@@ -324,10 +324,11 @@ func TestBackup_Versions(t *testing.T) {
 	}
 
 	// A format 2 backup (no versions) leaves them alone.
-	old := bytes.Replace(buf.Bytes(), []byte(`"format":4`), []byte(`"format":2`), 1)
+	old := bytes.Replace(buf.Bytes(), []byte(backupFormatKey), []byte(`"format":2`), 1)
 	old = dropKey(t, old, "versions")
 	old = dropKey(t, old, "next_version")
 	old = dropKey(t, old, "audit")
+	old = dropKey(t, old, "ids")
 	if _, err := dst.RestoreFrom(ctxTimeout(t, 10*time.Second), bytes.NewReader(old)); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestBackup_Versions(t *testing.T) {
 		t.Fatalf("format 2 restore left %d versions, want 3", n)
 	}
 	// A format 2 file with versions is refused.
-	bad := bytes.Replace(buf.Bytes(), []byte(`"format":4`), []byte(`"format":2`), 1)
+	bad := bytes.Replace(buf.Bytes(), []byte(backupFormatKey), []byte(`"format":2`), 1)
 	if _, err := DecodeBackup(bytes.NewReader(bad)); !errors.Is(err, ErrInvalidBackup) {
 		t.Fatalf("format 2 with versions: %v", err)
 	}
