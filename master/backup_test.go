@@ -107,6 +107,11 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		t.Fatalf("patch: %d %s", resp.StatusCode, out)
 	}
 	want := map[string]findings.Envelope{"acme": list(c, f, "acme"), "globex": list(c, f, "globex")}
+	// The restores below must give the same tool and organization ids
+	// (compared with the rest of each finding).
+	if v := want["acme"].Findings[0]; v.Tool.ID == nil || v.Organization.ID == nil {
+		t.Fatalf("finding without ids: tool %v, organization %v", v.Tool.ID, v.Organization.ID)
+	}
 
 	// At rest on every node (raft log, state file, a fresh snapshot) the
 	// passwords are encrypted: sealed on the leader before raft.

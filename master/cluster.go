@@ -286,6 +286,10 @@ type RestoreResult struct {
 	// out, a master running a version without them (feature level < 3).
 	Versions        int  `json:"versions"`
 	VersionsSkipped bool `json:"versions_skipped,omitempty"`
+	// IDsSkipped is set when the file's ids of tools and tenants were
+	// left out, a master running a release without them (feature level
+	// < 6): the cluster numbers its tools and tenants once it has them.
+	IDsSkipped bool `json:"ids_skipped,omitempty"`
 }
 
 // handleRestore replaces the active tree, the draft and the findings with
@@ -316,8 +320,8 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
 	}
 	s.logger.Info("state restored from a backup", "index", res.Index, "findings", res.Findings, "duplicates", res.Duplicates,
-		"versions", res.Versions, "versions_skipped", res.VersionsSkipped)
+		"versions", res.Versions, "versions_skipped", res.VersionsSkipped, "ids_skipped", res.IDsSkipped)
 	writeJSON(w, http.StatusOK, RestoreResult{Index: res.Index, Findings: res.Findings, Duplicates: res.Duplicates,
-		Versions: res.Versions, VersionsSkipped: res.VersionsSkipped})
+		Versions: res.Versions, VersionsSkipped: res.VersionsSkipped, IDsSkipped: res.IDsSkipped})
 	return nil
 }

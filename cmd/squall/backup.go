@@ -129,6 +129,9 @@ made it (docs/operations.md, "Backup and restore").`,
 			if res.VersionsSkipped {
 				fmt.Fprintln(cmd.OutOrStdout(), "the versions of the file were left out: a master of the cluster runs a release without versions (feature level below 3)")
 			}
+			if res.IDsSkipped {
+				fmt.Fprintln(cmd.OutOrStdout(), "the ids of tools and tenants of the file were left out: a master of the cluster runs a release without them (feature level below 6); the cluster numbers them once every master runs one")
+			}
 			return nil
 		},
 	}

@@ -219,8 +219,10 @@ func TestAPI(t *testing.T) {
 			"total": 1.0, "page": 1.0, "limit": 1.0,
 			"findings": []any{map[string]any{
 				"uid": uid0, "identifier": uid0, "finding_type": "credential",
-				"tool":             map[string]any{"name": "leakmon", "id": nil},
-				"organization":     map[string]any{"name": "a", "id": nil},
+				// The spec's Integer ids: the first tool and the first
+				// tenant of the cluster.
+				"tool":             map[string]any{"name": "leakmon", "id": 1.0},
+				"organization":     map[string]any{"name": "a", "id": 1.0},
 				"monitored_domain": map[string]any{"name": "domain-1", "id": 1.0},
 				"hostname":         map[string]any{"data": "login.example.com", "uid": nil},
 				"ipv4_address":     nil, "port": nil, "severity": nil, "ticket": nil, "priority": nil,
