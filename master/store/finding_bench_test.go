@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkInsertFinding64 measures 64 concurrent InsertFinding callers on
@@ -198,7 +199,8 @@ func benchLoadFinding(n int) Finding {
 // findings: what every master spends per entry (decoding, the dedupe
 // lookups, the state-file transaction), without raft. It reports the
 // CPU per finding and findings/s; the entries are encoded outside the
-// timer.
+// timer. The ids of tools and tenants are on (feature level 6), as on
+// every master of a cluster at that level.
 func BenchmarkApplyInsertFindings(b *testing.B) {
 	const (
 		preload = 100_000
@@ -214,6 +216,10 @@ func BenchmarkApplyInsertFindings(b *testing.B) {
 		}
 		idx++
 		fsmInsert(b, f, idx, fs...)
+	}
+	idx++
+	if r := fsmApply(b, f, idx, AssignIDs{}); r.Err != nil || !f.hasIDs() {
+		b.Fatalf("assign ids: %+v", r)
 	}
 	n := preload
 	entry := func() *raft.Log {
@@ -258,4 +264,48 @@ func BenchmarkApplyInsertFindings(b *testing.B) {
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(b.N*per)/elapsed.Seconds(), "findings/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N*per), "cpu-us/finding")
+}
+
+// BenchmarkAssignIDs measures the apply of the AssignIDs entry that turns
+// the ids of tools and tenants on in a state file holding 100,000
+// findings of 10 tenants and 20 tool codes (with replace, so that each
+// iteration numbers them all again): the one pass over the findings'
+// index that every master makes when a cluster reaches feature level 6.
+func BenchmarkAssignIDs(b *testing.B) {
+	const preload = 100_000
+	f := newTestFSM(b)
+	idx := uint64(0)
+	for e := 0; e < preload/500; e++ {
+		fs := make([]Finding, 500)
+		for k := range fs {
+			n := e*500 + k
+			fs[k] = benchLoadFinding(n)
+			fs[k].Tenant, fs[k].ToolCode = fmt.Sprintf("tenant%d", n%10), fmt.Sprintf("tool%d", n%20)
+		}
+		idx++
+		fsmInsert(b, f, idx, fs...)
+	}
+	b.ResetTimer()
+	for range b.N {
+		idx++
+		if r := fsmApply(b, f, idx, AssignIDs{Replace: true}); r.Err != nil {
+			b.Fatalf("assign ids: %+v", r)
+		}
+	}
+	b.StopTimer()
+	ids, err := readIDsOf(f)
+	if err != nil || len(ids.Tools) != 20 || len(ids.Tenants) != 10 {
+		b.Fatalf("ids %+v %v", ids, err)
+	}
+}
+
+// readIDsOf returns the ids of f's state file.
+func readIDsOf(f *fsm) (*IDs, error) {
+	var ids *IDs
+	err := f.view(func(tx *bolt.Tx) error {
+		var err error
+		ids, err = readIDs(tx)
+		return err
+	})
+	return ids, err
 }

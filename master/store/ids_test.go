@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -402,5 +403,33 @@ func TestIDs_BadInput(t *testing.T) {
 		if _, err := DecodeBackup(bytes.NewReader(bad)); err == nil {
 			t.Errorf("%s: backup accepted", name)
 		}
+	}
+}
+
+// TestFSM_AssignIDsBelowLevel: a master of the level before ids panics on
+// the AssignIDs entry, alone or in a restore's batch, as a release of that
+// level does on an entry it does not know, rather than apply inserts
+// without numbering them.
+func TestFSM_AssignIDsBelowLevel(t *testing.T) {
+	t.Parallel()
+	alone, err := encodeCommand(AssignIDs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := encodeBatch([]Command{ClearFindings{}, AssignIDs{Replace: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"alone": alone, "in a batch": batch} {
+		t.Run(name, func(t *testing.T) {
+			f := newTestFSM(t)
+			f.level = LevelTypedIDs - 1
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), fmt.Sprintf("feature level %d", LevelTypedIDs)) {
+					t.Fatalf("panic %v, want one naming feature level %d", p, LevelTypedIDs)
+				}
+			}()
+			f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}})
+		})
 	}
 }
