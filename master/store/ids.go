@@ -255,7 +255,7 @@ func backfillIDs(tx *bolt.Tx, ib idBuckets) (bool, error) {
 		// entries written before they existed).
 		err = tb.byTime.ForEach(func(k, v []byte) error {
 			if fv, ok := parseFilterFields(v); ok {
-				if !tools[string(fv.tool)] {
+				if !tools[string(fv.tool)] { // no allocation when known
 					tools[string(fv.tool)] = true
 				}
 				return nil
@@ -373,8 +373,9 @@ func readIDs(tx *bolt.Tx) (*IDs, error) {
 	return ids, nil
 }
 
-// IDs returns the ids of tools and tenants of the local state, nil
-// before the cluster assigned any (below LevelTypedIDs).
+// IDs returns the ids of tools and tenants of the local state: nil until
+// the AssignIDs entry turned them on (below LevelTypedIDs, or before the
+// first finding of a cluster at that level).
 func (s *Store) IDs() (*IDs, error) {
 	f := s.fsm.Load()
 	if f == nil {
