@@ -82,9 +82,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Server(c.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
-		t.Fatal(err)
-	}
+	c.ReplaceActive(ex.Node)
 	c.WaitConverged()
 	return &env{t: t, cluster: c, archive: archive, logs: logs}
 }

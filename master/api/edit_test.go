@@ -51,9 +51,7 @@ func TestDraftEditsReplicateAsEdits(t *testing.T) {
 	leader := c.Server(c.Leader()).Store()
 	root, _ := leader.Active()
 	root.Child("master").Children = append(root.Child("master").Children, big)
-	if _, err := leader.ReplaceActive(t.Context(), root); err != nil {
-		t.Fatal(err)
-	}
+	c.ReplaceActive(root)
 	id := e.newDraft()
 	c.WaitConverged()
 	nodes := c.Running()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -359,6 +361,25 @@ func (c *Cluster) readyLeader() int {
 		}
 	}
 	return -1
+}
+
+// ReplaceActive deploys root as the active tree through the leader and
+// returns the entry's raft index. When leadership moves while the entry
+// is applied (a loaded machine can miss a heartbeat), it deploys again
+// through the next leader: a whole-tree deploy applied twice leaves the
+// state it leaves once.
+func (c *Cluster) ReplaceActive(root *config.Node) uint64 {
+	c.t.Helper()
+	var idx uint64
+	c.waitFor(Timeout, func() bool {
+		var err error
+		idx, err = c.Server(c.Leader()).Store().ReplaceActive(c.t.Context(), root)
+		if err != nil && !errors.Is(err, store.ErrLeadershipLost) && !errors.Is(err, store.ErrNotLeader) {
+			c.t.Fatalf("deploy the active tree: %v", err)
+		}
+		return err == nil
+	}, "a deploy of the active tree")
+	return idx
 }
 
 // Followers waits for a leader and returns the other running nodes.
