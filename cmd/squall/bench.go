@@ -178,13 +178,11 @@ the flags are wrong, when no connection to the master could be opened, or
 when no insert got an answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tok, err := os.ReadFile(tokenFile)
+			tok, err := readTokenFile("token-file", tokenFile)
 			if err != nil {
-				return fmt.Errorf("--token-file: %w", err)
+				return err
 			}
-			if cfg.Token = strings.TrimSpace(string(tok)); cfg.Token == "" {
-				return fmt.Errorf("--token-file %s is empty", tokenFile)
-			}
+			cfg.Token = tok
 			cfg.Progress = cmd.ErrOrStderr()
 			f, err := bench.NewFindings(cfg)
 			if err != nil {

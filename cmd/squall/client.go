@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -46,11 +45,11 @@ func (cf *clusterFlags) client() (*clusterClient, error) {
 	if cf.tokenFile == "" {
 		return nil, errors.New("no token: give --token-file FILE (or set SQUALL_TOKEN_FILE)")
 	}
-	tok, err := os.ReadFile(cf.tokenFile)
+	tok, err := readTokenFile("token-file (SQUALL_TOKEN_FILE)", cf.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file (SQUALL_TOKEN_FILE): %w", err)
+		return nil, err
 	}
-	c := &clusterClient{token: strings.TrimSpace(string(tok)), http: &http.Client{}}
+	c := &clusterClient{token: tok, http: &http.Client{}}
 	if cf.caFile != "" {
 		if c.http, err = clientWithCA(cf.caFile); err != nil {
 			return nil, fmt.Errorf("--master-ca-file (SQUALL_MASTER_CA_FILE): %w", err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,11 +28,11 @@ func (o *deadLetterClient) client() (*apiClient, error) {
 	if o.tokenFile == "" {
 		return nil, fmt.Errorf("--token-file is required")
 	}
-	tok, err := os.ReadFile(o.tokenFile)
+	tok, err := readTokenFile("token-file", o.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
+		return nil, err
 	}
-	return &apiClient{base: strings.TrimRight(o.masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}, nil
+	return &apiClient{base: strings.TrimRight(o.masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}, nil
 }
 
 func newDeadLettersCommand() *cobra.Command {

@@ -8,7 +8,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -19,11 +18,11 @@ import (
 // newAPIClient returns a client of the master at masterURL with the token
 // held in tokenFile.
 func newAPIClient(masterURL, tokenFile string) (*apiClient, error) {
-	tok, err := os.ReadFile(tokenFile)
+	tok, err := readTokenFile("token-file", tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
+		return nil, err
 	}
-	return &apiClient{base: strings.TrimRight(masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}, nil
+	return &apiClient{base: strings.TrimRight(masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}, nil
 }
 
 // newDraft creates a draft for the authorization authName and returns its

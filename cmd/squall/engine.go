@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,13 +72,11 @@ on the command line wins; empty variables are ignored.`,
 			tuneGC(logger)
 			cfg.MasterURLs = splitList(masters)
 			cfg.Brokers = splitList(brokers)
-			tok, err := os.ReadFile(tokenFile)
+			tok, err := readTokenFile("token-file", tokenFile)
 			if err != nil {
-				return fmt.Errorf("--token-file: %w", err)
+				return err
 			}
-			if cfg.Token = strings.TrimSpace(string(tok)); cfg.Token == "" {
-				return fmt.Errorf("--token-file %s is empty", tokenFile)
-			}
+			cfg.Token = tok
 			if masterCAFile != "" {
 				if cfg.MasterClient, err = clientWithCA(masterCAFile); err != nil {
 					return fmt.Errorf("--master-ca-file: %w", err)

@@ -33,11 +33,11 @@ current draft alone. The token (--token-file) needs view on the authorization
 The file goes to standard output, or to --output.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tok, err := os.ReadFile(tokenFile)
+			tok, err := readTokenFile("token-file", tokenFile)
 			if err != nil {
-				return fmt.Errorf("--token-file: %w", err)
+				return err
 			}
-			c := &apiClient{base: strings.TrimRight(masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}
+			c := &apiClient{base: strings.TrimRight(masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}
 			path := "/api/v2_beta/config/active/tree/export/" + url.PathEscape(authName) + "/" + url.PathEscape(nodePath)
 			if draftID != "" {
 				path = "/api/v2_beta/config/draft/tree/export/" + url.PathEscape(authName) + "/" + url.PathEscape(draftID) + "/" + url.PathEscape(nodePath)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,17 +133,4 @@ func reportedStats(st engine.TreeStats) *fleet.TreeStats {
 		out.Nodes = append(out.Nodes, ns)
 	}
 	return out
-}
-
-// trimmedFile reads a file holding one secret line.
-func trimmedFile(flag, path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("--%s: %w", flag, err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("--%s %s is empty", flag, path)
-	}
-	return s, nil
 }

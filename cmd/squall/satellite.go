@@ -155,7 +155,7 @@ func satelliteReporter(fl *fleetFlags, name string, masters []string, tokenFile,
 	if tokenFile == "" {
 		return nil, errors.New("--master needs --master-token-file (a token with fleet_report on the root)")
 	}
-	token, err := trimmedFile("master-token-file", tokenFile)
+	token, err := readTokenFile("master-token-file", tokenFile)
 	if err != nil {
 		return nil, err
 	}

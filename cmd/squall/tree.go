@@ -72,11 +72,11 @@ func (tc *treeClient) client() (*apiClient, error) {
 	if tc.tokenFile == "" {
 		return nil, errors.New("--token-file is required (a file holding the API token)")
 	}
-	tok, err := os.ReadFile(tc.tokenFile)
+	tok, err := readTokenFile("token-file", tc.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
+		return nil, err
 	}
-	return &apiClient{base: strings.TrimRight(tc.masterURL, "/"), token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: time.Minute}}, nil
+	return &apiClient{base: strings.TrimRight(tc.masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}, nil
 }
 
 // path returns the versions API path below VersionsPath with query q

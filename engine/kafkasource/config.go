@@ -1,9 +1,11 @@
 package kafkasource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/squallhq/squall/internal/kafkaclient"
@@ -93,7 +95,14 @@ type SourceConfig struct {
 	// time the member's assignment changes: a generation starts (Joined,
 	// with its partitions) or ends (not Joined). It must not block.
 	OnAssignment func(Assignment)
+
+	// netDial opens the TCP connections to the brokers (nil: a
+	// net.Dialer); the tests kill a member through it.
+	netDial dialFunc
 }
+
+// dialFunc opens a connection, as net.Dialer.DialContext does.
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
 
 // StartOffset is where a consumer group starts in a partition it has no
 // committed offset for.

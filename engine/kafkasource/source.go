@@ -115,9 +115,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 		stopped: make(chan struct{}),
 		changed: make(chan struct{}),
 	}
-	s.dialer.DialFunc = s.stalls.dial(&net.Dialer{})
+	netDial := cfg.netDial
+	if netDial == nil {
+		netDial = (&net.Dialer{}).DialContext
+	}
+	s.dialer.DialFunc = s.stalls.dial(netDial)
 	s.transport = &kafka.Transport{
-		Dial:        (&net.Dialer{}).DialContext,
+		Dial:        netDial,
 		DialTimeout: cfg.Timeout,
 		ClientID:    cfg.ClientID,
 		TLS:         tlsCfg,

@@ -28,9 +28,9 @@ type stallWatch struct {
 
 // dial returns a DialFunc for kafka.Dialer that dials with d and keeps
 // the connection.
-func (w *stallWatch) dial(d *net.Dialer) func(ctx context.Context, network, address string) (net.Conn, error) {
+func (w *stallWatch) dial(d dialFunc) dialFunc {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, address)
+		c, err := d(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
