@@ -16,6 +16,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -137,7 +138,7 @@ func TestDeadLetters_FixAndReplay(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), method, e.masters.URL(0)+path, rd)
 		req.Header.Set("Authorization", ops)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

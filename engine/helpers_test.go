@@ -23,6 +23,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/tracing"
@@ -533,7 +534,7 @@ func value(m *dto.Metric) float64 {
 // get fetches an ops endpoint of the engine.
 func (r *runner) get(path string) (int, []byte) {
 	r.t.Helper()
-	resp, err := http.Get("http://" + r.Addr() + path)
+	resp, err := calltest.Client().Get("http://" + r.Addr() + path)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -63,7 +64,7 @@ func TestCluster_ForwardedLikeOnLeader(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 		req.Header.Set("X-Custom", "custom value")
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +131,7 @@ func TestCluster_LoopProtection(t *testing.T) {
 	do := func(i int) (*http.Response, []byte) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.URL(i)+"/api/v2_beta/test/echo/x", nil)
 		req.Header.Set(master.HeaderForwardedBy, "elsewhere")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -160,7 +161,7 @@ func TestForward_LeaderFrozen(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(f)+gatedPrefix+"x", strings.NewReader(`{}`))
 			req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				ch <- answer{err: err}
 				return
@@ -289,7 +290,7 @@ func TestShutdown_HandsOverLeadership(t *testing.T) {
 				}
 				name := fmt.Sprintf("w%d", seq.Add(1))
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URL(i)+"/api/v2_beta/test/append/"+name, nil)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := calltest.Client().Do(req)
 				if err != nil {
 					if ctx.Err() == nil && i != old {
 						mu.Lock()
@@ -360,7 +361,7 @@ func TestForward_LeadershipLostWhileServing(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(old)+gatedPrefix+"x", strings.NewReader(`{}`))
 			req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				ch <- answer{body: err.Error()}
 				return
@@ -460,7 +461,7 @@ func TestForward_ReelectedServesTheBodyAgain(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(old)+prefix+"x", strings.NewReader("payload-42"))
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			res <- result{body: err.Error()}
 			return

@@ -100,7 +100,7 @@ func post(ctx context.Context, url string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
@@ -384,7 +385,7 @@ func TestServer_Watch(t *testing.T) {
 			start := time.Now()
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.URL(f)+"/squall/v1/tree/active?"+query, nil)
 			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				ch <- answer{}
 				return

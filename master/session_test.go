@@ -186,7 +186,7 @@ func TestIdempotencyKey(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(i)+takeOverPrefix+"x", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 		req.Header.Set(master.HeaderIdempotencyKey, key)
-		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		return resp, b
 	}
 	var first takeOverAnswer
@@ -214,7 +214,7 @@ func TestIdempotencyKey(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(c.Leader())+takeOverPrefix+"x", strings.NewReader("mallory"))
 	req.Header.Set("Authorization", "Bearer "+other)
 	req.Header.Set(master.HeaderIdempotencyKey, "k1")
-	r2, err := http.DefaultClient.Do(req)
+	r2, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 )
@@ -33,7 +34,7 @@ func TestServer_Tracing(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 	req.Header.Set("Traceparent", caller)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

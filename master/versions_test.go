@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/auth"
@@ -255,7 +256,7 @@ func send(ctx context.Context, c *mastertest.Cluster, i int, path, token, key st
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set(master.HeaderIdempotencyKey, key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/internal/tlscerttest"
@@ -646,7 +647,8 @@ func TestSatellite_TLS(t *testing.T) {
 	// Plain HTTP to the HTTPS port: the TLS handshake fails (the Go TLS
 	// server answers a 400 to what looks like HTTP), and the call never
 	// reaches the webhook.
-	plain := &http.Client{Timeout: 10 * time.Second}
+	plain := calltest.Client()
+	plain.Timeout = 10 * time.Second
 	status, _, err = postTo(plain, "http://"+s.Addr(), "plain", "tok-0123456789abc", `{}`, nil)
 	if err == nil || status == 200 {
 		t.Fatalf("plain HTTP to the HTTPS listener: %d %v", status, err)

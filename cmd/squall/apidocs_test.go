@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 var (
@@ -51,7 +53,7 @@ func startMaster(t *testing.T, args ...string) string {
 	base := "http://" + p.addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(base + "/readyz")
+		resp, err := calltest.Client().Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -223,7 +225,7 @@ func TestImportTornadoIntoMaster(t *testing.T) {
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/api/v2_beta/config/draft/tree/children/all/"+draft+"/root", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/store"
 )
@@ -31,7 +32,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, base+"/squall/v1/cluster", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestBackupRestore(t *testing.T) {
 	// A draft, so that the backup holds one.
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v2_beta/config/drafts/all", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestBackupRestore(t *testing.T) {
 	// Deployed, it is the active tree's version, which squall status shows.
 	req, _ = http.NewRequest(http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy?message=first", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	if resp, err = http.DefaultClient.Do(req); err != nil {
+	if resp, err = calltest.Client().Do(req); err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/internal/bench"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master/mastertest"
 )
@@ -57,7 +58,7 @@ func TestBenchWebhookDev(t *testing.T) {
 	if n := len(regexp.MustCompile(`(?m)^bench +\d+s .* req/s .* p99 `).FindAllString(stderr, -1)); n < 1 {
 		t.Errorf("no progress line on standard error:\n%s", stderr)
 	}
-	resp, err := http.Get("http://" + d.addr + "/metrics")
+	resp, err := calltest.Client().Get("http://" + d.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestBenchFindings(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

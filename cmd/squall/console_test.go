@@ -30,6 +30,7 @@ import (
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -930,7 +931,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 			req.Header.Set("X-Forwarded-For", forwardedFor)
 		}
 		req.Header.Set("X-Delivery", delivery)
-		resp, raw := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, raw := calltest.Do(t, calltest.Client().Do, req)
 		var body struct {
 			EventID string `json:"event_id"`
 			Code    string `json:"code"`

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master/auth"
 )
 
@@ -77,7 +78,7 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	d := &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + d.addr + "/readyz")
+		resp, err := calltest.Client().Get("http://" + d.addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -751,7 +752,7 @@ func TestDevAttach(t *testing.T) {
 		"/engine/webhook/event/" + devWebhookID + "?token=" + strings.TrimSpace(string(token))
 	post := func() {
 		t.Helper()
-		resp, err := http.Post(satURL, "application/json", strings.NewReader(`{"host": "sat-1", "message": "Disk 91% full on /"}`))
+		resp, err := calltest.Client().Post(satURL, "application/json", strings.NewReader(`{"host": "sat-1", "message": "Disk 91% full on /"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

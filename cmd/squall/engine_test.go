@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/kafkatest"
 )
@@ -68,7 +69,7 @@ func TestEngineBinary(t *testing.T) {
 	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestEngineBinary(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	resp, err = http.Get("http://" + ops + "/readyz")
+	resp, err = calltest.Client().Get("http://" + ops + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // failoverCluster is three real `squall master` processes on fixed
@@ -141,7 +143,7 @@ func (c *failoverCluster) info(i int) (clusterInfo, bool) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.nodes[i].http+"/squall/v1/cluster", nil)
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		return info, false
 	}
@@ -156,7 +158,7 @@ func (c *failoverCluster) waitHealthy() {
 	waitFor(c.t, 60*time.Second, "a healthy cluster of three voters", nil, func() bool {
 		leader := ""
 		for i, n := range c.nodes {
-			resp, err := http.Get("http://" + n.http + "/readyz")
+			resp, err := calltest.Client().Get("http://" + n.http + "/readyz")
 			if err != nil {
 				return false
 			}
@@ -292,7 +294,7 @@ func (l *failoverLoad) request(ctx context.Context, method, path string, body []
 		if method != http.MethodGet {
 			req.Header.Set("Idempotency-Key", key)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			if ctx.Err() != nil && i == int(l.frozen.Load()) {
 				return 0, nil, &stuckError{node: n.id, err: err}
@@ -433,7 +435,7 @@ func (l *failoverLoad) check(t *testing.T) {
 		for _, n := range l.c.nodes {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+n.http+"/intel/api/sdk/v0/finding/"+uid, nil)
 			req.Header.Set("Authorization", "Bearer "+l.c.token)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

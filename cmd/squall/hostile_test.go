@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // TestMaster_HostileRequests runs the attacks against the real
@@ -30,7 +32,7 @@ func TestMaster_HostileRequests(t *testing.T) {
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
@@ -101,7 +103,7 @@ func TestMaster_AuthenticatedAnswersNotCached(t *testing.T) {
 			}
 			req.Header.Set("Authorization", "Bearer "+tc.token)
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +161,7 @@ func TestRefusedOutsideAuth_AnswerAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				t.Fatalf("no answer while the body is being sent: %v", err)
 			}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 )
@@ -155,7 +156,7 @@ func TestImportTornadoBinary_existingDraft(t *testing.T) {
 		tok, _ := os.ReadFile(alice)
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/squall/v1/draft", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

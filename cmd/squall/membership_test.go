@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 )
 
@@ -51,7 +52,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	waitHTTP(t, base+"/readyz", http.StatusOK)
 
 	// A join request without the secret.
-	resp, err := http.Post(base+"/squall/v1/cluster/join", "application/json",
+	resp, err := calltest.Client().Post(base+"/squall/v1/cluster/join", "application/json",
 		strings.NewReader(`{"id":"rogue","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	waitFor(t, 30*time.Second, "m2 to be a voter", nil, func() bool {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/squall/v1/cluster", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			return false
 		}
@@ -104,7 +105,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 func waitHTTP(t *testing.T, url string, status int) {
 	t.Helper()
 	waitFor(t, 30*time.Second, url+" to answer "+http.StatusText(status), nil, func() bool {
-		resp, err := http.Get(url)
+		resp, err := calltest.Client().Get(url)
 		if err != nil {
 			return false
 		}

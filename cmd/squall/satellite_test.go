@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/tlscerttest"
@@ -30,7 +31,7 @@ func TestSatelliteBinary(t *testing.T) {
 		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
 	base := "http://" + startLogged(t, cmd, "satellite started", "http").addr
-	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
+	resp, err := calltest.Client().Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestSatelliteBinary(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || ack.EventID == "" {
 		t.Fatalf("webhook: %d %+v", resp.StatusCode, ack)
 	}
-	resp, err = http.Post(base+"/engine/webhook/event/github?token=wrong", "application/json", strings.NewReader(`{}`))
+	resp, err = calltest.Client().Post(base+"/engine/webhook/event/github?token=wrong", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestMasterIntake(t *testing.T) {
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
 	base := startMaster(t, "--allow-unsigned-tokens", "--webhooks-dir", hooks, "--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	resp, err := http.Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
+	resp, err := calltest.Client().Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/dev"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

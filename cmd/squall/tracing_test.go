@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/tracing/tracingtest"
 )
 
@@ -73,7 +74,7 @@ func TestTracing(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+sat.addr+"/engine/webhook/event/github?token=s3cret-0123456789ab",
 		strings.NewReader(`{"ref": "refs/heads/main"}`))
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -277,7 +277,7 @@ func TestConfigAsCodeExample(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/v2_beta/config/active/tree/export/all/root", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, body := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, body := calltest.Do(t, calltest.Client().Do, req)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("export: %d %s", resp.StatusCode, body)
 		}

@@ -30,7 +30,7 @@ func TestTreeCommands(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 		}

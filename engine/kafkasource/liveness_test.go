@@ -1,8 +1,13 @@
 package kafkasource
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
@@ -66,8 +71,8 @@ func TestSource_MemberKilledWhileJoining(t *testing.T) {
 					}
 					return time.Since(since) >= cfg.SessionTimeout
 				}) {
-					t.Fatalf("the live member owns %v of the %d partitions %s after the kill", live.Assignment().Partitions, parts,
-						time.Since(killed).Round(10*time.Millisecond))
+					t.Fatalf("the live member owns %v of the %d partitions %s after the kill; %s", live.Assignment().Partitions, parts,
+						time.Since(killed).Round(10*time.Millisecond), describeGroup(t, b.Addr, cfg.Group))
 				}
 				took := max(since.Sub(killed), 0)
 				t.Logf("every partition has a live owner %s after the kill", took.Round(10*time.Millisecond))
@@ -84,4 +89,28 @@ func TestSource_MemberKilledWhileJoining(t *testing.T) {
 func ownsAll(s *Source, parts int) bool {
 	a := s.Assignment()
 	return a.Joined && len(a.Partitions) == parts
+}
+
+// describeGroup returns the members of group as the broker sees them,
+// for the failure messages.
+func describeGroup(t *testing.T, addr, group string) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DisableClientMetrics())
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, g := range resp.Groups {
+		fmt.Fprintf(&b, "group %s state %s protocol %s:", g.Group, g.State, g.Protocol)
+		for _, m := range g.Members {
+			fmt.Fprintf(&b, " member %s from %s;", m.MemberID, m.ClientHost)
+		}
+	}
+	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/logtest"
 )
 
@@ -38,7 +39,7 @@ func TestRecover(t *testing.T) {
 	srv := httptest.NewServer(Recover(mux, slog.New(slog.NewJSONHandler(&logs, nil)), counter))
 	t.Cleanup(srv.Close)
 
-	resp, err := http.Get(srv.URL + "/panic")
+	resp, err := calltest.Client().Get(srv.URL + "/panic")
 	if err != nil {
 		t.Fatalf("a panicking handler must be answered, not dropped: %v", err)
 	}
@@ -74,10 +75,10 @@ func TestRecover(t *testing.T) {
 		t.Errorf("log line for request %s: %v\nlogs: %s", id, line, logs.String())
 	}
 
-	if _, err := http.Get(srv.URL + "/abort"); err == nil {
+	if _, err := calltest.Client().Get(srv.URL + "/abort"); err == nil {
 		t.Error("http.ErrAbortHandler must abort the answer")
 	}
-	resp, err = http.Get(srv.URL + "/late")
+	resp, err = calltest.Client().Get(srv.URL + "/late")
 	if err == nil {
 		_, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -85,7 +86,7 @@ func TestRecover(t *testing.T) {
 	if err == nil {
 		t.Error("a panic after the answer started must abort the connection, not end the answer as if complete")
 	}
-	resp, err = http.Get(srv.URL + "/ok")
+	resp, err = calltest.Client().Get(srv.URL + "/ok")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func (e *env) do(method, path, tok, contentType string, body []byte) response {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, b := calltest.Do(e.t, http.DefaultClient.Do, req)
+	resp, b := calltest.Do(e.t, calltest.Client().Do, req)
 	return response{resp.StatusCode, b, resp.Header}
 }
 

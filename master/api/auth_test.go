@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // bodyRoutes are the routes that read a body, with a draft id to fill in.
@@ -58,7 +60,7 @@ func TestAuthBeforeBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := calltest.Client().Do(req)
 			if err != nil {
 				t.Fatalf("no answer without the body: %v", err)
 			}

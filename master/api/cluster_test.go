@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/auth"
@@ -91,7 +92,7 @@ func TestAPI_cluster(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", c.URL(f[0])+node, strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+bob)
 	req.Header.Set("Content-Type", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestIdempotencyKey_Answers(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+alice)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(master.HeaderIdempotencyKey, key)
-		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		return response{resp.StatusCode, b, resp.Header}
 	}
 	twice := func(method, path, key, body string) response {

@@ -33,12 +33,7 @@ func do(t *testing.T, method, url string, header http.Header) (*http.Response, s
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	// A transport of its own: closing another parallel test's server
-	// closes http.DefaultTransport's idle connections, which fails a
-	// request that was about to reuse one.
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, b := calltest.Do(t, tr.RoundTrip, req) // no redirect following
+	resp, b := calltest.Do(t, calltest.Client().Transport.RoundTrip, req) // no redirect following
 	return resp, string(b)
 }
 

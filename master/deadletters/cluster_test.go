@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -72,7 +73,7 @@ func TestAPI_Cluster(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(node)+path, rd)
 		req.Header.Set("Authorization", tok)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

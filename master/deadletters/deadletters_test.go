@@ -16,6 +16,7 @@ import (
 
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/auth"
 )
@@ -122,7 +123,7 @@ func (w *world) do(method, path, authz string, body any, out any) int {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestAPI_Access(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.srv.URL+Prefix+"/replay", strings.NewReader(body))
 		req.Header.Set("Authorization", admin)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -132,7 +133,7 @@ func (e *env) send(t *testing.T, i int, method, path, token, ct, body string, hd
 	for k := 0; k+1 < len(hdr); k += 2 {
 		req.Header.Set(hdr[k], hdr[k+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := calltest.Client().Do(req)
 	if err != nil {
 		return reply{}, err
 	}

@@ -109,7 +109,7 @@ func TestSealer_AtRest(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, http.DefaultClient.Do, req)
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		return resp.StatusCode, b
 	}
 	const secret = "Correct-Horse-Battery-Staple-42"

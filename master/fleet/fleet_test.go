@@ -52,7 +52,7 @@ func callAllow(t *testing.T, method, url, tok, ctype, body string) (int, string,
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	resp, b := calltest.Do(t, http.DefaultClient.Do, req)
+	resp, b := calltest.Do(t, calltest.Client().Do, req)
 	return resp.StatusCode, string(b), resp.Header.Get("Allow")
 }
 

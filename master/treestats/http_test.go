@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master/auth"
 )
 
@@ -44,7 +45,7 @@ func TestAggregator_Handler(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := calltest.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

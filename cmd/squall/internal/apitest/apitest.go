@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // Call sends a request with the token (if any) and returns the status and
@@ -28,7 +30,9 @@ func Call(ctx context.Context, method, url, token string, body io.Reader, conten
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	c := calltest.Client()
+	c.Timeout = 10 * time.Second
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil
 	}

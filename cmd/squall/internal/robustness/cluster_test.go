@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
 )
 
 // Cluster is a cluster of real `squall master` processes on loopback,
@@ -88,7 +90,8 @@ func (n *Node) State() NodeState {
 // files) go to dir.
 func StartCluster(t *testing.T, dir string, size int, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{Net: NewNetwork(t), control: &http.Client{Timeout: 5 * time.Second}}
+	c := &Cluster{Net: NewNetwork(t), control: calltest.Client()}
+	c.control.Timeout = 5 * time.Second
 	keyFile := filepath.Join(dir, "token.key")
 	joinFile := filepath.Join(dir, "join.token")
 	for _, f := range []string{keyFile, joinFile} {
