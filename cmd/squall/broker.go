@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/engine"
+	"github.com/squallhq/squall/internal/joinmute"
 )
 
 func newBrokerCommand() *cobra.Command {
@@ -74,7 +75,7 @@ func listenBroker(addr, dataDir string, partitions int32, topics []string) (*kfa
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(partitions, topics...),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return joinmute.Listen(network, addr) }),
 	}
 	if dataDir != "" {
 		opts = append(opts, kfake.DataDir(dataDir))

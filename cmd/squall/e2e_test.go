@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/joinmute"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -516,7 +517,7 @@ func (b *restartableBroker) listen() error {
 	port, _ := strconv.Atoi(portText)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(b.dataDir),
 		kfake.SeedTopics(e2ePartitions, e2eTopic, e2eDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, b.addr) }))
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return joinmute.Listen(network, b.addr) }))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/joinmute"
 )
 
 // TestNestedConditions runs the shape every real tree has, a rule whose
@@ -41,7 +42,7 @@ func TestNestedConditions(t *testing.T) {
 	rx := newActionReceiver(t)
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, e2eTopic, e2eDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return joinmute.Listen(network, "127.0.0.1:0") }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ package kafkatest
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -19,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/squallhq/squall/internal/joinmute"
 )
 
 // Broker is a one-node kfake cluster listening on 127.0.0.1. It is closed at
@@ -82,7 +83,9 @@ func (b *Broker) start(port int) {
 		if err != nil {
 			return nil, err
 		}
-		return gatedListener{Listener: ln, g: &b.gate}, nil
+		// The broker keeps a member whose JoinGroup waits as Kafka
+		// does (package joinmute).
+		return joinmute.Wrap(gatedListener{Listener: ln, g: &b.gate}), nil
 	}))
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -365,124 +368,24 @@ func (l gatedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gatedConn{Conn: c, g: l.g, j: &joinMute{closed: make(chan struct{})}}, nil
+	return gatedConn{Conn: c, g: l.g}, nil
 }
 
 // gatedConn reads and writes only while its gate is open: a read that
 // returns while the gate is closed hands its bytes over after the thaw.
-// It also reads nothing more of a client while the client's JoinGroup
-// waits for its answer (see joinMute).
 type gatedConn struct {
 	net.Conn
 	g *gate
-	j *joinMute
 }
 
 func (c gatedConn) Read(p []byte) (int, error) {
-	c.j.wait()
 	c.g.wait()
 	n, err := c.Conn.Read(p)
 	c.g.wait()
-	c.j.read(p[:n])
 	return n, err
 }
 
 func (c gatedConn) Write(p []byte) (int, error) {
 	c.g.wait()
-	n, err := c.Conn.Write(p)
-	c.j.answered()
-	return n, err
-}
-
-func (c gatedConn) Close() error {
-	c.j.close()
-	return c.Conn.Close()
-}
-
-// joinMute makes kfake keep a client whose JoinGroup waits for its answer
-// as a Kafka broker does. Kafka reads nothing more of a connection while
-// its request waits (the socket is muted), so it does not notice that a
-// member closed its connection while its JoinGroup waited for the other
-// members: it completes the join with the member in it, sends the answer
-// nowhere and starts the member's session timer, and the member, silent,
-// is removed one session timeout later (GroupCoordinator.onCompleteJoin
-// schedules every member's heartbeat expiration; addMemberAndRebalance
-// says so of the muted sockets). kfake reads on, sees the close, drops
-// the answer and starts no session timer for the member; once the leader
-// synced, nothing ever removes it, and the partitions assigned to it have
-// no live owner until the group rebalances for another reason
-// (TestSource_MemberKilledWhileJoining, engine/kafkasource). So the
-// connection's reads wait, after a whole JoinGroup request, until the
-// broker wrote its answer.
-type joinMute struct {
-	mu     sync.Mutex
-	head   []byte        // the first bytes of the frame being read, up to its API key
-	rest   int           // bytes of the frame still to read after head
-	join   bool          // the frame is a JoinGroup request
-	muted  chan struct{} // non-nil while a JoinGroup waits for its answer
-	closed chan struct{} // closed with the connection
-}
-
-// joinGroupKey is the API key of JoinGroup requests.
-const joinGroupKey = 11
-
-// read follows the request frames through the bytes just read.
-func (j *joinMute) read(b []byte) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for len(b) > 0 {
-		if j.rest == 0 && len(j.head) < 6 { // size (4) and API key (2)
-			n := min(6-len(j.head), len(b))
-			j.head = append(j.head, b[:n]...)
-			b = b[n:]
-			if len(j.head) < 6 {
-				return
-			}
-			j.rest = int(binary.BigEndian.Uint32(j.head)) - 2
-			j.join = int16(binary.BigEndian.Uint16(j.head[4:])) == joinGroupKey
-		}
-		n := min(j.rest, len(b))
-		j.rest -= n
-		b = b[n:]
-		if j.rest == 0 {
-			if j.join && j.muted == nil {
-				j.muted = make(chan struct{})
-			}
-			j.head, j.join = j.head[:0], false
-		}
-	}
-}
-
-// wait returns once no JoinGroup waits for its answer, or the connection
-// closed.
-func (j *joinMute) wait() {
-	j.mu.Lock()
-	muted := j.muted
-	j.mu.Unlock()
-	if muted != nil {
-		select {
-		case <-muted:
-		case <-j.closed:
-		}
-	}
-}
-
-// answered records that the broker wrote an answer.
-func (j *joinMute) answered() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.muted != nil {
-		close(j.muted)
-		j.muted = nil
-	}
-}
-
-func (j *joinMute) close() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	select {
-	case <-j.closed:
-	default:
-		close(j.closed)
-	}
+	return c.Conn.Write(p)
 }

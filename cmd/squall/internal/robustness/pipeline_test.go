@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/internal/joinmute"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -73,7 +74,7 @@ func TestPipelineBrokerProcess(t *testing.T) {
 	port, _ := strconv.Atoi(portText)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(data),
 		kfake.SeedTopics(pipePartitions, pipeTopic, pipeDLQTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }))
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return joinmute.Listen(network, addr) }))
 	if err != nil {
 		t.Fatalf("start broker on %s: %v", addr, err)
 	}
