@@ -49,6 +49,13 @@
 // return as "consumer group joined again" with the outage's length and
 // failed attempts; [Source.LastError] keeps the last error for readiness.
 //
+// A member that dies (a SIGKILLed engine) at any stage of joining, even
+// while its JoinGroup waits for the others, is removed by the coordinator
+// one session timeout after it last heard from it, and the others take its
+// partitions at their next heartbeat: every partition has a live owner
+// again within the session timeout and a heartbeat or two (about 7s with
+// the defaults; docs/RELIABILITY.md).
+//
 // # Producing
 //
 // A [Writer] writes records to one topic with acks from all in-sync replicas
