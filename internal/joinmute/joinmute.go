@@ -23,7 +23,9 @@
 // as Kafka does, after the answer. The broker answers a connection's
 // requests in order, one answer each: a client that sends acks=0 produce
 // requests (which get no answer) on the connection of its JoinGroups is
-// not supported.
+// not supported. A TLS connection (kfake.TLS wraps the listener, so the
+// requests pass here encrypted) is left alone: its first byte, a TLS
+// handshake record's, would start a Kafka request of over 300 MB.
 package joinmute
 
 import (
@@ -34,6 +36,9 @@ import (
 
 // joinGroupKey is the API key of JoinGroup requests.
 const joinGroupKey = 11
+
+// tlsHandshake is the first byte of a TLS handshake record.
+const tlsHandshake = 0x16
 
 // Listen listens on network and addr as net.Listen does, through Wrap:
 // a kfake.ListenFn.
@@ -73,6 +78,8 @@ type conn struct {
 	mutedBy  int           // the number of that JoinGroup among the requests
 	closed   chan struct{} // closed with the connection
 	once     sync.Once
+	started  bool // a byte was read
+	tls      bool // the connection is TLS: left alone
 }
 
 func (c *conn) Read(p []byte) (int, error) {
@@ -99,7 +106,10 @@ func (c *conn) Close() error {
 func (c *conn) read(b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(b) > 0 {
+	if !c.started && len(b) > 0 {
+		c.started, c.tls = true, b[0] == tlsHandshake
+	}
+	for len(b) > 0 && !c.tls {
 		if c.rest == 0 && len(c.head) < 6 {
 			n := min(6-len(c.head), len(b))
 			c.head = append(c.head, b[:n]...)

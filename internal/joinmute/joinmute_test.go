@@ -114,3 +114,44 @@ func TestWrap_close(t *testing.T) {
 		t.Fatal("the muted read outlived the connection")
 	}
 }
+
+// TestWrap_tls: a TLS connection is left alone, whatever its bytes look
+// like.
+func TestWrap_tls(t *testing.T) {
+	t.Parallel()
+	ln, err := Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Close() })
+	// A handshake record's first byte, then what would be a JoinGroup.
+	if _, err := client.Write(append([]byte{tlsHandshake}, frame(joinGroupKey, 20)...)); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	if _, err := io.ReadFull(broker, make([]byte, 27)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := broker.Read(make([]byte, 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the broker read bytes the client never sent")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a TLS connection's read waits for an answer")
+	}
+}
