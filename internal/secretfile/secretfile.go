@@ -1,6 +1,6 @@
 // Package secretfile reads the files that hold secrets (token keys, join
-// secrets, webhook tokens and signature secrets, findings keys) with one
-// rule for who may read them: their owner only.
+// secrets, API token files, webhook tokens and signature secrets, findings
+// keys) with one rule for who may read them: their owner only.
 //
 // A file that others may read is refused. A file that its group may read
 // is refused too, except when another user owns it and the group is one
