@@ -150,6 +150,15 @@ func recordAudit(tx *bolt.Tx, st *state, idx uint64, d decoded, r Result, before
 	case *deployVersionPayload:
 		rec.Action, rec.Target, user = "tree.deploy", p.ID, p.User
 		rec.Detail = versionDetail(st, idx, p.Scope)
+	case *deployTestedPayload:
+		rec.Action, rec.Target, user = "tree.deploy", p.ID, p.User
+		rec.Detail = versionDetail(st, idx, p.Scope)
+		if p.Tested.Tests != "" {
+			rec.Detail = strings.TrimPrefix(rec.Detail+", tests "+p.Tested.Tests[:12]+" passed", ", ")
+		}
+	case *setDraftTestsPayload:
+		rec.Action, rec.Target, user = "draft.tests", p.ID, p.User
+		rec.Detail = testsDetail(p.Tests)
 	case *rollbackPayload:
 		rec.Action, rec.Target, user = "tree.rollback", fmt.Sprintf("version %d", p.Version), p.User
 		rec.Detail = versionDetail(st, idx, p.Scope)
@@ -304,6 +313,10 @@ func auditCode(err error) string {
 		return "NO_VERSION_NODE"
 	case errors.Is(err, ErrRequestMismatch):
 		return "REQUEST_MISMATCH"
+	case errors.Is(err, ErrDraftChanged):
+		return "DRAFT_CHANGED"
+	case errors.Is(err, ErrTestsNotRun):
+		return "TESTS_NOT_RUN"
 	case errors.Is(err, ErrInvalidCommand):
 		return "INVALID_COMMAND"
 	}
@@ -498,4 +511,22 @@ func (s *Store) WaitAudit(ctx context.Context, after uint64) error {
 			return nil
 		}
 	}
+}
+
+// testsDetail describes a set of test files: how many, and their names
+// (the first few).
+func testsDetail(files []TestFile) string {
+	if len(files) == 0 {
+		return "no test files"
+	}
+	const shown = 5
+	var names []string
+	for i, f := range files {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(files)-shown))
+			break
+		}
+		names = append(names, f.Name)
+	}
+	return fmt.Sprintf("%d test files: %s", len(files), strings.Join(names, ", "))
 }

@@ -17,9 +17,14 @@ import (
 // BackupFormat is the version of the backup file written by
 // [Store.WriteBackup] and [Backup.MarshalJSON]. Format 2 adds the
 // findings, format 3 the versions of the active tree, format 4 the audit
-// log, format 6 the ids of tools and tenants; DecodeBackup reads formats
-// 1 to 6.
+// log, format 5 the rule tests (of the draft, of the active tree and of
+// each version), format 6 the ids of tools and tenants; DecodeBackup
+// reads formats 1 to 6.
 const BackupFormat = backupFormatIDs
+
+// backupFormatTests is the backup format from which a file may hold rule
+// tests.
+const backupFormatTests = 5
 
 // backupFormatIDs is the backup format from which a file may hold the
 // ids of tools and tenants.
@@ -43,7 +48,8 @@ const restoreChunk = 1000
 //	{"format": 2, "index": N, "active_index": N,
 //	 "active": <export file>,
 //	 "draft": {"id", "owner", "created_ms", "updated_ms", "tree": <export file>} | null,
-//	 "next_version": N, "versions": [<version with its "tree">, ...],
+//	 "draft_tests": [{"name", "content"}, ...], "active_tests": [...],
+//	 "next_version": N, "versions": [<version with its "tree" and "tests">, ...],
 //	 "audit": [<audit record>, ...],
 //	 "ids": {"tools": {<tool code>: id, ...}, "tenants": {<tenant>: id, ...}},
 //	 "findings": [<finding>, ...]}
@@ -80,6 +86,11 @@ type Backup struct {
 	// log, which records the restore.
 	WithAudit bool
 	Audit     []audit.Record
+	// WithTests is set when the backup holds the rule tests (format 5):
+	// Draft.Tests, ActiveTests and each version's. Restoring it on a
+	// cluster at LevelDraftTests brings them back.
+	WithTests   bool
+	ActiveTests []TestFile
 	// IDs are the ids of tools and tenants (format 6), nil when the file
 	// has none. Restoring a backup with findings into a cluster at
 	// LevelTypedIDs replaces the ids with them; without them, with those
@@ -110,6 +121,9 @@ type Restored struct {
 	// restored, the cluster being below LevelTypedIDs: the cluster
 	// assigns them once it reaches it (see AssignIDs).
 	IDsSkipped bool
+	// TestsSkipped is set when the backup holds rule tests that were not
+	// restored, the cluster being below LevelDraftTests.
+	TestsSkipped bool
 }
 
 // backupHeader is the backup file without its findings.
@@ -125,6 +139,10 @@ type backupHeader struct {
 	Versions    []VersionTree `json:"versions,omitempty"`
 	// Audit (format 4) is the audit log, oldest first.
 	Audit []audit.Record `json:"audit,omitempty"`
+	// DraftTests and ActiveTests (format 5) are the tests of the draft
+	// and of the active tree.
+	DraftTests  []TestFile `json:"draft_tests,omitempty"`
+	ActiveTests []TestFile `json:"active_tests,omitempty"`
 	// IDs (format 6) are the ids of tools and tenants.
 	IDs *IDs `json:"ids,omitempty"`
 }
@@ -136,13 +154,14 @@ func (b *Backup) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	h := backupHeader{Format: BackupFormat, Index: b.Index, ActiveIndex: b.ActiveIndex, Active: active,
-		NextVersion: b.NextVersion, Versions: b.Versions, Audit: b.Audit, IDs: b.IDs}
+		NextVersion: b.NextVersion, Versions: b.Versions, Audit: b.Audit, IDs: b.IDs, ActiveTests: b.ActiveTests}
 	if d := b.Draft; d != nil {
 		tree, err := encodeTree(d.Tree)
 		if err != nil {
 			return nil, fmt.Errorf("backup: draft: %w", err)
 		}
 		h.Draft = &draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree}
+		h.DraftTests = d.Tests
 	}
 	recs := make([]findingRecord, len(b.Findings))
 	for i, f := range b.Findings {
@@ -177,16 +196,19 @@ func DecodeBackup(r io.Reader) (*Backup, error) {
 // BackupSummary describes a backup file read by [CheckBackup].
 type BackupSummary struct {
 	// Format is the file's format (1; 2: with findings; 3: with versions;
-	// 4: with the audit log; 6: with the ids of tools and tenants).
+	// 4: with the audit log; 5: with rule tests; 6: with the ids of tools
+	// and tenants).
 	Format      int
 	Index       uint64
 	ActiveIndex uint64
 	// Draft reports a backup with a draft.
 	Draft bool
 	// Findings is how many findings the file holds; Versions how many
-	// tree versions.
-	Findings int
-	Versions int
+	// tree versions; TestFiles how many test files the draft and the
+	// active tree hold.
+	Findings  int
+	Versions  int
+	TestFiles int
 }
 
 // CheckBackup reads a whole backup file as a restore reads it (the checks
@@ -200,6 +222,8 @@ func CheckBackup(r io.Reader) (*BackupSummary, error) {
 		switch {
 		case b.format >= backupFormatIDs:
 			sum.Format = b.format
+		case b.WithTests:
+			sum.Format = backupFormatTests
 		case b.WithAudit:
 			sum.Format = 4
 		case b.WithVersions:
@@ -208,6 +232,10 @@ func CheckBackup(r io.Reader) (*BackupSummary, error) {
 			sum.Format = 2
 		}
 		sum.Versions = len(b.Versions)
+		sum.TestFiles = len(b.ActiveTests)
+		if b.Draft != nil {
+			sum.TestFiles += len(b.Draft.Tests)
+		}
 		return nil
 	}, func(Finding) error {
 		sum.Findings++
@@ -258,7 +286,7 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 		}
 		b := &Backup{Index: h.Index, ActiveIndex: h.ActiveIndex, WithFindings: h.Format >= 2,
 			WithVersions: h.Format >= 3, Versions: h.Versions, NextVersion: h.NextVersion, WithAudit: h.Format >= 4, Audit: h.Audit,
-			IDs: h.IDs, format: h.Format}
+			IDs: h.IDs, format: h.Format, WithTests: h.Format >= backupFormatTests, ActiveTests: h.ActiveTests}
 		if h.IDs != nil {
 			if err := checkIDs("tool", h.IDs.Tools); err != nil {
 				return invalid("ids: %v", err)
@@ -267,8 +295,16 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 				return invalid("ids: %v", err)
 			}
 		}
-		if err := checkBackupVersions(h.Versions); err != nil {
+		if err := checkBackupVersions(h.Versions, h.Format); err != nil {
 			return invalid("%v", err)
+		}
+		for _, files := range [][]TestFile{h.DraftTests, h.ActiveTests} {
+			if err := CheckTestFiles(files); err != nil {
+				return invalid("%v", err)
+			}
+		}
+		if len(h.DraftTests) > 0 && h.Draft == nil {
+			return invalid(`"draft_tests" without a draft`)
 		}
 		var err error
 		if b.Active, err = decodeTree(h.Active, config.LatestRules); err != nil {
@@ -282,7 +318,7 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 			if err != nil {
 				return fmt.Errorf("decode backup: draft tree: %w", err)
 			}
-			b.Draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: tree}
+			b.Draft = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: tree, Tests: h.DraftTests}
 		}
 		return header(b)
 	}
@@ -330,6 +366,14 @@ func decodeBackup(r io.Reader, header func(*Backup) error, finding func(Finding)
 				return invalid(`"ids" needs format %d and must follow "format"`, backupFormatIDs)
 			}
 			dst = &h.IDs
+		case "draft_tests", "active_tests":
+			if !seen["format"] || h.Format < backupFormatTests {
+				return invalid("%q needs format %d and must follow \"format\"", key, backupFormatTests)
+			}
+			dst = &h.DraftTests
+			if key == "active_tests" {
+				dst = &h.ActiveTests
+			}
 		case "findings":
 			if !seen["format"] || !seen["active"] || h.Format < 2 {
 				return invalid(`"findings" needs format 2 and must follow "format" and "active"`)
@@ -413,6 +457,14 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 			return fmt.Errorf("backup: %w", err)
 		}
 		if h.Audit, err = readAudit(tx); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		if h.Draft != nil {
+			if h.DraftTests, err = readTests(sb, keyDraftTests); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+		}
+		if h.ActiveTests, err = readTests(sb, keyActiveTests); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		if h.IDs, err = readIDs(tx); err != nil {
@@ -561,7 +613,12 @@ func (rs *restorer) header(b *Backup) error {
 			return fmt.Errorf("restore: draft tree: %w", err)
 		}
 	}
-	cmd := RestoreState{Active: b.Active, Draft: b.Draft}
+	cmd := RestoreState{Active: b.Active, Draft: b.Draft, ActiveTests: b.ActiveTests}
+	vers := b.Versions
+	if rs.s.ClusterFeatureLevel() < LevelDraftTests {
+		// The tests wait for the cluster's level: restored without them.
+		cmd, vers = withoutTests(cmd, vers, &rs.out.TestsSkipped)
+	}
 	rs.withF = b.WithFindings
 	// The ids are replaced with the findings, in the same entry.
 	var ids []Command
@@ -581,7 +638,7 @@ func (rs *restorer) header(b *Backup) error {
 		if rs.s.ClusterFeatureLevel() < LevelVersions {
 			rs.out.VersionsSkipped = len(b.Versions) > 0
 		} else {
-			chunks = versionChunks(b.Versions)
+			chunks = versionChunks(vers)
 		}
 	}
 	if chunks != nil {
@@ -684,8 +741,9 @@ func versionChunks(vers []VersionTree) [][]VersionTree {
 }
 
 // checkBackupVersions checks a backup's versions: numbers that grow,
-// trees that decode, messages within bounds.
-func checkBackupVersions(vers []VersionTree) error {
+// trees that decode, messages within bounds, tests (format 5 only) that
+// CheckTestFiles accepts.
+func checkBackupVersions(vers []VersionTree, format int) error {
 	var last uint64
 	for i, v := range vers {
 		if v.Number <= last {
@@ -696,6 +754,12 @@ func checkBackupVersions(vers []VersionTree) error {
 			return fmt.Errorf("version %d: tree: %w", v.Number, err)
 		}
 		if err := CheckVersionMessage(v.Message); err != nil {
+			return fmt.Errorf("version %d: %w", v.Number, err)
+		}
+		if (len(v.Tests) > 0 || v.TestsHash != "") && format < backupFormatTests {
+			return fmt.Errorf("version %d: tests need format %d", v.Number, backupFormatTests)
+		}
+		if err := CheckTestFiles(v.Tests); err != nil {
 			return fmt.Errorf("version %d: %w", v.Number, err)
 		}
 	}
@@ -714,7 +778,34 @@ func backupVersions(tx *bolt.Tx) (uint64, []VersionTree, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		out = append(out, VersionTree{Version: v, Tree: raw})
+		tests, err := versionTests(tx, v.TestsHash)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, VersionTree{Version: v, Tree: raw, Tests: tests})
 	}
 	return st.nextVersion, out, nil
+}
+
+// withoutTests returns a restore's commands without their rule tests,
+// setting *skipped when there were some.
+func withoutTests(cmd RestoreState, vers []VersionTree, skipped *bool) (RestoreState, []VersionTree) {
+	if len(cmd.ActiveTests) > 0 {
+		*skipped = true
+	}
+	cmd.ActiveTests = nil
+	if cmd.Draft != nil && len(cmd.Draft.Tests) > 0 {
+		d := *cmd.Draft
+		d.Tests, *skipped = nil, true
+		cmd.Draft = &d
+	}
+	out := make([]VersionTree, len(vers))
+	for i, v := range vers {
+		if len(v.Tests) > 0 || v.TestsHash != "" {
+			*skipped = true
+		}
+		v.Tests, v.TestsHash = nil, ""
+		out[i] = v
+	}
+	return cmd, out
 }

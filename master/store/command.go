@@ -83,6 +83,10 @@ func (t cmdType) String() string {
 		return "rollback"
 	case typeRestoreVersions:
 		return "restore_versions"
+	case typeSetDraftTests:
+		return "set_draft_tests"
+	case typeDeployTested:
+		return "deploy_tested"
 	case typeSession:
 		return "session"
 	case typeAssignIDs:
@@ -164,6 +168,10 @@ type Deploy struct {
 	// Message is recorded with the version the deploy makes (from
 	// LevelVersions on; see Version).
 	Message string
+	// Tested, when set, names the draft whose tests the caller ran (see
+	// TestedOf): from LevelDraftTests on, applying refuses the deploy when
+	// the draft is no longer that one.
+	Tested *Tested
 }
 
 // DeployScoped is a Deploy by a user whose authorization ends at the node
@@ -177,6 +185,8 @@ type DeployScoped struct {
 	Scope []string
 	// Message is recorded with the version the deploy makes (see Deploy).
 	Message string
+	// Tested is Deploy's.
+	Tested *Tested
 }
 
 // DeleteDraft deletes draft ID, owned by User.
@@ -207,10 +217,12 @@ type DeleteMember struct {
 // RestoreState replaces the active tree and the draft (nil: no draft)
 // with those of a backup, e.g. in a new cluster after losing the old one.
 // Membership is not part of it. Trees that do not pass config.Validate are
-// refused with ErrInvalidTree and change nothing.
+// refused with ErrInvalidTree and change nothing. The draft's tests
+// (Draft.Tests) and ActiveTests, the active tree's, need LevelDraftTests.
 type RestoreState struct {
-	Active *config.Node
-	Draft  *Draft
+	Active      *config.Node
+	Draft       *Draft
+	ActiveTests []TestFile
 }
 
 // The JSON payloads. Trees travel as their export file.
@@ -252,6 +264,10 @@ type (
 	restorePayload struct {
 		Active json.RawMessage `json:"active"`
 		Draft  *draftRecord    `json:"draft"`
+		// The tests (LevelDraftTests; absent below it, which masters
+		// before it decode).
+		DraftTests  []TestFile `json:"draft_tests,omitempty"`
+		ActiveTests []TestFile `json:"active_tests,omitempty"`
 	}
 	batchPayload struct {
 		Commands []batchItem `json:"commands"`
@@ -347,6 +363,13 @@ func (c RestoreState) payload() (any, error) {
 			return nil, err
 		}
 		p.Draft = &draftRecord{ID: d.ID, Owner: d.Owner, CreatedMS: d.CreatedMS, UpdatedMS: d.UpdatedMS, Tree: tree}
+		p.DraftTests = d.Tests
+	}
+	p.ActiveTests = c.ActiveTests
+	for _, files := range [][]TestFile{p.DraftTests, p.ActiveTests} {
+		if err := CheckTestFiles(files); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -516,6 +539,10 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(rollbackPayload)
 	case typeRestoreVersions:
 		p = new(restoreVersionsPayload)
+	case typeSetDraftTests:
+		p = new(setDraftTestsPayload)
+	case typeDeployTested:
+		p = new(deployTestedPayload)
 	case typeSetMember:
 		p = new(setMemberPayload)
 	case typeDeleteMember:

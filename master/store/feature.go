@@ -25,6 +25,11 @@ import (
 //   - 4: every entry that changes the replicated state carries its audit
 //     context (writtenExt.Audit, memberExt.Audit), and applying it
 //     records the audit log (docs/decisions.md decision 61; see audit.go).
+//   - 5: the draft holds rule tests: the SetDraftTests and tested deploy
+//     (deployTested) entries exist, RestoreState and RestoreVersions
+//     entries carry tests, and a deploy that ran the tests names the draft
+//     it tested, which applying compares (docs/decisions.md decision 62;
+//     see drafttests.go).
 //   - 6: tools and tenants have integer ids, kept in the state (the ids
 //     bucket): the AssignIDs entry gives every stored tenant and tool code
 //     one, and InsertFindings entries give new ones theirs once it was
@@ -264,6 +269,8 @@ func entryLevel(data []byte) int {
 	}
 	t := cmdType(data[0])
 	switch {
+	case t == typeSetDraftTests || t == typeDeployTested:
+		return LevelDraftTests
 	case t == typeDeployVersion || t == typeRollback || t == typeRestoreVersions:
 		return LevelVersions
 	case t == typeAssignIDs:
@@ -276,12 +283,24 @@ func entryLevel(data []byte) int {
 
 // formLevel returns the feature level of a decoded entry's forms,
 // looking into batches and session entries (which entryLevel does not):
-// LevelVersions for the version commands.
+// LevelVersions for the version commands, LevelDraftTests for the draft
+// tests' and for restores that carry tests.
 func formLevel(d decoded) int {
 	level := 0
 	switch d.typ {
-	case typeDeployVersion, typeRollback, typeRestoreVersions:
+	case typeSetDraftTests, typeDeployTested:
+		level = LevelDraftTests
+	case typeDeployVersion, typeRollback:
 		level = LevelVersions
+	case typeRestoreVersions:
+		level = LevelVersions
+		if p := d.p.(*restoreVersionsPayload); slices.ContainsFunc(p.Versions, func(v VersionTree) bool { return len(v.Tests) > 0 }) {
+			level = LevelDraftTests
+		}
+	case typeRestoreState:
+		if p := d.p.(*restorePayload); len(p.DraftTests)+len(p.ActiveTests) > 0 {
+			level = LevelDraftTests
+		}
 	case typeSession:
 		level = LevelSessions
 	case typeAssignIDs:

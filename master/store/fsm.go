@@ -435,8 +435,12 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if p.ID == "" || p.Owner == "" {
 			return refuse(fmt.Errorf("%w: create draft needs an id and an owner", ErrInvalidCommand))
 		}
-		dr := &Draft{ID: p.ID, Owner: p.Owner, CreatedMS: p.NowMS, UpdatedMS: p.NowMS, Tree: st.active}
+		// A new draft starts with the active tree and its tests.
+		dr := &Draft{ID: p.ID, Owner: p.Owner, CreatedMS: p.NowMS, UpdatedMS: p.NowMS, Tree: st.active, Tests: st.activeTests}
 		if err := putDraft(b, dr, st.activeJSON); err != nil {
+			return Result{}, err
+		}
+		if err := putTests(b, keyDraftTests, dr.Tests); err != nil {
 			return Result{}, err
 		}
 		if err := clearDraftEdits(b.Tx(), st); err != nil {
@@ -484,13 +488,36 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if paths := config.DiffOutside(st.active, st.draft.Tree, p.Scope); len(paths) > 0 {
 			return refuse(&OutOfScopeError{Scope: p.Scope, Paths: paths})
 		}
+		if len(st.draft.Tests) > 0 {
+			return refuse(ErrTestsNotRun)
+		}
 		if err := deployDraft(b, st, setActive); err != nil {
 			return Result{}, err
 		}
 		return changed()
 
 	case *deployVersionPayload:
-		refused, err := applyDeployVersion(b, st, idx, p, setActive)
+		refused, err := applyDeployVersion(b, st, idx, p, nil, setActive)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+
+	case *deployTestedPayload:
+		refused, err := applyDeployVersion(b, st, idx, &p.deployVersionPayload, &p.Tested, setActive)
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+
+	case *setDraftTestsPayload:
+		refused, err := applySetDraftTests(b, st, p)
 		if err != nil {
 			return Result{}, err
 		}
@@ -572,9 +599,26 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if err != nil {
 				return refuse(fmt.Errorf("draft tree: %w", err))
 			}
-			dr = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: dt}
+			dr = &Draft{ID: rec.ID, Owner: rec.Owner, CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, Tree: dt, Tests: p.DraftTests}
+		} else if len(p.DraftTests) > 0 {
+			return refuse(fmt.Errorf("%w: restored draft tests without a draft", ErrInvalidCommand))
+		}
+		for _, files := range [][]TestFile{p.DraftTests, p.ActiveTests} {
+			if err := CheckTestFiles(files); err != nil {
+				return refuse(err)
+			}
 		}
 		if err := setActive(tree, p.Active); err != nil {
+			return Result{}, err
+		}
+		if err := setActiveTests(b, st, p.ActiveTests); err != nil {
+			return Result{}, err
+		}
+		var draftTests []TestFile
+		if dr != nil {
+			draftTests = dr.Tests
+		}
+		if err := putTests(b, keyDraftTests, draftTests); err != nil {
 			return Result{}, err
 		}
 		if dr != nil {
@@ -660,6 +704,9 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			if err := ownDraft(p.ID, p.User); err != nil {
 				return refuse(err)
 			}
+			if len(st.draft.Tests) > 0 {
+				return refuse(ErrTestsNotRun)
+			}
 			if err := deployDraft(b, st, setActive); err != nil {
 				return Result{}, err
 			}
@@ -670,6 +717,9 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 				return refuse(err)
 			}
 			if err := b.Delete(keyDraft); err != nil {
+				return Result{}, err
+			}
+			if err := b.Delete(keyDraftTests); err != nil {
 				return Result{}, err
 			}
 			if err := clearDraftEdits(b.Tx(), st); err != nil {

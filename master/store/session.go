@@ -284,7 +284,7 @@ func (s *Store) withSession(sess *Session, cmd Command, level int) (Command, err
 	}
 	switch cmd.(type) {
 	case ReplaceActive, CreateDraft, EditDraft, TakeOver, Deploy, DeployScoped, DeleteDraft, DraftEdit, PatchFinding,
-		deployVersion, Rollback:
+		deployVersion, Rollback, SetDraftTests, deployTested:
 	default:
 		// Inserts deduplicate by content; membership, restores and
 		// clears are not client requests that forwarding resends.

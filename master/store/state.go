@@ -27,6 +27,9 @@ type Draft struct {
 	// requests on this draft is served, reads included. Never modified in
 	// place: a takeover builds a new list.
 	Displaced []string
+	// Tests are the draft's test files, sorted by name (none below
+	// LevelDraftTests; see drafttests.go). Never modified in place.
+	Tests []TestFile
 }
 
 // Clone returns a deep copy of the draft.
@@ -37,6 +40,7 @@ func (d *Draft) Clone() *Draft {
 	c := *d
 	c.Tree = d.Tree.Clone()
 	c.Displaced = slices.Clone(d.Displaced)
+	c.Tests = slices.Clone(d.Tests)
 	return &c
 }
 
@@ -78,6 +82,10 @@ type state struct {
 	// bucket exists; see ids.go).
 	ids bool
 
+	// activeTests are the tests the active tree was deployed with (see
+	// drafttests.go); never modified in place.
+	activeTests []TestFile
+
 	// auditNext is the sequence number of the next audit record (0 or
 	// 1: none recorded yet).
 	auditNext uint64
@@ -116,6 +124,10 @@ var (
 //
 // Format 7 adds the audit log (see audit.go); a file becomes format 7
 // when the first record is stored.
+//
+// Format 8 adds the tests of the draft, of the active tree and of the
+// versions (see drafttests.go); a file becomes format 8 when tests are
+// first stored.
 //
 // Format 9 adds the ids of tools and tenants (see ids.go); a file becomes
 // format 9 when the AssignIDs entry is applied.
@@ -234,6 +246,12 @@ func readState(db *bolt.DB) (state, error) {
 			if err := replayDraftEdits(tx, &st); err != nil {
 				return err
 			}
+			if st.draft.Tests, err = readTests(b, keyDraftTests); err != nil {
+				return err
+			}
+		}
+		if st.activeTests, err = readTests(b, keyActiveTests); err != nil {
+			return err
 		}
 		if v := b.Get(keyMembers); v != nil {
 			if err := json.Unmarshal(v, &st.members); err != nil {

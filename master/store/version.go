@@ -98,12 +98,17 @@ type Version struct {
 	// Scope is the node a scoped deploy or rollback was limited to (none:
 	// the whole tree).
 	Scope []string `json:"scope,omitempty"`
+	// TestsHash is the TestsHash of the tests the version was deployed
+	// with (none: no tests; see drafttests.go).
+	TestsHash string `json:"tests_hash,omitempty"`
 }
 
-// VersionTree is a version and its tree's export file, as a backup holds it.
+// VersionTree is a version and its tree's export file, as a backup holds
+// it, with its tests (backup format 5).
 type VersionTree struct {
 	Version
-	Tree json.RawMessage `json:"tree"`
+	Tree  json.RawMessage `json:"tree"`
+	Tests []TestFile      `json:"tests,omitempty"`
 }
 
 // Rollback deploys the tree of version Version as a new version (one
@@ -273,9 +278,9 @@ func readVersions(tx *bolt.Tx, st *state) error {
 	})
 }
 
-// recordVersion stores v, with the next number and the tree's export file
-// raw, and prunes the oldest versions beyond keep.
-func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []byte, keep int) (Version, error) {
+// recordVersion stores v, with the next number, the tree's export file
+// raw and its tests, and prunes the oldest versions beyond keep.
+func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []byte, tests []TestFile, keep int) (Version, error) {
 	vb, err := tx.CreateBucketIfNotExists(bucketVersions)
 	if err != nil {
 		return v, err
@@ -293,6 +298,9 @@ func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []b
 	}
 	v.Hash = treeHash(raw)
 	v.Nodes, v.Rules = treeCounts(tree)
+	if v.TestsHash, err = storeVersionTests(tx, tests); err != nil {
+		return v, err
+	}
 	if tb.Get([]byte(v.Hash)) == nil {
 		if err := tb.Put([]byte(v.Hash), packTree(raw)); err != nil {
 			return v, err
@@ -315,6 +323,11 @@ func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []b
 			}
 			if !slices.ContainsFunc(kept, func(k Version) bool { return k.Hash == old.Hash }) {
 				if err := tb.Delete([]byte(old.Hash)); err != nil {
+					return v, err
+				}
+			}
+			if old.TestsHash != "" && !slices.ContainsFunc(kept, func(k Version) bool { return k.TestsHash == old.TestsHash }) {
+				if err := tx.Bucket(bucketVersionTests).Delete([]byte(old.TestsHash)); err != nil {
 					return v, err
 				}
 			}
@@ -409,9 +422,10 @@ func findVersion(st *state, n uint64) (Version, bool) {
 	return st.versions[i], true
 }
 
-// applyDeployVersion applies a DeployVersion entry: a deploy that records
-// a version.
-func applyDeployVersion(b *bolt.Bucket, st *state, idx uint64, p *deployVersionPayload, setActive func(*config.Node, []byte) error) (error, error) {
+// applyDeployVersion applies a DeployVersion entry, or with tested a
+// deployTested one: a deploy that records a version, with the draft's
+// tests.
+func applyDeployVersion(b *bolt.Bucket, st *state, idx uint64, p *deployVersionPayload, tested *Tested, setActive func(*config.Node, []byte) error) (error, error) {
 	if err := checkVersionFields(p.Message, p.Keep); err != nil {
 		return err, nil
 	}
@@ -426,11 +440,17 @@ func applyDeployVersion(b *bolt.Bucket, st *state, idx uint64, p *deployVersionP
 			return &OutOfScopeError{Scope: p.Scope, Paths: paths}, nil
 		}
 	}
+	if refused, err := checkTested(st, tested); refused != nil || err != nil {
+		return refused, err
+	}
 	if err := deployDraft(b, st, setActive); err != nil {
 		return nil, err
 	}
+	if err := setActiveTests(b, st, st.draft.Tests); err != nil {
+		return nil, err
+	}
 	v := Version{Index: idx, Author: p.User, TimeMS: p.NowMS, Message: p.Message, Scope: scopeOf(p.Scope)}
-	_, err := recordVersion(b.Tx(), st, v, st.active, st.activeJSON, p.Keep)
+	_, err := recordVersion(b.Tx(), st, v, st.active, st.activeJSON, st.activeTests, p.Keep)
 	return nil, err
 }
 
@@ -478,11 +498,22 @@ func applyRollback(b *bolt.Bucket, st *state, idx uint64, p *rollbackPayload, ru
 			return nil, err
 		}
 	}
+	// The version's tests come back with its tree; a scoped rollback,
+	// which brings back one subtree, keeps the active tree's.
+	tests := st.activeTests
+	if len(p.Scope) <= 1 {
+		if tests, err = versionTests(b.Tx(), v.TestsHash); err != nil {
+			return nil, err
+		}
+	}
 	if err := setActive(tree, raw); err != nil {
 		return nil, err
 	}
+	if err := setActiveTests(b, st, tests); err != nil {
+		return nil, err
+	}
 	nv := Version{Index: idx, Author: p.User, TimeMS: p.NowMS, Message: p.Message, RollbackOf: v.Number, Scope: scopeOf(p.Scope)}
-	_, err = recordVersion(b.Tx(), st, nv, tree, raw, p.Keep)
+	_, err = recordVersion(b.Tx(), st, nv, tree, raw, tests, p.Keep)
 	return nil, err
 }
 
@@ -536,7 +567,7 @@ func applyRestoreVersions(tx *bolt.Tx, st *state, p *restoreVersionsPayload) (er
 		last = v.Number
 	}
 	if p.Replace {
-		for _, name := range [][]byte{bucketVersions, bucketVersionTrees} {
+		for _, name := range [][]byte{bucketVersions, bucketVersionTrees, bucketVersionTests} {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
 					return nil, err
@@ -560,6 +591,12 @@ func applyRestoreVersions(tx *bolt.Tx, st *state, p *restoreVersionsPayload) (er
 	for _, vt := range p.Versions {
 		v := vt.Version
 		v.Hash = treeHash(vt.Tree)
+		if err := CheckTestFiles(vt.Tests); err != nil {
+			return fmt.Errorf("restored version %d: %w", v.Number, err), nil
+		}
+		if v.TestsHash, err = storeVersionTests(tx, vt.Tests); err != nil {
+			return nil, err
+		}
 		if tb.Get([]byte(v.Hash)) == nil {
 			if err := tb.Put([]byte(v.Hash), packTree(vt.Tree)); err != nil {
 				return nil, err
@@ -665,12 +702,26 @@ func (s *Store) versioned(cmd Command, level int) (Command, error) {
 	keep := s.cfg.KeepVersions
 	switch c := cmd.(type) {
 	case Deploy:
+		if level >= LevelDraftTests && c.Tested != nil {
+			return deployTested{deployVersion{ID: c.ID, User: c.User, Message: c.Message, Now: now, Keep: keep}, *c.Tested}, nil
+		}
 		if level >= LevelVersions {
 			return deployVersion{ID: c.ID, User: c.User, Message: c.Message, Now: now, Keep: keep}, nil
 		}
 	case DeployScoped:
+		if level >= LevelDraftTests && c.Tested != nil {
+			return deployTested{deployVersion{ID: c.ID, User: c.User, Scope: c.Scope, Message: c.Message, Now: now, Keep: keep}, *c.Tested}, nil
+		}
 		if level >= LevelVersions {
 			return deployVersion{ID: c.ID, User: c.User, Scope: c.Scope, Message: c.Message, Now: now, Keep: keep}, nil
+		}
+	case SetDraftTests:
+		if level < LevelDraftTests {
+			return nil, levelError("attaching tests to the draft", LevelDraftTests, level)
+		}
+	case RestoreState:
+		if level < LevelDraftTests && (len(c.ActiveTests) > 0 || c.Draft != nil && len(c.Draft.Tests) > 0) {
+			return nil, levelError("restoring tests", LevelDraftTests, level)
 		}
 	case Rollback:
 		if level < LevelVersions {
@@ -687,10 +738,28 @@ func (s *Store) versioned(cmd Command, level int) (Command, error) {
 		if level < LevelVersions {
 			return nil, fmt.Errorf("%w: restoring versions needs feature level %d on every master (the cluster is at %d)", ErrLevel, LevelVersions, level)
 		}
+		if level < LevelDraftTests && slices.ContainsFunc(c.Versions, func(v VersionTree) bool { return len(v.Tests) > 0 }) {
+			return nil, levelError("restoring versions' tests", LevelDraftTests, level)
+		}
 	case AssignIDs:
 		if level < LevelTypedIDs {
 			return nil, fmt.Errorf("%w: assigning ids needs feature level %d on every master (the cluster is at %d)", ErrLevel, LevelTypedIDs, level)
 		}
 	}
 	return cmd, nil
+}
+
+// levelError is the ErrLevel of what, which needs level (the cluster is
+// at cluster).
+func levelError(what string, level, cluster int) error {
+	return fmt.Errorf("%w: %s needs feature level %d on every master (the cluster is at %d): upgrade them all", ErrLevel, what, level, cluster)
+}
+
+// setActiveTests records files as the active tree's tests.
+func setActiveTests(b *bolt.Bucket, st *state, files []TestFile) error {
+	if err := putTests(b, keyActiveTests, files); err != nil {
+		return err
+	}
+	st.activeTests = files
+	return nil
 }
