@@ -528,5 +528,9 @@ func testsDetail(files []TestFile) string {
 		}
 		names = append(names, f.Name)
 	}
-	return fmt.Sprintf("%d test files: %s", len(files), strings.Join(names, ", "))
+	noun := "test files"
+	if len(files) == 1 {
+		noun = "test file"
+	}
+	return fmt.Sprintf("%d %s: %s", len(files), noun, strings.Join(names, ", "))
 }
