@@ -42,6 +42,11 @@ func mountVersions(s *master.Server) *api.API {
 			panic(err)
 		}
 	}
+	for _, p := range []string{api.DraftTestsPath, api.DraftTestsPath + "/"} {
+		if err := s.Mount(p, a.DraftTestsHandler(s.Store()), master.OnLeader, master.RequestIDs()); err != nil {
+			panic(err)
+		}
+	}
 	return a
 }
 

@@ -241,12 +241,14 @@ func mountAudit(srv *master.Server, a *api.API) error {
 }
 
 // mountVersions mounts the versions API of a (api.VersionsPath: history,
-// diff, rollback) on the leader, with request ids.
+// diff, rollback) and the draft tests API (api.DraftTestsPath) on the
+// leader, with request ids.
 func mountVersions(srv *master.Server, a *api.API) error {
-	h := a.VersionsHandler(srv.Store())
-	for _, p := range []string{api.VersionsPath, api.VersionsPath + "/"} {
-		if err := srv.Mount(p, h, master.OnLeader, master.RequestIDs()); err != nil {
-			return err
+	for root, h := range map[string]http.Handler{api.VersionsPath: a.VersionsHandler(srv.Store()), api.DraftTestsPath: a.DraftTestsHandler(srv.Store())} {
+		for _, p := range []string{root, root + "/"} {
+			if err := srv.Mount(p, h, master.OnLeader, master.RequestIDs()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

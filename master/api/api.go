@@ -39,6 +39,9 @@ type Store interface {
 	// DeployVersion is DeployScoped recording a message with the version
 	// the deploy makes.
 	DeployVersion(ctx context.Context, sess *store.Session, id, user string, scope []string, message string) (uint64, error)
+	// DeployTested is DeployVersion for a caller that ran the draft's
+	// tests on the draft tested names: a draft changed since is refused.
+	DeployTested(ctx context.Context, sess *store.Session, id, user string, scope []string, message string, tested store.Tested) (uint64, error)
 	DeleteDraft(ctx context.Context, sess *store.Session, id, user string) error
 }
 
@@ -273,6 +276,9 @@ func toError(err error) *Error {
 		return e
 	}
 	if e := versionError(err); e != nil {
+		return e
+	}
+	if e := testsError(err); e != nil {
 		return e
 	}
 	switch {

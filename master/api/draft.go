@@ -86,7 +86,10 @@ func (a *API) takeOver(_ http.ResponseWriter, r *http.Request) (any, error) {
 // deployDraft deploys the caller's draft. A token scoped below the root
 // (without admin) deploys only a draft that differs from the active tree
 // below its node (docs/decisions.md decision 19); the store checks it when the
-// deploy is applied.
+// deploy is applied. The draft's rule tests run first: a failure is 422
+// TESTS_FAILED and nothing is deployed; the deploy names the draft that
+// was tested, which the store compares with the draft when the deploy is
+// applied (decision 62).
 func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 	// message= is recorded with the version the deploy makes.
 	message := r.URL.Query().Get("message")
@@ -99,9 +102,16 @@ func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 		if err := a.compiles(d.Tree); err != nil {
 			return nil, err
 		}
+		run, err := a.runTests(d)
+		if err != nil {
+			return nil, err
+		}
+		if !run.Passed {
+			return nil, testsFailed(run)
+		}
 		sess := store.SessionFromContext(ctx)
 		setAnswer(sess, nil)
-		if _, err := a.store.DeployVersion(ctx, sess, d.ID, s.User, editScope(s), message); err != nil {
+		if _, err := a.store.DeployTested(ctx, sess, d.ID, s.User, editScope(s), message, run.Tested); err != nil {
 			return nil, err
 		}
 		a.warn(w, r, s.User, action.UnsupportedInTree(d.Tree, nil))

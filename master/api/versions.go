@@ -18,6 +18,7 @@ import (
 //	GET  /squall/v1/tree/versions                    list, newest first (view)
 //	GET  /squall/v1/tree/versions/{n}                version n's tree, export form; n may be "active" (view)
 //	GET  /squall/v1/tree/versions/{a}/diff/{b}       node-by-node diff; a or b may be "active" (view)
+//	GET  /squall/v1/tree/versions/{n}/tests          the rule tests version n was deployed with; n may be "active" (view)
 //	POST /squall/v1/tree/versions/{n}/rollback       deploy version n's tree as a new version (edit)
 //
 // Each takes the authorization to act under in the auth query parameter
@@ -32,6 +33,8 @@ type Versions interface {
 	Versions() []store.Version
 	VersionTree(n uint64) (store.Version, *config.Node, error)
 	RollbackTo(ctx context.Context, sess *store.Session, c store.Rollback) (store.Result, error)
+	VersionTests(n uint64) ([]store.TestFile, error)
+	ActiveTests() []store.TestFile
 }
 
 var _ Versions = (*store.Store)(nil)
@@ -77,6 +80,7 @@ func (a *API) VersionsHandler(vs Versions) http.Handler {
 	h("GET "+VersionsPath, auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return listVersions(vs, r) })
 	h("GET "+VersionsPath+"/{n}", auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.showVersion(vs, w, r) })
 	h("GET "+VersionsPath+"/{a}/diff/{b}", auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.diffVersions(vs, r) })
+	h("GET "+VersionsPath+"/{n}/tests", auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.versionTests(vs, r) })
 	h("POST "+VersionsPath+"/{n}/rollback", auth.Edit, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.rollback(vs, r) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
@@ -304,4 +308,38 @@ func versionError(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: "BAD_REQUEST", Message: err.Error()}
 	}
 	return nil
+}
+
+// VersionTestsView is the answer of GET VersionsPath/{n}/tests: the rule
+// tests version n (or the active tree) was deployed with.
+type VersionTestsView struct {
+	// Version is 0 for the active tree.
+	Version uint64         `json:"version,omitempty"`
+	Tested  string         `json:"tests_hash,omitempty"`
+	Cases   int            `json:"cases"`
+	Files   []TestFileView `json:"files"`
+}
+
+func (a *API) versionTests(vs Versions, r *http.Request) (any, error) {
+	if _, err := a.scope(r, auth.View); err != nil {
+		return nil, err
+	}
+	var n uint64
+	var files []store.TestFile
+	if r.PathValue("n") == "active" {
+		files = vs.ActiveTests()
+	} else {
+		var err error
+		if n, err = versionNumber(r, "n"); err != nil {
+			return nil, err
+		}
+		if files, err = vs.VersionTests(n); err != nil {
+			return nil, err
+		}
+	}
+	v, err := testsView(&store.Draft{Tests: files})
+	if err != nil {
+		return nil, err
+	}
+	return VersionTestsView{Version: n, Tested: v.Tested, Cases: v.Cases, Files: v.Files}, nil
 }

@@ -103,6 +103,11 @@ type Config struct {
 	// Switch, when set, can cut this node's raft traffic to simulate a
 	// network partition. For tests only.
 	Switch *NetworkSwitch
+	// FeatureLevel, when set, is the level this node applies and
+	// advertises instead of the binary's FeatureLevel: it refuses the
+	// forms of later levels as a master of an older release does. For
+	// tests of mixed clusters only.
+	FeatureLevel int
 }
 
 // The defaults of Config. The raft timeouts suit a LAN: a follower starts
@@ -142,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.TLS.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.FeatureLevel < 0 || c.FeatureLevel > FeatureLevel {
+		errs = append(errs, fmt.Errorf("feature level %d is not between 0 and %d", c.FeatureLevel, FeatureLevel))
 	}
 	if c.SourceIP != "" && net.ParseIP(c.SourceIP) == nil {
 		errs = append(errs, fmt.Errorf("raft source ip %q: not an IP address", c.SourceIP))

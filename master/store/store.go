@@ -116,6 +116,9 @@ func New(cfg Config) (*Store, error) {
 		stop:     make(chan struct{}),
 		leaderCh: make(chan struct{}),
 	}
+	if cfg.FeatureLevel > 0 {
+		s.level = cfg.FeatureLevel
+	}
 	s.rconf = s.raftConfig()
 	if err := raft.ValidateConfig(s.rconf); err != nil {
 		return nil, fmt.Errorf("store config: raft: %w", err)

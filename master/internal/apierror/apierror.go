@@ -39,6 +39,9 @@ type Error struct {
 	Code    string            `json:"code"`
 	Params  map[string]string `json:"params"`
 	Message string            `json:"message"`
+	// Details, when set, is a structured account of the error (such as
+	// the failures of a deploy's rule tests), sent as "details".
+	Details any `json:"details,omitempty"`
 	// RetryAfter, in seconds, is sent as Retry-After when positive.
 	RetryAfter int `json:"-"`
 }
