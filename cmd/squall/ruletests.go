@@ -117,11 +117,17 @@ func loadTree(path string) (*config.Node, error) {
 // loadTestFiles reads and decodes test files; a folder stands for its
 // *.json files (not those of its subfolders), in name order.
 func loadTestFiles(paths []string) ([]*ruletest.File, error) {
+	files, _, err := readTestFiles(paths)
+	return files, err
+}
+
+// readTestFiles is loadTestFiles, also returning each file's content.
+func readTestFiles(paths []string) ([]*ruletest.File, [][]byte, error) {
 	var names []string
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("test file: %w", err)
+			return nil, nil, fmt.Errorf("test file: %w", err)
 		}
 		if !fi.IsDir() {
 			names = append(names, p)
@@ -129,7 +135,7 @@ func loadTestFiles(paths []string) ([]*ruletest.File, error) {
 		}
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, fmt.Errorf("test folder: %w", err)
+			return nil, nil, fmt.Errorf("test folder: %w", err)
 		}
 		n := len(names)
 		for _, e := range entries {
@@ -138,25 +144,27 @@ func loadTestFiles(paths []string) ([]*ruletest.File, error) {
 			}
 		}
 		if len(names) == n {
-			return nil, fmt.Errorf("test folder %s: no *.json files", p)
+			return nil, nil, fmt.Errorf("test folder %s: no *.json files", p)
 		}
 	}
 	files := make([]*ruletest.File, 0, len(names))
+	contents := make([][]byte, 0, len(names))
 	for _, name := range names {
 		data, err := readLimited(name)
 		if err != nil {
-			return nil, fmt.Errorf("test file: %w", err)
+			return nil, nil, fmt.Errorf("test file: %w", err)
 		}
 		if len(data) > maxEventFile {
-			return nil, fmt.Errorf("test file %s: larger than %d bytes", name, maxEventFile)
+			return nil, nil, fmt.Errorf("test file %s: larger than %d bytes", name, maxEventFile)
 		}
 		f, err := ruletest.Decode(name, data)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		files = append(files, f)
+		contents = append(contents, data)
 	}
-	return files, nil
+	return files, contents, nil
 }
 
 // runTests runs every file against root.

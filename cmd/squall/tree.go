@@ -55,7 +55,7 @@ squall tree apply deploys a tree kept in a file after its rule tests pass
 	pf.StringVar(&tc.tokenFile, "token-file", "", "file holding the API token (view; edit to roll back)")
 	pf.StringVar(&tc.auth, "auth", "", "authorization of the token to use (default: the token's only one)")
 	cmd.AddCommand(newTreeHistoryCommand(&tc), newTreeShowCommand(&tc), newTreeDiffCommand(&tc), newTreeRollbackCommand(&tc),
-		newTreeApplyCommand())
+		newTreeApplyCommand(), newTreeTestsCommand(&tc))
 	return cmd
 }
 

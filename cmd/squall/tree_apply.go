@@ -13,6 +13,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/ruletest"
+	"github.com/squallhq/squall/master/api"
 )
 
 // treeApply is one run of squall tree apply.
@@ -30,8 +31,11 @@ func newTreeApplyCommand() *cobra.Command {
 		Short: "Make a tree from a file the active tree of a master, after its tests pass",
 		Long: `Apply deploys a processing tree kept in a file (config as code): it runs the
 rule tests of --tests against the tree, creates a draft, imports the tree
-into it, runs the tests again against the draft as the master holds it, and
-deploys the draft. It prints the changes it applies to the active tree, node
+into it, runs the tests again against the draft as the master holds it,
+attaches them to the draft (masters at feature level 5 run them once more
+before they deploy, and keep them with the version: see squall tree tests),
+and deploys the draft. A draft starts with the active tree's tests, so
+without --tests the masters still run those. It prints the changes it applies to the active tree, node
 by node and rule by rule.
 
 TREE is an export file of the whole tree (its top node is the root filter, as
@@ -153,17 +157,23 @@ func (ta *treeApply) run() error {
 		return err
 	}
 	changes := config.Diff(base, root)
-	if len(changes) == 0 {
+	testsChanged, err := ta.attachTests(c, draftID)
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 && !testsChanged {
 		_, err := fmt.Fprintln(ta.out, "tree apply: the active tree is already the file's: nothing to deploy")
 		return err
 	}
 	ta.printChanges(changes, "applying")
-	export, err := config.EncodeExport(root)
-	if err != nil {
-		return err
-	}
-	if err := c.importInto(ta.auth, draftID, "root", export); err != nil {
-		return err
+	if len(changes) > 0 {
+		export, err := config.EncodeExport(root)
+		if err != nil {
+			return err
+		}
+		if err := c.importInto(ta.auth, draftID, "root", export); err != nil {
+			return err
+		}
 	}
 	// Again against the tree the master holds, which is what deploys.
 	held, err := c.exportTree(ta.auth, draftID)
@@ -182,6 +192,39 @@ func (ta *treeApply) run() error {
 	}
 	_, err = fmt.Fprintf(ta.out, "deployed draft %s\n", draftID)
 	return err
+}
+
+// attachTests puts the files of --tests on the draft, so that the
+// masters run them before they deploy it and keep them with the version
+// (docs/decisions.md decision 62); it reports whether they differ from
+// the tests the draft started with (the active tree's). Masters below
+// feature level 5 keep no tests: a warning says so, and the tests ran
+// here only.
+func (ta *treeApply) attachTests(c *apiClient, draftID string) (bool, error) {
+	if ta.testsDir == "" {
+		return false, nil
+	}
+	bodies, err := testFileBodies([]string{ta.testsDir})
+	if err != nil {
+		return false, badInput(err)
+	}
+	q := url.Values{"auth": {ta.auth}, "draft": {draftID}}.Encode()
+	var before api.DraftTestsView
+	if err := c.do(http.MethodGet, api.DraftTestsPath+"?"+q, "", nil, &before); err != nil && !keepsNoTests(err) {
+		return false, fmt.Errorf("read the draft's tests: %w", err)
+	}
+	v, err := c.putDraftTests(api.DraftTestsPath+"?"+q, bodies)
+	if errors.Is(err, errFeatureLevel) {
+		fmt.Fprintf(ta.warn, "tree apply: warning: %v: the tests ran here only, the masters do not keep them\n", err)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if v.Tested != before.Tested {
+		fmt.Fprintf(ta.out, "tests: attached %d test files (%d cases) to draft %s\n", len(v.Files), v.Cases, draftID)
+	}
+	return v.Tested != before.Tested, nil
 }
 
 // test runs the test files against root, when there are some, and prints

@@ -40,6 +40,9 @@ func newApplyMaster(t *testing.T) *applyMaster {
 		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 			t.Fatal(err)
 		}
+		if err := mountVersions(s, a); err != nil {
+			t.Fatal(err)
+		}
 	}))
 	tokenFile := filetest.Write(t, t.TempDir(), "token", c.AdminToken)
 	return &applyMaster{c: c, url: c.URL(c.Leader()), tokenFile: tokenFile}
@@ -148,6 +151,14 @@ func TestTreeApply(t *testing.T) {
 	if !sameTree(t, m.active(t), exampleTree) {
 		t.Errorf("the active tree is not the file's:\n%s", m.active(t))
 	}
+	// The masters keep the tests with the version.
+	if !strings.Contains(stdout, "tests: attached 2 test files (5 cases) to draft ") {
+		t.Errorf("apply did not attach the tests:\n%s", stdout)
+	}
+	resp, body := m.c.Get(m.c.Leader(), api.VersionsPath+"/active/tests", m.c.AdminToken)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"cases":5`) {
+		t.Errorf("the active tree's tests: %d %s", resp.StatusCode, body)
+	}
 	if d := m.draft(t); d != "null" {
 		t.Errorf("apply left a draft: %s", d)
 	}
@@ -168,7 +179,7 @@ func TestTreeApply(t *testing.T) {
 	}
 
 	// Someone's draft is not replaced without --force.
-	resp, body := m.c.Do(m.c.Leader(), http.MethodPost, "/api/v2_beta/config/drafts/root", m.c.AdminToken, nil)
+	resp, body = m.c.Do(m.c.Leader(), http.MethodPost, "/api/v2_beta/config/drafts/root", m.c.AdminToken, nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("create a draft: %d %s", resp.StatusCode, body)
 	}
@@ -183,6 +194,15 @@ func TestTreeApply(t *testing.T) {
 	}
 	if d := m.draft(t); d != draft {
 		t.Errorf("the draft changed: %s, was %s", d, draft)
+	}
+	// That draft started with the active tree's tests, which pass on it.
+	code, stdout, stderr = runSquall(t, "", append([]string{"tree", "tests", "run"}, m.args()...)...)
+	if code != 0 || !strings.Contains(stdout, ": 5 cases passed") {
+		t.Errorf("tree tests run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runSquall(t, "", append([]string{"tree", "tests", "put", filepath.Join(exampleTests, "quiet.json")}, m.args()...)...)
+	if code != 0 || !strings.Contains(stdout, "1 test files, 3 cases") {
+		t.Errorf("tree tests put: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if after := m.active(t); !bytes.Equal(after, deployed) {
 		t.Errorf("a refused apply changed the active tree:\n%s", after)
