@@ -223,7 +223,7 @@ func setValue(selector, value string) chromedp.Action[chromedp.Void] {
 // must raise no script error and no CSP report along the way.
 func TestConsole_Browser(t *testing.T) {
 	t.Parallel()
-	b := newBrowser(t, 90*time.Second)
+	b := newBrowser(t, 150*time.Second)
 	dir := t.TempDir()
 	// Members stale 2 s after their last heartbeat, so that the test sees
 	// one go stale.
@@ -829,6 +829,12 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.querySelector('#history-diff .diff-text')?.textContent === 'From the active tree to version 2: 1 rule changed.' && document.querySelector('#history-table tr[data-version="2"].selected') !== null`),
 	)
 	b.shot("history")
+
+	// The draft's rule tests: listed on the Draft tab, run there (pass and
+	// fail with the failure's text), and a deploy refused with their
+	// failures; the History tab's page is in the address.
+	draftTestsAndHistoryPages(t, b, base, token)
+
 	b.do("a viewer reads the history and may not roll back",
 		chromedp.Click(chromedp.CSS(`#sign-out`)),
 		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
@@ -836,7 +842,7 @@ func TestConsole_Browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
 		until(`document.getElementById('who-user').textContent === 'viewer'`),
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`),
-		until(`document.querySelectorAll('#history-table tbody tr[data-version]').length === 3 && !document.getElementById('tab-history').hidden`),
+		until(`document.querySelectorAll('#history-table tbody tr[data-version]').length === 20 && !document.getElementById('tab-history').hidden`),
 		until(`document.querySelector('#history-table button.rollback') === null`),
 	)
 
@@ -996,4 +1002,75 @@ squall_fleet_partitions_unowned{group="g",topic="squall.events"} 1
 			t.Errorf("node %d: %d series of squall_fleet_partitions_unowned (%v), want %d", i, n, err, want)
 		}
 	}
+}
+
+// draftTestsAndHistoryPages attaches two test cases to the draft (one
+// fails on it), runs them on the Draft tab, sees a deploy refused with the
+// failure, then deploys 20 versions more and pages the History tab: the
+// page is in the address, a reload and back keep it.
+func draftTestsAndHistoryPages(t *testing.T, b *browser, base, token string) {
+	t.Helper()
+	const tests = `{"files":[{"name":"disks.json","content":{"cases":[
+		{"name":"disk alerts are archived","event":{"type":"disk_alert","created_ms":1,"payload":{"host":"db1","message":"disk at 91%"},"metadata":{"tenant_id":"master"}},"match":["root/master/disks/archive_disk_alerts"]},
+		{"name":"cpu alerts are archived","event":{"type":"cpu_alert","created_ms":1,"payload":{"host":"db1","message":"cpu at 99%"},"metadata":{"tenant_id":"master"}},"match":["root/master/disks/archive_disk_alerts"]}]}}]}`
+	if code, body := apitest.Call(t.Context(), http.MethodPut, base+"/squall/v1/draft/tests?auth=all", token, strings.NewReader(tests), "application/json"); code != http.StatusOK {
+		t.Fatalf("put the draft's tests: %d %s", code, body)
+	}
+	row := func(name string) string {
+		return `document.querySelector('#draft-tests-table tr[data-case="` + name + `"]')`
+	}
+	b.do("the draft's tests, run",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/draft'`),
+		until(`!document.getElementById('draft-tests').hidden && `+row("cpu alerts are archived")+`?.dataset.result === 'not-run'`),
+		chromedp.Click(chromedp.CSS(`#draft-tests-run`)),
+		until(row("disk alerts are archived")+`?.dataset.result === 'passed' && `+row("cpu alerts are archived")+`?.dataset.result === 'failed'`),
+		until(row("cpu alerts are archived")+`.querySelector('.failures').textContent === 'root/master/disks/archive_disk_alerts: match: expected Matched, got NotMatched'`),
+		until(`document.getElementById('draft-tests-summary').textContent === '1 of 2 cases failed: a deploy is refused until they pass.'`),
+	)
+	b.shot("draft-tests")
+	b.do("a deploy refused by the tests",
+		chromedp.Reload(),
+		until(row("cpu alerts are archived")+`?.dataset.result === 'not-run'`),
+		chromedp.Click(chromedp.CSS(`#draft-deploy`)),
+		until(`document.getElementById('deploy-dialog').open`),
+		chromedp.Click(chromedp.CSS(`#deploy-confirm`)),
+		until(`document.getElementById('status').textContent.startsWith('Deploy: TESTS_FAILED: 1 of the draft') && `+row("cpu alerts are archived")+`?.dataset.result === 'failed'`),
+	)
+	// 20 versions more: 23 in all, two pages.
+	if code, body := apitest.Call(t.Context(), http.MethodPut, base+"/squall/v1/draft/tests?auth=all", token, strings.NewReader(`{"files":[]}`), "application/json"); code != http.StatusOK {
+		t.Fatalf("remove the draft's tests: %d %s", code, body)
+	}
+	for range 20 {
+		d := mustDraftIDHTTP(t, base, token)
+		if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+d+"/deploy", token, nil, ""); code != http.StatusOK {
+			t.Fatalf("deploy: %d %s", code, body)
+		}
+	}
+	b.do("the History tab's pages",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`),
+		until(`document.querySelectorAll('#history-table tbody tr[data-version]').length === 20 && document.getElementById('history-page').textContent === 'page 1'`),
+		chromedp.Click(chromedp.CSS(`#history-next`)),
+		until(`location.hash === '#/history?page=2' && document.querySelectorAll('#history-table tbody tr[data-version]').length === 3 && document.querySelector('#history-table tbody tr[data-version="1"]') !== null`),
+		chromedp.Reload(),
+		until(`location.hash === '#/history?page=2' && document.getElementById('history-page').textContent === 'page 2' && document.querySelectorAll('#history-table tbody tr[data-version]').length === 3`),
+		chromedp.Click(chromedp.CSS(`#history-table tr[data-version="2"] a`)),
+		until(`location.hash === '#/history/2?page=2' && document.querySelector('#history-table tr[data-version="2"].selected') !== null`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`location.hash === '#/history?page=2' && document.querySelectorAll('#history-table tbody tr[data-version]').length === 3`),
+		chromedp.Click(chromedp.CSS(`#history-prev`)),
+		until(`location.hash === '#/history' && document.querySelectorAll('#history-table tbody tr[data-version]').length === 20`),
+		chromedp.Evaluate[chromedp.Void](`history.back()`),
+		until(`location.hash === '#/history?page=2' && document.getElementById('history-page').textContent === 'page 2'`),
+	)
+}
+
+// mustDraftIDHTTP returns the id of the master's draft (the only one).
+func mustDraftIDHTTP(t *testing.T, base, token string) string {
+	t.Helper()
+	code, body := apitest.Call(t.Context(), http.MethodGet, base+"/api/v2_beta/config/drafts/all", token, nil, "")
+	var ids []string
+	if err := json.Unmarshal(body, &ids); code != http.StatusOK || err != nil || len(ids) != 1 {
+		t.Fatalf("the draft's id: %d %s (%v)", code, body, err)
+	}
+	return ids[0]
 }

@@ -81,7 +81,9 @@ export class Session {
     try { data = text ? JSON.parse(text) : null; } catch { data = null; }
     if (!resp.ok) {
       const e = data && typeof data === 'object' ? data : {};
-      throw new ApiError(resp.status, e.code, e.params, e.message || text.trim());
+      const err = new ApiError(resp.status, e.code, e.params, e.message || text.trim());
+      err.details = e.details;
+      throw err;
     }
     // A draft change answers null; what it wrote that no executor
     // handles comes in a header (decision 9). Every successful write

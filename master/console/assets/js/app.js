@@ -270,7 +270,7 @@ function wire() {
   deadLetters = new DeadLetters(session);
   auditLog = new AuditLog(session);
   versions = new VersionHistory(session, {
-    navigate: (n, from) => router.go({ view: 'history', path: n ? [String(n)] : [], params: { from } }),
+    navigate: (n, from, page) => router.go({ view: 'history', path: n ? [String(n)] : [], params: { from, page: page > 1 ? page : '' } }),
   });
 }
 

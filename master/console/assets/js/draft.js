@@ -7,6 +7,7 @@ import { fromExport, render, find, keyOf } from './tree.js';
 import { renderTreeDiff } from './treediff.js';
 import { resolve } from './router.js';
 import { ruleEditor } from './ruleform.js';
+import { DraftTests } from './drafttests.js';
 
 const cfg = '/api/v2_beta/config';
 
@@ -41,6 +42,7 @@ export class Draft {
     this.owner = '';
     this.root = null;
     this.selected = '';
+    this.tests = new DraftTests(session);
     $('draft-create').addEventListener('click', () => this.create());
     $('draft-takeover').addEventListener('click', () => this.takeOver());
     $('draft-diff').addEventListener('click', () => this.showDiff());
@@ -89,6 +91,7 @@ export class Draft {
     for (const id of ['draft-diff', 'draft-deploy', 'draft-export']) $(id).hidden = !this.id || (id === 'draft-deploy' && (!mine || !this.session.can('edit')));
     $('draft-import').closest('label').hidden = !this.id || !mine || !this.session.can('edit');
     this.editable = mine && this.session.can('edit');
+    await this.tests.load(this.id);
     if (!this.id) {
       this.root = null;
       fill($('draft-tree'), el('p', { class: 'hint' }, 'Create a draft to edit the tree.'));
@@ -178,7 +181,13 @@ export class Draft {
 
   async deploy() {
     await this.run('Deploy', async () => {
-      await this.session.request('POST', `${cfg}/drafts/${this.auth.name}/${this.id}/deploy`);
+      try {
+        await this.session.request('POST', `${cfg}/drafts/${this.auth.name}/${this.id}/deploy`);
+      } catch (e) {
+        // The tests' failures go to their table; the status says why.
+        if (e.code === 'TESTS_FAILED') this.tests.show(e.details);
+        throw e;
+      }
       status('Deployed: the draft is the active tree.');
       $('draft-diff-out').hidden = true;
       this.diffShown = false;
