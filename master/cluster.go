@@ -290,6 +290,9 @@ type RestoreResult struct {
 	// left out, a master running a release without them (feature level
 	// < 6): the cluster numbers its tools and tenants once it has them.
 	IDsSkipped bool `json:"ids_skipped,omitempty"`
+	// TestsSkipped is set when the file holds rule tests that were left
+	// out, a master running a version without them (feature level < 5).
+	TestsSkipped bool `json:"tests_skipped,omitempty"`
 }
 
 // handleRestore replaces the active tree, the draft and the findings with
@@ -320,8 +323,8 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, codeBadRequest, "%s", err)
 	}
 	s.logger.Info("state restored from a backup", "index", res.Index, "findings", res.Findings, "duplicates", res.Duplicates,
-		"versions", res.Versions, "versions_skipped", res.VersionsSkipped, "ids_skipped", res.IDsSkipped)
+		"versions", res.Versions, "versions_skipped", res.VersionsSkipped, "ids_skipped", res.IDsSkipped, "tests_skipped", res.TestsSkipped)
 	writeJSON(w, http.StatusOK, RestoreResult{Index: res.Index, Findings: res.Findings, Duplicates: res.Duplicates,
-		Versions: res.Versions, VersionsSkipped: res.VersionsSkipped, IDsSkipped: res.IDsSkipped})
+		Versions: res.Versions, VersionsSkipped: res.VersionsSkipped, IDsSkipped: res.IDsSkipped, TestsSkipped: res.TestsSkipped})
 	return nil
 }

@@ -132,6 +132,9 @@ made it (docs/operations.md, "Backup and restore").`,
 			if res.IDsSkipped {
 				fmt.Fprintln(cmd.OutOrStdout(), "the ids of tools and tenants of the file were left out: a master of the cluster runs a release without them (feature level below 6); the cluster numbers them once every master runs one")
 			}
+			if res.TestsSkipped {
+				fmt.Fprintln(cmd.OutOrStdout(), "the rule tests of the file were left out: a master of the cluster runs a release without them (feature level below 5)")
+			}
 			return nil
 		},
 	}

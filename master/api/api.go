@@ -362,8 +362,7 @@ func fieldOf(ve *config.ValidationError) string {
 // depth (checkJSON).
 func (a *API) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !isJSONSuffix(mt)) {
+	if !isJSONType(ct) {
 		return nil, errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "the body must be sent with Content-Type: application/json (got %q)", ct)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
@@ -381,6 +380,12 @@ func checkJSON(b []byte) error {
 		return badRequest(err)
 	}
 	return nil
+}
+
+// isJSONType reports whether a Content-Type header names JSON.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || isJSONSuffix(mt))
 }
 
 func isJSONSuffix(mt string) bool {

@@ -188,6 +188,9 @@ func (a *API) putDraftTests(ts DraftTestsStore, w http.ResponseWriter, r *http.R
 		return nil, &Error{Status: http.StatusForbidden, Code: "TESTS_OUT_OF_SCOPE", Params: map[string]string{"SCOPE": config.PathString(scope)},
 			Message: fmt.Sprintf("a token scoped to %s does not change the draft's tests, which check the whole tree and gate every deploy: use an authorization at the root or admin; nothing was changed", config.PathString(scope))}
 	}
+	if ct := r.Header.Get("Content-Type"); !isJSONType(ct) {
+		return nil, errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "the body must be sent with Content-Type: application/json (got %q)", ct)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxTestsBody)
 	b, err := readAll(r)
 	if err != nil {
