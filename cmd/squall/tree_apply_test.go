@@ -201,7 +201,7 @@ func TestTreeApply(t *testing.T) {
 		t.Errorf("tree tests run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runSquall(t, "", append([]string{"tree", "tests", "put", filepath.Join(exampleTests, "quiet.json")}, m.args()...)...)
-	if code != 0 || !strings.Contains(stdout, "1 test files, 3 cases") {
+	if code != 0 || !strings.Contains(stdout, "1 test file, 3 cases") {
 		t.Errorf("tree tests put: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if after := m.active(t); !bytes.Equal(after, deployed) {

@@ -41,7 +41,9 @@ as files); run runs them against the draft, as a deploy would.`,
 	get := &cobra.Command{
 		Use:   "get [-o DIR] [--json]",
 		Short: "List the draft's test files and their cases",
-		Args:  cobra.NoArgs,
+		Example: `  squall tree tests get --master http://127.0.0.1:8080 --token-file admin.token
+  squall tree tests get -o tests --master http://127.0.0.1:8080 --token-file admin.token`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := tc.client()
 			if err != nil {
@@ -62,6 +64,8 @@ as files); run runs them against the draft, as a deploy would.`,
 	put := &cobra.Command{
 		Use:   "put FILE|DIR...",
 		Short: "Replace the draft's tests (no argument: remove them)",
+		Example: `  squall tree tests put tests --master http://127.0.0.1:8080 --token-file admin.token
+  squall tree tests put tests/routing.json tests/quiet.json --master http://127.0.0.1:8080 --token-file admin.token`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := tc.client()
 			if err != nil {
@@ -75,14 +79,15 @@ as files); run runs them against the draft, as a deploy would.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "draft %s: %d test files, %d cases\n", v.Draft, len(v.Files), v.Cases)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "draft %s: %s, %d cases\n", v.Draft, plural(len(v.Files), "test file"), v.Cases)
 			return err
 		},
 	}
 	run := &cobra.Command{
-		Use:   "run",
-		Short: "Run the draft's tests against the draft (exit 1 when one fails)",
-		Args:  cobra.NoArgs,
+		Use:     "run",
+		Short:   "Run the draft's tests against the draft (exit 1 when one fails)",
+		Example: `  squall tree tests run --master http://127.0.0.1:8080 --token-file admin.token`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := tc.client()
 			if err != nil {
@@ -161,7 +166,7 @@ func (c *apiClient) putDraftTests(path string, files []api.TestFileBody) (*api.D
 // writeTestsView prints the files and their cases, and writes the files
 // into dir when set.
 func writeTestsView(w io.Writer, v api.DraftTestsView, dir string) error {
-	fmt.Fprintf(w, "draft %s (owner %s): %d test files, %d cases\n", v.Draft, v.Owner, len(v.Files), v.Cases)
+	fmt.Fprintf(w, "draft %s (owner %s): %s, %d cases\n", v.Draft, v.Owner, plural(len(v.Files), "test file"), v.Cases)
 	for _, f := range v.Files {
 		fmt.Fprintf(w, "%s\n", f.Name)
 		for _, c := range f.Cases {
@@ -197,4 +202,12 @@ func printTestRun(w io.Writer, r api.TestRun) error {
 	}
 	_, err := fmt.Fprintf(w, "draft %s: %d cases passed\n", r.Draft, r.Cases)
 	return err
+}
+
+// plural writes n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
