@@ -347,22 +347,29 @@ func applySetDraftTests(b *bolt.Bucket, st *state, p *setDraftTestsPayload) (err
 
 // checkTested checks, for a deploy, that the draft is the one its tests
 // ran on (tested nil: a deploy that ran none, refused when the draft has
-// tests).
-func checkTested(st *state, tested *Tested) (error, error) {
+// tests). It returns the export file of the draft's tree when it encoded
+// it (encodeTree), which the deploy stores rather than encoding it again.
+func checkTested(st *state, tested *Tested) (raw json.RawMessage, refused, err error) {
 	if tested == nil {
 		if len(st.draft.Tests) > 0 {
-			return ErrTestsNotRun, nil
+			return nil, ErrTestsNotRun, nil
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
-	cur, err := TestedOf(st.draft)
-	if err != nil {
-		return nil, err
+	var cur Tested
+	if len(st.draft.Tests) > 0 {
+		if cur.Tests, err = TestsHash(st.draft.Tests); err != nil {
+			return nil, nil, err
+		}
+		if raw, err = encodeTree(st.draft.Tree); err != nil {
+			return nil, nil, err
+		}
+		cur.Tree = treeHash(raw)
 	}
 	if cur != *tested {
-		return fmt.Errorf("%w: deploy again to run the tests of the draft as it is now", ErrDraftChanged), nil
+		return nil, fmt.Errorf("%w: deploy again to run the tests of the draft as it is now", ErrDraftChanged), nil
 	}
-	return nil, nil
+	return raw, nil, nil
 }
 
 // SetDraftTests replaces the tests of draft id, owned by user, submitted

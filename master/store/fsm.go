@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -737,10 +738,19 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 // draft with edits applied since it was stored whole is encoded once and
 // stored whole again.
 func deployDraft(b *bolt.Bucket, st *state, setActive func(*config.Node, []byte) error) error {
+	return deployDraftEncoded(b, st, nil, setActive)
+}
+
+// deployDraftEncoded is deployDraft with the draft's tree already encoded
+// by encodeTree (nil: not), which a draft with edits stores as it is.
+func deployDraftEncoded(b *bolt.Bucket, st *state, encoded json.RawMessage, setActive func(*config.Node, []byte) error) error {
 	if st.draftEdits > 0 {
-		raw, err := draftJSONOf(st)
-		if err != nil {
-			return err
+		raw := encoded
+		if raw == nil {
+			var err error
+			if raw, err = draftJSONOf(st); err != nil {
+				return err
+			}
 		}
 		if err := putDraft(b, st.draft, raw); err != nil {
 			return err

@@ -440,17 +440,18 @@ func applyDeployVersion(b *bolt.Bucket, st *state, idx uint64, p *deployVersionP
 			return &OutOfScopeError{Scope: p.Scope, Paths: paths}, nil
 		}
 	}
-	if refused, err := checkTested(st, tested); refused != nil || err != nil {
+	encoded, refused, err := checkTested(st, tested)
+	if refused != nil || err != nil {
 		return refused, err
 	}
-	if err := deployDraft(b, st, setActive); err != nil {
+	if err := deployDraftEncoded(b, st, encoded, setActive); err != nil {
 		return nil, err
 	}
 	if err := setActiveTests(b, st, st.draft.Tests); err != nil {
 		return nil, err
 	}
 	v := Version{Index: idx, Author: p.User, TimeMS: p.NowMS, Message: p.Message, Scope: scopeOf(p.Scope)}
-	_, err := recordVersion(b.Tx(), st, v, st.active, st.activeJSON, st.activeTests, p.Keep)
+	_, err = recordVersion(b.Tx(), st, v, st.active, st.activeJSON, st.activeTests, p.Keep)
 	return nil, err
 }
 

@@ -363,14 +363,15 @@ func dropKey(t *testing.T, file []byte, key string) []byte {
 // BenchmarkDeployVersion2k measures a deploy of a 2,000-rule draft (one
 // rule edited before each) on a 3-node cluster with fsync, recording a
 // version (level 3: "versions") and as masters before versions deploy
-// (level 2: "none"), with KeepVersions 200. Besides the latency of the
-// deploy it reports the growth of the leader's state file per deploy.
-// Run with -benchtime=30x.
+// (level 2: "none"), with KeepVersions 200, and with rule tests attached
+// (level 5: "tested": the deploy names the draft tested, TestedOf, which
+// every node checks). Besides the latency of the deploy it reports the
+// growth of the leader's state file per deploy. Run with -benchtime=30x.
 func BenchmarkDeployVersion2k(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		level int
-	}{{"none", LevelDisplaced}, {"versions", LevelVersions}} {
+	}{{"none", LevelDisplaced}, {"versions", LevelVersions}, {"tested", LevelDraftTests}} {
 		b.Run(tc.name, func(b *testing.B) {
 			nodes := newCluster(b, 3, func(_ int, c *Config) {
 				c.Logger = slog.New(slog.DiscardHandler)
@@ -386,6 +387,11 @@ func BenchmarkDeployVersion2k(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			if tc.level >= LevelDraftTests {
+				if err := leader.SetDraftTests(ctx, nil, id, "alice", testFiles("a.json")); err != nil {
+					b.Fatal(err)
+				}
+			}
 			path := []string{"root", "tenant7", "rules"}
 			stateFile := filepath.Join(leader.cfg.DataDir, fsmDBName)
 			before := fileSize(b, stateFile)
@@ -398,7 +404,19 @@ func BenchmarkDeployVersion2k(b *testing.B) {
 					b.Fatal(err)
 				}
 				t0 := time.Now()
-				if _, err := leader.DeployVersion(ctx, nil, id, "alice", nil, "bench"); err != nil {
+				if tc.level >= LevelDraftTests {
+					d, err := leader.DraftView()
+					if err != nil {
+						b.Fatal(err)
+					}
+					tested, err := TestedOf(d)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := leader.DeployTested(ctx, nil, id, "alice", nil, "bench", tested); err != nil {
+						b.Fatal(err)
+					}
+				} else if _, err := leader.DeployVersion(ctx, nil, id, "alice", nil, "bench"); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
