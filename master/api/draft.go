@@ -99,8 +99,12 @@ func (a *API) deployDraft(w http.ResponseWriter, r *http.Request) (any, error) {
 	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
 		// The tree deployed is d's: draft changes are serialized by
 		// a.edits, and d was read after the consistent read.
-		if err := a.compiles(d.Tree); err != nil {
-			return nil, err
+		// Running the tests compiles the tree (and answers 422 when it
+		// does not compile); without tests, compile it here.
+		if len(d.Tests) == 0 {
+			if err := a.compiles(d.Tree); err != nil {
+				return nil, err
+			}
 		}
 		run, err := a.runTests(d)
 		if err != nil {
