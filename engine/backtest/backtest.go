@@ -59,6 +59,11 @@ type Spec struct {
 	Sample int
 	// Rate bounds the events evaluated per second (0: no bound).
 	Rate float64
+	// CPU bounds the CPU time of the backtest to this share of one core
+	// (0 < CPU < 1; 0 or 1: no bound but the one core its one goroutine
+	// uses). The thread that runs it is measured (cpu.go); the garbage
+	// collector's own workers are not.
+	CPU float64
 }
 
 // Range selects records of each partition of the topic: the Last records
@@ -105,6 +110,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Rate < 0 {
 		l.Addf("rate", "%g is negative", s.Rate)
+	}
+	if s.CPU < 0 || s.CPU > 1 {
+		l.Addf("cpu", "%g is not a share of one core (0 to 1)", s.CPU)
 	}
 	return l.Err()
 }
@@ -276,6 +284,11 @@ func (b *Backtest) readAll(ctx context.Context, parts []partRange, c *counter) e
 		// timer per event at high rates.
 		lim = rate.NewLimiter(rate.Limit(b.spec.Rate), max(1, int(b.spec.Rate/100)))
 	}
+	var budget *cpuBudget
+	if b.spec.CPU > 0 && b.spec.CPU < 1 {
+		budget = newCPUBudget(b.spec.CPU)
+		defer budget.stop()
+	}
 	chunk := make([]*kafkasource.Message, 0, chunkEvents)
 	for open := len(parts); open > 0; {
 		open = 0
@@ -310,6 +323,11 @@ func (b *Backtest) readAll(ctx context.Context, parts []partRange, c *counter) e
 				}
 				c.event(m)
 				b.read.Add(1)
+				if budget != nil {
+					if err := budget.tick(ctx); err != nil {
+						return err
+					}
+				}
 			}
 			clear(chunk)
 			if p.next < p.end {

@@ -35,7 +35,11 @@
 // partition's leader per chunk; the chunk is evaluated after the
 // connection is closed, so a slow evaluation never holds a connection.
 // One goroutine reads and evaluates: a backtest uses at most one core, and
-// [Spec.Rate] bounds it further (a token bucket of events per second).
+// [Spec.Rate] bounds it further (a token bucket of events per second),
+// and so does [Spec.CPU], a share of one core: the goroutine is locked to
+// its thread, whose CPU time it reads every 16 events, and once it used
+// 10 ms it pauses until that is its share of the time since the last
+// pause.
 // [Backtest.Progress] reports the events read of the range and the rate
 // while it runs, from any goroutine.
 //
