@@ -1,0 +1,321 @@
+package backtests
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
+)
+
+// TestBacktests_run: a backtest of the draft asked through the API, run
+// by an engine's worker from the broker, counts per rule what the test
+// computes from the events it sent; the list shows it without its result.
+func TestBacktests_run(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}})
+	const n = 600
+	produce(t, b.Addr, n)
+	f := newFixture(t, Default(), false)
+	f.worker(t, b, "engine-1", 0)
+	c := f.client(t, token("alice", "edit"))
+	for _, req := range []Request{{Draft: "d1", Last: n, Sample: 5}, {Version: 2, Duration: "1h"}} {
+		bt, err := c.Start(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bt.State != StatePending || bt.ActiveVersion != 3 || bt.ActiveIndex != 7 || bt.CreatedBy != "alice" {
+			t.Errorf("started %+v", bt)
+		}
+		var seen []string
+		done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, func(b Backtest) { seen = append(seen, b.State) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done.State != StateSucceeded || done.Engine != "engine-1" || done.Attempts != 1 || done.Result == nil {
+			t.Fatalf("finished %+v", done)
+		}
+		res := done.Result
+		got := map[string][2]int64{}
+		for _, rc := range res.Rules {
+			got[rc.Rule] = [2]int64{rc.Active, rc.Candidate}
+		}
+		if want := wantCounts(n); !maps.Equal(got, want) {
+			t.Errorf("%+v: counts\n got %v\nwant %v", req, got, want)
+		}
+		if !slices.Equal(res.DifferingRules, []string{"root/all/r2", "root/all/r3"}) {
+			t.Errorf("differing rules %v", res.DifferingRules)
+		}
+		// b, c and d events: 6 of 10.
+		if res.Events != n || res.DifferingEvents != n*6/10 || done.Progress.Read != n {
+			t.Errorf("events %d, differing %d, progress %+v", res.Events, res.DifferingEvents, done.Progress)
+		}
+		wantSample := min(req.Sample, 5)
+		if req.Sample == 0 {
+			wantSample = 20
+		}
+		if len(res.Samples) != wantSample {
+			t.Errorf("%d samples, want %d", len(res.Samples), wantSample)
+		}
+	}
+	list, err := c.List(t.Context())
+	if err != nil || len(list) != 2 || list[0].Version != 2 || list[1].Draft != "d1" || list[0].Result != nil {
+		t.Errorf("list %+v, %v", list, err)
+	}
+}
+
+// TestBacktests_cancelDelete: a cancelled backtest stops on its engine
+// and keeps what it counted; a deleted one is gone, and its engine stops.
+func TestBacktests_cancelDelete(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}})
+	produce(t, b.Addr, 3000)
+	f := newFixture(t, Default(), false)
+	f.worker(t, b, "engine-1", 200) // 15 s for the whole range
+	c := f.client(t, token("alice", "edit"))
+	runningWith := func(id string, read int64) Backtest {
+		t.Helper()
+		var bt Backtest
+		if !polltest.Until(t.Context(), 10*time.Second, func() bool {
+			bt, _ = c.Get(t.Context(), id)
+			return bt.State == StateRunning && bt.Progress != nil && bt.Progress.Read >= read
+		}) {
+			t.Fatalf("not running: %+v", bt)
+		}
+		return bt
+	}
+	bt, err := c.Start(t.Context(), Request{Draft: "d1", Last: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := runningWith(bt.ID, 20)
+	if running.Progress.Total != 3000 || running.Progress.Rate <= 0 {
+		t.Errorf("progress %+v", running.Progress)
+	}
+	if got, err := c.Cancel(t.Context(), bt.ID); err != nil || !got.CancelRequested {
+		t.Fatalf("cancel: %+v, %v", got, err)
+	}
+	done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != StateCancelled || done.Result == nil || done.Result.Complete || done.Result.Events == 0 || done.Result.Events >= 3000 {
+		t.Errorf("cancelled %+v", done)
+	}
+	if _, err := c.Cancel(t.Context(), bt.ID); !isStatus(err, http.StatusConflict) {
+		t.Errorf("cancel of a finished backtest: %v", err)
+	}
+	// A deleted running backtest: the worker is free again for the next.
+	bt2, err := c.Start(t.Context(), Request{Draft: "d1", Last: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runningWith(bt2.ID, 1)
+	if err := c.Delete(t.Context(), bt2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(t.Context(), bt2.ID); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("get of a deleted backtest: %v", err)
+	}
+	bt3, err := c.Start(t.Context(), Request{Draft: "d1", Last: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := c.Wait(t.Context(), bt3.ID, 20*time.Millisecond, nil); err != nil || done.State != StateSucceeded || done.Result.Events != 6 {
+		t.Errorf("after a delete: %+v, %v", done, err)
+	}
+}
+
+// TestBacktests_lease: a backtest whose engine stops reporting is pending
+// again for another engine, then failed; one no engine claims fails; a
+// finished one expires; nothing stays running or pending.
+func TestBacktests_lease(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	f := newFixture(t, cfg, true)
+	alice, engine := token("alice", "edit"), token("engine", "fleet_report")
+	start := func() string {
+		t.Helper()
+		status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10})
+		var bt Backtest
+		if status != http.StatusCreated || json.Unmarshal(body, &bt) != nil {
+			t.Fatalf("start: %d %s", status, body)
+		}
+		return bt.ID
+	}
+	get := func(id string) Backtest {
+		t.Helper()
+		status, body := f.do(t, http.MethodGet, Prefix+"/"+id, alice, nil)
+		var bt Backtest
+		if status != http.StatusOK || json.Unmarshal(body, &bt) != nil {
+			t.Fatalf("get: %d %s", status, body)
+		}
+		return bt
+	}
+	claim := func(eng string) *Assignment {
+		t.Helper()
+		status, body := f.do(t, http.MethodPost, ClaimPath+"?wait=0", engine, Claim{Engine: eng})
+		if status == http.StatusNoContent {
+			return nil
+		}
+		var as Assignment
+		if status != http.StatusOK || json.Unmarshal(body, &as) != nil {
+			t.Fatalf("claim: %d %s", status, body)
+		}
+		return &as
+	}
+	id := start()
+	if as := claim("e1"); as == nil || as.ID != id || as.Range.Last != 10 || len(as.Active) == 0 || len(as.Candidate) == 0 {
+		t.Fatalf("claim: %+v", as)
+	}
+	if claim("e2") != nil {
+		t.Fatal("a running backtest claimed twice")
+	}
+	f.advance(cfg.LeaseTimeout)
+	if bt := get(id); bt.State != StatePending || !strings.Contains(bt.Error, `engine "e1" stopped reporting`) {
+		t.Fatalf("after e1's lease: %+v", bt)
+	}
+	// e1 comes back: it no longer runs the backtest.
+	if status, body := f.do(t, http.MethodPut, Prefix+"/"+id+"/progress", engine, ProgressReport{Engine: "e1"}); status != http.StatusConflict {
+		t.Errorf("progress of a lost lease: %d %s", status, body)
+	}
+	if as := claim("e2"); as == nil || as.ID != id {
+		t.Fatalf("claim again: %+v", as)
+	}
+	f.advance(cfg.LeaseTimeout / 2)
+	if status, body := f.do(t, http.MethodPut, Prefix+"/"+id+"/progress", engine, ProgressReport{Engine: "e2", Progress: Progress{Read: 3, Total: 30}}); status != http.StatusOK || !strings.Contains(string(body), `"cancel":false`) {
+		t.Errorf("progress: %d %s", status, body)
+	}
+	f.advance(cfg.LeaseTimeout / 2) // renewed: still running
+	if bt := get(id); bt.State != StateRunning || bt.Progress.Read != 3 || bt.Attempts != 2 {
+		t.Fatalf("after a report: %+v", bt)
+	}
+	f.advance(cfg.LeaseTimeout)
+	if bt := get(id); bt.State != StateFailed || !strings.Contains(bt.Error, "attempt 2 of 2") {
+		t.Fatalf("after e2's lease: %+v", bt)
+	}
+	// The engine's token user must be the claimer's.
+	id2 := start()
+	claim("e3")
+	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", token("other", "fleet_report"), ResultReport{Engine: "e3"}); status != http.StatusConflict {
+		t.Errorf("result by another user: %d", status)
+	}
+	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", engine, ResultReport{Engine: "e3", Error: "kafka: no leader"}); status != http.StatusNoContent {
+		t.Errorf("result: %d", status)
+	}
+	if bt := get(id2); bt.State != StateFailed || bt.Error != "kafka: no leader" {
+		t.Errorf("failed by the engine: %+v", bt)
+	}
+	// Nobody claims: failed after the pending timeout.
+	id3 := start()
+	f.advance(cfg.PendingTimeout)
+	if bt := get(id3); bt.State != StateFailed || !strings.Contains(bt.Error, "no engine claimed it") {
+		t.Errorf("unclaimed: %+v", bt)
+	}
+	// Finished ones expire.
+	f.advance(cfg.Keep)
+	if status, _ := f.do(t, http.MethodGet, Prefix+"/"+id, alice, nil); status != http.StatusNotFound {
+		t.Errorf("expired: %d", status)
+	}
+}
+
+// TestBacktests_bounds: at most MaxKept are kept; the oldest finished go
+// first, and when all are pending or running a new one is refused 429.
+func TestBacktests_bounds(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.MaxKept = 2
+	f := newFixture(t, cfg, true)
+	alice := token("alice", "edit")
+	var ids []string
+	for range 2 {
+		status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10})
+		var bt Backtest
+		if status != http.StatusCreated || json.Unmarshal(body, &bt) != nil {
+			t.Fatalf("start: %d %s", status, body)
+		}
+		ids = append(ids, bt.ID)
+	}
+	if status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10}); status != http.StatusTooManyRequests || !strings.Contains(string(body), "TOO_MANY_BACKTESTS") {
+		t.Fatalf("third: %d %s", status, body)
+	}
+	if status, _ := f.do(t, http.MethodPost, Prefix+"/"+ids[0]+"/cancel", alice, nil); status != http.StatusOK {
+		t.Fatalf("cancel: %d", status)
+	}
+	if status, _ := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10}); status != http.StatusCreated {
+		t.Fatalf("third after a cancel: %d", status)
+	}
+	if status, _ := f.do(t, http.MethodGet, Prefix+"/"+ids[0], alice, nil); status != http.StatusNotFound {
+		t.Errorf("the oldest finished is still kept: %d", status)
+	}
+}
+
+// TestAPI_invalid: bad requests change nothing and name what is wrong.
+func TestAPI_invalid(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Default(), false)
+	alice := token("alice", "edit")
+	future := time.Now().Add(time.Hour).Format(time.RFC3339)
+	tests := []struct {
+		name   string
+		tok    string
+		path   string
+		body   any
+		status int
+		want   string
+	}{
+		{"no token", "", Prefix, Request{Draft: "d1", Last: 1}, 401, "UNAUTHORIZED"},
+		{"view only", token("alice", "view"), Prefix, Request{Draft: "d1", Last: 1}, 403, "FORBIDDEN"},
+		{"engine token", token("engine", "fleet_report"), Prefix, Request{Draft: "d1", Last: 1}, 403, "FORBIDDEN"},
+		{"operator claims", alice, ClaimPath, Claim{Engine: "e1"}, 403, "FORBIDDEN"},
+		{"not the owner", token("bob", "edit"), Prefix, Request{Draft: "d1", Last: 1}, 403, "NOT_OWNER"},
+		{"no such draft", alice, Prefix, Request{Draft: "d2", Last: 1}, 404, "DRAFT_NOT_FOUND"},
+		{"no such version", alice, Prefix, Request{Version: 9, Last: 1}, 404, "VERSION_NOT_FOUND"},
+		{"nothing to compare", alice, Prefix, Request{Last: 1}, 400, `"FIELD":"draft"`},
+		{"draft and version", alice, Prefix, Request{Draft: "d1", Version: 2, Last: 1}, 400, `"FIELD":"version"`},
+		{"no range", alice, Prefix, Request{Draft: "d1"}, 400, `"FIELD":"last"`},
+		{"two ranges", alice, Prefix, Request{Draft: "d1", Last: 1, Duration: "1h"}, 400, `"FIELD":"last"`},
+		{"last too large", alice, Prefix, Request{Draft: "d1", Last: DefaultMaxEvents + 1}, 400, `"FIELD":"last"`},
+		{"bad duration", alice, Prefix, Request{Draft: "d1", Duration: "an hour"}, 400, `"FIELD":"duration"`},
+		{"negative duration", alice, Prefix, Request{Draft: "d1", Duration: "-1h"}, 400, `"FIELD":"duration"`},
+		{"bad from", alice, Prefix, Request{Draft: "d1", From: "yesterday"}, 400, `"FIELD":"from"`},
+		{"future from", alice, Prefix, Request{Draft: "d1", From: future}, 400, `"FIELD":"from"`},
+		{"to alone", alice, Prefix, Request{Draft: "d1", To: future}, 400, `"FIELD":"from"`},
+		{"to before from", alice, Prefix, Request{Draft: "d1", From: "2026-01-02T00:00:00Z", To: "2026-01-01T00:00:00Z"}, 400, `"FIELD":"to"`},
+		{"sample too large", alice, Prefix, Request{Draft: "d1", Last: 1, Sample: DefaultMaxSample + 1}, 400, `"FIELD":"sample"`},
+		{"max events too large", alice, Prefix, Request{Draft: "d1", Last: 1, MaxEvents: DefaultMaxEvents + 1}, 400, `"FIELD":"max_events"`},
+		{"unknown field", alice, Prefix, []byte(`{"draft": "d1", "last": 1, "rate": 5}`), 400, "unknown field"},
+		{"not JSON", alice, Prefix, []byte(`{"draft": `), 400, "BAD_REQUEST"},
+		{"too large", alice, Prefix, []byte(`{"draft": "` + strings.Repeat("x", maxRequestBytes) + `"}`), 413, "PAYLOAD_TOO_LARGE"},
+		{"bad engine id", token("engine", "fleet_report"), ClaimPath, Claim{Engine: "a b"}, 400, `"FIELD":"engine"`},
+		{"bad wait", token("engine", "fleet_report"), ClaimPath + "?wait=600", Claim{Engine: "e1"}, 400, `"FIELD":"wait"`},
+		{"no such backtest", alice, Prefix + "/nope/cancel", nil, 404, "BACKTEST_NOT_FOUND"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := f.do(t, http.MethodPost, tc.path, tc.tok, tc.body)
+			if status != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Errorf("%d %s, want %d %s", status, body, tc.status, tc.want)
+			}
+		})
+	}
+	if status, body := f.do(t, http.MethodGet, Prefix, alice, nil); status != http.StatusOK || string(body) != "{\"backtests\":[]}\n" {
+		t.Errorf("list after refusals: %d %s", status, body)
+	}
+	if status, _ := f.do(t, http.MethodPatch, Prefix, alice, nil); status != http.StatusMethodNotAllowed {
+		t.Errorf("PATCH: %d", status)
+	}
+	// Unsupported media type.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.srv.URL+Prefix, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+alice)
+	if resp, err := f.srv.Client().Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("no content type: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}

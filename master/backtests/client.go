@@ -1,0 +1,108 @@
+package backtests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client is the operators' client of the backtests' routes.
+type Client struct {
+	caller
+}
+
+// NewClient returns a client of the masters at urls (base URLs) with
+// token (edit on the root); httpClient nil is a plain client.
+func NewClient(urls []string, token string, httpClient *http.Client) (*Client, error) {
+	if len(urls) == 0 || token == "" {
+		return nil, errors.New("backtests client: masters and a token are required")
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	us := make([]string, len(urls))
+	for i, u := range urls {
+		us[i] = strings.TrimRight(u, "/")
+	}
+	return &Client{caller{urls: us, token: token, client: httpClient}}, nil
+}
+
+// requestTimeout bounds one request of the client.
+const requestTimeout = 30 * time.Second
+
+// Start asks for a backtest.
+func (c *Client) Start(ctx context.Context, req Request) (Backtest, error) {
+	var b Backtest
+	_, err := c.call(ctx, requestTimeout, http.MethodPost, Prefix, req, &b)
+	return b, err
+}
+
+// Get returns a backtest with its result.
+func (c *Client) Get(ctx context.Context, id string) (Backtest, error) {
+	var b Backtest
+	_, err := c.call(ctx, requestTimeout, http.MethodGet, Prefix+"/"+url.PathEscape(id), nil, &b)
+	return b, err
+}
+
+// List returns the backtests, newest first.
+func (c *Client) List(ctx context.Context) ([]Backtest, error) {
+	var l List
+	_, err := c.call(ctx, requestTimeout, http.MethodGet, Prefix, nil, &l)
+	return l.Backtests, err
+}
+
+// Cancel cancels a backtest.
+func (c *Client) Cancel(ctx context.Context, id string) (Backtest, error) {
+	var b Backtest
+	_, err := c.call(ctx, requestTimeout, http.MethodPost, Prefix+"/"+url.PathEscape(id)+"/cancel", nil, &b)
+	return b, err
+}
+
+// Delete deletes a backtest.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	_, err := c.call(ctx, requestTimeout, http.MethodDelete, Prefix+"/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+// Wait polls a backtest every interval until it is finished, calling
+// progress (when not nil) with each state read, and returns it with its
+// result. A failure of one poll is retried (a master may be changing
+// leader) for up to a minute.
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, progress func(Backtest)) (Backtest, error) {
+	var lastOK time.Time = time.Now()
+	for {
+		b, err := c.Get(ctx, id)
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+			if progress != nil {
+				progress(b)
+			}
+			if finished(b.State) {
+				return b, nil
+			}
+		case ctx.Err() != nil:
+			return Backtest{}, ctx.Err()
+		case isStatus(err, http.StatusNotFound):
+			return Backtest{}, fmt.Errorf("backtest %s: %w", id, err)
+		case time.Since(lastOK) > time.Minute:
+			return Backtest{}, fmt.Errorf("backtest %s: %w", id, err)
+		}
+		if !sleep(ctx, interval) {
+			return Backtest{}, ctx.Err()
+		}
+	}
+}
+
+// Finished reports whether state is one a backtest ends in.
+func Finished(state string) bool { return finished(state) }
+
+// isStatus reports an answer of status.
+func isStatus(err error, status int) bool {
+	var ae *AnswerError
+	return errors.As(err, &ae) && ae.Status == status
+}

@@ -1,0 +1,51 @@
+// Package backtests runs backtests through the masters: an operator asks
+// the masters for one (POST /squall/v1/backtests: a draft, or a version of
+// the tree, against the active tree, over a range of the events topic),
+// an engine claims it, runs it with engine/backtest outside its consumer
+// group, reports its progress and posts its result, which the masters keep
+// until it is deleted or expires (docs/api.md, "Backtests";
+// docs/decisions.md decision 64).
+//
+// # On the masters
+//
+// [API] serves the routes on the leader (followers forward). It keeps the
+// backtests in the leader's memory, not in the replicated state: a change
+// of leader forgets them (decision 64 says why). Each backtest holds the
+// two trees it compares, copied when it was asked for, so that a deploy or
+// an edit of the draft meanwhile changes nothing of it. Its range is
+// resolved then too: a duration ("1h") becomes the times [now-1h, now).
+//
+// A backtest is pending until an engine claims it (POST
+// /squall/v1/backtests/claim, a long poll), running while the engine
+// reports its progress (PUT .../{id}/progress, every second), then
+// succeeded, failed or cancelled once the engine posts its result (PUT
+// .../{id}/result). An engine that stops reporting for Config.LeaseTimeout
+// loses it: the backtest is pending again for another engine, once
+// (Config.MaxAttempts), then failed; a cancelled one is then cancelled. A
+// backtest no engine claims within Config.PendingTimeout fails. Nothing
+// stays running or pending forever.
+//
+// The masters keep at most Config.MaxKept backtests (the oldest finished
+// ones go first; when every kept one is pending or running, a new one is
+// refused 429), each result at most Config.MaxResultBytes, and drop a
+// finished one Config.Keep after it finished.
+//
+// Permissions: every route of operators needs edit on the root. A
+// backtest reads the events of every tenant, and its sample holds their
+// bodies; whoever may edit the whole tree can already send any event
+// anywhere with an action, whereas view does not give the events' bodies
+// (decision 59). A draft is backtested only by its owner, who alone may
+// read it. The engines' routes need fleet_report on the root, the role of
+// their heartbeat; an engine's progress and result are taken only from
+// the engine (and the user) that claimed the backtest.
+//
+// # On the engines
+//
+// [Worker] is the engines' side: it claims a backtest when it runs fewer
+// than its maximum (one by default), runs it with the engine's own rate
+// limit and CPU budget (a share of one core, measured on the backtest's
+// thread), reports its progress every second, stops when the masters
+// answer that it was cancelled or deleted, and posts the result.
+//
+// [Client] is the operators' client (squall backtest --master).
+package backtests

@@ -1,0 +1,302 @@
+package backtests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Errors of the registry.
+var (
+	errNotFound = errors.New("no such backtest")
+	// errNotClaimer: a progress or result from an engine that does not
+	// run the backtest (any more).
+	errNotClaimer = errors.New("this engine does not run the backtest")
+	// errFull: MaxKept backtests are pending or running.
+	errFull = errors.New("too many backtests pending or running")
+	// errFinished: cancel of a finished backtest.
+	errFinished = errors.New("the backtest is finished")
+)
+
+// record is a kept backtest: what the API shows, the trees it compares
+// (until it finishes) and who runs it.
+type record struct {
+	Backtest
+	active, candidate json.RawMessage
+	// engineUser is the token user of the engine that claimed it; lease
+	// is when the backtest is taken back from an engine that has not
+	// reported since.
+	engineUser string
+	lease      time.Time
+	// pendingSince is when it became pending (again).
+	pendingSince time.Time
+	resultSize   int
+}
+
+// registry keeps the backtests of the leader, in creation order.
+type registry struct {
+	cfg Config
+
+	mu   sync.Mutex
+	recs []*record
+	wake chan struct{} // closed when a backtest becomes pending
+}
+
+func newRegistry(cfg Config) *registry {
+	return &registry{cfg: cfg, wake: make(chan struct{})}
+}
+
+// find returns the record of id; mu held.
+func (g *registry) find(id string) (int, *record) {
+	for i, r := range g.recs {
+		if r.ID == id {
+			return i, r
+		}
+	}
+	return -1, nil
+}
+
+// wakeLocked tells the claims waiting that a backtest is pending.
+func (g *registry) wakeLocked() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// add keeps a new pending backtest, making room by dropping the oldest
+// finished ones, and returns its view.
+func (g *registry) add(r *record, now time.Time) (Backtest, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	for len(g.recs) >= g.cfg.MaxKept {
+		i := slices.IndexFunc(g.recs, func(r *record) bool { return finished(r.State) })
+		if i < 0 {
+			return Backtest{}, errFull
+		}
+		g.recs = slices.Delete(g.recs, i, i+1)
+	}
+	r.State, r.pendingSince = StatePending, now
+	g.recs = append(g.recs, r)
+	g.wakeLocked()
+	return r.view(false), nil
+}
+
+func finished(state string) bool {
+	return state == StateSucceeded || state == StateFailed || state == StateCancelled
+}
+
+// sweepLocked takes running backtests back from engines whose lease
+// passed, fails those pending too long, and drops those finished for
+// longer than Keep.
+func (g *registry) sweepLocked(now time.Time) {
+	requeued := false
+	g.recs = slices.DeleteFunc(g.recs, func(r *record) bool {
+		switch r.State {
+		case StateRunning:
+			if now.Before(r.lease) {
+				return false
+			}
+			lost := fmt.Sprintf("engine %q stopped reporting its progress for %s", r.Engine, g.cfg.LeaseTimeout)
+			switch {
+			case r.CancelRequested:
+				g.finishLocked(r, StateCancelled, lost, now)
+			case r.Attempts >= g.cfg.MaxAttempts:
+				g.finishLocked(r, StateFailed, fmt.Sprintf("%s (attempt %d of %d)", lost, r.Attempts, g.cfg.MaxAttempts), now)
+			default:
+				// Another engine runs it again from the start.
+				r.State, r.Engine, r.engineUser, r.Progress, r.StartedMS = StatePending, "", "", nil, 0
+				r.pendingSince = now
+				r.Error = lost + "; pending again for another engine"
+				requeued = true
+			}
+		case StatePending:
+			if now.Sub(r.pendingSince) >= g.cfg.PendingTimeout {
+				g.finishLocked(r, StateFailed, fmt.Sprintf("no engine claimed it within %s: are engines running with --backtest-max-running above 0?", g.cfg.PendingTimeout), now)
+			}
+		default:
+			return now.Sub(time.UnixMilli(r.FinishedMS)) >= g.cfg.Keep
+		}
+		return false
+	})
+	if requeued {
+		g.wakeLocked()
+	}
+}
+
+// finishLocked ends r in state with msg as its error (if any).
+func (g *registry) finishLocked(r *record, state, msg string, now time.Time) {
+	r.State, r.FinishedMS, r.active, r.candidate = state, now.UnixMilli(), nil, nil
+	if msg != "" {
+		r.Error = msg
+	}
+}
+
+// claim gives the oldest pending backtest to engine, waiting for one until
+// ctx ends (then nil, nil).
+func (g *registry) claim(ctx context.Context, engine, user string, now func() time.Time) (*Assignment, error) {
+	for {
+		g.mu.Lock()
+		t := now()
+		g.sweepLocked(t)
+		for _, r := range g.recs {
+			if r.State != StatePending {
+				continue
+			}
+			r.State, r.Engine, r.engineUser = StateRunning, engine, user
+			r.Attempts++
+			r.StartedMS = t.UnixMilli()
+			r.lease = t.Add(g.cfg.LeaseTimeout)
+			r.Progress = &Progress{}
+			a := &Assignment{ID: r.ID, Active: r.active, Candidate: r.candidate, Range: r.Range, Sample: r.Sample, MaxEvents: r.MaxEvents}
+			g.mu.Unlock()
+			return a, nil
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-wake:
+		}
+	}
+}
+
+// running returns the running record of id that engine (with user's
+// token) claimed; mu held.
+func (g *registry) running(id, engine, user string) (*record, error) {
+	_, r := g.find(id)
+	switch {
+	case r == nil:
+		return nil, errNotFound
+	case r.State != StateRunning || r.Engine != engine || r.engineUser != user:
+		return nil, errNotClaimer
+	}
+	return r, nil
+}
+
+// progress records an engine's progress, extends its lease and says
+// whether it should stop.
+func (g *registry) progress(id, engine, user string, p Progress, now time.Time) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	r, err := g.running(id, engine, user)
+	if err != nil {
+		return false, err
+	}
+	r.Progress = &p
+	r.lease = now.Add(g.cfg.LeaseTimeout)
+	return r.CancelRequested, nil
+}
+
+// finish records an engine's result.
+func (g *registry) finish(id, engine, user string, rep ResultReport, size int, now time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	r, err := g.running(id, engine, user)
+	if err != nil {
+		return err
+	}
+	r.Result, r.resultSize = rep.Result, size
+	if rep.Result != nil {
+		r.Progress = &Progress{Read: rep.Result.Events, Total: rep.Result.Events, Rate: rep.Result.Rate, ElapsedMS: rep.Result.Elapsed.Milliseconds()}
+		if !rep.Result.Complete {
+			r.Progress.Total = r.Progress.Read
+			if r.Progress.Total < rep.Result.RangeEvents {
+				r.Progress.Total = rep.Result.RangeEvents
+			}
+		}
+	}
+	switch {
+	case r.CancelRequested:
+		g.finishLocked(r, StateCancelled, "", now)
+		r.Error = ""
+	case rep.Error != "" || rep.Result == nil || !rep.Result.Complete:
+		msg := rep.Error
+		if msg == "" {
+			msg = "the engine posted no complete result"
+		}
+		g.finishLocked(r, StateFailed, msg, now)
+	default:
+		g.finishLocked(r, StateSucceeded, "", now)
+		r.Error = ""
+	}
+	return nil
+}
+
+// cancel cancels a pending backtest at once, and asks the engine of a
+// running one to stop.
+func (g *registry) cancel(id string, now time.Time) (Backtest, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	_, r := g.find(id)
+	switch {
+	case r == nil:
+		return Backtest{}, errNotFound
+	case r.State == StatePending:
+		g.finishLocked(r, StateCancelled, "cancelled before an engine claimed it", now)
+	case r.State == StateRunning:
+		r.CancelRequested = true
+	default:
+		return Backtest{}, errFinished
+	}
+	return r.view(false), nil
+}
+
+// remove forgets a backtest; a running one's engine is told to stop at
+// its next report (the backtest is unknown).
+func (g *registry) remove(id string, now time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	i, _ := g.find(id)
+	if i < 0 {
+		return errNotFound
+	}
+	g.recs = slices.Delete(g.recs, i, i+1)
+	return nil
+}
+
+// get returns a backtest with its result.
+func (g *registry) get(id string, now time.Time) (Backtest, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	_, r := g.find(id)
+	if r == nil {
+		return Backtest{}, errNotFound
+	}
+	return r.view(true), nil
+}
+
+// list returns the backtests, newest first, without results.
+func (g *registry) list(now time.Time) []Backtest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	out := make([]Backtest, 0, len(g.recs))
+	for i := len(g.recs) - 1; i >= 0; i-- {
+		out = append(out, g.recs[i].view(false))
+	}
+	return out
+}
+
+// view is what the API shows of r: a copy (the result is never modified
+// once set, so it is shared).
+func (r *record) view(result bool) Backtest {
+	b := r.Backtest
+	if b.Progress != nil {
+		p := *b.Progress
+		b.Progress = &p
+	}
+	if !result {
+		b.Result = nil
+	}
+	return b
+}
