@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,8 +28,12 @@ type backtestOptions struct {
 	sasl               kafkaclient.SASL
 	saslPasswordFile   string
 	activeTree, draft  string
-	last               int64
+	last               string
 	since, until       string
+	// The masters' mode: --master, --token-file, --draft or --version.
+	cluster   clusterFlags
+	draftID   string
+	version   uint64
 	sample             int
 	rate               float64
 	maxEvents          int64
@@ -38,10 +43,23 @@ type backtestOptions struct {
 func newBacktestCommand() *cobra.Command {
 	var o backtestOptions
 	cmd := &cobra.Command{
-		Use:   "backtest --kafka-brokers HOST:PORT --tree-active A --tree-draft B (--last N | --since T [--until T]) [flags]",
+		Use:   "backtest (--master URL --token-file F (--draft ID | --version N) | --kafka-brokers HOST:PORT --tree-active A --tree-draft B) (--last N|DURATION | --since T [--until T]) [flags]",
 		Short: "Run a draft tree and the active one over recorded events, and print where they differ",
-		Long: `Backtest reads a range of the events topic straight from Kafka, outside any
-consumer group (it commits nothing and moves no engine's offsets), evaluates
+		Long: `Backtest compares a draft (or a version of the tree) with the active tree over
+recorded events, and prints where they differ.
+
+With --master, the masters run it (POST /squall/v1/backtests): --draft ID (a
+draft you own) or --version N against the active tree, over --last 1h (a
+duration up to now), --last N (records per partition) or --since/--until
+(--from/--to). An engine runs it outside its consumer group at its own
+--backtest-rate and --backtest-cpu; the command waits with a progress line,
+prints the differing rules (--json: the whole backtest and its result) and
+cancels the backtest on Ctrl-C. The token (--token-file) needs edit on the
+root. squall backtest list / show / cancel / delete manage the backtests the
+masters keep.
+
+Without --master, backtest runs here: it reads a range of the events topic
+straight from Kafka, outside any consumer group (it commits nothing and moves no engine's offsets), evaluates
 every event with both trees as a test event, runs no action, and prints the
 rules whose match counts differ, with the number of events whose outcome
 (matched rules or resolved actions) differs. --json prints the whole result:
@@ -60,7 +78,14 @@ evaluated per second; one backtest uses one core at most.
 While it runs, a progress line goes to stderr when stderr is a terminal.
 Ctrl-C stops it and prints what it counted so far (exit status 1).
 Exit status 2: bad input (a flag, a tree), nothing read.`,
-		Example: `  # The last 10,000 events of each partition
+		Example: `  # The masters run it: your draft against the active tree, over the last hour
+  squall backtest --master http://127.0.0.1:8080 --token-file ops.token --draft DRAFT_ID --last 1h
+
+  # Version 12 against the active tree over a window of the past, as JSON
+  squall backtest --master http://127.0.0.1:8080 --token-file ops.token --version 12 \
+    --from 2026-11-28T09:00:00Z --to 2026-11-28T10:00:00Z --json
+
+  # Here, from Kafka: the last 10,000 events of each partition
   squall backtest --kafka-brokers 127.0.0.1:9092 --tree-active active.json --tree-draft draft.json --last 10000
 
   # A master's draft against its active tree over the last hour, at most 2,000 events/s, as JSON
@@ -73,6 +98,9 @@ Exit status 2: bad input (a flag, a tree), nothing read.`,
     --since 2026-11-28T09:00:00Z --until 2026-11-28T10:00:00Z --sample 50`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(o.cluster.masters) > 0 {
+				return runRemoteBacktest(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			bt, err := o.build(time.Now())
 			if err != nil {
 				return badInput(err)
@@ -87,17 +115,26 @@ Exit status 2: bad input (a flag, a tree), nothing read.`,
 	kafkaClientFlags(f, &o.tls, &o.sasl, &o.saslPasswordFile)
 	f.StringVar(&o.activeTree, "tree-active", "", "export file or Tornado rules folder of the active tree (required)")
 	f.StringVar(&o.draft, "tree-draft", "", "export file or Tornado rules folder of the tree to try (required)")
-	f.Int64Var(&o.last, "last", 0, "read the last N records of each partition")
-	f.StringVar(&o.since, "since", "", "read the records since then: RFC 3339, or a duration before now (1h)")
-	f.StringVar(&o.until, "until", "", "with --since: read the records before then: RFC 3339, or a duration before now")
+	f.StringVar(&o.last, "last", "", "read the last N records of each partition, or the records of the last DURATION (1h)")
+	f.StringVar(&o.since, "since", "", "read the records since then: RFC 3339, or a duration before now (1h); --from is the same")
+	f.StringVar(&o.until, "until", "", "with --since: read the records before then: RFC 3339, or a duration before now; --to is the same")
+	o.cluster.define(cmd.PersistentFlags(), "edit")
+	cmd.AddCommand(backtestSubcommands(&o)...)
+	f.StringVar(&o.draftID, "draft", "", "with --master: the id of the draft to try (yours)")
+	f.Uint64Var(&o.version, "version", 0, "with --master: the version of the tree to try")
 	f.IntVar(&o.sample, "sample", backtest.DefaultSample, fmt.Sprintf("differing events kept with both outcomes (--json; at most %d)", backtest.MaxSample))
 	f.Float64Var(&o.rate, "rate", 0, "events evaluated per second at most (0: as fast as one core goes)")
 	f.Int64Var(&o.maxEvents, "max-events", backtest.DefaultMaxEvents, "events read at most; a larger range keeps the latest of each partition")
 	f.BoolVar(&o.asJSON, "json", false, "print the whole result as JSON")
 	f.BoolVar(&o.noProgress, "no-progress", false, "no progress line, even on a terminal")
 	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "brokers" {
+		switch name {
+		case "brokers":
 			name = "kafka-brokers"
+		case "from":
+			name = "since"
+		case "to":
+			name = "until"
 		}
 		return pflag.NormalizedName(name)
 	})
@@ -107,19 +144,26 @@ Exit status 2: bad input (a flag, a tree), nothing read.`,
 // build checks the flags, reads the trees and builds the backtest.
 func (o *backtestOptions) build(now time.Time) (*backtest.Backtest, error) {
 	if len(o.brokers) == 0 {
-		return nil, errors.New("backtest: --kafka-brokers is required")
+		return nil, errors.New("backtest: --kafka-brokers is required (or --master: the masters run it)")
+	}
+	if o.draftID != "" || o.version != 0 {
+		return nil, errors.New("backtest: --draft and --version go with --master; here, give the trees' files: --tree-active and --tree-draft")
 	}
 	if o.activeTree == "" || o.draft == "" {
 		return nil, errors.New("backtest: --tree-active and --tree-draft are required: the export files (or Tornado rules folders) of the two trees")
 	}
 	var r backtest.Range
+	last, lastFor, err := parseLast(o.last)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case o.last > 0 && (o.since != "" || o.until != ""):
+	case o.last != "" && (o.since != "" || o.until != ""):
 		return nil, errors.New("backtest: give --last or --since, not both")
-	case o.last < 0:
-		return nil, fmt.Errorf("backtest: --last %d: want a positive number of records", o.last)
-	case o.last > 0:
-		r.Last = o.last
+	case last > 0:
+		r.Last = last
+	case lastFor > 0:
+		r.Since = now.Add(-lastFor)
 	case o.since == "":
 		return nil, errors.New("backtest: give the range: --last N (records per partition) or --since T")
 	default:
@@ -170,6 +214,21 @@ func (o *backtestOptions) build(now time.Time) (*backtest.Backtest, error) {
 		return nil, err
 	}
 	return bt, nil
+}
+
+// parseLast reads --last: a number of records per partition, or a
+// duration up to now (both zero when v is empty).
+func parseLast(v string) (int64, time.Duration, error) {
+	if v == "" {
+		return 0, 0, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+		return n, 0, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return 0, d, nil
+	}
+	return 0, 0, fmt.Errorf("backtest: --last %q: want a positive number of records per partition, or a duration (1h)", v)
 }
 
 // parseWhen reads an RFC 3339 time or a duration before now.

@@ -25,6 +25,7 @@ func newEngineCommand() *cobra.Command {
 	var masters, brokers []string
 	var tokenFile, masterCAFile, saslPasswordFile string
 	var fl fleetFlags
+	var bt engineBacktestFlags
 	var role roleOptions
 	cmd := &cobra.Command{
 		Use:   "engine --master URL[,URL...] --token-file F --kafka-brokers HOST:PORT[,...] [flags]",
@@ -48,6 +49,13 @@ list (GET /squall/v1/fleet, the console's Fleet tab). The heartbeat runs on
 its own: a master that fails is skipped, and failures only delay the next
 heartbeat (logged once, then once a minute). /healthz, /readyz (ready once a
 tree is installed and the group joined) and /metrics are served on --http.
+
+The engine also runs the backtests the masters hand out (POST
+/squall/v1/backtests; --backtest-max-running at once, one by default, 0:
+none): it reads their range of --topic outside its consumer group (no
+offset of the group moves), at most --backtest-rate events per second and
+--backtest-cpu of one core, reports the progress every second and posts the
+result (docs/operations.md, "Backtest").
 
 With --data-dir, the engine keeps the last tree it installed there
 (tree.json, written atomically); started while no master answers, it runs
@@ -108,6 +116,10 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
+			worker, err := bt.worker(cfg, id, logger)
+			if err != nil {
+				return err
+			}
 			// Run watches --actions-config; SIGHUP reloads it too.
 			hangups := onHangup(logger, s.ReloadActions)
 			ctx, stop := context.WithCancel(cmd.Context())
@@ -116,6 +128,7 @@ on the command line wins; empty variables are ignored.`,
 			g.Go(func() error { defer stop(); return s.Run(ctx) })
 			g.Go(func() error { return hangups(ctx) })
 			g.Go(func() error { return runReporter(ctx, reporter) })
+			g.Go(func() error { return runWorker(ctx, worker) })
 			return g.Wait()
 		},
 	}
@@ -148,6 +161,7 @@ on the command line wins; empty variables are ignored.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long a stop waits for the events in progress")
 	kafkaClientFlags(f, &cfg.TLS, &cfg.SASL, &saslPasswordFile)
 	fl.define(f, true)
+	bt.define(f)
 	role.define(f, tracing.ServiceEngine)
 	documentEnv(f)
 	return cmd

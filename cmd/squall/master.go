@@ -15,6 +15,7 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
 	"github.com/squallhq/squall/master/auditsink"
+	"github.com/squallhq/squall/master/backtests"
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
@@ -32,6 +33,7 @@ func newMasterCommand() *cobra.Command {
 	var intakeBrokers []string
 	var role roleOptions
 	dlCfg := deadletters.Default()
+	btCfg := backtests.Default()
 	cmd := &cobra.Command{
 		Use:   "master --node-id ID --data-dir DIR (--bootstrap | --join URL) [flags]",
 		Short: "Run a master node: the replicated tree, the configuration API, the tree watch",
@@ -40,7 +42,8 @@ func newMasterCommand() *cobra.Command {
 		Long: `Master runs one node of the master cluster: the raft-replicated active tree and
 draft, the v2_beta configuration and test-event API, the findings API
 (/intel/api/sdk/v0, docs/findings.md), the cluster endpoints
-(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active),
+(/squall/v1/cluster), the engines' tree watch (/squall/v1/tree/active), the
+backtests the engines run (/squall/v1/backtests, squall backtest --master),
 with --kafka-brokers the dead-letter API (/squall/v1/deadletters, squall
 deadletters) and /healthz, /readyz, /metrics. Any node answers every request; requests that need
 the leader are forwarded to it.
@@ -144,6 +147,10 @@ given on the command line wins; empty variables are ignored.`,
 			if _, err := mountConsole(srv, console.Options{}, fleetCfg, reg, logger); err != nil {
 				return err
 			}
+			followBacktests, err := mountBacktests(srv, btCfg, logger)
+			if err != nil {
+				return err
+			}
 			// With brokers, the dead-letter API (docs/operations.md "Dead
 			// letters").
 			if len(intakeBrokers) > 0 {
@@ -184,6 +191,7 @@ given on the command line wins; empty variables are ignored.`,
 				return nil
 			})
 			g.Go(func() error { return hangups(ctx) })
+			g.Go(func() error { return followBacktests(ctx) })
 			if sink != nil {
 				g.Go(func() error { return sink.Run(ctx) })
 			}
@@ -225,6 +233,7 @@ given on the command line wins; empty variables are ignored.`,
 	f.StringVar(&intakeCfg.Webhooks.Dir, "webhooks-dir", "", "folder of webhook files: this node also serves the webhook intake (needs --kafka-brokers and --spool-dir)")
 	f.StringSliceVar(&intakeBrokers, "kafka-brokers", nil, "Kafka brokers of the webhook intake and of the dead-letter API, host:port (repeatable or comma-separated)")
 	deadLetterFlags(f, &dlCfg)
+	backtestListFlags(f, &btCfg)
 	f.StringVar(&intakeCfg.Kafka.Topic, "topic", intakeCfg.Kafka.Topic, "Kafka topic of the webhook intake's events")
 	f.StringVar(&intakeCfg.Spool.Dir, "spool-dir", "", "folder of the webhook intake's durable spool")
 	f.StringVar(&intakeCfg.TenantID, "tenant-id", intakeCfg.TenantID, "tenant of webhook events whose file names none")

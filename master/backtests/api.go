@@ -489,3 +489,31 @@ func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims
 	a.logger.InfoContext(r.Context(), "backtest finished", "id", r.PathValue("id"), "engine", rep.Engine, "error", rep.Error)
 	return answer{status: http.StatusNoContent}, nil
 }
+
+// Leadership tells a node's leadership (*store.Store).
+type Leadership interface {
+	LeaderChanged() <-chan struct{}
+	IsLeader() bool
+}
+
+var _ Leadership = (*store.Store)(nil)
+
+// Follow forgets the backtests kept whenever this node stops leading,
+// until ctx ends: a node that leads again later starts empty rather than
+// with backtests that the leaders in between never knew (their engines
+// were told so, and stopped). It returns nil.
+func (a *API) Follow(ctx context.Context, l Leadership) error {
+	for {
+		changed := l.LeaderChanged()
+		if !l.IsLeader() {
+			if n := a.reg.forget(); n > 0 {
+				a.logger.Info("backtests forgotten: this node no longer leads", "backtests", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}

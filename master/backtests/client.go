@@ -106,3 +106,41 @@ func isStatus(err error, status int) bool {
 	var ae *AnswerError
 	return errors.As(err, &ae) && ae.Status == status
 }
+
+// cancelGrace bounds how long Run waits, once its context ended, for the
+// cancelled backtest's partial result.
+const cancelGrace = 15 * time.Second
+
+// Run starts a backtest and waits for its end, polling every interval and
+// calling progress with each state read. When ctx ends first, it cancels
+// the backtest on the masters and returns what its engine counted so far
+// (when it comes within 15s) with ctx's error. A backtest that failed is
+// returned with an error saying why.
+func (c *Client) Run(ctx context.Context, req Request, interval time.Duration, progress func(Backtest)) (Backtest, error) {
+	bt, err := c.Start(ctx, req)
+	if err != nil {
+		return Backtest{}, err
+	}
+	if progress != nil {
+		progress(bt)
+	}
+	done, err := c.Wait(ctx, bt.ID, interval, progress)
+	if err != nil && ctx.Err() != nil {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+		defer cancel()
+		if _, cerr := c.Cancel(gctx, bt.ID); cerr != nil && !isStatus(cerr, http.StatusConflict) {
+			return Backtest{ID: bt.ID, State: StateRunning}, fmt.Errorf("%w; the backtest %s was not cancelled: %w", ctx.Err(), bt.ID, cerr)
+		}
+		if done, werr := c.Wait(gctx, bt.ID, interval, progress); werr == nil {
+			return done, ctx.Err()
+		}
+		return Backtest{ID: bt.ID, State: StateCancelled}, ctx.Err()
+	}
+	if err != nil {
+		return Backtest{ID: bt.ID}, err
+	}
+	if done.State == StateFailed {
+		return done, fmt.Errorf("backtest %s failed: %s", done.ID, done.Error)
+	}
+	return done, nil
+}
