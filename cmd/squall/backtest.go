@@ -22,18 +22,18 @@ import (
 
 // backtestOptions are the flags of squall backtest.
 type backtestOptions struct {
-	brokers            []string
-	topic              string
-	tls                kafkaclient.TLS
-	sasl               kafkaclient.SASL
-	saslPasswordFile   string
-	activeTree, draft  string
-	last               string
-	since, until       string
+	brokers           []string
+	topic             string
+	tls               kafkaclient.TLS
+	sasl              kafkaclient.SASL
+	saslPasswordFile  string
+	activeTree, draft string
+	last              string
+	since, until      string
 	// The masters' mode: --master, --token-file, --draft or --version.
-	cluster   clusterFlags
-	draftID   string
-	version   uint64
+	cluster            clusterFlags
+	draftID            string
+	version            uint64
 	sample             int
 	rate               float64
 	maxEvents          int64

@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/backtests"
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/deadletters"
 	"github.com/squallhq/squall/master/findings"
@@ -275,6 +276,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
+	followBacktests, err := mountBacktests(srv, backtests.Default(), logger)
+	if err != nil {
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
 
 	// The intake and the engine need the broker, which starts once the
 	// master holds the data dir (its files are locked: a second squall dev
@@ -356,6 +361,13 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 		return errors.Join(err, stopMaster())
 	}
 	eng.Store(e)
+	// The engine runs the backtests asked of the master, as squall engine
+	// does with its default flags.
+	btFlags := engineBacktestFlags{maxRunning: 1, cpu: defaultBacktestCPU, maxLag: defaultBacktestMaxLag}
+	btWorker, err := btFlags.worker(ecfg, ecfg.Name, e.ConsumerLag, logger)
+	if err != nil {
+		return errors.Join(err, stopMaster())
+	}
 
 	// Shutdown order: the intake stops taking calls, answers those in
 	// progress and flushes them to Kafka while the engine drains the
@@ -365,9 +377,11 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	defer stopParts()
 	g, gctx := errgroup.WithContext(pctx)
 	var parts sync.WaitGroup
-	parts.Add(2)
+	parts.Add(3)
 	g.Go(func() error { defer parts.Done(); return s.Run(gctx) })
 	g.Go(func() error { defer parts.Done(); return e.Run(gctx) })
+	g.Go(func() error { defer parts.Done(); return runWorker(gctx, btWorker) })
+	g.Go(func() error { return followBacktests(gctx) })
 	g.Go(func() error { return reportDevFleet(gctx, fl, s, e) })
 	g.Go(func() error {
 		var runErr error

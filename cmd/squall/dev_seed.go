@@ -179,8 +179,9 @@ func prepareDevDir(dir string) (*devDir, error) {
 		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.Admin)}}}}, devAdminTTL); err != nil {
 		return nil, err
 	}
+	// view for the tree, fleet_report for the backtests it claims.
 	if d.engineToken, err = signer.Sign(auth.Claims{User: "squall-engine",
-		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View)}}}}, devEngineTTL); err != nil {
+		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View), string(auth.FleetReport)}}}}, devEngineTTL); err != nil {
 		return nil, err
 	}
 	// The finding executor's: it inserts findings and reads none

@@ -54,8 +54,9 @@ The engine also runs the backtests the masters hand out (POST
 /squall/v1/backtests; --backtest-max-running at once, one by default, 0:
 none): it reads their range of --topic outside its consumer group (no
 offset of the group moves), at most --backtest-rate events per second and
---backtest-cpu of one core, reports the progress every second and posts the
-result (docs/operations.md, "Backtest").
+--backtest-cpu of one core, held while its consumer lag grew more than
+--backtest-max-lag, reports the progress every second and posts the result
+(docs/operations.md, "Backtest").
 
 With --data-dir, the engine keeps the last tree it installed there
 (tree.json, written atomically); started while no master answers, it runs
@@ -116,7 +117,7 @@ on the command line wins; empty variables are ignored.`,
 			if err != nil {
 				return err
 			}
-			worker, err := bt.worker(cfg, id, logger)
+			worker, err := bt.worker(cfg, id, s.ConsumerLag, logger)
 			if err != nil {
 				return err
 			}

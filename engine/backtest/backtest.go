@@ -64,6 +64,11 @@ type Spec struct {
 	// uses). The thread that runs it is measured (cpu.go); the garbage
 	// collector's own workers are not.
 	CPU float64
+	// Hold, when set, is called before each chunk is read: it returns
+	// nil once the backtest may go on, or ctx's error. An engine holds
+	// its backtests while its live pipeline lags (the worker's lag
+	// guard); Progress says Held meanwhile.
+	Hold func(ctx context.Context) error
 }
 
 // Range selects records of each partition of the topic: the Last records
@@ -126,6 +131,7 @@ type Backtest struct {
 	rules     *table
 	rulesets  *table
 	ran       atomic.Bool
+	held      atomic.Bool
 	read      atomic.Int64
 	total     atomic.Int64
 	startedNs atomic.Int64
@@ -170,11 +176,13 @@ type Progress struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Rate is the events read per second since the start.
 	Rate float64 `json:"rate"`
+	// Held: the backtest waits for Spec.Hold.
+	Held bool `json:"held,omitempty"`
 }
 
 // Progress returns how far the backtest is.
 func (b *Backtest) Progress() Progress {
-	p := Progress{Read: b.read.Load(), Total: b.total.Load()}
+	p := Progress{Read: b.read.Load(), Total: b.total.Load(), Held: b.held.Load()}
 	if ns := b.startedNs.Load(); ns != 0 {
 		p.Elapsed = b.now().Sub(time.Unix(0, ns))
 		if p.Elapsed > 0 {
@@ -296,6 +304,14 @@ func (b *Backtest) readAll(ctx context.Context, parts []partRange, c *counter) e
 			p := &parts[i]
 			if p.next >= p.end {
 				continue
+			}
+			if b.spec.Hold != nil {
+				b.held.Store(true)
+				err := b.spec.Hold(ctx)
+				b.held.Store(false)
+				if err != nil {
+					return err
+				}
 			}
 			chunk = chunk[:0]
 			next, err := b.reader.Read(ctx, b.spec.Topic, p.partition, p.next, p.end, chunkBytes, func(m *kafkasource.Message) bool {

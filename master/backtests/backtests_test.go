@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,5 +318,54 @@ func TestAPI_invalid(t *testing.T) {
 		t.Errorf("no content type: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestWorker_lagGuard: a backtest is held while the engine's consumer lag
+// is more than MaxLagGrowth above its lowest, and goes on once it is back.
+func TestWorker_lagGuard(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}})
+	produce(t, b.Addr, 1500) // a chunk (500) per partition
+	f := newFixture(t, Default(), false)
+	var lag atomic.Int64
+	// 1,000 events/s: a chunk of 500 takes half a second, time enough to
+	// raise the lag before the backtest ends.
+	f.worker(t, b, "engine-1", 1000, func(c *WorkerConfig) {
+		c.Lag = func() (int64, bool) { return lag.Load(), true }
+		c.MaxLagGrowth = 100
+	})
+	c := f.client(t, token("alice", "edit"))
+	lag.Store(5) // the lowest seen when it starts
+	bt, err := c.Start(t.Context(), Request{Draft: "d1", Last: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen Backtest
+	if !polltest.Until(t.Context(), 10*time.Second, func() bool {
+		seen, _ = c.Get(t.Context(), bt.ID)
+		return seen.State == StateRunning && seen.Progress != nil
+	}) {
+		t.Fatalf("not running: %+v", seen)
+	}
+	lag.Store(500) // the live pipeline lags: held at the next chunk
+	if !polltest.Until(t.Context(), 10*time.Second, func() bool {
+		seen, _ = c.Get(t.Context(), bt.ID)
+		return seen.Progress != nil && seen.Progress.Held
+	}) {
+		t.Fatalf("not held: %+v", seen)
+	}
+	held := seen.Progress.Read
+	if held >= 1500 {
+		t.Fatalf("held after %d events", held)
+	}
+	// Held: the count does not move.
+	if again, _ := c.Get(t.Context(), bt.ID); again.Progress == nil || again.Progress.Read != held || again.State != StateRunning {
+		t.Errorf("held at %d, then %+v", held, again.Progress)
+	}
+	lag.Store(90) // within 100 of the lowest, 5
+	done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, nil)
+	if err != nil || done.State != StateSucceeded || done.Result.Events != 1500 {
+		t.Errorf("after the lag fell: %+v, %v", done, err)
 	}
 }

@@ -200,14 +200,18 @@ func (f *fixture) do(t *testing.T, method, path, tok string, body any) (int, []b
 
 // worker starts a worker of engine id reading the broker; it stops with
 // the test.
-func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate float64) {
+func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate float64, opts ...func(*WorkerConfig)) {
 	t.Helper()
 	r, err := kafkasource.NewReader(kafkasource.Dial{Brokers: []string{b.Addr}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWorker(WorkerConfig{MasterURLs: []string{f.srv.URL}, Token: token("engine", "fleet_report"), Engine: id,
-		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second})
+	cfg := WorkerConfig{MasterURLs: []string{f.srv.URL}, Token: token("engine", "fleet_report"), Engine: id,
+		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ type Progress struct {
 	Rate float64 `json:"rate"`
 	// ElapsedMS is the time since the engine started it.
 	ElapsedMS int64 `json:"elapsed_ms"`
+	// Held: the engine holds the backtest while its live pipeline lags
+	// (its --backtest-max-lag).
+	Held bool `json:"held,omitempty"`
 }
 
 // Backtest is a backtest as the API shows it.

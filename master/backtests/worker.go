@@ -38,6 +38,12 @@ type WorkerConfig struct {
 	// its share of one core (0 or 1: one core).
 	Rate float64
 	CPU  float64
+	// Lag, when set, reads the engine's consumer lag (false: unknown);
+	// a backtest is held, between two chunks of events, while the lag is
+	// more than MaxLagGrowth above its lowest since the backtest started
+	// (0: never held), so that the live pipeline keeps priority.
+	Lag          func() (int64, bool)
+	MaxLagGrowth int64
 	// ProgressInterval is the time between two progress reports (default
 	// 1s); it must be well under the masters' lease (30s).
 	ProgressInterval time.Duration
@@ -74,7 +80,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Token == "" || cfg.Topic == "" || cfg.Reader == nil || !idPattern.MatchString(cfg.Engine) {
 		errs = append(errs, errors.New("a token, a topic, a reader and an engine id are required"))
 	}
-	if cfg.MaxRunning < 0 || cfg.Rate < 0 || cfg.CPU < 0 || cfg.CPU > 1 {
+	if cfg.MaxRunning < 0 || cfg.Rate < 0 || cfg.CPU < 0 || cfg.CPU > 1 || cfg.MaxLagGrowth < 0 {
 		errs = append(errs, fmt.Errorf("max running %d, rate %g: want 0 or more; cpu %g: want a share of one core, 0 to 1", cfg.MaxRunning, cfg.Rate, cfg.CPU))
 	}
 	if len(errs) > 0 {
@@ -213,7 +219,7 @@ func (w *Worker) run(ctx context.Context, as *Assignment) {
 			p := bt.Progress()
 			var ans ProgressAnswer
 			status, err := w.call(ctx, 5*time.Second, http.MethodPut, Prefix+"/"+url.PathEscape(as.ID)+"/progress",
-				ProgressReport{Engine: w.cfg.Engine, Progress: Progress{Read: p.Read, Total: p.Total, Rate: p.Rate, ElapsedMS: p.Elapsed.Milliseconds()}}, &ans)
+				ProgressReport{Engine: w.cfg.Engine, Progress: Progress{Read: p.Read, Total: p.Total, Rate: p.Rate, ElapsedMS: p.Elapsed.Milliseconds(), Held: p.Held}}, &ans)
 			switch {
 			case status == http.StatusNotFound || status == http.StatusConflict:
 				// Deleted, taken back, or kept by a leader that changed.
@@ -260,7 +266,37 @@ func (w *Worker) build(as *Assignment) (*backtest.Backtest, error) {
 		sample = -1 // none
 	}
 	return backtest.New(w.cfg.Reader, backtest.Spec{Active: active.Node, Candidate: candidate.Node, Topic: w.cfg.Topic, Range: r,
-		MaxEvents: as.MaxEvents, Sample: sample, Rate: w.cfg.Rate, CPU: w.cfg.CPU})
+		MaxEvents: as.MaxEvents, Sample: sample, Rate: w.cfg.Rate, CPU: w.cfg.CPU, Hold: w.lagGuard()})
+}
+
+// lagHoldPoll is how often a held backtest reads the lag again.
+const lagHoldPoll = 100 * time.Millisecond
+
+// lagGuard returns the Hold of a backtest: it waits while the consumer
+// lag is more than MaxLagGrowth above the lowest lag seen since the
+// backtest started. An unknown lag holds nothing.
+func (w *Worker) lagGuard() func(context.Context) error {
+	if w.cfg.Lag == nil || w.cfg.MaxLagGrowth <= 0 {
+		return nil
+	}
+	low, known := w.cfg.Lag()
+	return func(ctx context.Context) error {
+		for {
+			lag, ok := w.cfg.Lag()
+			switch {
+			case !ok:
+				return nil
+			case !known || lag < low:
+				low, known = lag, true
+			}
+			if lag <= low+w.cfg.MaxLagGrowth {
+				return nil
+			}
+			if !sleep(ctx, lagHoldPoll) {
+				return ctx.Err()
+			}
+		}
+	}
 }
 
 // post sends a result, trimmed to MaxResultBytes, trying for at most a
