@@ -8,6 +8,7 @@ import { fromExport, render, find, details, keyOf } from './tree.js';
 import { examples, renderResult } from './events.js';
 import { Findings } from './findings.js';
 import { Draft } from './draft.js';
+import { DraftBacktest } from './backtest.js';
 import { loadFleet } from './fleet.js';
 import { DeadLetters, deadLetterAccess } from './deadletters.js';
 import { AuditLog, auditAccess } from './audit.js';
@@ -22,6 +23,7 @@ const cfg = '/api/v2_beta/config';
 const state = { active: null, selected: '', view: '', last: {}, stats: null };
 let findings;
 let draft;
+let draftBacktest;
 let deadLetters;
 let auditLog;
 let versions;
@@ -132,7 +134,7 @@ async function switchView(view, r) {
   status('');
   try {
     if (view === 'tree') await showTree(r, entering);
-    else if (view === 'draft') await draft.show(r, entering, prefix());
+    else if (view === 'draft') { await draft.show(r, entering, prefix()); await draftBacktest.show(); }
     else if (view === 'findings') await findings.show(r);
     else if (view === 'fleet') await loadFleet(session);
     else if (view === 'deadletters') await deadLetters.load();
@@ -267,6 +269,7 @@ function wire() {
     navigate: (item, params) => router.go({ view: 'draft', path: item ? itemPath(prefix(), item) : [], params }),
     place: (item, params) => router.replace({ view: 'draft', path: item ? itemPath(prefix(), item) : [], params }),
   });
+  draftBacktest = new DraftBacktest(session, () => ({ id: draft.id, mine: !!draft.id && draft.owner === session.claims().user }));
   deadLetters = new DeadLetters(session);
   auditLog = new AuditLog(session);
   versions = new VersionHistory(session, {
