@@ -19,7 +19,8 @@
 // /squall/v1/backtests/claim, a long poll), running while the engine
 // reports its progress (PUT .../{id}/progress, every second), then
 // succeeded, failed or cancelled once the engine posts its result (PUT
-// .../{id}/result). An engine that stops reporting for Config.LeaseTimeout
+// .../{id}/result). An engine that stops hands its backtest back (Release)
+// for another engine to run from the start. An engine that stops reporting for Config.LeaseTimeout
 // loses it: the backtest is pending again for another engine, once
 // (Config.MaxAttempts), then failed; a cancelled one is then cancelled. A
 // backtest no engine claims within Config.PendingTimeout fails. Nothing

@@ -199,8 +199,8 @@ func (f *fixture) do(t *testing.T, method, path, tok string, body any) (int, []b
 }
 
 // worker starts a worker of engine id reading the broker; it stops with
-// the test.
-func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate float64, opts ...func(*WorkerConfig)) {
+// the test, or when the returned function is called.
+func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate float64, opts ...func(*WorkerConfig)) (stop func()) {
 	t.Helper()
 	r, err := kafkasource.NewReader(kafkasource.Dial{Brokers: []string{b.Addr}, Timeout: 5 * time.Second})
 	if err != nil {
@@ -218,7 +218,9 @@ func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate floa
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (f *fixture) client(t *testing.T, tok string) *Client {

@@ -202,15 +202,20 @@ func (g *registry) finish(id, engine, user string, rep ResultReport, size int, n
 	if err != nil {
 		return err
 	}
+	if rep.Release && !r.CancelRequested && r.Attempts < g.cfg.MaxAttempts {
+		// The engine stops: another one runs it from the start.
+		r.State, r.Engine, r.engineUser, r.Progress, r.StartedMS, r.pendingSince = StatePending, "", "", nil, 0, now
+		r.Error = fmt.Sprintf("engine %q stopped while it ran the backtest (%s); pending again for another engine", engine, rep.Error)
+		g.wakeLocked()
+		return nil
+	}
 	r.Result, r.resultSize = rep.Result, size
-	if rep.Result != nil {
-		r.Progress = &Progress{Read: rep.Result.Events, Total: rep.Result.Events, Rate: rep.Result.Rate, ElapsedMS: rep.Result.Elapsed.Milliseconds()}
-		if !rep.Result.Complete {
-			r.Progress.Total = r.Progress.Read
-			if r.Progress.Total < rep.Result.RangeEvents {
-				r.Progress.Total = rep.Result.RangeEvents
-			}
+	if res := rep.Result; res != nil {
+		total := res.Events
+		if !res.Complete && r.Progress != nil {
+			total = max(total, r.Progress.Total)
 		}
+		r.Progress = &Progress{Read: res.Events, Total: total, Rate: res.Rate, ElapsedMS: res.Elapsed.Milliseconds()}
 	}
 	switch {
 	case r.CancelRequested:

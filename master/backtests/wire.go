@@ -151,4 +151,7 @@ type ResultReport struct {
 	Engine string           `json:"engine"`
 	Result *backtest.Result `json:"result,omitempty"`
 	Error  string           `json:"error,omitempty"`
+	// Release: the engine stops before the end; another engine may run
+	// the backtest again (within the masters' attempts).
+	Release bool `json:"release,omitempty"`
 }

@@ -208,7 +208,7 @@ func (w *Worker) run(ctx context.Context, as *Assignment) {
 			switch {
 			case out.err != nil && cancelled:
 			case out.err != nil && ctx.Err() != nil:
-				rep.Error = "the engine stopped while it ran the backtest"
+				rep.Error, rep.Release = "the engine stopped", true
 			case out.err != nil:
 				rep.Error = out.err.Error()
 			}
