@@ -34,6 +34,7 @@ const (
 	DefaultPendingTimeout = 10 * time.Minute
 	DefaultMaxAttempts    = 2
 	DefaultMaxResultBytes = 8 << 20
+	DefaultMaxKeptBytes   = 128 << 20
 	// DefaultClaimWait is how long a claim waits for a backtest by
 	// default; MaxClaimWait the longest it may ask.
 	DefaultClaimWait = 20 * time.Second
@@ -64,8 +65,10 @@ type Config struct {
 	MaxAttempts  int
 	// PendingTimeout is how long a backtest waits for an engine.
 	PendingTimeout time.Duration
-	// MaxResultBytes bounds a result's JSON.
+	// MaxResultBytes bounds a result's JSON; MaxKeptBytes the results'
+	// JSON kept in all (the oldest finished backtests go first).
 	MaxResultBytes int
+	MaxKeptBytes   int
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -74,7 +77,7 @@ type Config struct {
 func Default() Config {
 	return Config{MaxEvents: DefaultMaxEvents, MaxSample: DefaultMaxSample, MaxKept: DefaultMaxKept, Keep: DefaultKeep,
 		LeaseTimeout: DefaultLeaseTimeout, MaxAttempts: DefaultMaxAttempts, PendingTimeout: DefaultPendingTimeout,
-		MaxResultBytes: DefaultMaxResultBytes}
+		MaxResultBytes: DefaultMaxResultBytes, MaxKeptBytes: DefaultMaxKeptBytes}
 }
 
 // Validate checks c.
@@ -92,8 +95,8 @@ func (c Config) Validate() error {
 	if c.Keep <= 0 || c.LeaseTimeout <= 0 || c.PendingTimeout <= 0 {
 		errs = append(errs, errors.New("keep, lease timeout and pending timeout must be positive"))
 	}
-	if c.MaxResultBytes < 64<<10 {
-		errs = append(errs, fmt.Errorf("max result bytes %d: want 64 KiB or more", c.MaxResultBytes))
+	if c.MaxResultBytes < 64<<10 || c.MaxKeptBytes < c.MaxResultBytes {
+		errs = append(errs, fmt.Errorf("max result bytes %d, max kept bytes %d: want 64 KiB ≤ result ≤ kept", c.MaxResultBytes, c.MaxKeptBytes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("backtests: %w", err)

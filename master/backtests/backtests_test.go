@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
@@ -398,5 +399,34 @@ func TestBacktests_engineStops(t *testing.T) {
 	done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, nil)
 	if err != nil || done.State != StateSucceeded || done.Engine != "engine-2" || done.Attempts != 2 || done.Result.Events != 600 || done.Error != "" {
 		t.Errorf("run again: %+v, %v", done, err)
+	}
+}
+
+// TestRegistry_bytes: the results kept stay under MaxKeptBytes; the
+// oldest finished go first.
+func TestRegistry_bytes(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.MaxKeptBytes = 250
+	g := newRegistry(cfg)
+	now := time.Now()
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := g.add(&record{Backtest: Backtest{ID: id}}, now); err != nil {
+			t.Fatal(err)
+		}
+		as, _ := g.claim(t.Context(), "e1", "engine", func() time.Time { return now })
+		if as == nil || as.ID != id {
+			t.Fatalf("claim: %+v", as)
+		}
+		if err := g.finish(id, "e1", "engine", ResultReport{Engine: "e1", Result: &backtest.Result{Complete: true}}, 100, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for _, b := range g.list(now) {
+		ids = append(ids, b.ID)
+	}
+	if !slices.Equal(ids, []string{"c", "b"}) {
+		t.Errorf("kept %v, want [c b]", ids)
 	}
 }

@@ -210,6 +210,7 @@ func (g *registry) finish(id, engine, user string, rep ResultReport, size int, n
 		return nil
 	}
 	r.Result, r.resultSize = rep.Result, size
+	g.makeRoomLocked(r)
 	if res := rep.Result; res != nil {
 		total := res.Events
 		if !res.Complete && r.Progress != nil {
@@ -304,6 +305,23 @@ func (r *record) view(result bool) Backtest {
 		b.Result = nil
 	}
 	return b
+}
+
+// makeRoomLocked drops the oldest finished backtests but keep while the
+// results kept are over MaxKeptBytes.
+func (g *registry) makeRoomLocked(keep *record) {
+	total := 0
+	for _, r := range g.recs {
+		total += r.resultSize
+	}
+	for total > g.cfg.MaxKeptBytes {
+		i := slices.IndexFunc(g.recs, func(r *record) bool { return r != keep && finished(r.State) && r.resultSize > 0 })
+		if i < 0 {
+			return
+		}
+		total -= g.recs[i].resultSize
+		g.recs = slices.Delete(g.recs, i, i+1)
+	}
 }
 
 // forget drops every backtest and returns how many there were.
