@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,11 +18,11 @@ import (
 	"github.com/squallhq/squall/master/backtests"
 )
 
-// The load of TestBacktestLiveLag: lagRate events/s written to the
-// topic in batches every 10 ms, a backlog of lagBacklog events for the
-// backtests, each phase measured for lagPhase at least.
+// The load of TestBacktestLiveLag: SQUALL_LAG_RATE events/s (default
+// 1,000) written to the topic in batches every 10 ms, a backlog of
+// lagBacklog events for the backtests, each phase measured for lagPhase
+// at least.
 const (
-	lagRate       = 1000
 	lagBacklog    = 150_000
 	lagPhase      = 15 * time.Second
 	lagPartitions = 3
@@ -87,10 +88,18 @@ func (s lagSamples) summary() string {
 // defaults. It measures and reports; it asserts only that the engine
 // kept up in the end. Run it on purpose:
 //
-//	SQUALL_MEASURE_LAG=1 go test ./cmd/squall -run TestBacktestLiveLag -v -timeout 10m
+//	SQUALL_MEASURE_LAG=1 [SQUALL_LAG_RATE=3000] go test ./cmd/squall -run TestBacktestLiveLag -v -timeout 10m
 func TestBacktestLiveLag(t *testing.T) {
 	if os.Getenv("SQUALL_MEASURE_LAG") == "" {
 		t.Skip("a measurement of a few minutes: set SQUALL_MEASURE_LAG=1")
+	}
+	lagRate := 1000
+	if v := os.Getenv("SQUALL_LAG_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 || n%100 != 0 {
+			t.Fatalf("SQUALL_LAG_RATE %q: want a multiple of 100", v)
+		}
+		lagRate = n
 	}
 	const topic = "squall.events"
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic, "squall.events.dlq"}, Partitions: lagPartitions})
@@ -208,8 +217,8 @@ func TestBacktestLiveLag(t *testing.T) {
 	measureDuring("beside a backtest at full speed (--backtest-cpu 1, --backtest-max-lag 0)")
 	e.stop(t)
 	startEngine("lag-default")
-	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < lagRate })
+	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 	measureAlone("steady load alone, after the restart")
 	measureDuring("beside a backtest with the defaults (--backtest-cpu 0.5, --backtest-max-lag 1000)")
-	waitFor(t, time.Minute, "the engine caught up", nil, func() bool { return groupLag() < lagRate })
+	waitFor(t, time.Minute, "the engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,5 +183,40 @@ func TestShowProgress(t *testing.T) {
 	stop()
 	if got := buf.String(); !strings.HasPrefix(got, "\rbacktest: 0 of 0 events, 0 events/s") || !strings.HasSuffix(got, "\n") {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestBacktestCommand_masterInput: with --master, bad flags are refused
+// before any request (exit 2), and so is mixing the two modes.
+func TestBacktestCommand_masterInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing listens there: a request would fail with exit 1.
+	m := []string{"backtest", "--master", "http://127.0.0.1:1", "--token-file", tokenFile}
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"nothing to compare", append(m, "--last", "1h"), "give --draft ID or --version N"},
+		{"no range", append(m, "--draft", "d1"), "give the range"},
+		{"bad last", append(m, "--draft", "d1", "--last", "an hour"), `--last "an hour"`},
+		{"last and from", append(m, "--draft", "d1", "--last", "1h", "--from", "2h"), "not both"},
+		{"bad from", append(m, "--draft", "d1", "--from", "yesterday"), `--since "yesterday"`},
+		{"brokers too", append(m, "--draft", "d1", "--last", "1h", "--kafka-brokers", "k:9092"), "the masters run it"},
+		{"rate", append(m, "--draft", "d1", "--last", "1h", "--rate", "10"), "--backtest-rate"},
+		{"no token file", []string{"backtest", "--master", "http://127.0.0.1:1", "--draft", "d1", "--last", "1h"}, "--token-file"},
+		{"draft without master", []string{"backtest", "--kafka-brokers", "k:9092", "--tree-active", "a", "--tree-draft", "b", "--draft", "d1", "--last", "1"}, "go with --master"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runSquall(t, "", tc.args...)
+			if code != 2 || stdout != "" || !strings.Contains(stderr, tc.err) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.err)
+			}
+		})
 	}
 }
