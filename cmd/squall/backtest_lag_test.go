@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,13 +80,37 @@ func (s lagSamples) summary() string {
 	return fmt.Sprintf("p50 %d, p99 %d, max %d events (%d samples)", q(0.5), q(0.99), c[len(c)-1], len(c))
 }
 
+// procCPU returns the CPU time (user and system) process pid used so
+// far, from /proc (Linux); false elsewhere.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command (in parentheses, which may hold
+	// spaces): utime and stime are the 12th and 13th, in clock ticks
+	// (100 a second on Linux).
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(u+st) * 10 * time.Millisecond, true
+}
+
 // TestBacktestLiveLag measures the live pipeline's lag while a backtest
 // runs on the same engine (docs/BENCHMARKS.md, "Backtest"): real
 // processes (a master and an engine; the broker and the load in this
 // process), a steady load of lagRate events/s that the engine consumes,
 // and backtests of a 200-rule tree over a backlog of lagBacklog events:
-// at full speed (--backtest-cpu 1, no lag guard), then with the engine's
-// defaults. It measures and reports; it asserts only that the engine
+// at full speed (--backtest-cpu 1, no lag guard), with the engine's
+// defaults, then with a quarter of a core; the engine's CPU (from /proc)
+// shows the budget's bound. It measures and reports; it asserts only that the engine
 // kept up in the end. Run it on purpose:
 //
 //	SQUALL_MEASURE_LAG=1 [SQUALL_LAG_RATE=3000] go test ./cmd/squall -run TestBacktestLiveLag -v -timeout 10m
@@ -143,6 +168,7 @@ func TestBacktestLiveLag(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var load sync.WaitGroup
 	t.Cleanup(func() { cancel(); load.Wait() })
+	var written atomic.Int64
 	load.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -161,6 +187,7 @@ func TestBacktestLiveLag(t *testing.T) {
 				t.Errorf("steady load: %v", err)
 				return
 			}
+			written.Add(int64(len(recs)))
 		}
 	})
 	groupLag := func() int64 {
@@ -190,8 +217,18 @@ func TestBacktestLiveLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var engine *e2eProc
+	// usage says the engine's CPU per second of wall time and the load's
+	// rate since cpu0, w0 at at0.
+	usage := func(cpu0 time.Duration, w0 int64, at0 time.Time) string {
+		cpu, _ := procCPU(engine.cmd.Process.Pid)
+		secs := time.Since(at0).Seconds()
+		return fmt.Sprintf("engine CPU %.2f cores; load %.0f events/s", (cpu-cpu0).Seconds()/secs, float64(written.Load()-w0)/secs)
+	}
 	measureDuring := func(what string) {
 		t.Helper()
+		cpu0, _ := procCPU(engine.cmd.Process.Pid)
+		w0, at0 := written.Load(), time.Now()
 		done := make(chan struct{})
 		var samples lagSamples
 		var sampled sync.WaitGroup
@@ -199,26 +236,34 @@ func TestBacktestLiveLag(t *testing.T) {
 		bt, err := client.Run(t.Context(), backtests.Request{Draft: draftID, Last: lagBacklog / lagPartitions, Sample: -1}, 250*time.Millisecond, nil)
 		close(done)
 		sampled.Wait()
+		used := usage(cpu0, w0, at0)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		t.Logf("%s: backtest of %d events at %.0f events/s in %s; group lag %s", what, bt.Result.Events, bt.Result.Rate,
-			bt.Result.Elapsed.Round(time.Millisecond), samples.summary())
+		t.Logf("%s: backtest of %d events at %.0f events/s in %s; group lag %s; %s", what, bt.Result.Events, bt.Result.Rate,
+			bt.Result.Elapsed.Round(time.Millisecond), samples.summary(), used)
 	}
 	measureAlone := func(what string) {
 		t.Helper()
+		cpu0, _ := procCPU(engine.cmd.Process.Pid)
+		w0, at0 := written.Load(), time.Now()
 		done := make(chan struct{})
 		time.AfterFunc(lagPhase, func() { close(done) })
-		t.Logf("%s: group lag %s", what, sample(done).summary())
+		s := sample(done)
+		t.Logf("%s: group lag %s; %s", what, s.summary(), usage(cpu0, w0, at0))
 	}
 
-	e := startEngine("lag-full", "--backtest-cpu", "1", "--backtest-max-lag", "0")
+	engine = startEngine("lag-full", "--backtest-cpu", "1", "--backtest-max-lag", "0")
 	measureAlone("steady load alone")
 	measureDuring("beside a backtest at full speed (--backtest-cpu 1, --backtest-max-lag 0)")
-	e.stop(t)
-	startEngine("lag-default")
+	engine.stop(t)
+	engine = startEngine("lag-default")
 	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 	measureAlone("steady load alone, after the restart")
 	measureDuring("beside a backtest with the defaults (--backtest-cpu 0.5, --backtest-max-lag 1000)")
+	engine.stop(t)
+	engine = startEngine("lag-quarter", "--backtest-cpu", "0.25")
+	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
+	measureDuring("beside a backtest with a quarter of a core (--backtest-cpu 0.25)")
 	waitFor(t, time.Minute, "the engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 }
