@@ -1,11 +1,13 @@
 package backtests
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -428,5 +430,60 @@ func TestRegistry_bytes(t *testing.T) {
 	}
 	if !slices.Equal(ids, []string{"c", "b"}) {
 		t.Errorf("kept %v, want [c b]", ids)
+	}
+}
+
+// leadership is a Leadership the test flips.
+type leadership struct {
+	mu      sync.Mutex
+	leading bool
+	changed chan struct{}
+}
+
+func (l *leadership) LeaderChanged() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+func (l *leadership) IsLeader() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading
+}
+
+func (l *leadership) set(leading bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading = leading
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// TestAPI_Follow: a node that stops leading forgets its backtests, so
+// that it starts empty if it leads again.
+func TestAPI_Follow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Default(), false)
+	alice := token("alice", "edit")
+	if status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10}); status != http.StatusCreated {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	l := &leadership{leading: true, changed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.api.Follow(ctx, l) }()
+	count := func() int { return len(f.api.reg.list(time.Now())) }
+	l.set(true) // a change that keeps it leading keeps them
+	if count() != 1 {
+		t.Fatal("forgotten while leading")
+	}
+	l.set(false)
+	if !polltest.Until(t.Context(), 5*time.Second, func() bool { return count() == 0 }) {
+		t.Error("kept after the leadership was lost")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
