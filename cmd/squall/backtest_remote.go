@@ -123,8 +123,12 @@ func remoteProgressLine(b backtests.Backtest) string {
 		return fmt.Sprintf("backtest %s: %s   ", b.ID, b.State)
 	}
 	p := b.Progress
-	return fmt.Sprintf("%s on %s", progressLine(backtest.Progress{Read: p.Read, Total: p.Total, Rate: p.Rate,
+	line := fmt.Sprintf("%s on %s", progressLine(backtest.Progress{Read: p.Read, Total: p.Total, Rate: p.Rate,
 		Elapsed: time.Duration(p.ElapsedMS) * time.Millisecond}), b.Engine)
+	if p.Held {
+		line += " (held: the engine's live pipeline lags)"
+	}
+	return line
 }
 
 // printRemoteBacktest prints what was compared, the state, and the

@@ -16,6 +16,7 @@ import (
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/master/backtests"
 )
 
 // backtestTree is a tree whose rule big matches orders over THRESHOLD and
@@ -218,5 +219,23 @@ func TestBacktestCommand_masterInput(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.err)
 			}
 		})
+	}
+}
+
+func TestRemoteProgressLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		b    backtests.Backtest
+		want string
+	}{
+		{backtests.Backtest{ID: "b1", State: backtests.StatePending}, "backtest b1: waiting for an engine"},
+		{backtests.Backtest{ID: "b1", State: backtests.StateRunning, Engine: "e1", Progress: &backtests.Progress{Read: 50, Total: 200, Rate: 10, ElapsedMS: 5000}},
+			"backtest: 50 of 200 events ( 25%), 10 events/s, 5s    on e1"},
+		{backtests.Backtest{ID: "b1", State: backtests.StateRunning, Engine: "e1", Progress: &backtests.Progress{Read: 50, Total: 200, Held: true}},
+			"(held: the engine's live pipeline lags)"},
+	} {
+		if got := remoteProgressLine(tc.b); !strings.Contains(got, tc.want) {
+			t.Errorf("%q, want %q in it", got, tc.want)
+		}
 	}
 }

@@ -47,8 +47,9 @@ export class DraftBacktest {
     this.built = false;
   }
 
-  // show offers the backtest for the draft shown, and follows the newest
-  // backtest of this draft still running (or shows the last finished).
+  // show offers the backtest for the draft shown and, when the panel is
+  // built for it, follows the newest backtest of this draft (running, or
+  // the last finished).
   async show() {
     const d = this.draft();
     const out = $('draft-backtest-out');
@@ -59,8 +60,8 @@ export class DraftBacktest {
       return;
     }
     out.hidden = false;
-    if (!this.built || this.draftId !== d.id) this.build(d.id);
-    if (this.current) return;
+    if (this.built && this.draftId === d.id) return;
+    this.build(d.id);
     try {
       const list = await this.session.request('GET', base);
       const last = list.backtests.find((b) => b.draft === d.id);
