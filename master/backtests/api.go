@@ -154,9 +154,12 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"/{id}", a.wrap(auth.Edit, a.serveGet))
 	mux.HandleFunc("DELETE "+Prefix+"/{id}", a.wrap(auth.Edit, a.serveDelete))
 	mux.HandleFunc("POST "+Prefix+"/{id}/cancel", a.wrap(auth.Edit, a.serveCancel))
-	mux.HandleFunc("POST "+ClaimPath, a.wrap(auth.FleetReport, a.serveClaim))
-	mux.HandleFunc("PUT "+Prefix+"/{id}/progress", a.wrap(auth.FleetReport, a.serveProgress))
-	mux.HandleFunc("PUT "+Prefix+"/{id}/result", a.wrap(auth.FleetReport, a.serveResult))
+	// The engines' routes: the heartbeat's role, and view, which an
+	// engine's token has and a satellite's (fleet_report alone) has not:
+	// a claim answers whole trees.
+	mux.HandleFunc("POST "+ClaimPath, a.wrap(auth.FleetReport, a.serveClaim, auth.View))
+	mux.HandleFunc("PUT "+Prefix+"/{id}/progress", a.wrap(auth.FleetReport, a.serveProgress, auth.View))
+	mux.HandleFunc("PUT "+Prefix+"/{id}/result", a.wrap(auth.FleetReport, a.serveResult, auth.View))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern == "" {
@@ -176,12 +179,15 @@ type answer struct {
 type handler func(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error)
 
 // wrap authenticates the request (the token first), checks that it has p
-// on the root, and writes the answer or the error as JSON.
-func (a *API) wrap(p auth.Permission, h handler) http.HandlerFunc {
+// and each of also on the root, and writes the answer or the error as
+// JSON.
+func (a *API) wrap(p auth.Permission, h handler, also ...auth.Permission) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, err := a.tokens.Verify(r.Header.Get("Authorization"))
-		if err == nil {
-			err = c.OnRoot(p)
+		for _, q := range append([]auth.Permission{p}, also...) {
+			if err == nil {
+				err = c.OnRoot(q)
+			}
 		}
 		var ans answer
 		if err == nil {

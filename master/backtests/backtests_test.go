@@ -142,7 +142,7 @@ func TestBacktests_lease(t *testing.T) {
 	t.Parallel()
 	cfg := Default()
 	f := newFixture(t, cfg, true)
-	alice, engine := token("alice", "edit"), token("engine", "fleet_report")
+	alice, engine := token("alice", "edit"), token("engine", "view", "fleet_report")
 	start := func() string {
 		t.Helper()
 		status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10})
@@ -206,7 +206,7 @@ func TestBacktests_lease(t *testing.T) {
 	// The engine's token user must be the claimer's.
 	id2 := start()
 	claim("e3")
-	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", token("other", "fleet_report"), ResultReport{Engine: "e3"}); status != http.StatusConflict {
+	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", token("other", "view", "fleet_report"), ResultReport{Engine: "e3"}); status != http.StatusConflict {
 		t.Errorf("result by another user: %d", status)
 	}
 	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", engine, ResultReport{Engine: "e3", Error: "kafka: no leader"}); status != http.StatusNoContent {
@@ -275,7 +275,8 @@ func TestAPI_invalid(t *testing.T) {
 	}{
 		{"no token", "", Prefix, Request{Draft: "d1", Last: 1}, 401, "UNAUTHORIZED"},
 		{"view only", token("alice", "view"), Prefix, Request{Draft: "d1", Last: 1}, 403, "FORBIDDEN"},
-		{"engine token", token("engine", "fleet_report"), Prefix, Request{Draft: "d1", Last: 1}, 403, "FORBIDDEN"},
+		{"engine token", token("engine", "view", "fleet_report"), Prefix, Request{Draft: "d1", Last: 1}, 403, "FORBIDDEN"},
+		{"satellite token claims", token("satellite", "fleet_report"), ClaimPath, Claim{Engine: "e1"}, 403, "FORBIDDEN"},
 		{"operator claims", alice, ClaimPath, Claim{Engine: "e1"}, 403, "FORBIDDEN"},
 		{"not the owner", token("bob", "edit"), Prefix, Request{Draft: "d1", Last: 1}, 403, "NOT_OWNER"},
 		{"no such draft", alice, Prefix, Request{Draft: "d2", Last: 1}, 404, "DRAFT_NOT_FOUND"},
@@ -296,8 +297,8 @@ func TestAPI_invalid(t *testing.T) {
 		{"unknown field", alice, Prefix, []byte(`{"draft": "d1", "last": 1, "rate": 5}`), 400, "unknown field"},
 		{"not JSON", alice, Prefix, []byte(`{"draft": `), 400, "BAD_REQUEST"},
 		{"too large", alice, Prefix, []byte(`{"draft": "` + strings.Repeat("x", maxRequestBytes) + `"}`), 413, "PAYLOAD_TOO_LARGE"},
-		{"bad engine id", token("engine", "fleet_report"), ClaimPath, Claim{Engine: "a b"}, 400, `"FIELD":"engine"`},
-		{"bad wait", token("engine", "fleet_report"), ClaimPath + "?wait=600", Claim{Engine: "e1"}, 400, `"FIELD":"wait"`},
+		{"bad engine id", token("engine", "view", "fleet_report"), ClaimPath, Claim{Engine: "a b"}, 400, `"FIELD":"engine"`},
+		{"bad wait", token("engine", "view", "fleet_report"), ClaimPath + "?wait=600", Claim{Engine: "e1"}, 400, `"FIELD":"wait"`},
 		{"no such backtest", alice, Prefix + "/nope/cancel", nil, 404, "BACKTEST_NOT_FOUND"},
 	}
 	for _, tc := range tests {

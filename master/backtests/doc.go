@@ -36,9 +36,10 @@
 // bodies; whoever may edit the whole tree can already send any event
 // anywhere with an action, whereas view does not give the events' bodies
 // (decision 59). A draft is backtested only by its owner, who alone may
-// read it. The engines' routes need fleet_report on the root, the role of
-// their heartbeat; an engine's progress and result are taken only from
-// the engine (and the user) that claimed the backtest.
+// read it. The engines' routes need view and fleet_report on the root, as
+// an engine's token has (a satellite's, fleet_report alone, has not: a
+// claim answers whole trees); an engine's progress and result are taken
+// only from the engine (and the user) that claimed the backtest.
 //
 // # On the engines
 //

@@ -206,7 +206,7 @@ func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := WorkerConfig{MasterURLs: []string{f.srv.URL}, Token: token("engine", "fleet_report"), Engine: id,
+	cfg := WorkerConfig{MasterURLs: []string{f.srv.URL}, Token: token("engine", "view", "fleet_report"), Engine: id,
 		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second}
 	for _, o := range opts {
 		o(&cfg)
