@@ -276,7 +276,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) (err er
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}
-	followBacktests, err := mountBacktests(srv, backtests.Default(), logger)
+	followBacktests, err := mountBacktests(srv, backtests.Default(), reg, logger)
 	if err != nil {
 		return errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -147,7 +147,7 @@ given on the command line wins; empty variables are ignored.`,
 			if _, err := mountConsole(srv, console.Options{}, fleetCfg, reg, logger); err != nil {
 				return err
 			}
-			followBacktests, err := mountBacktests(srv, btCfg, logger)
+			followBacktests, err := mountBacktests(srv, btCfg, reg, logger)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spf13/pflag"
 
@@ -23,12 +26,18 @@ func backtestListFlags(f *pflag.FlagSet, c *backtests.Config) {
 }
 
 // mountBacktests serves the backtests API (/squall/v1/backtests) on the
-// leader, and returns the function that forgets the backtests when this
+// leader, registers squall_master_backtests with reg (nil: none), and
+// returns the function that forgets the backtests when this
 // node stops leading (run it until the master stops).
-func mountBacktests(srv *master.Server, cfg backtests.Config, logger *slog.Logger) (func(context.Context) error, error) {
+func mountBacktests(srv *master.Server, cfg backtests.Config, reg prometheus.Registerer, logger *slog.Logger) (func(context.Context) error, error) {
 	a, err := backtests.New(cfg, srv.Store(), srv.Verifier(), logger)
 	if err != nil {
 		return nil, err
+	}
+	if reg != nil {
+		if err := reg.Register(a); err != nil {
+			return nil, fmt.Errorf("backtests metrics: %w", err)
+		}
 	}
 	h := a.Handler()
 	for _, p := range []string{backtests.Prefix, backtests.Prefix + "/"} {

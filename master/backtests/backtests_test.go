@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
@@ -485,6 +487,37 @@ func TestAPI_Follow(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAPI_metrics: squall_master_backtests counts the backtests kept by
+// state.
+func TestAPI_metrics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Default(), false)
+	alice := token("alice", "edit")
+	var ids []string
+	for range 2 {
+		status, body := f.do(t, http.MethodPost, Prefix, alice, Request{Draft: "d1", Last: 10})
+		var bt Backtest
+		if status != http.StatusCreated || json.Unmarshal(body, &bt) != nil {
+			t.Fatalf("start: %d %s", status, body)
+		}
+		ids = append(ids, bt.ID)
+	}
+	if status, _ := f.do(t, http.MethodPost, Prefix+"/"+ids[0]+"/cancel", alice, nil); status != http.StatusOK {
+		t.Fatalf("cancel: %d", status)
+	}
+	want := `# HELP squall_master_backtests Backtests the leader keeps, by state (pending, running, succeeded, failed, cancelled); 0 on the other masters, which keep none.
+# TYPE squall_master_backtests gauge
+squall_master_backtests{state="cancelled"} 1
+squall_master_backtests{state="failed"} 0
+squall_master_backtests{state="pending"} 1
+squall_master_backtests{state="running"} 0
+squall_master_backtests{state="succeeded"} 0
+`
+	if err := testutil.CollectAndCompare(f.api, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }
