@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/engine/backtest"
+	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
@@ -519,5 +521,37 @@ squall_master_backtests{state="succeeded"} 0
 `
 	if err := testutil.CollectAndCompare(f.api, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWorker_refused: a worker whose claims the masters refuse (a token
+// without view) asks again only after a long wait, not in a loop.
+func TestWorker_refused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Default(), false)
+	var claims atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		claims.Add(1)
+		f.api.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	w, err := NewWorker(WorkerConfig{MasterURLs: []string{srv.URL}, Token: token("satellite", "fleet_report"), Engine: "e1",
+		Topic: testTopic, Reader: &kafkasource.Reader{}, ClaimWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	if !polltest.Until(t.Context(), 5*time.Second, func() bool { return claims.Load() >= 1 }) {
+		t.Fatal("no claim")
+	}
+	// A loop would have sent hundreds meanwhile; the next is minutes away.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	polltest.Until(t.Context(), time.Until(deadline), func() bool { return claims.Load() > 1 })
+	cancel()
+	<-done
+	if n := claims.Load(); n != 1 {
+		t.Errorf("%d claims, want 1", n)
 	}
 }

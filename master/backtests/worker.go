@@ -134,7 +134,16 @@ func (w *Worker) slot(ctx context.Context) {
 			}
 			failures++
 			wait := min(time.Second<<min(failures-1, 5), 30*time.Second)
-			if failures == 1 || failures%10 == 0 {
+			switch {
+			case isStatus(err, http.StatusUnauthorized) || isStatus(err, http.StatusForbidden) || isStatus(err, http.StatusNotFound):
+				// Refused, or masters of a release without backtests:
+				// no use asking often.
+				wait = refusedClaimWait
+				if failures == 1 {
+					w.log.Warn("the masters refuse this engine's backtest claims: it runs none until they accept them (the token needs view and fleet_report on the root; --backtest-max-running 0 stops asking)",
+						"err", err, "retry_in", wait.String())
+				}
+			case failures == 1 || failures%10 == 0:
 				w.log.Warn("claiming a backtest failed on every master", "err", err, "failures", failures, "retry_in", wait.String())
 			}
 			if !sleep(ctx, wait) {
@@ -148,6 +157,10 @@ func (w *Worker) slot(ctx context.Context) {
 		}
 	}
 }
+
+// refusedClaimWait is the wait after the masters refused a claim (401,
+// 403, or 404 from masters without backtests).
+const refusedClaimWait = 5 * time.Minute
 
 // sleep waits d or until ctx ends (false).
 func sleep(ctx context.Context, d time.Duration) bool {
