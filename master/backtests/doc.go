@@ -46,8 +46,10 @@
 // [Worker] is the engines' side: it claims a backtest when it runs fewer
 // than its maximum (one by default), runs it with the engine's own rate
 // limit and CPU budget (a share of one core, measured on the backtest's
-// thread), reports its progress every second, stops when the masters
-// answer that it was cancelled or deleted, and posts the result.
+// thread), holds it while the engine's consumer lag grew past a bound
+// (WorkerConfig.MaxLagGrowth), reports its progress every second, stops
+// when the masters answer that it was cancelled or deleted, posts the
+// result, and hands the backtest back when the engine stops.
 //
 // [Client] is the operators' client (squall backtest --master).
 package backtests
