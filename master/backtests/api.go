@@ -1,16 +1,12 @@
 package backtests
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -241,32 +237,6 @@ func invalid(field, format string, args ...any) error {
 	return e
 }
 
-// decodeJSON decodes a JSON body of at most limit bytes strictly.
-func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, depth int, v any) (int, error) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return 0, apierror.Errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		if e := apierror.Common(err); e != nil {
-			return 0, e
-		}
-		return 0, apierror.Errorf(http.StatusBadRequest, "BAD_REQUEST", "body: %s", err)
-	}
-	if err := jsonlimit.Check(b, jsonlimit.Limits{MaxDepth: depth}); err != nil {
-		return 0, apierror.Errorf(http.StatusBadRequest, "BAD_REQUEST", "body: %s", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return 0, apierror.Errorf(http.StatusBadRequest, "BAD_REQUEST", "body: %s", err)
-	}
-	if dec.More() {
-		return 0, apierror.Errorf(http.StatusBadRequest, "BAD_REQUEST", "body: trailing data after the JSON value")
-	}
-	return len(b), nil
-}
-
 // newID returns a random backtest id.
 func newID() string {
 	var b [8]byte
@@ -278,7 +248,7 @@ func newID() string {
 // backtest.
 func (a *API) serveStart(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
 	var req Request
-	if _, err := decodeJSON(w, r, maxRequestBytes, 0, &req); err != nil {
+	if _, err := apierror.DecodeJSON(w, r, maxRequestBytes, jsonlimit.Limits{}, &req); err != nil {
 		return answer{}, err
 	}
 	now := a.cfg.Now()
@@ -453,7 +423,7 @@ func (a *API) serveCancel(_ http.ResponseWriter, r *http.Request, c *auth.Claims
 // wait parameter (seconds) for one; 204 when none came.
 func (a *API) serveClaim(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
 	var cl Claim
-	if _, err := decodeJSON(w, r, maxRequestBytes, 0, &cl); err != nil {
+	if _, err := apierror.DecodeJSON(w, r, maxRequestBytes, jsonlimit.Limits{}, &cl); err != nil {
 		return answer{}, err
 	}
 	if !idPattern.MatchString(cl.Engine) {
@@ -479,7 +449,7 @@ func (a *API) serveClaim(w http.ResponseWriter, r *http.Request, c *auth.Claims)
 
 func (a *API) serveProgress(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
 	var rep ProgressReport
-	if _, err := decodeJSON(w, r, maxRequestBytes, 0, &rep); err != nil {
+	if _, err := apierror.DecodeJSON(w, r, maxRequestBytes, jsonlimit.Limits{}, &rep); err != nil {
 		return answer{}, err
 	}
 	stop, err := a.reg.progress(r.PathValue("id"), rep.Engine, c.User, rep.Progress, a.cfg.Now())
@@ -488,7 +458,7 @@ func (a *API) serveProgress(w http.ResponseWriter, r *http.Request, c *auth.Clai
 
 func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
 	var rep ResultReport
-	n, err := decodeJSON(w, r, int64(a.cfg.MaxResultBytes), resultDepth, &rep)
+	n, err := apierror.DecodeJSON(w, r, int64(a.cfg.MaxResultBytes), jsonlimit.Limits{MaxDepth: resultDepth}, &rep)
 	if err != nil {
 		return answer{}, err
 	}

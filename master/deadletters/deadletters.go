@@ -1,15 +1,11 @@
 package deadletters
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"sync"
 	"time"
@@ -18,7 +14,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/squallhq/squall/engine/kafkasource"
-	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/internal/apierror"
@@ -226,32 +221,6 @@ func notFound(id string, format string, args ...any) error {
 	e := apierror.Errorf(http.StatusNotFound, "DEAD_LETTER_NOT_FOUND", format, args...)
 	e.Params = map[string]string{"ID": id}
 	return e
-}
-
-// decodeJSON decodes a JSON body of at most limit bytes strictly.
-func decodeJSON(r *http.Request, limit int64, v any) error {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return apierror.Errorf(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
-	if err != nil {
-		if e := apierror.Common(err); e != nil {
-			return e
-		}
-		return badRequest("body: %s", err)
-	}
-	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
-		return badRequest("body: %s", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("body: %s", err)
-	}
-	if dec.More() {
-		return badRequest("body: trailing data after the JSON value")
-	}
-	return nil
 }
 
 // decodeBase64 decodes what parse encoded.

@@ -10,7 +10,9 @@ import (
 
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 )
 
 // maxReplayBody bounds a replay request's body.
@@ -53,7 +55,7 @@ type ReplayAnswer struct {
 
 func (a *API) serveReplay(ctx context.Context, r *http.Request, claims *auth.Claims) (any, error) {
 	var req ReplayRequest
-	if err := decodeJSON(r, maxReplayBody, &req); err != nil {
+	if _, err := apierror.DecodeJSON(nil, r, maxReplayBody, jsonlimit.Limits{}, &req); err != nil {
 		return nil, err
 	}
 	if (len(req.IDs) == 0) == (req.Filter == nil) {
