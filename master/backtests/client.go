@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/squallhq/squall/master/fleet"
 )
 
 // Client is the operators' client of the backtests' routes.
@@ -18,8 +20,12 @@ type Client struct {
 // NewClient returns a client of the masters at urls (base URLs) with
 // token (edit on the root); httpClient nil is a plain client.
 func NewClient(urls []string, token string, httpClient *http.Client) (*Client, error) {
-	if len(urls) == 0 || token == "" {
-		return nil, errors.New("backtests client: masters and a token are required")
+	errs := fleet.CheckMasterURLs(urls)
+	if token == "" {
+		errs = append(errs, errors.New("no token"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("backtests client: %w", errors.Join(errs...))
 	}
 	if httpClient == nil {
 		httpClient = &http.Client{}

@@ -231,3 +231,15 @@ func (f *fixture) client(t *testing.T, tok string) *Client {
 	}
 	return c
 }
+
+// start asks, with tok, for a backtest of the draft d1 over the last 10
+// records of each partition, and returns it.
+func (f *fixture) start(t *testing.T, tok string) Backtest {
+	t.Helper()
+	status, body := f.do(t, http.MethodPost, Prefix, tok, Request{Draft: "d1", Last: 10})
+	var bt Backtest
+	if status != http.StatusCreated || json.Unmarshal(body, &bt) != nil {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	return bt
+}

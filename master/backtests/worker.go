@@ -14,6 +14,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/backtest"
+	"github.com/squallhq/squall/master/fleet"
 )
 
 // WorkerConfig configures a [Worker].
@@ -67,16 +68,7 @@ type Worker struct {
 
 // NewWorker checks cfg and returns a worker. It starts nothing.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
-	var errs []error
-	if len(cfg.MasterURLs) == 0 {
-		errs = append(errs, errors.New("no master URL"))
-	}
-	for _, u := range cfg.MasterURLs {
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("master URL %q: want http(s)://host:port", u))
-		}
-	}
+	errs := fleet.CheckMasterURLs(cfg.MasterURLs)
 	if cfg.Token == "" || cfg.Topic == "" || cfg.Reader == nil || !idPattern.MatchString(cfg.Engine) {
 		errs = append(errs, errors.New("a token, a topic, a reader and an engine id are required"))
 	}

@@ -72,16 +72,7 @@ type Reporter struct {
 // called once per heartbeat and must be fast (it reads the process's
 // state, it does not wait for it).
 func NewReporter(cfg ReporterConfig, status func() Report) (*Reporter, error) {
-	var errs []error
-	if len(cfg.MasterURLs) == 0 {
-		errs = append(errs, errors.New("no master URL"))
-	}
-	for _, u := range cfg.MasterURLs {
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("master URL %q: want http(s)://host:port", u))
-		}
-	}
+	errs := CheckMasterURLs(cfg.MasterURLs)
 	if cfg.Token == "" {
 		errs = append(errs, errors.New("no token"))
 	}
@@ -118,6 +109,22 @@ func NewReporter(cfg ReporterConfig, status func() Report) (*Reporter, error) {
 		}
 	}
 	return r, nil
+}
+
+// CheckMasterURLs says what is wrong with the masters' base URLs of a
+// process that talks to them: none, or one that is not http(s)://host.
+func CheckMasterURLs(urls []string) []error {
+	var errs []error
+	if len(urls) == 0 {
+		errs = append(errs, errors.New("no master URL"))
+	}
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("master URL %q: want http(s)://host:port", u))
+		}
+	}
+	return errs
 }
 
 // Backoff returns the wait after the n-th failed round in a row (n ≥ 1),
