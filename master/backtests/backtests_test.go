@@ -500,3 +500,34 @@ func TestWorker_refused(t *testing.T) {
 		t.Errorf("%d claims, want 1", n)
 	}
 }
+
+// TestBacktests_engineStops: an engine that stops while it runs a
+// backtest releases it, and another engine runs it again.
+func TestBacktests_engineStops(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}})
+	produce(t, b.Addr, 600)
+	f := newFixture(t, Default(), false)
+	stop := f.worker(t, b, "engine-1", 50) // 12 s for the range
+	c := f.client(t, token("alice", "edit"))
+	bt, err := c.Start(t.Context(), Request{Draft: "d1", Last: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen Backtest
+	if !polltest.Until(t.Context(), 10*time.Second, func() bool {
+		seen, _ = c.Get(t.Context(), bt.ID)
+		return seen.State == StateRunning && seen.Progress != nil && seen.Progress.Read > 0
+	}) {
+		t.Fatalf("not running: %+v", seen)
+	}
+	stop()
+	if seen, _ = c.Get(t.Context(), bt.ID); seen.State != StatePending || !strings.Contains(seen.Error, `engine "engine-1" stopped`) {
+		t.Fatalf("after the engine stopped: %+v", seen)
+	}
+	f.worker(t, b, "engine-2", 0)
+	done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, nil)
+	if err != nil || done.State != StateSucceeded || done.Engine != "engine-2" || done.Attempts != 2 || done.Result.Events != 600 || done.Error != "" {
+		t.Errorf("run again: %+v, %v", done, err)
+	}
+}
