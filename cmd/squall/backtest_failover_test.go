@@ -10,6 +10,7 @@ import (
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/backtests"
 )
@@ -64,7 +65,7 @@ func TestBacktestLeaderChange(t *testing.T) {
 	engine := startE2E(t, "engine", "ops endpoints listening", "addr", bin, "engine", "--name", "engine-1", "--master", strings.Join(urls, ","),
 		"--token-file", engineToken, "--kafka-brokers", b.Addr, "--http", "127.0.0.1:0", "--backtest-rate", "200")
 	all := append([]*e2eProc{engine}, masters...)
-	c, err := backtests.NewClient(urls, admin, nil)
+	c, err := backtests.NewClient(urls, admin, calltest.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestBacktestLeaderChange(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "a new leader", all, func() bool { return agreedLeader(survivors, admin, leaderID) != "" })
-	c2, err := backtests.NewClient([]string{survivors[0].base, survivors[1].base}, admin, nil)
+	c2, err := backtests.NewClient([]string{survivors[0].base, survivors[1].base}, admin, calltest.Client())
 	if err != nil {
 		t.Fatal(err)
 	}

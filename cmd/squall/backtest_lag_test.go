@@ -15,6 +15,7 @@ import (
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/backtests"
 )
@@ -213,7 +214,7 @@ func TestBacktestLiveLag(t *testing.T) {
 		}
 	}
 	// measureDuring samples the lag while a backtest of the backlog runs.
-	client, err := backtests.NewClient([]string{base}, admin, nil)
+	client, err := backtests.NewClient([]string{base}, admin, calltest.Client())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
@@ -481,7 +482,7 @@ func TestWorker_refused(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	w, err := NewWorker(WorkerConfig{MasterURLs: []string{srv.URL}, Token: token("satellite", "fleet_report"), Engine: "e1",
-		Topic: testTopic, Reader: &kafkasource.Reader{}, ClaimWait: time.Second})
+		Topic: testTopic, Reader: &kafkasource.Reader{}, ClaimWait: time.Second, Client: calltest.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
@@ -207,7 +208,7 @@ func (f *fixture) worker(t *testing.T, b *kafkatest.Broker, id string, rate floa
 		t.Fatal(err)
 	}
 	cfg := WorkerConfig{MasterURLs: []string{f.srv.URL}, Token: token("engine", "view", "fleet_report"), Engine: id,
-		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second}
+		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second, Client: calltest.Client()}
 	for _, o := range opts {
 		o(&cfg)
 	}
