@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/squallhq/squall/internal/tracing"
@@ -276,7 +275,6 @@ func (rt *router) serveRetrySafe(lr *http.Request) bool {
 	}
 	rt.h.ServeHTTP(&t.hw, lr)
 	if !t.hw.held {
-		rt.s.endTurn(t)
 		return true
 	}
 	// Not reused: what the handler read is sent on.
@@ -564,42 +562,16 @@ func (hw *holdWriter) lost() bool {
 }
 
 // leaderTurn is what a retry-safe request served as leader needs besides
-// the request: Server.turns keeps them for the next requests (one
-// allocation less per request, and the header map and the body's buffer
-// reused).
+// the request.
 type leaderTurn struct {
 	hw  holdWriter
 	rec recordingBody
 }
 
-// maxTurnBuffer bounds the body buffer a leaderTurn keeps for reuse.
-const maxTurnBuffer = 64 << 10
-
 // newTurn returns a leaderTurn whose writer answers to w, with a copy of
 // w's header (usually empty) to put back if the answer is dropped.
 func (s *Server) newTurn(w http.ResponseWriter) *leaderTurn {
-	t, _ := s.turns.Get().(*leaderTurn)
-	if t == nil {
-		t = &leaderTurn{hw: holdWriter{saved: http.Header{}}}
-	}
-	t.hw.w, t.hw.s = w, s
-	for k, v := range w.Header() {
-		t.hw.saved[k] = slices.Clone(v)
-	}
-	return t
-}
-
-// endTurn keeps t for another request once its answer went through (the
-// handler returned: it no longer uses the writer nor reads the body).
-func (s *Server) endTurn(t *leaderTurn) {
-	clear(t.hw.saved)
-	t.hw = holdWriter{saved: t.hw.saved}
-	if t.rec.buf.Cap() > maxTurnBuffer {
-		t.rec.buf = bytes.Buffer{}
-	}
-	t.rec.buf.Reset()
-	t.rec.r, t.rec.over = nil, false
-	s.turns.Put(t)
+	return &leaderTurn{hw: holdWriter{w: w, s: s, saved: w.Header().Clone()}}
 }
 
 func (hw *holdWriter) Header() http.Header {

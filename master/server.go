@@ -47,8 +47,6 @@ type Server struct {
 
 	readyChecks []readyCheck // added before Start, read-only after
 
-	turns sync.Pool // of *leaderTurn, see newTurn
-
 	routesMu sync.Mutex                    // guards patterns
 	patterns []registered                  // registered on mux, in order
 	prefixes atomic.Pointer[[]prefixRoute] // see prefixRoute

@@ -113,10 +113,10 @@ func newForwarder(cfg forwarderConfig, kafka producer, q queue, logger *slog.Log
 // the event's traceparent header names that span: the engine's processing
 // of the event is its child.
 func (f *forwarder) Publish(ctx context.Context, rec intake.Record) error {
-	if f.tracer == nil {
-		return f.publish(ctx, rec.Handed, viewMessage(rec))
-	}
 	msg := toMessage(rec)
+	if f.tracer == nil {
+		return f.publish(ctx, rec.Handed, msg)
+	}
 	ctx, span := f.tracer.Start(ctx, f.sendSpan, trace.WithSpanKind(trace.SpanKindProducer))
 	defer span.End()
 	if span.IsRecording() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
@@ -22,23 +21,6 @@ var errBadRecord = errors.New("bad spooled record")
 type messageParts struct {
 	headers [5]kafkasink.Header
 	key     [48]byte
-}
-
-// The two header types have the same fields, which viewMessage relies on:
-// this conversion compiles only while they do.
-var _ = kafkasink.Header(intake.Header{})
-
-// viewMessage turns an accepted event into a Kafka message that shares its
-// headers and key instead of copying them: the sink only reads a message,
-// and the intake hands the record over. The message's headers must not be
-// modified (setTraceparent does: it takes toMessage's copy).
-func viewMessage(rec intake.Record) kafkasink.Message {
-	hs := unsafe.Slice((*kafkasink.Header)(unsafe.Pointer(unsafe.SliceData(rec.Headers))), len(rec.Headers))
-	key := []byte{}
-	if rec.Key != "" {
-		key = unsafe.Slice(unsafe.StringData(rec.Key), len(rec.Key))
-	}
-	return kafkasink.Message{Key: key[:len(key):len(key)], Value: rec.Value, Headers: hs[:len(hs):len(hs)], Time: rec.Time}
 }
 
 // toMessage turns an accepted event into a Kafka message with its own

@@ -7,24 +7,13 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/kafkasink"
 )
 
 // TestToMessage checks that an event's message carries its key, value,
 // headers and time, whether its headers and key fit in the one allocation
-// of the usual event or not, and that the message viewMessage makes of it
-// (sharing them) carries the same.
+// of the usual event or not.
 func TestToMessage(t *testing.T) {
 	t.Parallel()
-	for _, convert := range []struct {
-		name string
-		f    func(intake.Record) kafkasink.Message
-	}{{"copy", toMessage}, {"view", viewMessage}} {
-		t.Run(convert.name, func(t *testing.T) { testToMessage(t, convert.f) })
-	}
-}
-
-func testToMessage(t *testing.T, toMessage func(intake.Record) kafkasink.Message) {
 	for _, tc := range []struct {
 		name    string
 		key     string

@@ -66,17 +66,31 @@ const (
 )
 
 func (d *document) key(n *jnode) string {
-	if n.keyLen == 0 {
-		return ""
-	}
-	return unsafe.String(&d.buf[n.keyOff], n.keyLen)
+	return arenaString(d.buf, int(n.keyOff), int(n.keyOff+n.keyLen))
 }
 
 func (d *document) str(n *jnode) string {
-	if n.strLen == 0 {
+	return arenaString(d.buf, int(n.strOff), int(n.strOff+n.strLen))
+}
+
+// arenaString returns the bytes [start, end) of an event's arena as a
+// string without a copy: the one use of unsafe in this module
+// (docs/decisions.md decision 65). It is correct because the arena is the
+// event's own copy of its JSON text (DecodeEvent copies the caller's
+// bytes), because the parser writes a byte of it (decoding escapes in
+// place) only before any string over that byte is made, and because
+// nothing writes it after: such a string is immutable for as long as it
+// lives, and it keeps the arena alive. The bounds are checked against
+// the arena's length (slicing panics), so a wrong node cannot read past
+// it. TestArenaStrings fails when the arena aliases the caller's bytes
+// or is reused for another event; TestArenaString_bounds when the bounds
+// are not checked.
+func arenaString(arena []byte, start, end int) string {
+	b := arena[start:end:len(arena)]
+	if len(b) == 0 {
 		return ""
 	}
-	return unsafe.String(&d.buf[n.strOff], n.strLen)
+	return unsafe.String(&b[0], len(b))
 }
 
 // child returns the node of an object's member; when a key appears more

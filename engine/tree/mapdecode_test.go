@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/valyala/fastjson"
 )
@@ -65,7 +64,7 @@ func (c *mapConverter) str(b []byte) string {
 	}
 	start := len(c.arena)
 	c.arena = append(c.arena, b...)
-	return unsafe.String(&c.arena[start], len(b))
+	return arenaString(c.arena, start, start+len(b))
 }
 
 func (c *mapConverter) event(v *fastjson.Value) (*Event, error) {

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/squallhq/squall/internal/jsonlimit"
 )
@@ -68,13 +66,8 @@ func (p *parser) skipWS() {
 	}
 }
 
-// str returns the arena bytes [start, end) as a string.
-func (p *parser) str(start, end int) string {
-	if start == end {
-		return ""
-	}
-	return unsafe.String(&p.buf[start], end-start)
-}
+// str returns the arena bytes [start, end) as a string (arenaString).
+func (p *parser) str(start, end int) string { return arenaString(p.buf, start, end) }
 
 // rawString reads a string whose opening quote was consumed, and returns
 // the bounds of its raw content and whether it holds a backslash.
@@ -217,7 +210,7 @@ func (p *parser) number() (start, end int, err error) {
 		i++
 	}
 	if i < len(b) && (i == start || i == start+1 && (b[start] == '-' || b[start] == '+')) {
-		if i+3 <= len(b) && (strings.EqualFold(p.str(i, i+3), "inf") || strings.EqualFold(p.str(i, i+3), "nan")) {
+		if i+3 <= len(b) && (bytes.EqualFold(b[i:i+3], []byte("inf")) || bytes.EqualFold(b[i:i+3], []byte("nan"))) {
 			i += 3
 		} else {
 			return 0, 0, p.syntax("unexpected character")
@@ -329,12 +322,12 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 		case 'n':
 			lit, kind = "null", jNull
 		}
-		if p.pos+len(lit) <= len(b) && p.str(p.pos, p.pos+len(lit)) == lit {
+		if p.pos+len(lit) <= len(b) && string(b[p.pos:p.pos+len(lit)]) == lit {
 			p.pos += len(lit)
 			n.kind = kind
 			break
 		}
-		if c == 'n' && p.pos+3 <= len(b) && strings.EqualFold(p.str(p.pos, p.pos+3), "nan") {
+		if c == 'n' && p.pos+3 <= len(b) && bytes.EqualFold(b[p.pos:p.pos+3], []byte("nan")) {
 			if p.strict {
 				return fmt.Errorf("invalid number %q", b[p.pos:p.pos+3])
 			}

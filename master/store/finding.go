@@ -340,9 +340,6 @@ func markRecordFormat(tx *bolt.Tx) error { return setFormat(tx) }
 type findingKeys struct {
 	first map[uint64]uint64   // fingerprint -> sequence number
 	more  map[uint64][]uint64 // further sequence numbers of a fingerprint shared by different keys
-	// mem holds the values the inserts of the current write transaction
-	// give bolt; fsm.ApplyBatch resets it once the transaction committed.
-	mem arena
 }
 
 // dedupeKeySize is the size of a dedupe key (SHA-256).
@@ -396,18 +393,18 @@ func (fk *findingKeys) lookup(b *bolt.Bucket, dk []byte) (uid []byte, known bool
 	return nil, true
 }
 
-// insert appends dk and uid to b and indexes them; the value is copied
-// into mem, which bolt reads until the commit (bolt copies keys). known
-// is lookup's: when false, the fingerprint is new and indexed without
-// looking it up again.
-func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string, known bool) error {
+// insert appends dk and uid to b and indexes them. known is lookup's:
+// when false, the fingerprint is new and indexed without looking it up
+// again.
+func (fk *findingKeys) insert(b *bolt.Bucket, dk []byte, uid string, known bool) error {
 	seq, err := b.NextSequence()
 	if err != nil {
 		return err
 	}
 	var k [8]byte
 	binary.BigEndian.PutUint64(k[:], seq)
-	v := mem.alloc(len(dk) + len(uid))
+	// Bolt reads the value until the commit: a new slice per value.
+	v := make([]byte, len(dk)+len(uid))
 	copy(v[copy(v, dk):], uid)
 	if err := b.Put(k[:], v); err != nil {
 		return err
@@ -420,66 +417,9 @@ func (fk *findingKeys) insert(b *bolt.Bucket, mem *arena, dk []byte, uid string,
 	return nil
 }
 
-// arena hands out the byte slices of the values of one write
-// transaction, which bolt reads until the commit: a few large chunks
-// instead of several allocations per finding, reused by the next
-// transaction once reset.
-type arena struct {
-	buf  []byte
-	used [][]byte // full chunks of this transaction
-	free [][]byte // chunks of earlier transactions
-}
-
 // appendFillPercent is how full bolt fills the pages it splits in the
 // buckets whose keys are written in about ascending order.
 const appendFillPercent = 0.9
-
-// arenaChunk is the size of the arena's allocations.
-const arenaChunk = 16 << 10
-
-// alloc returns n bytes of the arena.
-func (a *arena) alloc(n int) []byte {
-	if cap(a.buf)-len(a.buf) < n {
-		if a.buf != nil {
-			a.used = append(a.used, a.buf)
-		}
-		if k := len(a.free) - 1; k >= 0 && cap(a.free[k]) >= n {
-			a.buf, a.free = a.free[k][:0], a.free[:k]
-		} else {
-			a.buf = make([]byte, 0, max(n, arenaChunk))
-		}
-	}
-	l := len(a.buf)
-	a.buf = a.buf[:l+n]
-	return a.buf[l : l+n : l+n]
-}
-
-// reset makes every chunk free for reuse: bolt no longer reads the
-// values (the transaction committed or was rolled back). Chunks beyond
-// maxFreeChunks are left to the collector.
-func (a *arena) reset() {
-	if a.buf != nil {
-		a.used = append(a.used, a.buf)
-		a.buf = nil
-	}
-	for _, c := range a.used {
-		if len(a.free) < maxFreeChunks && cap(c) == arenaChunk {
-			a.free = append(a.free, c)
-		}
-	}
-	clear(a.used)
-	a.used = a.used[:0]
-}
-
-// maxFreeChunks bounds the chunks an arena keeps between transactions.
-const maxFreeChunks = 8
-
-// copy returns a copy of b in the arena.
-func (a *arena) copy(b []byte) []byte {
-	c := a.alloc(len(b))
-	copy(c, b)
-	return c
-}
 
 // clear forgets every key.
 func (fk *findingKeys) clear() {
@@ -550,10 +490,9 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 		return nil, err
 	}
 	ids := insertIDs{ib: ib}
-	// The values written go to the arena of keys (bolt reads them until
-	// the commit); scratch (keys), vbuf (values) and dkBuf are reused for
-	// each finding.
-	mem := &keys.mem
+	// scratch (keys), vbuf (values) and dkBuf are reused for each
+	// finding; bolt copies keys, and reads values until the commit, so
+	// the values it is given are copies.
 	var (
 		scratch, vbuf []byte
 		dkBuf         [dedupeKeySize]byte
@@ -616,19 +555,19 @@ func applyInsertFindings(tx *bolt.Tx, keys *findingKeys, p *insertFindingsPayloa
 			continue
 		}
 		// The dedupe index first: its map's entry was just looked up.
-		if err := keys.insert(kb, mem, dk, r.UID, known); err != nil {
+		if err := keys.insert(kb, dk, r.UID, known); err != nil {
 			return nil, err
 		}
 		var err error
 		if vbuf, err = appendRecord(vbuf[:0], r); err != nil {
 			return nil, err
 		}
-		if err := tb.byUID.Put(uidKey, mem.copy(vbuf)); err != nil {
+		if err := tb.byUID.Put(uidKey, bytes.Clone(vbuf)); err != nil {
 			return nil, err
 		}
 		tk := appendTimeKey(scratch[:0], r.DiscoveredMS, r.UID)
 		vbuf = appendFilterFields(vbuf[:0], r)
-		if err := tb.byTime.Put(tk, mem.copy(vbuf)); err != nil {
+		if err := tb.byTime.Put(tk, bytes.Clone(vbuf)); err != nil {
 			return nil, err
 		}
 		scratch = tk

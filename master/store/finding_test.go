@@ -514,7 +514,7 @@ func TestFindingKeys_Collisions(t *testing.T) {
 		}
 		for i := range byte(3) {
 			_, known := fk.lookup(b, key(i))
-			if err := fk.insert(b, &arena{}, key(i), fmt.Sprint("uid-", i), known); err != nil {
+			if err := fk.insert(b, key(i), fmt.Sprint("uid-", i), known); err != nil {
 				return err
 			}
 		}
@@ -726,31 +726,5 @@ func TestStore_InsertFindingLate(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the late batch was not submitted after the answer")
-	}
-}
-
-// TestArena_Reuse checks that a reset arena hands its chunks out again
-// and keeps at most maxFreeChunks of them.
-func TestArena_Reuse(t *testing.T) {
-	var a arena
-	first := a.alloc(10)
-	copy(first, "0123456789")
-	for range 2 * maxFreeChunks {
-		a.alloc(arenaChunk / 2)
-	}
-	if got := string(first); got != "0123456789" {
-		t.Fatalf("a later allocation overwrote an earlier one: %q", got)
-	}
-	a.reset()
-	if len(a.free) != maxFreeChunks || len(a.used) != 0 || a.buf != nil {
-		t.Fatalf("after reset: %d free, %d used", len(a.free), len(a.used))
-	}
-	again := a.alloc(10)
-	if &again[:1][0] != &a.buf[:1][0] || len(a.free) != maxFreeChunks-1 {
-		t.Fatalf("reset chunk not reused")
-	}
-	big := a.alloc(2 * arenaChunk)
-	if len(big) != 2*arenaChunk {
-		t.Fatalf("allocation of %d bytes", len(big))
 	}
 }

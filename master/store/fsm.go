@@ -310,8 +310,6 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if err != nil {
 		panic(fmt.Sprintf("store: write state file %s: %v", f.path, err))
 	}
-	// Bolt has written the values it was given: their memory is free.
-	f.keys.mem.reset()
 	f.metrics.fsmApply.Observe(time.Since(start).Seconds())
 	f.install(next)
 	return resps

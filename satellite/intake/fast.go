@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -92,9 +91,7 @@ func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 	if !ctx.IsPost() {
 		method = string(ctx.Method())
 	}
-	// The query is read only while the call is handled (for its token):
-	// no copy of the server's bytes.
-	c := request{ctx: context.Background(), method: method, id: id, query: b2s(query),
+	c := request{ctx: context.Background(), method: method, id: id, query: string(query),
 		contentLength: int64(ctx.Request.Header.ContentLength()),
 		header:        (*fastHeaders)(&ctx.Request.Header), front: (*fastFront)(ctx)}
 	if c.contentLength < 0 {
@@ -111,9 +108,7 @@ func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 		if res.deduplicated {
 			resp.Header.Set(HeaderDeduplicated, "true")
 		}
-		// The name is already canonical: SetCanonical skips Set's copy
-		// and normalization of it.
-		resp.Header.SetCanonical(s2b(answerEventIDKey), s2b(res.eventID))
+		resp.Header.Set(answerEventIDKey, res.eventID)
 		resp.Header.SetContentType("application/json")
 		resp.SetStatusCode(http.StatusOK)
 		resp.AppendBodyString(okPrefix)
@@ -126,15 +121,6 @@ func (in *Intake) serveFast(ctx *fasthttp.RequestCtx, id string, query []byte) {
 // answerEventIDKey is the name of the answer's Squall-Event-Id field, in
 // canonical form.
 const answerEventIDKey = "Squall-Event-Id"
-
-// s2b returns the bytes of s without a copy; they must not be modified.
-// fasthttp copies the name and value of a header field it is given, and
-// only reads them.
-func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
-
-// b2s returns b as a string without a copy, for as long as b is not
-// modified: fasthttp's buffers of a call, while it is handled.
-func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // fastHeaders are the header fields of a call on a fasthttp server. Values
 // are copied out of the server's buffers, which it reuses once the call is

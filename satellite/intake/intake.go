@@ -3,6 +3,7 @@ package intake
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -150,7 +150,6 @@ type Intake struct {
 	tracer     trace.Tracer // nil: tracing off
 	bufs       sync.Pool
 	ids        eventIDs
-	random     randomSource
 
 	// calls is the number of calls in progress, plus closedBit once
 	// closed: one atomic add per call in and out, no lock.
@@ -560,7 +559,7 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	b := value[len(value):] // empty, with the spare capacity
 	value = value[:len(value):len(value)]
 	var random [randomLen]byte
-	in.random.read(random[:])
+	crand.Read(random[:]) // never fails (Go 1.24+)
 	headers := make([]Header, 0, 5)
 	start := len(b)
 	b = in.ids.appendNew(b, now, random[:8])
@@ -584,9 +583,7 @@ func (in *Intake) record(c *request, wh *webhooks.Webhook, value []byte, tenant 
 	}
 	headers = append(headers, Header{HeaderWebhook, b[webhook-len(wh.ID) : webhook : webhook]}, Header{HeaderSource, b[webhook:len(b):len(b)]})
 	return Record{
-		// The id's bytes are never written again: the string shares
-		// the record's allocation instead of a copy.
-		EventID: unsafe.String(&b[start], eventID-start),
+		EventID: string(b[start:eventID]),
 		Key:     tenant,
 		Value:   value,
 		Headers: headers,

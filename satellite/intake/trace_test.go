@@ -146,31 +146,6 @@ func FuzzQueryToken(f *testing.F) {
 	f.Fuzz(checkQueryToken)
 }
 
-func TestRandomSource(t *testing.T) {
-	// Every piece is fresh: no piece of 8 bytes repeats and none is all
-	// zeros, within a generator and across generators.
-	var s randomSource
-	seen := map[[8]byte]bool{}
-	check := func(src *randomSource) {
-		for range 1000 {
-			var p [8]byte
-			src.read(p[:])
-			if p == ([8]byte{}) || seen[p] {
-				t.Fatalf("piece %x given twice or not filled", p)
-			}
-			seen[p] = true
-		}
-	}
-	check(&s)
-	var other randomSource // a new generator, its own seed
-	check(&other)
-	var big [randomLen]byte
-	s.read(big[:])
-	if big == ([randomLen]byte{}) {
-		t.Fatal("not filled")
-	}
-}
-
 // TestIntake_TraceContextOfStrangers: with the local sampler at 0, a
 // caller's sampled traceparent is honoured only once its token (and
 // signature) verified: a refused stranger's call exports no span and
