@@ -46,11 +46,16 @@ type archiveExecutor struct {
 
 	bufs sync.Pool // *bytes.Buffer
 
-	mu     sync.Mutex // guards what follows
-	root   *os.Root   // opened on first use
-	files  map[string]*archiveFile
-	lru    *list.List // of *archiveFile, most recently used first
-	closed bool
+	mu    sync.Mutex // guards what follows
+	root  *os.Root   // opened on first use
+	files map[string]*archiveFile
+	lru   *list.List // of *archiveFile, most recently used first
+	// closing are the files taken out of files and not closed yet, by
+	// path: a write may still be going through one, so the path is not
+	// opened again until it is closed (a new handle would read back the
+	// write half done, as a line a crash cut short).
+	closing map[string]*archiveFile
+	closed  bool
 }
 
 // archiveFile is an open archive file.
@@ -97,6 +102,7 @@ func newArchiveExecutor(cfg ArchiveConfig, log *slog.Logger) (*archiveExecutor, 
 		recentKeys: cfg.RecentKeys,
 		log:        log,
 		files:      make(map[string]*archiveFile),
+		closing:    make(map[string]*archiveFile),
 		lru:        list.New(),
 	}
 	a.bufs.New = func() any { return new(bytes.Buffer) }
@@ -272,38 +278,55 @@ func (f *archiveFile) fresh(buf []byte, lines []keyedLine, size int) ([]byte, in
 }
 
 // acquire returns the open file for path, opening it (and evicting the least
-// recently used file beyond the bound) when needed.
+// recently used file beyond the bound) when needed. A file of path taken
+// out of the cache and not closed yet is closed first, after the write
+// going through it.
 func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
+	for {
+		f, pending, err := a.acquireOpen(path)
+		if pending == nil {
+			return f, err
+		}
+		a.closeFiles([]*archiveFile{pending})
+	}
+}
+
+// acquireOpen is acquire without the wait: it returns the file of path
+// still closing, if any, instead of opening path again.
+func (a *archiveExecutor) acquireOpen(path string) (_ *archiveFile, pending *archiveFile, _ error) {
 	var victims []*archiveFile
 	defer func() { a.closeFiles(victims) }()
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
-		return nil, NewPermanent(fmt.Errorf("archive: %w", ErrClosed))
+		return nil, nil, NewPermanent(fmt.Errorf("archive: %w", ErrClosed))
 	}
 	now := time.Now()
 	if f, ok := a.files[path]; ok {
 		if now.Sub(f.opened) < a.ttl {
 			a.lru.MoveToFront(f.elem)
-			return f, nil
+			return f, nil, nil
 		}
 		a.remove(f)
 		victims = append(victims, f)
 	}
+	if c, ok := a.closing[path]; ok {
+		return nil, c, nil
+	}
 	if a.root == nil {
 		if err := os.MkdirAll(a.basePath, archiveDirMode); err != nil {
-			return nil, classifyIOError(fmt.Errorf("archive: create base directory: %w", err))
+			return nil, nil, classifyIOError(fmt.Errorf("archive: create base directory: %w", err))
 		}
 		root, err := os.OpenRoot(a.basePath)
 		if err != nil {
-			return nil, classifyIOError(fmt.Errorf("archive: open base directory: %w", err))
+			return nil, nil, classifyIOError(fmt.Errorf("archive: open base directory: %w", err))
 		}
 		a.root = root
 	}
 	osf, err := a.open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &archiveFile{path: path, opened: now, f: osf}
 	if a.recentKeys > 0 {
@@ -312,7 +335,7 @@ func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
 			if cerr := osf.Close(); cerr != nil {
 				a.log.Warn("archive: close file", logKeyPath, path, logKeyError, cerr.Error())
 			}
-			return nil, classifyIOError(fmt.Errorf("archive: open %s: %w", path, err))
+			return nil, nil, classifyIOError(fmt.Errorf("archive: open %s: %w", path, err))
 		}
 	}
 	f.elem = a.lru.PushFront(f)
@@ -322,7 +345,7 @@ func (a *archiveExecutor) acquire(path string) (*archiveFile, error) {
 		a.remove(old)
 		victims = append(victims, old)
 	}
-	return f, nil
+	return f, nil, nil
 }
 
 // open opens path for appending inside the root, creating its parent
@@ -362,11 +385,13 @@ func escapesRoot(err error) bool {
 	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }
 
-// remove takes f out of the cache. The caller holds a.mu.
+// remove takes f out of the cache; it is closing until closeFiles closes
+// it. The caller holds a.mu.
 func (a *archiveExecutor) remove(f *archiveFile) {
 	if cur, ok := a.files[f.path]; ok && cur == f {
 		delete(a.files, f.path)
 		a.lru.Remove(f.elem)
+		a.closing[f.path] = f
 	}
 }
 
@@ -393,6 +418,11 @@ func (a *archiveExecutor) closeFiles(files []*archiveFile) error {
 			}
 		}
 		f.mu.Unlock()
+		a.mu.Lock()
+		if a.closing[f.path] == f {
+			delete(a.closing, f.path)
+		}
+		a.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

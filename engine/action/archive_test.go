@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // newTestArchive returns an archive executor on a fresh base directory,
@@ -348,5 +349,83 @@ func TestArchive_Execute_basePathIsAFile(t *testing.T) {
 	a, _ := newTestArchive(t, func(c *ArchiveConfig) { c.BasePath = file })
 	if err := a.Execute(t.Context(), tree.Action{Payload: map[string]any{"event": 1}}); err == nil || Retriable(err) {
 		t.Fatalf("Execute: %v, want a permanent error", err)
+	}
+}
+
+// TestArchive_reopenWaitsForTheWriteInFlight checks that a file evicted
+// while a write goes through it is closed, after that write, before its
+// path is opened again: a new handle would read the half-written line
+// back as one a crash cut short and start its own line with a newline,
+// which leaves a broken line and an empty one in the file.
+func TestArchive_reopenWaitsForTheWriteInFlight(t *testing.T) {
+	t.Parallel()
+	a, base := newTestArchive(t, func(c *ArchiveConfig) { c.MaxOpenFiles = 1 })
+	execute := func(key string, n int) error {
+		return a.Execute(t.Context(), tree.Action{Payload: map[string]any{
+			"event": map[string]any{"n": n}, "archive_type": "one", "key": key,
+		}})
+	}
+	if err := execute("0", 1); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	var f *archiveFile
+	for _, open := range a.files {
+		f = open
+	}
+	a.mu.Unlock()
+
+	// A write in flight through f: its first half is in the file.
+	f.mu.Lock()
+	if _, err := f.f.WriteString(`{"n":`); err != nil {
+		t.Fatal(err)
+	}
+	evicting, reopening := make(chan error, 1), make(chan error, 1)
+	go func() { evicting <- execute("1", 2) }() // evicts f, whose close waits for the write
+	if !polltest.Until(t.Context(), 10*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.files[f.path] == nil
+	}) {
+		t.Fatal("the file was not evicted")
+	}
+	go func() { reopening <- execute("0", 3) }()
+	// The reopening write must not land while the first is in flight.
+	select {
+	case err := <-reopening:
+		t.Errorf("the path was written again during the write in flight (err %v)", err)
+		reopening <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := f.f.WriteString("2}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Unlock()
+	for _, c := range []chan error{evicting, reopening} {
+		select {
+		case err := <-c:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a write did not end")
+		}
+	}
+
+	b, err := os.ReadFile(filepath.Join(base, "one", "0", "file.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var ns []int
+	for _, l := range lines {
+		var ev struct{ N int }
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("broken line %q in %q", l, b)
+		}
+		ns = append(ns, ev.N)
+	}
+	if fmt.Sprint(ns) != "[1 2 3]" {
+		t.Fatalf("events %v, want [1 2 3]; file %q", ns, b)
 	}
 }
