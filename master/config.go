@@ -132,7 +132,7 @@ type Config struct {
 
 	// StoreOptions, when set, adjusts the store's configuration after the
 	// master filled it in: raft timeouts, snapshot thresholds, test hooks
-	// (store.Config.Switch). For tests and benchmarks.
+	// (store.Config.Network). For tests and benchmarks.
 	StoreOptions func(*store.Config)
 }
 

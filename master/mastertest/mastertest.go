@@ -23,6 +23,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
@@ -51,7 +52,7 @@ type node struct {
 	cfg     master.Config
 	srv     *master.Server
 	reg     *prometheus.Registry
-	sw      *store.NetworkSwitch
+	sw      *nettest.Partition
 	log     *logtest.Buffer
 	running bool
 	cut     bool
@@ -202,7 +203,7 @@ func (c *Cluster) newNode(i int, bootstrap bool) *node {
 			cfg.JoinURLs = []string{c.URL(running[0])}
 		}
 	}
-	nd := &node{cfg: cfg, sw: &store.NetworkSwitch{}, log: &logtest.Buffer{Max: 4 << 20}}
+	nd := &node{cfg: cfg, sw: &nettest.Partition{}, log: &logtest.Buffer{Max: 4 << 20}}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, nd)
 	c.mu.Unlock()
@@ -233,7 +234,7 @@ func (c *Cluster) start(nd *node) {
 		sc.BarrierTimeout = 5 * time.Second
 		sc.TransportTimeout = 2 * time.Second
 		sc.NoSync = true
-		sc.Switch = sw
+		sc.Network = sw
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(nd.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, fn := range c.opts.config {

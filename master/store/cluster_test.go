@@ -375,7 +375,7 @@ func TestCluster_Partition(t *testing.T) {
 	majority := others(nodes, old)
 	ctx := ctxTimeout(t, 30*time.Second)
 
-	old.streamLayer().setCut(true)
+	partition(old, true)
 	// The minority side cannot commit: the write fails (the leader steps
 	// down when its lease runs out) instead of hanging.
 	if _, err := old.ReplaceActive(ctxTimeout(t, 10*time.Second), treeWith("minority")); !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) {
@@ -396,7 +396,7 @@ func TestCluster_Partition(t *testing.T) {
 		t.Fatalf("consistent read on the cut-off node: %v", err)
 	}
 
-	old.streamLayer().setCut(false)
+	partition(old, false)
 	waitConverged(t, nodes)
 	for _, s := range nodes {
 		tree, i := s.Active()

@@ -100,9 +100,9 @@ type Config struct {
 	// NoSync skips the fsync of the raft log. Unsafe (a machine crash can
 	// lose acknowledged writes); for benchmarks and tests only.
 	NoSync bool
-	// Switch, when set, can cut this node's raft traffic to simulate a
-	// network partition. For tests only.
-	Switch *NetworkSwitch
+	// Network, when set, makes the raft connections instead of TCP
+	// (TCPNetwork); tests give one they can partition.
+	Network Network
 	// FeatureLevel, when set, is the level this node applies and
 	// advertises instead of the binary's FeatureLevel: it refuses the
 	// forms of later levels as a master of an older release does. For

@@ -23,6 +23,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/nettest"
 )
 
 // testLogger returns a logger whose output is printed if t fails. Records
@@ -45,6 +46,7 @@ func testConfig(t testing.TB, id string) Config {
 		BindAddr:   "127.0.0.1:0",
 		Logger:     testLogger(t),
 		Registerer: prometheus.NewRegistry(),
+		Network:    &nettest.Partition{},
 		// The production raft timeouts (the defaults): shorter ones
 		// (300 ms, a 150 ms lease) made leaders step down when a busy
 		// 2-core machine stalled the in-process nodes.
@@ -52,6 +54,16 @@ func testConfig(t testing.TB, id string) Config {
 		ApplyTimeout:     5 * time.Second,
 		BarrierTimeout:   5 * time.Second,
 		TransportTimeout: 2 * time.Second,
+	}
+}
+
+// partition cuts s off the raft network (cut) or heals it.
+func partition(s *Store, cut bool) {
+	p := s.streamLayer().network.(*nettest.Partition)
+	if cut {
+		p.Cut()
+	} else {
+		p.Heal()
 	}
 }
 

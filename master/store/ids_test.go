@@ -150,7 +150,7 @@ func TestIDs_EveryNode(t *testing.T) {
 	// A follower cut off while new tools and tenants come, and the log
 	// compacted behind it, catches up from a snapshot.
 	lag := others(nodes, leader)[0]
-	lag.streamLayer().setCut(true)
+	partition(lag, true)
 	majority := others(nodes, lag)
 	for n := 20; n < 60; n++ {
 		insertOn(t, majority, idFinding(fmt.Sprintf("late%d", n%5), fmt.Sprintf("newtool%d", n%7), n))
@@ -163,7 +163,7 @@ func TestIDs_EveryNode(t *testing.T) {
 	if len(want.Tools) != 10 || len(want.Tenants) != 9 {
 		t.Fatalf("ids %+v", want)
 	}
-	lag.streamLayer().setCut(false)
+	partition(lag, false)
 	sameIDsEverywhere(t, nodes, want)
 	f := lag.fsm.Load()
 	f.mu.RLock()

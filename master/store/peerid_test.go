@@ -36,7 +36,7 @@ func TestCluster_RaftPeerIdentity(t *testing.T) {
 	for _, holder := range []string{"node2", "outsider"} {
 		// The impostor speaks raft's protocol with raft's own transport,
 		// over a stream layer that presents holder's certificate.
-		layer, err := newStreamLayer("127.0.0.1:0", "", tlsOf(holder))
+		layer, err := newStreamLayer("127.0.0.1:0", "", tlsOf(holder), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestStreamLayer_DialChecksIdentity(t *testing.T) {
 	tlsOf := func(name string) TLSConfig {
 		return TLSConfig{CertFile: certs[name][0], KeyFile: certs[name][1], CAFile: ca}
 	}
-	dialer, err := newStreamLayer("127.0.0.1:0", "", tlsOf("node0"))
+	dialer, err := newStreamLayer("127.0.0.1:0", "", tlsOf("node0"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStreamLayer_DialChecksIdentity(t *testing.T) {
 		holder string // whose certificate the address presents
 		ok     bool
 	}{{"node1", true}, {"node2", false}} {
-		ln, err := newStreamLayer("127.0.0.1:0", "", tlsOf(tc.holder))
+		ln, err := newStreamLayer("127.0.0.1:0", "", tlsOf(tc.holder), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -256,7 +256,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open store: %w", err)
 	}
 
-	stream, err := newStreamLayer(c.BindAddr, c.AdvertiseAddr, c.TLS)
+	stream, err := newStreamLayer(c.BindAddr, c.AdvertiseAddr, c.TLS, c.Network)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -267,9 +267,6 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err := stream.setSource(c.SourceIP); err != nil {
 		stream.Close()
 		return fmt.Errorf("open store: %w", err)
-	}
-	if c.Switch != nil {
-		c.Switch.attach(stream)
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  stream,

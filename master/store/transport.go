@@ -74,10 +74,32 @@ func (c TLSConfig) load() (server, client *tls.Config, err error) {
 // tlsHandshakeTimeout bounds the handshake of an accepted connection.
 const tlsHandshakeTimeout = 10 * time.Second
 
+// Network makes the connections of the raft transport, which runs TLS
+// over them when it is configured (Config.Network). TCPNetwork is the
+// operating system's TCP; a test can give a network it partitions.
+type Network interface {
+	// Listen listens on address ("host:port").
+	Listen(address string) (net.Listener, error)
+	// Dial connects to address with d (its source address), within ctx.
+	Dial(ctx context.Context, d *net.Dialer, address string) (net.Conn, error)
+}
+
+// TCPNetwork is the Network of TCP connections.
+type TCPNetwork struct{}
+
+// Listen implements Network.
+func (TCPNetwork) Listen(address string) (net.Listener, error) { return net.Listen("tcp", address) }
+
+// Dial implements Network.
+func (TCPNetwork) Dial(ctx context.Context, d *net.Dialer, address string) (net.Conn, error) {
+	return d.DialContext(ctx, "tcp", address)
+}
+
 // streamLayer is the raft.StreamLayer of the store's network transport:
 // plain TCP, or mutual TLS over TCP.
 type streamLayer struct {
 	ln        net.Listener
+	network   Network
 	advertise net.Addr
 	server    *tls.Config // nil without TLS
 	client    *tls.Config
@@ -85,10 +107,8 @@ type streamLayer struct {
 	// nil lets the operating system choose (Config.SourceIP).
 	source net.Addr
 
-	// Partition simulation for tests: while cut, no connection is made or
-	// accepted, and cutting closes the open ones.
+	// The open connections, closed when the store closes.
 	mu    sync.Mutex
-	cut   bool
 	conns map[net.Conn]struct{}
 	// handlers counts the accepted connections whose raft handler has not
 	// returned yet (it closes its connection when it does).
@@ -109,17 +129,21 @@ func (a advertiseAddr) Network() string { return "tcp" }
 // String implements net.Addr.
 func (a advertiseAddr) String() string { return string(a) }
 
-// newStreamLayer listens on bind. advertise is the address peers dial; if
-// empty it is the listener's address, which must then be a specific IP.
-func newStreamLayer(bind, advertise string, tc TLSConfig) (*streamLayer, error) {
-	l := &streamLayer{}
+// newStreamLayer listens on bind through network (nil: TCPNetwork).
+// advertise is the address peers dial; if empty it is the listener's
+// address, which must then be a specific IP.
+func newStreamLayer(bind, advertise string, tc TLSConfig, network Network) (*streamLayer, error) {
+	if network == nil {
+		network = TCPNetwork{}
+	}
+	l := &streamLayer{network: network}
 	if tc.Enabled() {
 		var err error
 		if l.server, l.client, err = tc.load(); err != nil {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", bind)
+	ln, err := network.Listen(bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
@@ -144,23 +168,19 @@ func newStreamLayer(bind, advertise string, tc TLSConfig) (*streamLayer, error) 
 // Accept implements net.Listener. A TLS connection does its handshake on
 // first use, in raft's per-connection goroutine, within tlsHandshakeTimeout.
 func (l *streamLayer) Accept() (net.Conn, error) {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.server != nil {
-			c = newIdentityConn(&serverConn{Conn: tls.Server(c, l.server)})
-		}
-		if c, err = l.track(c); err == nil {
-			tc := c.(*trackedConn)
-			l.mu.Lock()
-			tc.accepted = true
-			l.handlers++
-			l.mu.Unlock()
-			return c, nil
-		}
+	c, err := l.ln.Accept()
+	if err != nil {
+		return nil, err
 	}
+	if l.server != nil {
+		c = newIdentityConn(&serverConn{Conn: tls.Server(c, l.server)})
+	}
+	tc := l.track(c)
+	l.mu.Lock()
+	tc.accepted = true
+	l.handlers++
+	l.mu.Unlock()
+	return tc, nil
 }
 
 // Close implements net.Listener.
@@ -172,29 +192,48 @@ func (l *streamLayer) Addr() net.Addr { return l.advertise }
 // Dial implements raft.StreamLayer. With TLS the handshake, which verifies
 // the peer's certificate, is part of the dial and of its timeout.
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	if l.isCut() {
-		return nil, errPartitioned
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
-	d := l.dialer(timeout)
-	var (
-		c   net.Conn
-		err error
-	)
-	if l.client == nil {
-		c, err = d.Dial("tcp", string(address))
-	} else {
-		var tc *tls.Conn
-		if tc, err = tls.DialWithDialer(d, "tcp", string(address), l.client); err == nil {
-			if err = l.checkDialled(tc, address); err != nil {
-				_ = tc.Close()
-			}
-		}
-		c = tc
-	}
+	c, err := l.dial(ctx, string(address))
 	if err != nil {
 		return nil, err
 	}
-	return l.track(c)
+	if tc, ok := c.(*tls.Conn); ok {
+		if err := l.checkDialled(tc, address); err != nil {
+			_ = tc.Close()
+			return nil, err
+		}
+	}
+	return l.track(c), nil
+}
+
+// dial connects to address through the network, and completes the TLS
+// handshake when TLS is on, within ctx.
+func (l *streamLayer) dial(ctx context.Context, address string) (net.Conn, error) {
+	c, err := l.network.Dial(ctx, l.dialer(), address)
+	if err != nil || l.client == nil {
+		return c, err
+	}
+	cfg := l.client
+	if cfg.ServerName == "" { // verify the dialled host's name, as tls.Dial does
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // setSource makes outbound connections come from ip (Config.SourceIP);
@@ -212,68 +251,13 @@ func (l *streamLayer) setSource(ip string) error {
 }
 
 // dialer returns the dialer of outbound connections: from the source IP
-// when one is set, with the timeout (0: none).
-func (l *streamLayer) dialer(timeout time.Duration) *net.Dialer {
-	d := &net.Dialer{Timeout: timeout}
+// when one is set.
+func (l *streamLayer) dialer() *net.Dialer {
+	d := &net.Dialer{}
 	if l.source != nil {
 		d.LocalAddr = l.source
 	}
 	return d
-}
-
-// NetworkSwitch cuts a store's raft traffic, to simulate a network
-// partition in tests: while cut, the store makes and accepts no raft
-// connection, and cutting closes the open ones. Give it to a store with
-// Config.Switch; the same switch can follow a node across restarts. Its
-// zero value is a connected switch. It is for tests only.
-type NetworkSwitch struct {
-	mu    sync.Mutex
-	cut   bool
-	layer *streamLayer
-}
-
-// Cut cuts the store off the raft network.
-func (n *NetworkSwitch) Cut() { n.set(true) }
-
-// Heal reconnects the store to the raft network.
-func (n *NetworkSwitch) Heal() { n.set(false) }
-
-func (n *NetworkSwitch) set(cut bool) {
-	n.mu.Lock()
-	n.cut = cut
-	l := n.layer
-	n.mu.Unlock()
-	if l != nil {
-		l.setCut(cut)
-	}
-}
-
-// attach makes the switch control l.
-func (n *NetworkSwitch) attach(l *streamLayer) {
-	n.mu.Lock()
-	n.layer = l
-	cut := n.cut
-	n.mu.Unlock()
-	l.setCut(cut)
-}
-
-// errPartitioned is the dial error of a cut stream layer.
-var errPartitioned = errors.New("partitioned")
-
-// setCut cuts the node off the network (cut true) or heals it.
-func (l *streamLayer) setCut(cut bool) {
-	l.mu.Lock()
-	l.cut = cut
-	l.mu.Unlock()
-	if cut {
-		l.closeConns()
-	}
-}
-
-func (l *streamLayer) isCut() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cut
 }
 
 // closeConns closes every open connection (the store is closing). The
@@ -315,20 +299,16 @@ func (l *streamLayer) waitHandlers(timeout time.Duration) bool {
 	}
 }
 
-// track registers c so that setCut can close it; while cut it closes c.
-func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
+// track registers c so that closeConns can close it.
+func (l *streamLayer) track(c net.Conn) *trackedConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cut {
-		c.Close()
-		return nil, errPartitioned
-	}
 	if l.conns == nil {
 		l.conns = make(map[net.Conn]struct{})
 	}
 	tc := &trackedConn{Conn: c, l: l}
 	l.conns[tc] = struct{}{}
-	return tc, nil
+	return tc
 }
 
 // trackedConn removes itself from its stream layer when closed.
@@ -355,15 +335,7 @@ func (c *trackedConn) Close() error {
 // probe dials addr as raft would, completing the TLS handshake, checks
 // that the certificate it presents names node id (with TLS), and hangs up.
 func (l *streamLayer) probe(ctx context.Context, id, addr string) error {
-	var (
-		c   net.Conn
-		err error
-	)
-	if l.client == nil {
-		c, err = l.dialer(0).DialContext(ctx, "tcp", addr)
-	} else {
-		c, err = (&tls.Dialer{NetDialer: l.dialer(0), Config: l.client}).DialContext(ctx, "tcp", addr)
-	}
+	c, err := l.dial(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -40,10 +40,10 @@ func TestTLSConfig_Validate(t *testing.T) {
 
 func TestStreamLayer_Advertise(t *testing.T) {
 	t.Parallel()
-	if _, err := newStreamLayer("0.0.0.0:0", "", TLSConfig{}); err == nil || !strings.Contains(err.Error(), "advertise") {
+	if _, err := newStreamLayer("0.0.0.0:0", "", TLSConfig{}, nil); err == nil || !strings.Contains(err.Error(), "advertise") {
 		t.Fatalf("unspecified bind without advertise: %v", err)
 	}
-	l, err := newStreamLayer("0.0.0.0:0", "master-0.squall:7000", TLSConfig{})
+	l, err := newStreamLayer("0.0.0.0:0", "master-0.squall:7000", TLSConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestStreamLayer_Advertise(t *testing.T) {
 	if got := l.Addr().String(); got != "master-0.squall:7000" {
 		t.Fatalf("advertised %q", got)
 	}
-	if _, err := newStreamLayer("127.0.0.1:0", "no-port", TLSConfig{}); err == nil {
+	if _, err := newStreamLayer("127.0.0.1:0", "no-port", TLSConfig{}, nil); err == nil {
 		t.Fatal("advertise address without a port accepted")
 	}
 }
@@ -117,12 +117,12 @@ func TestCluster_MutualTLS(t *testing.T) {
 // peer or a proxy can tell the node by it.
 func TestStreamLayer_SourceIP(t *testing.T) {
 	t.Parallel()
-	server, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{})
+	server, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	client, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{})
+	client, err := newStreamLayer("127.0.0.1:0", "", TLSConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
