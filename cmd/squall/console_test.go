@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -37,6 +38,7 @@ import (
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/node"
 )
 
 // chromiumPath returns Debian's chromium. CI installs it (.ci/run):
@@ -510,8 +512,8 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('tree-dead').checked && document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
 		chromedp.Click(chromedp.CSS(`#tree-dead`)),
 	)
-	hook := readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile))
-	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
+	hook := readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile))
+	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+dev.WebhookID+"?token="+hook, "",
 		strings.NewReader(`{"host": "web-1", "message": "Disk 95% full on /var"}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
@@ -927,7 +929,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 	var regs [3]*prometheus.Registry
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(i int, s *master.Server) {
 		regs[i] = prometheus.NewRegistry()
-		if _, err := mountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
+		if _, err := node.MountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
 			t.Error(err)
 		}
 	}))
