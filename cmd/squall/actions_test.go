@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,7 +50,7 @@ func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 func TestMasterActionsByConfiguration(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	admin := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
+	admin := unsignedToken(t, "ops", "all=root:admin")
 	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
 	type answer struct {
 		Result       json.RawMessage `json:"result"`
@@ -122,16 +121,12 @@ func TestMasterActionsConfigRefused(t *testing.T) {
 func TestEngineActionsByConfiguration(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	tokenFile, token := adminTokenFile(t, t.TempDir())
 	apitest.DeployTree(t, base, token, ssrfTree(srv.URL))
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
-	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
-	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-actions")
-	p := startLogged(t, cmd, "ops endpoints listening", "addr")
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	p := startEngine(t, []string{"SQUALL_GROUP=engines-actions"}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
 	if err != nil {

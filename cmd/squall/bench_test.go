@@ -189,8 +189,7 @@ func TestBenchWebhookRefused(t *testing.T) {
 func TestBenchFindings(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
-	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "bench", "--auth", "findings=root,bench:findings_read,findings_write", "--unsigned"))
+	token := unsignedToken(t, "bench", "findings=root,bench:findings_read,findings_write")
 	tokenFile := filetest.Write(t, t.TempDir(), "token", token+"\n")
 	code, stdout, stderr := runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile,
 		"--connections", "4", "--readers", "2", "--requests", "60", "--duration", "1m", "--page-size", "10", "--pages", "3")
@@ -247,7 +246,7 @@ func TestBenchFindings(t *testing.T) {
 		!strings.Contains(stdout, "201: 3") || strings.Contains(stdout, "\npages\n") {
 		t.Errorf("exit %d:\n%s\n%s", code, stdout, stderr)
 	}
-	root := strings.TrimSpace(mustRun(t, bin, "token", "--user", "u", "--auth", "all=root:admin", "--unsigned"))
+	root := unsignedToken(t, "u", "all=root:admin")
 	if err := os.WriteFile(tokenFile, []byte(root), 0o600); err != nil {
 		t.Fatal(err)
 	}

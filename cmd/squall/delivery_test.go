@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -35,14 +34,12 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(hooks, "guarded.json"), []byte(hook), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startSatellite := func() (string, *exec.Cmd, *started) {
-		cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--webhooks-dir", hooks,
+	start := func() *started {
+		return startSatellite(t, []string{"SQUALL_TRUSTED_PROXIES=127.0.0.1,::1"}, "--webhooks-dir", hooks,
 			"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-		cmd.Env = append(os.Environ(), "SQUALL_TRUSTED_PROXIES=127.0.0.1,::1")
-		s := startLogged(t, cmd, "satellite started", "http")
-		return "http://" + s.addr, cmd, s
 	}
-	base, cmd, proc := startSatellite()
+	proc := start()
+	base := "http://" + proc.addr
 
 	type answer struct {
 		status     int
@@ -83,14 +80,10 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	}
 
 	// A clean restart keeps the window.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-proc.done
-	if err := cmd.Wait(); err != nil {
+	if err := proc.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("satellite exit: %v\n%s", err, proc.logs.String())
 	}
-	base, _, _ = startSatellite()
+	base = "http://" + start().addr
 	if a := post("192.0.2.7", "d1"); a.status != http.StatusOK || a.eventID != first.eventID || a.dedup != "true" {
 		t.Errorf("repeat after the restart: %+v, want the event %s again", a, first.eventID)
 	}

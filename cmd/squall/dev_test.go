@@ -69,25 +69,12 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.Command(squallBinary(t), append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
+	cmd := squallCmd(t, nil, append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = out
 	p := startLogged(t, cmd, "squall dev started", "http_addr")
-	d := &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := calltest.Client().Get("http://" + d.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("squall dev not ready within 30s:\n%s", p.logs.String())
-		}
-		pause(t)
-	}
+	waitReady(t, "http://"+p.addr, p)
+	return &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
 }
 
 // pause waits a little between two polls of a separate process, which
@@ -283,7 +270,7 @@ func TestDevReadmeTour(t *testing.T) {
 
 	// A second squall dev on the same data dir stops at the master's
 	// locked files, before it touches the broker's.
-	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
+	second := squallCmdContext(t.Context(), t, nil, "dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
 	second.Dir = work
 	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "is another squall dev running on squall-data?") ||
 		strings.Contains(string(out), "squall dev started") {
@@ -324,7 +311,7 @@ func TestDevReadmeTour(t *testing.T) {
 		}
 	}
 	// Unsigned tokens are accepted, with a warning line in the log.
-	unsigned := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "bob", "--auth", "all=root:view", "--unsigned"))
+	unsigned := unsignedToken(t, "bob", "all=root:view")
 	if _, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H "Authorization: Bearer `+unsigned+`"`); code != http.StatusOK {
 		t.Errorf("an unsigned token: %d", code)
 	}
@@ -459,16 +446,6 @@ func TestDevFindingAction(t *testing.T) {
 	d.stop(t, syscall.SIGTERM)
 }
 
-// readTrimmed returns a file's content without surrounding white space.
-func readTrimmed(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // port returns the port of a host:port address.
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
@@ -478,7 +455,7 @@ func port(addr string) string {
 // unsignedAdmin returns an unsigned admin token, which squall dev accepts.
 func unsignedAdmin(t *testing.T) string {
 	t.Helper()
-	return strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "mallory", "--auth", "all=root:admin", "--unsigned"))
+	return unsignedToken(t, "mallory", "all=root:admin")
 }
 
 // TestDevAttach attaches a real squall satellite to squall dev's broker at
@@ -520,9 +497,8 @@ func TestDevAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "attached",
-		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"))
-	satURL := "http://" + startLogged(t, sat, "satellite started", "http").addr +
+	satURL := "http://" + startSatellite(t, nil, "--name", "attached",
+		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool")).addr +
 		"/engine/webhook/event/" + dev.WebhookID + "?token=" + strings.TrimSpace(string(token))
 	post := func() {
 		t.Helper()

@@ -78,9 +78,9 @@ func TestDistributed(t *testing.T) {
 
 	keyFile := filepath.Join(dir, "hmac.key")
 	writeFile(t, keyFile, "e2e-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	admin := strings.TrimSpace(mustRun(t, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
 
 	// Cleanups run last-registered first: satellites, engines, masters,
 	// the broker, the receiver.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -62,11 +61,10 @@ func TestEngineFlags(t *testing.T) {
 // dead-letter topic.
 func TestEngineBinary(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
+	draft := strings.TrimSpace(mustRun(t, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := calltest.Client().Do(req)
@@ -86,11 +84,9 @@ func TestEngineBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile,
+	p := startEngine(t, []string{"SQUALL_GROUP=engines-test"}, "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")
-	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-test")
-	p := startLogged(t, cmd, "ops endpoints listening", "addr")
-	ops, logText, done := p.addr, p.logs, p.done
+	ops, logText := p.addr, p.logs
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,20 +195,8 @@ func TestEngineBinary(t *testing.T) {
 		t.Errorf("dead letter headers %v", headers)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	// Wait closes the stderr pipe: only once the log was read to its end,
-	// or its last lines (the clean stop) may be lost.
-	go func() { <-done; exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("squall engine: %v\n%s", err, logText.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("squall engine did not exit within 30s of SIGTERM")
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("squall engine: %v\n%s", err, logText.String())
 	}
 	if !strings.Contains(logText.String(), `"msg":"consumer stopped"`) {
 		t.Errorf("no clean stop in the log:\n%s", logText.String())

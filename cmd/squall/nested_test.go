@@ -36,9 +36,9 @@ func TestNestedConditions(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "hmac.key")
 	writeFile(t, keyFile, "nested-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "nested", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	admin := strings.TrimSpace(mustRun(t, "token", "--user", "nested", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
 	rx := newActionReceiver(t)
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, e2eTopic, e2eDLQTopic),
@@ -155,7 +155,7 @@ func TestNestedConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, eventFile, `{"type": "b", "created_ms": 1, "payload": {"flag": true, "host": "h", "id": "p1"}}`)
-	if out := mustRun(t, bin, "process", "--tree", treeFile, "--event", eventFile); !strings.Contains(out, `"status": "Matched"`) {
+	if out := mustRun(t, "process", "--tree", treeFile, "--event", eventFile); !strings.Contains(out, `"status": "Matched"`) {
 		t.Errorf("squall process: %s", out)
 	}
 }

@@ -81,10 +81,8 @@ func TestSignatureDocs(t *testing.T) {
 	}
 
 	broker := startBroker(t)
-	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
-		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
-	addr := startLogged(t, cmd, "satellite started", "http").addr
+	addr := startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).addr
 
 	accepted := map[string]string{} // event id → webhook id
 	for _, p := range pages {

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +19,6 @@ import (
 func TestTreeCommands(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) string {
@@ -45,21 +41,17 @@ func TestTreeCommands(t *testing.T) {
 	conn := []string{"--master", base, "--token-file", tokenFile}
 	tree := func(args ...string) string {
 		t.Helper()
-		return mustRun(t, bin, append(append([]string{"tree"}, args...), conn...)...)
+		return mustRun(t, append(append([]string{"tree"}, args...), conn...)...)
 	}
 	// fails runs a command expected to exit with code, and returns its
 	// stdout and stderr.
 	fails := func(code int, args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"tree"}, args...), conn...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != code {
-			t.Fatalf("tree %v: %v (want exit %d)\nstdout %s\nstderr %s", args, err, code, stdout, stderr.String())
+		got, stdout, stderr := runBinary(t, append(append([]string{"tree"}, args...), conn...)...)
+		if got != code {
+			t.Fatalf("tree %v: exit %d, want %d\nstdout %s\nstderr %s", args, got, code, stdout, stderr)
 		}
-		return string(stdout), stderr.String()
+		return stdout, stderr
 	}
 
 	hist := tree("history")
