@@ -3,14 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // TestAuditVerify runs `squall audit verify` against a live master, its
@@ -25,16 +24,9 @@ func TestAuditVerify(t *testing.T) {
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) []byte {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, calltest.Client().Do, req)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
+		return apitest.MustCall(t, method, base+path, token, body)
 	}
-	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(string(call("POST", "/api/v2_beta/config/drafts/all", ""))), `{"id":`), `"}`)
+	draft := apitest.NewDraft(t, base, token)
 	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs1"}`)
 	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
 	call("DELETE", "/api/v2_beta/config/drafts/all/"+draft, "")

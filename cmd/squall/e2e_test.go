@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/joinmute"
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -460,11 +460,11 @@ type restartableBroker struct {
 func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
 	t.Helper()
 	b := &restartableBroker{t: t, dataDir: dataDir}
-	// The port was free when fixedPort looked; another test process may
+	// The port was free when nettest.FixedPort looked; another test process may
 	// take it before the broker listens. Nobody knows the address yet, so
 	// the first start may move to another one.
 	for attempt := 1; ; attempt++ {
-		b.addr = fixedPort(t)
+		b.addr = nettest.FixedPort(t)
 		err := b.listen()
 		if err == nil {
 			break
@@ -476,31 +476,6 @@ func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
 	}
 	t.Cleanup(b.stop)
 	return b
-}
-
-// fixedPort returns a loopback address whose port is free now and lies
-// below the ephemeral range: the broker keeps it across restarts (the
-// clients know only it), and no connection gets it as its local port while
-// the broker is down.
-func fixedPort(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		_, _ = fmt.Sscan(string(b), &low)
-	}
-	const from = 10000
-	for range 100 {
-		port := from + rand.IntN(max(low-from, 1000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port found for the broker")
-	return ""
 }
 
 // start starts the broker on its port, with the data of an earlier run.

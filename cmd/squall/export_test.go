@@ -2,13 +2,12 @@ package main
 
 import (
 	"bytes"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
 )
 
@@ -21,17 +20,10 @@ func TestExport(t *testing.T) {
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) string {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, calltest.Client().Do, req)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return string(b)
+		return string(apitest.MustCall(t, method, base+path, token, body))
 	}
 	// A deployed tree with a ruleset, and a draft that differs from it.
-	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(call("POST", "/api/v2_beta/config/drafts/all", "")), `{"id":`), `"}`)
+	draft := apitest.NewDraft(t, base, token)
 	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"deployed_rs"}`)
 	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
 	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"draft_only_rs"}`)

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,31 +157,6 @@ func pipeRun(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
 	}
 	return string(out)
-}
-
-// pipeFixedPort returns a loopback address whose port is free now and lies
-// below the ephemeral range: the broker and the satellites keep theirs
-// across restarts, and no connection gets one as its local port while its
-// process is down.
-func pipeFixedPort(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		_, _ = fmt.Sscan(string(b), &low)
-	}
-	const from = 10000
-	for range 100 {
-		port := from + rand.IntN(max(low-from, 1000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port found for the broker")
-	return ""
 }
 
 // writePipeFile writes a file of the test.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/joinmute"
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -246,7 +247,7 @@ func TestPipeline(t *testing.T) {
 	engineToken := filepath.Join(dir, "engine.token")
 	writePipeFile(t, engineToken, pipeRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view", "--hmac-key-file", keyFile))
 
-	broker := &pipeBroker{t: t, addr: pipeFixedPort(t), data: filepath.Join(dir, "kafka")}
+	broker := &pipeBroker{t: t, addr: nettest.FixedPort(t), data: filepath.Join(dir, "kafka")}
 	broker.start()
 
 	master := startPipeProc(t, "master", exec.Command(bin, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "m1"),
@@ -305,7 +306,7 @@ func TestPipeline(t *testing.T) {
 		}
 		// A port below the ephemeral range: no connection takes it while
 		// the satellite restarts.
-		sats[s] = startSatellite(s, pipeFixedPort(t))
+		sats[s] = startSatellite(s, nettest.FixedPort(t))
 	}
 	satBase := func(s int) func() string {
 		return func() string {
