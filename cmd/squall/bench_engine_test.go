@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,10 +116,6 @@ func newEngineWorld(t *testing.T, partitions int32, masterArgs ...string) engine
 	w.tokenFile, token = adminTokenFile(t, dir)
 	apitest.DeployTree(t, w.base, token, []byte(benchEngineTree))
 	w.addr = kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: partitions}).Addr
-	w.archive = filepath.Join(dir, "archive")
-	w.actions = filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(w.actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, w.archive), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w.actions, w.archive = archiveActions(t, dir, "")
 	return w
 }

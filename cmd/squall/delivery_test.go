@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestSatelliteBinaryGuards runs squall satellite behind a "proxy" (the
@@ -31,9 +32,7 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	  "dedupe": {"header": "X-Delivery", "window": "1h"},
 	  "rate_limit": {"rate": 0.01, "burst": 3},
 	  "collector_config": {"event_type": "push", "payload": {"all": "${@}"}}}`
-	if err := os.WriteFile(filepath.Join(hooks, "guarded.json"), []byte(hook), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filetest.Write(t, hooks, "guarded.json", hook)
 	start := func() *started {
 		return startSatellite(t, []string{"SQUALL_TRUSTED_PROXIES=127.0.0.1,::1"}, "--webhooks-dir", hooks,
 			"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))

@@ -17,6 +17,7 @@ import (
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // readmeTourHeading starts the README section whose sh blocks
@@ -490,9 +491,7 @@ func TestDevAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(hooks, dev.WebhookID+".json"), hook, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filetest.Write(t, hooks, dev.WebhookID+".json", string(hook))
 	token, err := os.ReadFile(filepath.Join(data, dev.WebhookTokenFile))
 	if err != nil {
 		t.Fatal(err)

@@ -77,12 +77,7 @@ func TestEngineBinary(t *testing.T) {
 	}
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 2}).Addr
-	archive := filepath.Join(dir, "archive")
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, []byte(fmt.Sprintf(`{"archive": {"base_path": %q,
-		"default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions, archive := archiveActions(t, dir, "")
 
 	p := startEngine(t, []string{"SQUALL_GROUP=engines-test"}, "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/polltest"
 )
@@ -121,6 +123,17 @@ func adminTokenFile(t testing.TB, dir string) (file, token string) {
 		t.Fatal(err)
 	}
 	return file, token
+}
+
+// archiveActions writes dir/actions.json, the engine's settings for the
+// archive executor under dir/archive (archive_type one to one.log, the
+// others to default.log), with more (JSON members and a comma) before
+// it; it returns the file and the archive folder.
+func archiveActions(t testing.TB, dir, more string) (file, archive string) {
+	t.Helper()
+	archive = filepath.Join(dir, "archive")
+	file = filetest.Write(t, dir, "actions.json", fmt.Sprintf(`{%s"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, more, archive))
+	return file, archive
 }
 
 // readTrimmed returns the content of a file without its surrounding

@@ -83,9 +83,7 @@ func webhookDir(t *testing.T, dir string) string {
 	}
 	hook := `{"id": "github", "token": "s3cret-0123456789ab", "tenant_id": "acme",
 	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
-	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filetest.Write(t, hooks, "github.json", hook)
 	return hooks
 }
 

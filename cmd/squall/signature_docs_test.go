@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // signaturePages are the pages of docs/webhooks, one per signature scheme.
@@ -74,9 +76,7 @@ func TestSignatureDocs(t *testing.T) {
 		if hook.Signature.Scheme != name {
 			t.Errorf("docs/webhooks/%s.md: the webhook file's scheme is %q", name, hook.Signature.Scheme)
 		}
-		if err := os.WriteFile(filepath.Join(hooks, hook.ID+".json"), []byte(files[0]), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		filetest.Write(t, hooks, hook.ID+".json", files[0])
 		pages = append(pages, page{name, hook.ID, cmds[0], doc})
 	}
 

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,11 +99,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	tokenFile, token := adminTokenFile(t, dir)
 	apitest.DeployTree(t, base, token, []byte(statsTree))
 	broker := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4})
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"retry": {"max_attempts": 1}, "archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`,
-		filepath.Join(dir, "archive")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions, _ := archiveActions(t, dir, `"retry": {"max_attempts": 1}, `)
 	const group = "stats-test"
 	start := func(name string) *started {
 		return startEngine(t, []string{"SQUALL_GROUP=" + group}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.Addr,
