@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -183,18 +181,7 @@ func startLogged(t testing.TB, cmd *exec.Cmd, msg, key string) *started {
 	s.done = done
 	go func() {
 		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			_, _ = s.logs.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-				a, _ := rec[key].(string)
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
+		logtest.Follow(stderr, s.logs, msg, key, addr)
 	}()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {

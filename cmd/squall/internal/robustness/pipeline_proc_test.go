@@ -1,8 +1,6 @@
 package robustness
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -57,20 +55,7 @@ func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *p
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			_, _ = p.logs.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-				a, _ := rec[key].(string)
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, r)
+		logtest.Follow(r, p.logs, msg, key, addr)
 	}()
 	p.done = exitedAndRead(exited, read)
 	t.Cleanup(func() {
