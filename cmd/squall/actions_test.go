@@ -128,34 +128,12 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
 	p := startEngine(t, []string{"SQUALL_GROUP=engines-actions"}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+	produce(t, addr, &kgo.Record{
 		Key:     []byte("master"),
 		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000001")}},
-	}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	var dead *kgo.Record
-	for dead == nil {
-		fs := dlq.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("no dead letter:\n%s", p.logs.String())
-		}
-		fs.EachRecord(func(r *kgo.Record) { dead = r })
-	}
+	})
+	dead := firstDeadLetter(t, addr, 60*time.Second, p.logs)
 	headers := map[string]string{}
 	for _, h := range dead.Headers {
 		headers[h.Key] = string(h.Value)

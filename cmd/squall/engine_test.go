@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -82,11 +81,6 @@ func TestEngineBinary(t *testing.T) {
 	p := startEngine(t, []string{"SQUALL_GROUP=engines-test"}, "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")
 	ops, logText := p.addr, p.logs
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var recs []*kgo.Record
 	for i := range 20 {
 		typ := "webhook"
@@ -100,9 +94,7 @@ func TestEngineBinary(t *testing.T) {
 				{Key: "squall-source", Value: []byte("test")}},
 		})
 	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, addr, recs...)
 
 	// A separate process gives no signal to wait on: poll, bounded.
 	deadline := time.Now().Add(30 * time.Second)
@@ -165,22 +157,7 @@ func TestEngineBinary(t *testing.T) {
 	}
 
 	// The elasticsearch event is in the dead-letter topic.
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var dead *kgo.Record
-	for dead == nil {
-		fs := dlq.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("no dead letter:\n%s", logText.String())
-		}
-		fs.EachRecord(func(r *kgo.Record) { dead = r })
-	}
+	dead := firstDeadLetter(t, addr, 30*time.Second, logText)
 	headers := map[string]string{}
 	for _, h := range dead.Headers {
 		headers[h.Key] = string(h.Value)

@@ -50,11 +50,6 @@ func TestEngineTakeover(t *testing.T) {
 	}
 
 	// Engine b processes the events of every partition.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var recs []*kgo.Record
 	for i := range 40 {
 		recs = append(recs, &kgo.Record{
@@ -63,9 +58,7 @@ func TestEngineTakeover(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
 		})
 	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, addr, recs...)
 	lines := func() int {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
 		return strings.Count(string(b), "\n")
@@ -89,11 +82,6 @@ func TestEngineCrashRepeats(t *testing.T) {
 	addr, archive := w.addr, w.archive
 
 	const events = 60_000
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	for start := 0; start < events; start += 5000 {
 		var recs []*kgo.Record
 		for i := start; i < start+5000; i++ {
@@ -103,9 +91,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 				Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
 			})
 		}
-		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, addr, recs...)
 	}
 
 	const workers, queue = 4, 256

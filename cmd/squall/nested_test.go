@@ -87,11 +87,6 @@ func TestNestedConditions(t *testing.T) {
 		return a.Ready && b.Ready && a.TreeIndex > before && a.TreeIndex == b.TreeIndex
 	})
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.DefaultProduceTopic(e2eTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	events := []struct {
 		id, typ, payload string
 		want             []string // the ids the receiver gets
@@ -116,9 +111,7 @@ func TestNestedConditions(t *testing.T) {
 	recs = append(recs, &kgo.Record{Key: []byte("tenant-n"),
 		Value:   []byte(`{"type": "a", "created_ms": 1, "metadata": {"tenant_id": "tenant-n"}, "payload": {"id": "n-last", "host": "h"}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-999999999999")}}})
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, brokerAddr, recs...)
 	waitFor(t, 30*time.Second, "the last event's action", all, func() bool { return len(rx.missing([]string{"n-last"})) == 0 })
 	if missing := rx.missing(want); len(missing) != 0 {
 		t.Errorf("no action for %v", missing)

@@ -153,18 +153,11 @@ func TestEngineActionsReload(t *testing.T) {
 	// The file changes: the next event's http actions run.
 	replace(`{"retry": {"max_attempts": 1}, "http": {"allowed_hosts": ["127.0.0.1"]}}`)
 	waitLogs(t, p, "actions settings reloaded", 2)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+	produce(t, addr, &kgo.Record{
 		Key:     []byte("master"),
 		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000002")}},
-	}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
 		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
 	}

@@ -140,13 +140,8 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	}
 	waitGroup()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	seq := 0
-	produce := func(m statsMix) {
+	produceMix := func(m statsMix) {
 		t.Helper()
 		var recs []*kgo.Record
 		add := func(n int, typ, payload string) {
@@ -164,9 +159,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		add(m.critical, "alert", `{"severity": "critical"}`)
 		add(m.warnings, "alert", `{"severity": "warning"}`)
 		add(m.others, "misc", `{}`)
-		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, broker.Addr, recs...)
 	}
 	get := func(tok, query string) (int, *treestats.Answer, []byte) {
 		t.Helper()
@@ -199,7 +192,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	}
 
 	first := statsMix{orders: 40, big: 15, critical: 12, warnings: 7, others: 25}
-	produce(first)
+	produceMix(first)
 	a := waitStats("both engines", first)
 	if a.Window.Name != treestats.WindowDeploy || a.Window.FromMS == 0 || len(a.Engines) == 0 {
 		t.Fatalf("stats: %+v", a)
@@ -247,7 +240,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	p1 = start("e1")
 	waitGroup()
 	second := statsMix{orders: 10, big: 3, critical: 4, warnings: 2, others: 6}
-	produce(second)
+	produceMix(second)
 	a = waitStats("after a restart", first.plus(second))
 	instances := map[string]bool{}
 	for _, e := range a.Engines {
@@ -284,6 +277,6 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		}
 	}
 	third := statsMix{orders: 6, big: 1, critical: 2, warnings: 1, others: 3}
-	produce(third)
+	produceMix(third)
 	waitStats("after a deploy", third)
 }
