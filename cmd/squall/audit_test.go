@@ -27,8 +27,8 @@ func TestAuditVerify(t *testing.T) {
 		return apitest.MustCall(t, method, base+path, token, body)
 	}
 	draft := apitest.NewDraft(t, base, token)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs1"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
+	apitest.AddRuleset(t, base, token, draft, "rs1")
+	apitest.Deploy(t, base, token, draft, "")
 	call("DELETE", "/api/v2_beta/config/drafts/all/"+draft, "")
 
 	out := mustRun(t, "audit", "verify", "--master", base, "--token-file", tokenFile)

@@ -17,6 +17,7 @@ import (
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 func TestEngineFlags(t *testing.T) {
@@ -64,16 +65,7 @@ func TestEngineBinary(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
 	draft := strings.TrimSpace(mustRun(t, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("deploy: %d", resp.StatusCode)
-	}
+	apitest.Deploy(t, base, token, draft, "")
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 2}).Addr
 	actions, archive := archiveActions(t, dir, "")
@@ -97,18 +89,14 @@ func TestEngineBinary(t *testing.T) {
 	produce(t, addr, recs...)
 
 	// A separate process gives no signal to wait on: poll, bounded.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	archived := func() int {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
-		if strings.Count(string(b), "\n") == 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("archive has %d lines, want 20:\n%s", strings.Count(string(b), "\n"), logText.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Count(string(b), "\n")
 	}
-	resp, err = calltest.Client().Get("http://" + ops + "/readyz")
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return archived() == 20 }) {
+		t.Fatalf("archive has %d lines, want 20:\n%s", archived(), logText.String())
+	}
+	resp, err := calltest.Client().Get("http://" + ops + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

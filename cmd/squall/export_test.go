@@ -24,9 +24,9 @@ func TestExport(t *testing.T) {
 	}
 	// A deployed tree with a ruleset, and a draft that differs from it.
 	draft := apitest.NewDraft(t, base, token)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"deployed_rs"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"draft_only_rs"}`)
+	apitest.AddRuleset(t, base, token, draft, "deployed_rs")
+	apitest.Deploy(t, base, token, draft, "")
+	apitest.AddRuleset(t, base, token, draft, "draft_only_rs")
 
 	active := mustRun(t, "export", "--master", base, "--token-file", tokenFile)
 	if !strings.Contains(active, `"deployed_rs"`) || strings.Contains(active, "draft_only_rs") || !strings.HasPrefix(active, "{") {

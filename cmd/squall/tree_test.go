@@ -20,15 +20,11 @@ func TestTreeCommands(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	call := func(method, path, body string) string {
-		t.Helper()
-		return string(apitest.MustCall(t, method, base+path, token, body))
-	}
 	draft := apitest.NewDraft(t, base, token)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs1"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy?message=first+deploy", "")
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs2"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
+	apitest.AddRuleset(t, base, token, draft, "rs1")
+	apitest.Deploy(t, base, token, draft, "first deploy")
+	apitest.AddRuleset(t, base, token, draft, "rs2")
+	apitest.Deploy(t, base, token, draft, "")
 
 	conn := []string{"--master", base, "--token-file", tokenFile}
 	tree := func(args ...string) string {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,22 @@ func NewDraft(t testing.TB, base, token string) string {
 	return draft.ID
 }
 
+// AddRuleset adds an empty ruleset named name below the root of draft.
+func AddRuleset(t testing.TB, base, token, draft, name string) {
+	t.Helper()
+	MustCall(t, http.MethodPost, base+"/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", token, `{"type":"Ruleset","name":"`+name+`"}`)
+}
+
+// Deploy deploys draft with a message (none when empty).
+func Deploy(t testing.TB, base, token, draft, message string) {
+	t.Helper()
+	u := base + "/api/v2_beta/config/drafts/all/" + draft + "/deploy"
+	if message != "" {
+		u += "?message=" + url.QueryEscape(message)
+	}
+	MustCall(t, http.MethodPost, u, token, "")
+}
+
 // DeployTree creates a draft on the master at base, imports tree as the
 // whole tree and deploys it.
 func DeployTree(t testing.TB, base, token string, tree []byte) {
@@ -74,9 +91,7 @@ func DeployTree(t testing.TB, base, token string, tree []byte) {
 	if code != http.StatusOK {
 		t.Fatalf("import tree: %d %s", code, body)
 	}
-	if code, body := Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", token, nil, ""); code != http.StatusOK {
-		t.Fatalf("deploy: %d %s", code, body)
-	}
+	Deploy(t, base, token, id, "")
 }
 
 // ImportTree creates a draft and imports tree as its whole tree (root is
