@@ -84,7 +84,7 @@ func TestDeadLetters_FixAndReplay(t *testing.T) {
 	dlCfg.MaxReplays = 2
 	var closers []func() error
 	e := newEnv(t, 2, func(e *env, s *master.Server) {
-		// As squall master mounts it (cmd/squall/master_deadletters.go).
+		// As squall master mounts it (master/node, NewDeadLetterAPI).
 		dial := kafkasource.Dial{Brokers: []string{e.broker.Addr}, Timeout: 2 * time.Second}
 		reader, err := kafkasource.NewReader(dial)
 		if err != nil {

@@ -114,8 +114,8 @@ func newEnvWith(t testing.TB, ec envConfig) *env {
 	e := &env{t: t}
 	ec.broker.Topics = []string{testTopic, testDLQ, testOut}
 	e.broker = kafkatest.Start(t, ec.broker)
-	// The master serves the findings API too, mounted as
-	// cmd/squall/master.go does, for the finding action.
+	// The master serves the findings API too, mounted on the leader as
+	// master/node does, for the finding action.
 	e.masters = mastertest.TestCluster(t, max(ec.masters, 1), mastertest.WithSetup(func(_ int, s *master.Server) {
 		a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
 		if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeader); err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
 )
@@ -45,14 +44,10 @@ func BenchmarkFailover(b *testing.B) {
 }
 
 func failoverOnce(b *testing.B, heartbeat time.Duration) time.Duration {
-	c := mastertest.TestCluster(b, 3, mountTestAPI(), mastertest.WithConfig(func(_ int, cfg *master.Config) {
-		prev := cfg.StoreOptions
-		cfg.StoreOptions = func(sc *store.Config) {
-			prev(sc)
-			sc.NoSync = false
-			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = heartbeat, heartbeat, heartbeat/2
-			sc.CommitTimeout = 0
-		}
+	c := mastertest.TestCluster(b, 3, mountTestAPI(), mastertest.WithStore(func(sc *store.Config) {
+		sc.NoSync = false
+		sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = heartbeat, heartbeat, heartbeat/2
+		sc.CommitTimeout = 0
 	}))
 	defer func() {
 		for _, i := range c.Running() {
@@ -90,13 +85,7 @@ func failoverOnce(b *testing.B, heartbeat time.Duration) time.Duration {
 // ConsistentRead, and of the proxy hop); write replaces the active tree
 // with a small one (one raft command).
 func BenchmarkRequest(b *testing.B) {
-	c := mastertest.TestCluster(b, 3, mountTestAPI(), mastertest.WithConfig(func(_ int, cfg *master.Config) {
-		prev := cfg.StoreOptions
-		cfg.StoreOptions = func(sc *store.Config) {
-			prev(sc)
-			sc.NoSync = false
-		}
-	}))
+	c := mastertest.TestCluster(b, 3, mountTestAPI(), mastertest.WithStore(func(sc *store.Config) { sc.NoSync = false }))
 	leader, follower := c.Leader(), c.Followers()[0]
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()

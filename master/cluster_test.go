@@ -368,13 +368,9 @@ func TestCluster_FullRestart(t *testing.T) {
 // snapshotted and truncated its log catches up from the snapshot.
 func TestCluster_JoinAfterSnapshot(t *testing.T) {
 	t.Parallel()
-	c := mastertest.TestCluster(t, 3, mountTestAPI(), mastertest.WithConfig(func(_ int, cfg *master.Config) {
-		prev := cfg.StoreOptions
-		cfg.StoreOptions = func(sc *store.Config) {
-			prev(sc)
-			sc.TrailingLogs = 2
-			sc.SnapshotThreshold = 1 << 20 // only explicit snapshots
-		}
+	c := mastertest.TestCluster(t, 3, mountTestAPI(), mastertest.WithStore(func(sc *store.Config) {
+		sc.TrailingLogs = 2
+		sc.SnapshotThreshold = 1 << 20 // only explicit snapshots
 	}))
 	var names []string
 	for k := range 20 {

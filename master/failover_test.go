@@ -255,12 +255,8 @@ func TestShutdown_HandsOverLeadership(t *testing.T) {
 	// busy 2-core machine running the race detector stalls the three
 	// in-process nodes at times, and a leader that steps down on its own
 	// meanwhile answers a write 503, which is not what this test is about.
-	slow := mastertest.WithConfig(func(_ int, cfg *master.Config) {
-		prev := cfg.StoreOptions
-		cfg.StoreOptions = func(sc *store.Config) {
-			prev(sc)
-			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
-		}
+	slow := mastertest.WithStore(func(sc *store.Config) {
+		sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
 	})
 	c := mastertest.TestCluster(t, 3, mountTestAPI(), slow)
 	old := c.Leader()

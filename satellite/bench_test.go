@@ -87,33 +87,25 @@ func BenchmarkIntake(b *testing.B) {
 // startPlain serves a plain handler that only reads the body and returns the
 // URL to post to.
 func startPlain(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusOK)
-	})}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	b.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			b.Error(err)
-		}
 	})
-	return "http://" + ln.Addr().String() + "/engine/webhook/event/plain?token=tok-0123456789abc"
+	return serve(b, &http.Server{Handler: plain}) + "/engine/webhook/event/plain?token=tok-0123456789abc"
 }
 
 // serveNetHTTP serves h on a net/http server on loopback and returns its
 // URL.
 func serveNetHTTP(b *testing.B, h http.Handler) string {
+	return serve(b, &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout})
+}
+
+// serve runs srv on loopback until the benchmark ends and returns its URL.
+func serve(b *testing.B, srv *http.Server) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	b.Cleanup(func() {

@@ -46,6 +46,19 @@ func readFile(t testing.TB, name string) []byte {
 // tornadoCases are the collector fixtures in testdata/jmespath.
 var tornadoCases = []string{"01", "02", "github_webhook_01"}
 
+// collectTornado collects the event of the Tornado fixture name: its
+// collector config and its input.
+func collectTornado(t *testing.T, name string) Event {
+	t.Helper()
+	dir := filepath.Join("testdata", "jmespath")
+	c := newCollector(t, string(readFile(t, filepath.Join(dir, name+"_config.json"))), "")
+	ev, err := c.Collect(readFile(t, filepath.Join(dir, name+"_input.json")), testNow, "")
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	return ev
+}
+
 // TestCollector_Tornado checks the events against Tornado's expected outputs,
 // by value: Tornado writes the config literal 123 as 123.0, Squall as 123.
 func TestCollector_Tornado(t *testing.T) {
@@ -53,14 +66,9 @@ func TestCollector_Tornado(t *testing.T) {
 	for _, name := range tornadoCases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join("testdata", "jmespath")
-			c := newCollector(t, string(readFile(t, filepath.Join(dir, name+"_config.json"))), "")
-			ev, err := c.Collect(readFile(t, filepath.Join(dir, name+"_input.json")), testNow, "")
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
+			ev := collectTornado(t, name)
 			got := byValue(t, ev)
-			want := byValue(t, json.RawMessage(readFile(t, filepath.Join(dir, name+"_output.json"))))
+			want := byValue(t, json.RawMessage(readFile(t, filepath.Join("testdata", "jmespath", name+"_output.json"))))
 			// Tornado's webhook collector sets no metadata; Squall always
 			// sets the tenant (DESIGN decision 12).
 			if md := got["metadata"]; !reflect.DeepEqual(md, map[string]any{"tenant_id": "master"}) {
@@ -99,12 +107,7 @@ func TestCollector_Golden(t *testing.T) {
 	for _, name := range tornadoCases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join("testdata", "jmespath")
-			c := newCollector(t, string(readFile(t, filepath.Join(dir, name+"_config.json"))), "")
-			ev, err := c.Collect(readFile(t, filepath.Join(dir, name+"_input.json")), testNow, "")
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
+			ev := collectTornado(t, name)
 			got, err := json.MarshalIndent(ev, "", "  ")
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,7 +50,7 @@ func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 func TestMasterActionsByConfiguration(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	admin := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
+	admin := unsignedToken(t, "ops", "all=root:admin")
 	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
 	type answer struct {
 		Result       json.RawMessage `json:"result"`
@@ -122,45 +121,19 @@ func TestMasterActionsConfigRefused(t *testing.T) {
 func TestEngineActionsByConfiguration(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	tokenFile, token := adminTokenFile(t, t.TempDir())
 	apitest.DeployTree(t, base, token, ssrfTree(srv.URL))
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
-	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
-	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-actions")
-	p := startLogged(t, cmd, "ops endpoints listening", "addr")
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	p := startEngine(t, []string{"SQUALL_GROUP=engines-actions"}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+	produce(t, addr, &kgo.Record{
 		Key:     []byte("master"),
 		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000001")}},
-	}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	var dead *kgo.Record
-	for dead == nil {
-		fs := dlq.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("no dead letter:\n%s", p.logs.String())
-		}
-		fs.EachRecord(func(r *kgo.Record) { dead = r })
-	}
+	})
+	dead := firstDeadLetter(t, addr, 60*time.Second, p.logs)
 	headers := map[string]string{}
 	for _, h := range dead.Headers {
 		headers[h.Key] = string(h.Value)

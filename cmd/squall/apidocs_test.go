@@ -2,88 +2,16 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildOut  []byte
-)
-
-// squallBinary builds the binary once for the package's tests.
-func squallBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "squall-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "squall")
-		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("build: %v\n%s", buildErr, buildOut)
-	}
-	return builtBin
-}
-
-// startMaster starts `squall master --bootstrap` with extra args, waits
-// until it is ready and returns its base URL. The process is killed when
-// the test ends.
-func startMaster(t *testing.T, args ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
-	p := startLogged(t, exec.Command(squallBinary(t), all...), "master started", "http_addr")
-	base := "http://" + p.addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := calltest.Client().Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready within 30s:\n%s", p.logs.String())
-		}
-		// A separate process gives no signal to wait on: poll, bounded.
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-}
-
-// adminTokenFile writes an unsigned admin token (authorization all at the
-// root, as squall token --unsigned mints it) into a file of dir, for the
-// --token-file of a binary, and returns the file and the token.
-func adminTokenFile(t *testing.T, dir string) (file, token string) {
-	t.Helper()
-	token = strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
-	file = filepath.Join(dir, "token")
-	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file, token
-}
 
 // docCommands returns the curl commands of docs/api.md's sh blocks, in
 // order, each with the status its "# NNN" comment expects (0: any 2xx).
@@ -168,7 +96,7 @@ func TestAPIDocs(t *testing.T) {
 		t.Fatal("curl is needed to run the API examples (.ci/run installs it)")
 	}
 	base := startMaster(t, "--allow-unsigned-tokens")
-	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "alice", "--auth", "all=root:admin", "--unsigned"))
+	token := unsignedToken(t, "alice", "all=root:admin")
 	work := t.TempDir()
 	cmds := docCommands(t)
 	if len(cmds) < 20 {
@@ -203,23 +131,13 @@ func TestAPIDocs(t *testing.T) {
 	}
 }
 
-func mustRun(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), bin, args...).Output()
-	if err != nil {
-		t.Fatalf("%s %v: %v", bin, args, err)
-	}
-	return string(out)
-}
-
 // TestImportTornadoIntoMaster migrates Tornado's rules.d into a draft of a
 // live master in one command.
 func TestImportTornadoIntoMaster(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	tokenFile, token := adminTokenFile(t, t.TempDir())
-	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
+	draft := strings.TrimSpace(mustRun(t, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
 	if draft == "" {
 		t.Fatal("no draft id printed")
 	}
@@ -241,10 +159,8 @@ func TestImportTornadoIntoMaster(t *testing.T) {
 	if strings.Join(names, ",") != "SNMPTRAD,ruleset_01,tenant_id_alpha,tenant_id_beta" {
 		t.Errorf("draft children %v", names)
 	}
-	cmd := exec.CommandContext(t.Context(), bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--force", "--master", base, "--token-file", tokenFile, "--auth", "nope")
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || len(out) != 0 || !strings.Contains(string(ee.Stderr), "create a draft") || !strings.Contains(string(ee.Stderr), "nope") {
-		t.Errorf("an unknown authorization: %v, stdout %q", err, out)
+	code, stdout, stderr := runBinary(t, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--force", "--master", base, "--token-file", tokenFile, "--auth", "nope")
+	if code == 0 || stdout != "" || !strings.Contains(stderr, "create a draft") || !strings.Contains(stderr, "nope") {
+		t.Errorf("an unknown authorization: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

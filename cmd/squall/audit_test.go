@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 )
 
 // TestAuditVerify runs `squall audit verify` against a live master, its
@@ -24,25 +21,17 @@ func TestAuditVerify(t *testing.T) {
 	dir := t.TempDir()
 	sinkFile := filepath.Join(dir, "audit.jsonl")
 	base := startMaster(t, "--allow-unsigned-tokens", "--audit-log", sinkFile)
-	bin := squallBinary(t)
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) []byte {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, calltest.Client().Do, req)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
+		return apitest.MustCall(t, method, base+path, token, body)
 	}
-	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(string(call("POST", "/api/v2_beta/config/drafts/all", ""))), `{"id":`), `"}`)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs1"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
+	draft := apitest.NewDraft(t, base, token)
+	apitest.AddRuleset(t, base, token, draft, "rs1")
+	apitest.Deploy(t, base, token, draft, "")
 	call("DELETE", "/api/v2_beta/config/drafts/all/"+draft, "")
 
-	out := mustRun(t, bin, "audit", "verify", "--master", base, "--token-file", tokenFile)
+	out := mustRun(t, "audit", "verify", "--master", base, "--token-file", tokenFile)
 	if !strings.HasPrefix(out, "audit chain verified: ") {
 		t.Fatalf("verify --master: %s", out)
 	}
@@ -73,22 +62,18 @@ func TestAuditVerify(t *testing.T) {
 	if err := os.WriteFile(file, backup, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRun(t, bin, "audit", "verify", "--backup", file); got != out {
+	if got := mustRun(t, "audit", "verify", "--backup", file); got != out {
 		t.Fatalf("verify --backup: %q, want %q", got, out)
 	}
 
 	// fails runs verify expecting exit code, and returns its stderr.
 	fails := func(code int, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, append([]string{"audit", "verify"}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != code || len(stdout) != 0 {
-			t.Fatalf("audit verify %v: %v (want exit %d)\nstdout %s\nstderr %s", args, err, code, stdout, stderr.String())
+		got, stdout, stderr := runBinary(t, append([]string{"audit", "verify"}, args...)...)
+		if got != code || stdout != "" {
+			t.Fatalf("audit verify %v: exit %d, want %d\nstdout %s\nstderr %s", args, got, code, stdout, stderr)
 		}
-		return stderr.String()
+		return stderr
 	}
 	// The draft's creation is the first record by ops.
 	altered := bytes.Replace(backup, []byte(`"user":"ops"`), []byte(`"user":"eve"`), 1)

@@ -112,7 +112,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	base := startMaster(t, "--kafka-brokers", b.Addr, "--allow-unsigned-tokens")
 	adminFile, admin := adminTokenFile(t, dir)
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
 	apitest.DeployTree(t, base, admin, btTreeJSON(btActive, rx.url))
 
 	actions := filepath.Join(dir, "actions.json")
@@ -191,7 +191,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 			bt.Result.Events, bt.Result.DifferingEvents, bt.Result.DifferingRules)
 	}
 	// The text form names the two rules.
-	text := mustRun(t, bin, "backtest", "--master", base, "--token-file", adminFile, "--draft", draftID, "--last", "1000")
+	text := mustRun(t, "backtest", "--master", base, "--token-file", adminFile, "--draft", draftID, "--last", "1000")
 	if !strings.Contains(text, "2 rules whose match counts differ") || !strings.Contains(text, "root/all/r2") || !strings.Contains(text, "succeeded on engine engine-1") {
 		t.Errorf("squall backtest:\n%s", text)
 	}
@@ -203,13 +203,13 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	waitFor(t, 30*time.Second, "the failed action's event dead-lettered", procs, func() bool { return topicEvents(dlq) == 1 })
 	recs := b.Records(t, dlq)
 	id := fmt.Sprintf("%s/%d/%d", dlq, recs[0].Partition, recs[0].Offset)
-	if list := mustRun(t, bin, "deadletters", "list", "--since", "1h", "--master", base, "--token-file", adminFile); !strings.Contains(list, id) {
+	if list := mustRun(t, "deadletters", "list", "--since", "1h", "--master", base, "--token-file", adminFile); !strings.Contains(list, id) {
 		t.Fatalf("deadletters list has no %s:\n%s", id, list)
 	}
 	// Fixed; replayed twice, produced once, and the action sees it once.
 	rx.failing.Store(false)
 	for i, wantOut := range []string{"\treplayed\t", "\talready_replayed\t"} {
-		if out := mustRun(t, bin, "deadletters", "replay", id, "--master", base, "--token-file", adminFile); !strings.Contains(out, id+wantOut) {
+		if out := mustRun(t, "deadletters", "replay", id, "--master", base, "--token-file", adminFile); !strings.Contains(out, id+wantOut) {
 			t.Errorf("replay %d:\n%s", i, out)
 		}
 	}

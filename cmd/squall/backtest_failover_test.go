@@ -60,7 +60,7 @@ func TestBacktestLeaderChange(t *testing.T) {
 		t.Fatalf("import the draft: %d %s", code, body)
 	}
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
 	urls := []string{m1.base, m2.base, m3.base}
 	engine := startE2E(t, "engine", "ops endpoints listening", "addr", bin, "engine", "--name", "engine-1", "--master", strings.Join(urls, ","),
 		"--token-file", engineToken, "--kafka-brokers", b.Addr, "--http", "127.0.0.1:0", "--backtest-rate", "200")

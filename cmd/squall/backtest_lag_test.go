@@ -134,7 +134,7 @@ func TestBacktestLiveLag(t *testing.T) {
 	base := startMaster(t, "--allow-unsigned-tokens")
 	_, admin := adminTokenFile(t, dir)
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
 	apitest.DeployTree(t, base, admin, lagTreeJSON(false))
 	draftID, code, body := apitest.ImportTree(t, base, admin, "root", lagTreeJSON(true))
 	if code != 200 {

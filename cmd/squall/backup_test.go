@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/store"
@@ -44,39 +45,20 @@ func TestBackupRestore(t *testing.T) {
 		return info.StateIndex
 	}
 	// A draft, so that the backup holds one.
-	req, _ := http.NewRequest(http.MethodPost, base+"/api/v2_beta/config/drafts/all", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var draft struct{ ID string }
-	err = json.NewDecoder(resp.Body).Decode(&draft)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || err != nil {
-		t.Fatalf("create a draft: %d %v", resp.StatusCode, err)
-	}
+	draft := apitest.NewDraft(t, base, token)
 	// Deployed, it is the active tree's version, which squall status shows.
-	req, _ = http.NewRequest(http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+draft.ID+"/deploy?message=first", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if resp, err = calltest.Client().Do(req); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("deploy: %d", resp.StatusCode)
-	}
+	apitest.Deploy(t, base, token, draft, "first")
 	code, out, errOut := runSquall(t, "", "status", "--json", "--master", base, "--token-file", tokenFile)
 	var rep statusReport
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 		t.Fatalf("status: exit %d (%v), stdout %s, stderr %s", code, err, out, errOut)
 	}
-	if v := rep.Active.Version; !rep.Healthy || len(rep.Members) != 1 || rep.Draft == nil || rep.Draft.ID != draft.ID ||
+	if v := rep.Active.Version; !rep.Healthy || len(rep.Members) != 1 || rep.Draft == nil || rep.Draft.ID != draft ||
 		v == nil || v.Author != "ops" || v.Message != "first" || len(rep.Errors) != 0 {
 		t.Fatalf("status of one master with a deployed draft: %s", out)
 	}
 	code, out, _ = runSquall(t, "", "status", "--master", base, "--token-file", tokenFile)
-	if code != 0 || !strings.Contains(out, "version 1 deployed ") || !strings.Contains(out, "by ops") || !strings.Contains(out, "Draft: "+draft.ID+", owner ops") {
+	if code != 0 || !strings.Contains(out, "version 1 deployed ") || !strings.Contains(out, "by ops") || !strings.Contains(out, "Draft: "+draft+", owner ops") {
 		t.Fatalf("status table: exit %d\n%s", code, out)
 	}
 
@@ -161,7 +143,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	// Refused: no retry.
 	viewer := filepath.Join(dir, "viewer.token")
-	if err := os.WriteFile(viewer, []byte(strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "v", "--auth", "all=root:view", "--unsigned"))), 0o600); err != nil {
+	if err := os.WriteFile(viewer, []byte(unsignedToken(t, "v", "all=root:view")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	refuse.Store(0)

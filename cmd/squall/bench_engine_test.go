@@ -2,13 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/bench"
@@ -30,12 +27,10 @@ const benchEngineTree = `{"version": "1.1", "Filter": {"name": "root",
 func TestBenchEngine(t *testing.T) {
 	t.Parallel()
 	w := newEngineWorld(t, 3)
-	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
-	startEngine := func() (*exec.Cmd, *started, string) {
-		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
-		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=bench-test")
-		p := startLogged(t, cmd, "ops endpoints listening", "addr")
-		return cmd, p, "http://" + p.addr + "/metrics"
+	addr := w.addr
+	start := func() (*started, string) {
+		p := w.startEngine(t, "bench-test")
+		return p, "http://" + p.addr + "/metrics"
 	}
 	run := func(args ...string) bench.EngineResult {
 		t.Helper()
@@ -52,11 +47,11 @@ func TestBenchEngine(t *testing.T) {
 		return r
 	}
 	archived := func() int {
-		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
+		b, _ := os.ReadFile(filepath.Join(w.archive, "one.log"))
 		return strings.Count(string(b), "\n")
 	}
 
-	engine, p, metrics := startEngine()
+	p, metrics := start()
 	r := run("--events", "300", "--keys", "5", "--batch", "50", "--metrics", metrics)
 	if !r.Complete || r.Produced != 300 || r.Counted != 300 || r.Processed != 300 || r.Failed != 0 || r.Deduplicated != 0 ||
 		r.DrainRate <= 0 || len(r.Engines) != 1 || r.Engines[0].MaxRSSBytes <= 0 || r.Engines[0].Counted != 300 {
@@ -65,14 +60,14 @@ func TestBenchEngine(t *testing.T) {
 	if n := archived(); n != 300 {
 		t.Fatalf("%d events archived, want 300", n)
 	}
-	stopProcess(t, engine, p.done)
+	_ = p.stop(t, os.Interrupt)
 
 	// A backlog preloaded while no engine runs, then drained.
 	r = run("--events", "200", "--keys", "5")
 	if r.Produced != 200 || r.Counted != 0 || r.Complete {
 		t.Fatalf("preload: %+v", r)
 	}
-	engine, p, metrics = startEngine()
+	p, metrics = start()
 	r = run("--events", "0", "--expect", "200", "--from-start", "--metrics", metrics)
 	if !r.Complete || r.Produced != 0 || r.Counted != 200 || r.Processed != 200 {
 		t.Fatalf("backlog run: %+v", r)
@@ -80,7 +75,7 @@ func TestBenchEngine(t *testing.T) {
 	if n := archived(); n != 500 {
 		t.Fatalf("%d events archived, want 500", n)
 	}
-	stopProcess(t, engine, p.done)
+	_ = p.stop(t, os.Interrupt)
 
 	// Wrong flags and an engine that cannot be read fail before writing.
 	for _, args := range [][]string{
@@ -95,44 +90,32 @@ func TestBenchEngine(t *testing.T) {
 	}
 }
 
-// stopProcess sends SIGINT to cmd and waits (bounded) for it to exit,
-// after the end of its log (logDone: Wait closes the pipe).
-func stopProcess(t *testing.T, cmd *exec.Cmd, logDone <-chan struct{}) {
-	t.Helper()
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { <-logDone; exited <- cmd.Wait() }()
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("process did not exit within 30s")
-	}
-}
-
 // engineWorld is what the engine binary tests run engines in: a master
 // (unsigned tokens) with benchEngineTree deployed, a Kafka test broker
 // with the events and dead-letter topics, and an actions file archiving
 // under archive.
 type engineWorld struct {
-	bin, base, tokenFile, addr, archive, actions string
+	base, tokenFile, addr, archive, actions string
+}
+
+// startEngine starts an engine of group on w: its master, token, broker
+// and actions file, with args besides.
+func (w engineWorld) startEngine(t *testing.T, group string, args ...string) *started {
+	t.Helper()
+	return startEngine(t, []string{"SQUALL_GROUP=" + group},
+		append([]string{"--master", w.base, "--token-file", w.tokenFile, "--kafka-brokers", w.addr, "--actions-config", w.actions}, args...)...)
 }
 
 // newEngineWorld starts an engineWorld whose topics have partitions, its
 // master with masterArgs besides --allow-unsigned-tokens.
 func newEngineWorld(t *testing.T, partitions int32, masterArgs ...string) engineWorld {
 	t.Helper()
-	w := engineWorld{bin: squallBinary(t), base: startMaster(t, append([]string{"--allow-unsigned-tokens"}, masterArgs...)...)}
+	w := engineWorld{base: startMaster(t, append([]string{"--allow-unsigned-tokens"}, masterArgs...)...)}
 	dir := t.TempDir()
 	var token string
 	w.tokenFile, token = adminTokenFile(t, dir)
 	apitest.DeployTree(t, w.base, token, []byte(benchEngineTree))
 	w.addr = kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: partitions}).Addr
-	w.archive = filepath.Join(dir, "archive")
-	w.actions = filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(w.actions, fmt.Appendf(nil, `{"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, w.archive), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w.actions, w.archive = archiveActions(t, dir, "")
 	return w
 }

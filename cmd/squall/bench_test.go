@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/internal/bench"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
@@ -44,8 +45,8 @@ func TestBenchWebhookDev(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
 	d := startDev(t, work)
-	token := readTrimmed(t, filepath.Join(work, "squall-data", devWebhookTokenFile))
-	url := "http://" + d.addr + "/engine/webhook/event/" + devWebhookID + "?token=" + token
+	token := readTrimmed(t, filepath.Join(work, "squall-data", dev.WebhookTokenFile))
+	url := "http://" + d.addr + "/engine/webhook/event/" + dev.WebhookID + "?token=" + token
 	r, stderr := benchJSON(t, "--url", url, "--connections", "4", "--rate", "20", "--duration", "2s")
 	if r.Scheduled != 40 || r.Answered == 0 || r.Status["200"] != r.Answered || r.Sent != r.Answered || r.Errors != 0 ||
 		r.Sent+r.Missed != 40 || r.LatencyFrom != "intended" || r.Connections != 4 {
@@ -67,7 +68,7 @@ func TestBenchWebhookDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted := metricValue(t, string(metrics), `squall_intake_requests_total{code="200",webhook="`+devWebhookID+`"}`)
+	accepted := metricValue(t, string(metrics), `squall_intake_requests_total{code="200",webhook="`+dev.WebhookID+`"}`)
 	forwarded := metricValue(t, string(metrics), `squall_forward_events_total{path="kafka"}`) +
 		metricValue(t, string(metrics), `squall_forward_events_total{path="spool"}`)
 	if accepted != r.Status["200"] || forwarded != r.Status["200"] {
@@ -188,8 +189,7 @@ func TestBenchWebhookRefused(t *testing.T) {
 func TestBenchFindings(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
-	token := strings.TrimSpace(mustRun(t, bin, "token", "--user", "bench", "--auth", "findings=root,bench:findings_read,findings_write", "--unsigned"))
+	token := unsignedToken(t, "bench", "findings=root,bench:findings_read,findings_write")
 	tokenFile := filetest.Write(t, t.TempDir(), "token", token+"\n")
 	code, stdout, stderr := runBinary(t, "bench", "findings", "--json", "--url", base, "--token-file", tokenFile,
 		"--connections", "4", "--readers", "2", "--requests", "60", "--duration", "1m", "--page-size", "10", "--pages", "3")
@@ -246,7 +246,7 @@ func TestBenchFindings(t *testing.T) {
 		!strings.Contains(stdout, "201: 3") || strings.Contains(stdout, "\npages\n") {
 		t.Errorf("exit %d:\n%s\n%s", code, stdout, stderr)
 	}
-	root := strings.TrimSpace(mustRun(t, bin, "token", "--user", "u", "--auth", "all=root:admin", "--unsigned"))
+	root := unsignedToken(t, "u", "all=root:admin")
 	if err := os.WriteFile(tokenFile, []byte(root), 0o600); err != nil {
 		t.Fatal(err)
 	}

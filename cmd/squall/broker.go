@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/engine"
-	"github.com/squallhq/squall/internal/joinmute"
 )
 
 func newBrokerCommand() *cobra.Command {
@@ -48,7 +46,7 @@ flag name in upper case with underscores, e.g. SQUALL_ADDR.`,
 			if partitions < 1 {
 				return fmt.Errorf("--partitions %d: want at least 1", partitions)
 			}
-			b, err := listenBroker(addr, dataDir, partitions, splitList(topics))
+			b, err := dev.ListenBroker(addr, dataDir, partitions, splitList(topics))
 			if err != nil {
 				return err
 			}
@@ -60,29 +58,11 @@ flag name in upper case with underscores, e.g. SQUALL_ADDR.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&addr, "addr", devDefaultKafka, "listen address (port 0 picks a free port, logged at start)")
+	f.StringVar(&addr, "addr", dev.DefaultKafkaAddr, "listen address (port 0 picks a free port, logged at start)")
 	f.StringVar(&dataDir, "data-dir", "", "directory that keeps the topics across restarts (default: in memory)")
 	f.Int32Var(&partitions, "partitions", 1, "partitions of each topic created")
 	f.StringSliceVar(&topics, "topics", []string{engine.DefaultTopic, engine.DefaultDLQTopic}, "topics to create (comma-separated)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	documentEnv(f)
 	return cmd
-}
-
-// listenBroker starts a one-broker kfake cluster on addr with topics, kept
-// in dataDir ("" keeps them in memory): squall broker's, and squall dev's.
-func listenBroker(addr, dataDir string, partitions int32, topics []string) (*kfake.Cluster, error) {
-	opts := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(partitions, topics...),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return joinmute.Listen(network, addr) }),
-	}
-	if dataDir != "" {
-		opts = append(opts, kfake.DataDir(dataDir))
-	}
-	b, err := kfake.NewCluster(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka broker on %s: %w", addr, err)
-	}
-	return b, nil
 }

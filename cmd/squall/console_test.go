@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
@@ -37,6 +38,7 @@ import (
 	"github.com/squallhq/squall/master/console"
 	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/node"
 )
 
 // chromiumPath returns Debian's chromium. CI installs it (.ci/run):
@@ -510,8 +512,8 @@ func TestConsole_Browser(t *testing.T) {
 		until(`document.getElementById('tree-dead').checked && document.querySelector('#tree button[data-key="`+ruleKey+`"]') !== null`),
 		chromedp.Click(chromedp.CSS(`#tree-dead`)),
 	)
-	hook := readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile))
-	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
+	hook := readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile))
+	if code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+dev.WebhookID+"?token="+hook, "",
 		strings.NewReader(`{"host": "web-1", "message": "Disk 95% full on /var"}`), "application/json"); code != http.StatusOK {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
@@ -582,16 +584,14 @@ func TestConsole_Browser(t *testing.T) {
 	kafkaAddr := logField(t, d.p.logs.String(), "squall dev started", "kafka")
 	tokenFile := filetest.Write(t, dir, "fleet.token", token+"\n")
 	hooks := t.TempDir()
-	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat-par", "--site", "par",
+	sat := startSatellite(t, nil, "--name", "sat-par", "--site", "par",
 		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"),
 		"--master", base, "--master-token-file", tokenFile, "--fleet-interval", "300ms")
-	satProc := startLogged(t, sat, "satellite started", "http")
-	eng := exec.Command(squallBinary(t), "engine", "--http", "127.0.0.1:0", "--name", "eng-par", "--site", "par",
+	eng := startEngine(t, nil, "--name", "eng-par", "--site", "par",
 		"--kafka-brokers", kafkaAddr, "--group", "console-fleet", "--master", base, "--token-file", tokenFile, "--fleet-interval", "300ms",
 		// Not the webhook event of the hits above: this engine has no
 		// archive settings, and would dead-letter it.
 		"--kafka-start-offset", "latest")
-	engProc := startLogged(t, eng, "ops endpoints listening", "addr")
 
 	member := func(key string) string {
 		return `document.querySelector('#fleet-members tr[data-member="` + key + `"]')`
@@ -609,12 +609,8 @@ func TestConsole_Browser(t *testing.T) {
 			member("engine/eng-par")+`.querySelector('td[data-rate]').dataset.rate !== ''`),
 	)
 	// The satellite stops: the list marks it stale.
-	if err := sat.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-satProc.done
-	if err := sat.Wait(); err != nil {
-		t.Errorf("squall satellite: %v\n%s", err, satProc.logs.String())
+	if err := sat.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("squall satellite: %v\n%s", err, sat.logs.String())
 	}
 	b.do("a stale member",
 		untilReloaded(member("satellite/sat-par")+`?.dataset.stale === 'true' && document.getElementById('fleet-stale') !== null`),
@@ -625,7 +621,7 @@ func TestConsole_Browser(t *testing.T) {
 	// engine, and the fleet says so.
 	b.do("no unowned partitions while the engine runs",
 		until(`document.querySelector('p[data-unowned-group]') === null`))
-	stopProcess(t, eng, engProc.done)
+	_ = eng.stop(t, os.Interrupt)
 	b.do("partitions without a live engine",
 		untilReloaded(`document.querySelector('p[data-unowned-group="console-fleet"]')?.textContent.includes('no live engine') === true`),
 		until(`document.querySelector('p[data-unowned-group="squall-engine"]') === null`))
@@ -927,7 +923,7 @@ func TestMountConsole_Cluster(t *testing.T) {
 	var regs [3]*prometheus.Registry
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(i int, s *master.Server) {
 		regs[i] = prometheus.NewRegistry()
-		if _, err := mountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
+		if _, err := node.MountConsole(s, console.Options{}, fleet.Default(), regs[i], nil); err != nil {
 			t.Error(err)
 		}
 	}))

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/dev"
 )
 
 // The Grafana dashboard (deploy/grafana) and the Prometheus alerting rules
@@ -49,15 +50,15 @@ func TestDashboardMetrics(t *testing.T) {
 	d := startDev(t, dir)
 	// One webhook through the example tree: the intake, Kafka, the engine
 	// and the archive action create their labelled series.
-	hook := readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile))
-	code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token="+hook, "",
+	hook := readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile))
+	code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+dev.WebhookID+"?token="+hook, "",
 		strings.NewReader(`{"host": "web-1", "message": "Disk 95% full on /var"}`), "application/json")
 	if code != http.StatusOK {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
-	archiveLines(t, d, filepath.Join(dir, "squall-data", "archive", devArchiveFile), 1)
+	archiveLines(t, d, filepath.Join(dir, "squall-data", "archive", dev.ArchiveFile), 1)
 	// And one refused call, for the refused-by-reason series.
-	if code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+devWebhookID+"?token=wrong", "",
+	if code, body := apitest.Call(t.Context(), http.MethodPost, "http://"+d.addr+"/engine/webhook/event/"+dev.WebhookID+"?token=wrong", "",
 		strings.NewReader(`{}`), "application/json"); code != http.StatusUnauthorized {
 		t.Fatalf("webhook with a wrong token: %d %s", code, body)
 	}

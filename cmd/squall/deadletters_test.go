@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -38,20 +37,19 @@ func TestDeadLettersCommand(t *testing.T) {
 	}
 	base := startMaster(t, "--kafka-brokers", b.Addr, "--allow-unsigned-tokens")
 	tokenFile, _ := adminTokenFile(t, t.TempDir())
-	bin := squallBinary(t)
 	flags := []string{"--master", base, "--token-file", tokenFile}
 	id := dlq + "/0/0"
 
-	out := mustRun(t, bin, append([]string{"deadletters", "list", "--since", "1h"}, flags...)...)
+	out := mustRun(t, append([]string{"deadletters", "list", "--since", "1h"}, flags...)...)
 	if !strings.Contains(out, id) || !strings.Contains(out, "action http") || !strings.Contains(out, "1 matching of 1 records read") {
 		t.Errorf("list:\n%s", out)
 	}
-	out = mustRun(t, bin, append([]string{"deadletters", "show", id}, flags...)...)
+	out = mustRun(t, append([]string{"deadletters", "show", id}, flags...)...)
 	if !strings.Contains(out, `"type": "alert"`) || !strings.Contains(out, `"webhook": "github"`) {
 		t.Errorf("show:\n%s", out)
 	}
 	for i, want := range []string{"\treplayed\t", "\talready_replayed\t"} {
-		out = mustRun(t, bin, append([]string{"deadletters", "replay", id}, flags...)...)
+		out = mustRun(t, append([]string{"deadletters", "replay", id}, flags...)...)
 		if !strings.Contains(out, id+want) {
 			t.Errorf("replay %d:\n%s", i, out)
 		}
@@ -61,9 +59,8 @@ func TestDeadLettersCommand(t *testing.T) {
 	}
 	// A missing one fails the command; bad input is refused with a reason.
 	for _, args := range [][]string{{"replay", dlq + "/0/99"}, {"replay"}, {"list", "--stage", "nope"}, {"show", "nope"}} {
-		cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"deadletters"}, args...), flags...)...)
-		if out, err := cmd.CombinedOutput(); err == nil {
-			t.Errorf("deadletters %v: no error:\n%s", args, out)
+		if code, stdout, stderr := runBinary(t, append(append([]string{"deadletters"}, args...), flags...)...); code == 0 {
+			t.Errorf("deadletters %v: no error:\n%s%s", args, stdout, stderr)
 		}
 	}
 }

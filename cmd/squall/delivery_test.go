@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // TestSatelliteBinaryGuards runs squall satellite behind a "proxy" (the
@@ -32,17 +32,13 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	  "dedupe": {"header": "X-Delivery", "window": "1h"},
 	  "rate_limit": {"rate": 0.01, "burst": 3},
 	  "collector_config": {"event_type": "push", "payload": {"all": "${@}"}}}`
-	if err := os.WriteFile(filepath.Join(hooks, "guarded.json"), []byte(hook), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startSatellite := func() (string, *exec.Cmd, *started) {
-		cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--webhooks-dir", hooks,
+	filetest.Write(t, hooks, "guarded.json", hook)
+	start := func() *started {
+		return startSatellite(t, []string{"SQUALL_TRUSTED_PROXIES=127.0.0.1,::1"}, "--webhooks-dir", hooks,
 			"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-		cmd.Env = append(os.Environ(), "SQUALL_TRUSTED_PROXIES=127.0.0.1,::1")
-		s := startLogged(t, cmd, "satellite started", "http")
-		return "http://" + s.addr, cmd, s
 	}
-	base, cmd, proc := startSatellite()
+	proc := start()
+	base := "http://" + proc.addr
 
 	type answer struct {
 		status     int
@@ -83,14 +79,10 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	}
 
 	// A clean restart keeps the window.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-proc.done
-	if err := cmd.Wait(); err != nil {
+	if err := proc.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("satellite exit: %v\n%s", err, proc.logs.String())
 	}
-	base, _, _ = startSatellite()
+	base = "http://" + start().addr
 	if a := post("192.0.2.7", "d1"); a.status != http.StatusOK || a.eventID != first.eventID || a.dedup != "true" {
 		t.Errorf("repeat after the restart: %+v, want the event %s again", a, first.eventID)
 	}

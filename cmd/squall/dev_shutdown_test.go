@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/dev"
 )
 
 // devLoadTree is the example tree with a second action on its rule: a
@@ -55,8 +56,8 @@ func TestDevStopUnderLoad(t *testing.T) {
 	d := startDev(t, dir)
 	base := "http://" + d.addr
 	data := filepath.Join(dir, "squall-data")
-	admin := readTrimmed(t, filepath.Join(data, devAdminTokenFile))
-	hook := base + "/engine/webhook/event/" + devWebhookID + "?token=" + readTrimmed(t, filepath.Join(data, devWebhookTokenFile))
+	admin := readTrimmed(t, filepath.Join(data, dev.AdminTokenFile))
+	hook := base + "/engine/webhook/event/" + dev.WebhookID + "?token=" + readTrimmed(t, filepath.Join(data, dev.WebhookTokenFile))
 	apitest.DeployTree(t, base, admin, []byte(devLoadTree))
 
 	// The engine takes the new tree within a moment: send a probe until
@@ -137,7 +138,7 @@ func TestDevStopUnderLoad(t *testing.T) {
 	// engine after the restart (its offsets are committed only once
 	// processed).
 	d = startDev(t, dir)
-	archive := filepath.Join(data, "archive", devArchiveFile)
+	archive := filepath.Join(data, "archive", dev.ArchiveFile)
 	deadline = time.Now().Add(60 * time.Second)
 	for {
 		missing := make(map[string]bool, len(acked))

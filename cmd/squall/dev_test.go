@@ -3,10 +3,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +15,9 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/internal/calltest"
-	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // readmeTourHeading starts the README section whose sh blocks
@@ -71,25 +70,12 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.Command(squallBinary(t), append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
+	cmd := squallCmd(t, nil, append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = out
 	p := startLogged(t, cmd, "squall dev started", "http_addr")
-	d := &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := calltest.Client().Get("http://" + d.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("squall dev not ready within 30s:\n%s", p.logs.String())
-		}
-		pause(t)
-	}
+	waitReady(t, "http://"+p.addr, p)
+	return &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
 }
 
 // pause waits a little between two polls of a separate process, which
@@ -204,7 +190,7 @@ func TestDevReadmeTour(t *testing.T) {
 	work := t.TempDir()
 	d := startDev(t, work)
 	data := filepath.Join(work, "squall-data")
-	archive := filepath.Join(data, "archive", devArchiveFile)
+	archive := filepath.Join(data, "archive", dev.ArchiveFile)
 
 	cmds := readmeTour(t)
 	if len(cmds) != 5 {
@@ -258,26 +244,16 @@ func TestDevReadmeTour(t *testing.T) {
 	// The test event skipped its actions: still one archived event.
 	archiveLines(t, d, archive, 1)
 
-	// The webhook token is random: not the fixed token of older versions,
-	// and not the same in another data dir.
-	hookToken := readTrimmed(t, filepath.Join(data, devWebhookTokenFile))
-	if len(hookToken) != 32 || hookToken == devLegacyWebhookToken {
-		t.Errorf("webhook token %q, want 32 random hex digits", hookToken)
-	}
-	other, err := prepareDevDir(filepath.Join(t.TempDir(), "other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if readTrimmed(t, other.path(devWebhookTokenFile)) == hookToken {
-		t.Error("two data dirs have the same webhook token")
-	}
+	// The example webhook's token is random per data dir (dev's
+	// TestPrepareDir); the calls below carry it.
+	hookToken := readTrimmed(t, filepath.Join(data, dev.WebhookTokenFile))
 
 	// DNS rebinding: a page of evil.example whose name now resolves to
 	// 127.0.0.1 reaches the listener, but its requests name its host.
 	// They are refused, with the unsigned admin token, on every route.
 	mallory := unsignedAdmin(t)
 	for _, path := range []string{"/api/v2_beta/config/active/tree/info/all", "/engine/webhook/event/disk_alerts?token=" + hookToken,
-		"/intel/api/sdk/v0/findings/credential", "/squall/v1/cluster", "/metrics", devEnginePrefix + "/readyz"} {
+		"/intel/api/sdk/v0/findings/credential", "/squall/v1/cluster", "/metrics", dev.EnginePrefix + "/readyz"} {
 		for _, host := range []string{"evil.example", "evil.example:" + port(d.addr), "localhost.evil.example", "127.0.0.1.nip.io"} {
 			body, code := curlStatus(t, work, `curl -sS -X POST "http://`+d.addr+path+`" -H 'Host: `+host+`' -H "Authorization: Bearer `+mallory+`" -H "Content-Type: application/json" -d '{"host": "evil", "message": "1%"}'`)
 			if code != http.StatusMisdirectedRequest || !strings.Contains(body, `"code":"MISDIRECTED_REQUEST"`) {
@@ -295,7 +271,7 @@ func TestDevReadmeTour(t *testing.T) {
 
 	// A second squall dev on the same data dir stops at the master's
 	// locked files, before it touches the broker's.
-	second := exec.CommandContext(t.Context(), squallBinary(t), "dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
+	second := squallCmdContext(t.Context(), t, nil, "dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
 	second.Dir = work
 	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "is another squall dev running on squall-data?") ||
 		strings.Contains(string(out), "squall dev started") {
@@ -303,7 +279,7 @@ func TestDevReadmeTour(t *testing.T) {
 	}
 
 	// One address serves the ops endpoints of every component.
-	if body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+devEnginePrefix+`/readyz"`); code != http.StatusOK || !strings.Contains(body, `"ready":true`) {
+	if body, code := curlStatus(t, work, `curl -sS "http://`+d.addr+dev.EnginePrefix+`/readyz"`); code != http.StatusOK || !strings.Contains(body, `"ready":true`) {
 		t.Errorf("engine readyz: %d %s", code, body)
 	}
 	metrics, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/metrics"`)
@@ -320,14 +296,14 @@ func TestDevReadmeTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := os.ReadFile(filepath.Join(data, devAdminTokenFile))
+	token, err := os.ReadFile(filepath.Join(data, dev.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"admin token   " + strings.TrimSpace(string(token)),
-		`curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=$(cat ` + filepath.Join("squall-data", devWebhookTokenFile) + `)"`,
-		"cat " + filepath.Join("squall-data", "archive", devArchiveFile),
+		`curl -sS -X POST "http://` + d.addr + `/engine/webhook/event/disk_alerts?token=$(cat ` + filepath.Join("squall-data", dev.WebhookTokenFile) + `)"`,
+		"cat " + filepath.Join("squall-data", "archive", dev.ArchiveFile),
 		`curl -sS -X POST "http://` + d.addr + `/api/v2_beta/event/active/all"`,
 		"WARNING: dev mode also accepts unsigned tokens",
 	} {
@@ -336,7 +312,7 @@ func TestDevReadmeTour(t *testing.T) {
 		}
 	}
 	// Unsigned tokens are accepted, with a warning line in the log.
-	unsigned := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "bob", "--auth", "all=root:view", "--unsigned"))
+	unsigned := unsignedToken(t, "bob", "all=root:view")
 	if _, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H "Authorization: Bearer `+unsigned+`"`); code != http.StatusOK {
 		t.Errorf("an unsigned token: %d", code)
 	}
@@ -346,7 +322,7 @@ func TestDevReadmeTour(t *testing.T) {
 	d.stop(t, os.Interrupt)
 
 	// Edit the example webhook: a restart must keep the edit.
-	hook := filepath.Join(data, "webhooks", devWebhookID+".json")
+	hook := filepath.Join(data, "webhooks", dev.WebhookID+".json")
 	b, err := os.ReadFile(hook)
 	if err != nil {
 		t.Fatal(err)
@@ -408,129 +384,6 @@ func TestDevFlags(t *testing.T) {
 	}
 }
 
-// TestPrepareDevDir: the first start creates the key, the join secret, the
-// example webhook and the executor settings, private to the user; a later
-// start keeps them (edits included) and mints tokens the key verifies.
-func TestPrepareDevDir(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "data")
-	d, err := prepareDevDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !d.firstStart || d.adminToken == "" || d.engineToken == "" {
-		t.Fatalf("first start %+v", d)
-	}
-	hookRel := filepath.Join(devWebhooksDir, devWebhookID+".json")
-	files := []string{devKeyFile, devJoinTokenFile, devActionsFile, hookRel, devWebhookTokenFile}
-	before := map[string]string{}
-	for _, f := range files {
-		p := filepath.Join(dir, f)
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s has mode %v, want 0600", f, fi.Mode().Perm())
-		}
-		b, _ := os.ReadFile(p)
-		before[f] = string(b)
-	}
-	var actions struct {
-		Archive struct {
-			BasePath string            `json:"base_path"`
-			Paths    map[string]string `json:"paths"`
-		} `json:"archive"`
-	}
-	if err := json.Unmarshal([]byte(before[devActionsFile]), &actions); err != nil || !filepath.IsAbs(actions.Archive.BasePath) ||
-		actions.Archive.BasePath != mustAbs(t, filepath.Join(dir, devArchiveDir)) || actions.Archive.Paths["disk_alerts"] != devArchiveFile {
-		t.Errorf("actions.json %s (%v)", before[devActionsFile], err)
-	}
-	if _, err := devExample(); err != nil {
-		t.Errorf("the example tree: %v", err)
-	}
-
-	// The user edits the webhook and the master has state: a restart.
-	hookToken := strings.TrimSpace(before[devWebhookTokenFile])
-	if !strings.Contains(before[hookRel], `"token": "`+hookToken+`"`) {
-		t.Errorf("the example webhook does not hold the token of %s:\n%s", devWebhookTokenFile, before[hookRel])
-	}
-	before[hookRel] = strings.Replace(before[hookRel], hookToken, "mine", 1)
-	if err := os.WriteFile(filepath.Join(dir, hookRel), []byte(before[hookRel]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "master"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	d2, err := prepareDevDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d2.firstStart {
-		t.Error("a restart counted as the first start")
-	}
-	for _, f := range files {
-		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != before[f] {
-			t.Errorf("%s changed on restart:\n%s\nwas:\n%s", f, b, before[f])
-		}
-	}
-	key, err := auth.LoadHMACKey(filepath.Join(dir, devKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := auth.Verifier{HMACKey: key}
-	for _, tc := range []struct {
-		token, user string
-		perm        auth.Permission
-	}{{d.adminToken, "admin", auth.Admin}, {d2.adminToken, "admin", auth.Admin}, {d2.engineToken, "squall-engine", auth.View}} {
-		c, err := v.Verify("Bearer " + tc.token)
-		if err != nil || c.User != tc.user {
-			t.Fatalf("token of %s: %v %+v", tc.user, err, c)
-		}
-		if _, err := c.Scope("all", tc.perm); err != nil {
-			t.Errorf("token of %s: %v", tc.user, err)
-		}
-	}
-	if c, _ := v.Verify("Bearer " + d2.engineToken); c != nil {
-		if _, err := c.Scope("all", auth.Edit); err == nil {
-			t.Error("the engine's token may edit")
-		}
-	}
-}
-
-func mustAbs(t *testing.T, p string) string {
-	t.Helper()
-	a, err := filepath.Abs(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-// TestLateHandler: a route whose component is still starting answers 503
-// in JSON with Retry-After, then the component's answer once it exists.
-func TestLateHandler(t *testing.T) {
-	t.Parallel()
-	var h http.Handler
-	late := lateHandler("the engine", func() http.Handler { return h })
-	rec := httptest.NewRecorder()
-	late.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-	var e struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
-		json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Code != "NOT_READY" || e.Message != "the engine is starting" {
-		t.Fatalf("starting: %d %v %s", rec.Code, rec.Header(), rec.Body)
-	}
-	h = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	rec = httptest.NewRecorder()
-	late.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-	if rec.Code != http.StatusTeapot {
-		t.Fatalf("started: %d", rec.Code)
-	}
-}
-
 // TestDevFindingAction: in squall dev, a rule's finding action inserts
 // into the process's own findings API as tenant master, with no settings
 // in actions.json.
@@ -539,7 +392,7 @@ func TestDevFindingAction(t *testing.T) {
 	dir := t.TempDir()
 	d := startDev(t, dir)
 	base := "http://" + d.addr
-	b, err := os.ReadFile(filepath.Join(dir, "squall-data", devAdminTokenFile))
+	b, err := os.ReadFile(filepath.Join(dir, "squall-data", dev.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +425,7 @@ func TestDevFindingAction(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
 		}
-		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+devWebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", devWebhookTokenFile)), "",
+		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+dev.WebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile)), "",
 			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
 		if code != http.StatusOK {
 			t.Fatalf("webhook: %d %s", code, body)
@@ -588,20 +441,10 @@ func TestDevFindingAction(t *testing.T) {
 			pause(t)
 		}
 	}
-	if f := got.Findings[0]; got.Total != 1 || f.Organization.Name != devTenant || f.PlainText != "s3cret" || f.Hostname.Data != "web-1" {
+	if f := got.Findings[0]; got.Total != 1 || f.Organization.Name != dev.Tenant || f.PlainText != "s3cret" || f.Hostname.Data != "web-1" {
 		t.Fatalf("findings %+v", got)
 	}
 	d.stop(t, syscall.SIGTERM)
-}
-
-// readTrimmed returns a file's content without surrounding white space.
-func readTrimmed(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // port returns the port of a host:port address.
@@ -613,98 +456,7 @@ func port(addr string) string {
 // unsignedAdmin returns an unsigned admin token, which squall dev accepts.
 func unsignedAdmin(t *testing.T) string {
 	t.Helper()
-	return strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "mallory", "--auth", "all=root:admin", "--unsigned"))
-}
-
-// TestPrepareDevDir_legacyWebhook: a data dir of an older version, whose
-// example webhook still holds the fixed token example-token, gets a random
-// token (in the file and in webhook.token) and keeps everything else; an
-// edited webhook file is left alone.
-func TestPrepareDevDir_legacyWebhook(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, content string
-		replaced      bool
-	}{
-		{"unchanged seed", fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken), true},
-		{"edited", strings.Replace(fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken), `"disk_alert"`, `"disk"`, 1), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			hook := filepath.Join(dir, devWebhooksDir, devWebhookID+".json")
-			if err := os.MkdirAll(filepath.Join(dir, devWebhooksDir), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(hook, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			d, err := prepareDevDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := readTrimmed(t, hook)
-			if !tc.replaced {
-				if got != strings.TrimSpace(tc.content) || d.tokenReplaced {
-					t.Fatalf("an edited webhook changed:\n%s", got)
-				}
-				return
-			}
-			token := readTrimmed(t, filepath.Join(dir, devWebhookTokenFile))
-			if !d.tokenReplaced || strings.Contains(got, devLegacyWebhookToken) || len(token) != 32 ||
-				got != strings.TrimSpace(fmt.Sprintf(devExampleWebhook, token)) {
-				t.Fatalf("replaced %t, token %q, webhook:\n%s", d.tokenReplaced, token, got)
-			}
-			if _, err := os.Stat(hook + ".tmp"); err == nil {
-				t.Error("the temporary file is left behind")
-			}
-		})
-	}
-}
-
-// TestDevHostCheck: the Host check of squall dev, request by request.
-func TestDevHostCheck(t *testing.T) {
-	t.Parallel()
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	for _, tc := range []struct {
-		listen, host string
-		want         int
-	}{
-		{"127.0.0.1:8080", "127.0.0.1:8080", 200},
-		{"127.0.0.1:8080", "localhost:8080", 200},
-		{"127.0.0.1:8080", "localhost", 200},
-		{"127.0.0.1:8080", "127.0.0.1", 200},
-		{"127.0.0.1:8080", "127.1.2.3:9", 200},
-		{"127.0.0.1:8080", "[::1]:8080", 200},
-		{"127.0.0.1:8080", "[::ffff:127.0.0.1]:8080", 200},
-		{"dev.lan:8080", "dev.lan:8080", 200},
-		{"dev.lan:8080", "DEV.lan", 200},
-		{"127.0.0.1:8080", "evil.example", 421},
-		{"127.0.0.1:8080", "evil.example:8080", 421},
-		{"127.0.0.1:8080", "localhost.evil.example", 421},
-		{"127.0.0.1:8080", "10.0.0.1:8080", 421},
-		{"127.0.0.1:8080", "", 421},
-		{":8080", "", 421},
-		{":8080", "evil.example", 421},
-		{"0.0.0.0:8080", "192.168.1.5:8080", 421},
-		{"0.0.0.0:8080", "localhost:8080", 200},
-	} {
-		r := httptest.NewRequest(http.MethodGet, "/api/v2_beta/x", nil)
-		r.Host = tc.host
-		w := httptest.NewRecorder()
-		devHostCheck(tc.listen, ok).ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("listen %s, Host %q: %d, want %d", tc.listen, tc.host, w.Code, tc.want)
-		}
-		var e struct {
-			Code   string         `json:"code"`
-			Params map[string]any `json:"params"`
-		}
-		if tc.want == 421 && (json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Code != "MISDIRECTED_REQUEST" || e.Params["host"] != tc.host ||
-			w.Header().Get("Content-Type") != "application/json") {
-			t.Errorf("Host %q: error body %s", tc.host, w.Body)
-		}
-	}
+	return unsignedToken(t, "mallory", "all=root:admin")
 }
 
 // TestDevAttach attaches a real squall satellite to squall dev's broker at
@@ -722,7 +474,7 @@ func TestDevAttach(t *testing.T) {
 	work := t.TempDir()
 	d := startDev(t, work, "--kafka-addr", kafkaAddr)
 	data := filepath.Join(work, "squall-data")
-	pid, err := os.ReadFile(filepath.Join(data, devPIDFile))
+	pid, err := os.ReadFile(filepath.Join(data, dev.PIDFile))
 	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(d.cmd.Process.Pid) {
 		t.Fatalf("pid file: %q %v, want %d", pid, err, d.cmd.Process.Pid)
 	}
@@ -735,21 +487,18 @@ func TestDevAttach(t *testing.T) {
 	if err := os.Mkdir(hooks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hook, err := os.ReadFile(filepath.Join(data, "webhooks", devWebhookID+".json"))
+	hook, err := os.ReadFile(filepath.Join(data, "webhooks", dev.WebhookID+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(hooks, devWebhookID+".json"), hook, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	token, err := os.ReadFile(filepath.Join(data, devWebhookTokenFile))
+	filetest.Write(t, hooks, dev.WebhookID+".json", string(hook))
+	token, err := os.ReadFile(filepath.Join(data, dev.WebhookTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sat := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "attached",
-		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool"))
-	satURL := "http://" + startLogged(t, sat, "satellite started", "http").addr +
-		"/engine/webhook/event/" + devWebhookID + "?token=" + strings.TrimSpace(string(token))
+	satURL := "http://" + startSatellite(t, nil, "--name", "attached",
+		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool")).addr +
+		"/engine/webhook/event/" + dev.WebhookID + "?token=" + strings.TrimSpace(string(token))
 	post := func() {
 		t.Helper()
 		resp, err := calltest.Client().Post(satURL, "application/json", strings.NewReader(`{"host": "sat-1", "message": "Disk 91% full on /"}`))
@@ -761,7 +510,7 @@ func TestDevAttach(t *testing.T) {
 			t.Fatalf("webhook through the attached satellite: %d", resp.StatusCode)
 		}
 	}
-	archive := filepath.Join(data, devArchiveDir, devArchiveFile)
+	archive := filepath.Join(data, dev.ArchiveDir, dev.ArchiveFile)
 	post()
 	if lines := archiveLines(t, d, archive, 1); !strings.Contains(lines[0], `"host":"sat-1"`) {
 		t.Errorf("archived: %s", lines[0])
@@ -770,7 +519,7 @@ func TestDevAttach(t *testing.T) {
 	// dev restarts on the same broker address: the satellite, still
 	// running, delivers again.
 	d.stop(t, syscall.SIGTERM)
-	if _, err := os.Stat(filepath.Join(data, devPIDFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(data, dev.PIDFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pid file after the stop: %v", err)
 	}
 	d = startDev(t, work, "--kafka-addr", kafkaAddr)

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/webhookload"
 	"github.com/squallhq/squall/internal/joinmute"
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -78,9 +76,9 @@ func TestDistributed(t *testing.T) {
 
 	keyFile := filepath.Join(dir, "hmac.key")
 	writeFile(t, keyFile, "e2e-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	admin := strings.TrimSpace(mustRun(t, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
 
 	// Cleanups run last-registered first: satellites, engines, masters,
 	// the broker, the receiver.
@@ -135,7 +133,7 @@ func TestDistributed(t *testing.T) {
 			t.Fatal(err)
 		}
 		for h := range e2eHooksPerSat {
-			id := hookID(s, h)
+			id := webhookload.HookID(s, h)
 			writeFile(t, filepath.Join(hooks, id+".json"), fmt.Sprintf(`{"id": %q, "token": %q, "tenant_id": "tenant-%s",
 			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-0123456789-"+id, id))
 		}
@@ -147,19 +145,21 @@ func TestDistributed(t *testing.T) {
 	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
 
 	// The load runs in its own goroutines while this one breaks things.
-	load := newWebhookLoad()
+	load := webhookload.New(webhookload.Config{Interval: e2eInterval, InFlight: e2eInFlight, MaxPerSatellite: e2eMaxPerSatellite,
+		HooksPerSatellite: e2eHooksPerSat, CallTimeout: e2eCallTimeout, Token: func(hook string) string { return "token-0123456789-" + hook }})
 	ctx, cancel := context.WithCancel(t.Context())
 	var senders sync.WaitGroup
 	t.Cleanup(func() { cancel(); senders.Wait() }) // before the processes stop
 	failuresOver := make(chan struct{})
 	for s, sat := range sats {
-		senders.Go(func() { load.send(ctx, s, sat.base, failuresOver) })
+		base := sat.base
+		senders.Go(func() { load.Send(ctx, s, func() string { return base }, failuresOver) })
 	}
 	all := append(append(append([]*e2eProc{}, masters...), engines...), sats...)
 	sentMore := func(n int64) {
 		t.Helper()
-		target := load.sent.Load() + n
-		waitFor(t, time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.sent.Load() >= target })
+		target := load.Sent() + n
+		waitFor(t, time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
 	}
 
 	// 1. Kill the master leader; the other two elect a new one.
@@ -221,14 +221,14 @@ func TestDistributed(t *testing.T) {
 	sentMore(e2eStepCalls)
 	broker.stop()
 	stoppedAt := time.Now()
-	ackedAtStop := load.acked.Load()
+	ackedAtStop := load.Acked()
 	waitFor(t, 30*time.Second, "both satellites spooling events", all, func() bool {
 		for _, s := range sats {
 			if st := satelliteStatus(s); st.Mode != "spooling" || st.Spool.Records == 0 {
 				return false
 			}
 		}
-		return load.acked.Load() >= ackedAtStop+e2eAckedWhileDown
+		return load.Acked() >= ackedAtStop+e2eAckedWhileDown
 	})
 	spooled := satelliteStatus(sats[0]).Spool.Records + satelliteStatus(sats[1]).Spool.Records
 	// A satellite that crashes with acknowledged events in its spool
@@ -245,7 +245,7 @@ func TestDistributed(t *testing.T) {
 	broker.start()
 	restartedAt := time.Now()
 	t.Logf("broker down for %s; %d webhooks acknowledged meanwhile, %d events in the spools when %s was killed and restarted",
-		time.Since(stoppedAt).Round(time.Millisecond), load.acked.Load()-ackedAtStop, spooled, crashed.name)
+		time.Since(stoppedAt).Round(time.Millisecond), load.Acked()-ackedAtStop, spooled, crashed.name)
 
 	// Usually 4-5 s with a 6 s session timeout; once in about 45 runs
 	// it took 41 s, as if the group waited for kafka-go's 30 s rebalance
@@ -265,10 +265,10 @@ func TestDistributed(t *testing.T) {
 	sentMore(e2eTailCalls)
 	close(failuresOver)
 	senders.Wait()
-	t.Logf("load done: %d sent, %d acknowledged, %s after start", load.sent.Load(), load.acked.Load(), time.Since(began).Round(time.Millisecond))
+	t.Logf("load done: %d sent, %d acknowledged, %s after start", load.Sent(), load.Acked(), time.Since(began).Round(time.Millisecond))
 
 	// Every acknowledged webhook produced its action at least once.
-	ids := load.ackedIDs()
+	ids := load.AckedIDs()
 	if !polltest.Until(t.Context(), 75*time.Second, func() bool { return len(rx.missing(ids)) == 0 }) {
 		missing := rx.missing(ids)
 		t.Fatalf("%d of %d acknowledged webhooks produced no action within 75s, e.g. %v\n%s",
@@ -292,17 +292,14 @@ func TestDistributed(t *testing.T) {
 		t.Logf("events with more than one action (at-least-once delivery): %d, e.g. %v", len(dupIDs), dupIDs[:min(len(dupIDs), 10)])
 	}
 	t.Logf("webhooks: %d sent, %d acknowledged (not acknowledged: %v); actions: %d for %d events, %d duplicates; %s in all",
-		load.sent.Load(), len(ids), load.failureSummary(), actions, distinct, dups, time.Since(began).Round(time.Millisecond))
+		load.Sent(), len(ids), load.Failures(), actions, distinct, dups, time.Since(began).Round(time.Millisecond))
 	if wrong := rx.wrongTenants(); len(wrong) > 0 {
 		t.Errorf("%d actions carry the wrong tenant, e.g. %v", len(wrong), wrong[:min(len(wrong), 10)])
 	}
-	if sent := load.sent.Load(); int64(len(ids)) < sent/2 {
+	if sent := load.Sent(); int64(len(ids)) < sent/2 {
 		t.Errorf("only %d of %d webhooks acknowledged", len(ids), sent)
 	}
 }
-
-// hookID names webhook h of satellite s.
-func hookID(s, h int) string { return fmt.Sprintf("s%d-h%d", s, h) }
 
 func writeFile(t *testing.T, name, content string) {
 	t.Helper()
@@ -460,11 +457,11 @@ type restartableBroker struct {
 func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
 	t.Helper()
 	b := &restartableBroker{t: t, dataDir: dataDir}
-	// The port was free when fixedPort looked; another test process may
+	// The port was free when nettest.FixedPort looked; another test process may
 	// take it before the broker listens. Nobody knows the address yet, so
 	// the first start may move to another one.
 	for attempt := 1; ; attempt++ {
-		b.addr = fixedPort(t)
+		b.addr = nettest.FixedPort(t)
 		err := b.listen()
 		if err == nil {
 			break
@@ -476,31 +473,6 @@ func newRestartableBroker(t *testing.T, dataDir string) *restartableBroker {
 	}
 	t.Cleanup(b.stop)
 	return b
-}
-
-// fixedPort returns a loopback address whose port is free now and lies
-// below the ephemeral range: the broker keeps it across restarts (the
-// clients know only it), and no connection gets it as its local port while
-// the broker is down.
-func fixedPort(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		_, _ = fmt.Sscan(string(b), &low)
-	}
-	const from = 10000
-	for range 100 {
-		port := from + rand.IntN(max(low-from, 1000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port found for the broker")
-	return ""
 }
 
 // start starts the broker on its port, with the data of an earlier run.
@@ -621,103 +593,4 @@ func (rx *actionReceiver) duplicated() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// webhookLoad sends the webhooks and records which were acknowledged.
-type webhookLoad struct {
-	sent   atomic.Int64
-	acked  atomic.Int64
-	client *http.Client
-
-	mu       sync.Mutex
-	ackedSet map[string]bool
-	failures map[string]int // status or error kind → count
-}
-
-func newWebhookLoad() *webhookLoad {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = e2eInFlight
-	return &webhookLoad{
-		client:   &http.Client{Transport: tr, Timeout: e2eCallTimeout},
-		ackedSet: map[string]bool{},
-		failures: map[string]int{},
-	}
-}
-
-// send posts webhooks to the satellite s at base, one per e2eInterval,
-// spread over its webhooks, until done is closed or e2eMaxPerSatellite were
-// sent; each carries a unique id.
-func (l *webhookLoad) send(ctx context.Context, s int, base string, done <-chan struct{}) {
-	tick := time.NewTicker(e2eInterval)
-	defer tick.Stop()
-	sem := make(chan struct{}, e2eInFlight)
-	var calls sync.WaitGroup
-	defer calls.Wait()
-	for i := range e2eMaxPerSatellite {
-		select {
-		case <-tick.C:
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		hook := hookID(s, i%e2eHooksPerSat)
-		id := fmt.Sprintf("%s-%05d", hook, i)
-		l.sent.Add(1)
-		calls.Go(func() {
-			defer func() { <-sem }()
-			l.record(id, l.post(ctx, base+"/engine/webhook/event/"+hook+"?token=token-0123456789-"+hook, id))
-		})
-	}
-}
-
-// post sends one webhook and returns "200" or what went wrong.
-func (l *webhookLoad) post(ctx context.Context, url, id string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(fmt.Sprintf(`{"id": %q}`, id)))
-	if err != nil {
-		return "request: " + err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return "transport error"
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	return strconv.Itoa(resp.StatusCode)
-}
-
-func (l *webhookLoad) record(id, outcome string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if outcome == "200" {
-		l.ackedSet[id] = true
-		l.acked.Add(1)
-		return
-	}
-	l.failures[outcome]++
-}
-
-// ackedIDs returns the ids of the acknowledged webhooks.
-func (l *webhookLoad) ackedIDs() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ids := make([]string, 0, len(l.ackedSet))
-	for id := range l.ackedSet {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// failureSummary counts the calls not acknowledged, by outcome.
-func (l *webhookLoad) failureSummary() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return maps.Clone(l.failures)
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/squallhq/squall/engine"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/metricset"
+	"github.com/squallhq/squall/internal/sighup"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/master/fleet/heartbeat"
 )
 
 func newEngineCommand() *cobra.Command {
@@ -113,7 +115,7 @@ on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			reporter, err := fl.reporter(cfg.MasterURLs, cfg.Token, cfg.MasterClient, logger, reg,
-				func() fleet.Report { return engineReport(id, fl.site, s) })
+				func() fleet.Report { return heartbeat.Engine(id, fl.site, versionString(), s) })
 			if err != nil {
 				return err
 			}
@@ -122,7 +124,7 @@ on the command line wins; empty variables are ignored.`,
 				return err
 			}
 			// Run watches --actions-config; SIGHUP reloads it too.
-			hangups := onHangup(logger, s.ReloadActions)
+			hangups := sighup.Reloader(logger, s.ReloadActions)
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)

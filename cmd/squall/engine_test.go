@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,6 +17,7 @@ import (
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 func TestEngineFlags(t *testing.T) {
@@ -62,40 +61,18 @@ func TestEngineFlags(t *testing.T) {
 // dead-letter topic.
 func TestEngineBinary(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	draft := strings.TrimSpace(mustRun(t, bin, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/api/v2_beta/config/drafts/all/"+draft+"/deploy", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("deploy: %d", resp.StatusCode)
-	}
+	draft := strings.TrimSpace(mustRun(t, "import-tornado", "testdata/rules.d", "--allow-unsupported-actions", "--master", base, "--token-file", tokenFile))
+	apitest.Deploy(t, base, token, draft, "")
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 2}).Addr
-	archive := filepath.Join(dir, "archive")
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, []byte(fmt.Sprintf(`{"archive": {"base_path": %q,
-		"default_path": "/default.log", "paths": {"one": "/one.log"}}}`, archive)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions, archive := archiveActions(t, dir, "")
 
-	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile,
+	p := startEngine(t, []string{"SQUALL_GROUP=engines-test"}, "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")
-	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-test")
-	p := startLogged(t, cmd, "ops endpoints listening", "addr")
-	ops, logText, done := p.addr, p.logs, p.done
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ops, logText := p.addr, p.logs
 	var recs []*kgo.Record
 	for i := range 20 {
 		typ := "webhook"
@@ -109,23 +86,17 @@ func TestEngineBinary(t *testing.T) {
 				{Key: "squall-source", Value: []byte("test")}},
 		})
 	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, addr, recs...)
 
 	// A separate process gives no signal to wait on: poll, bounded.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	archived := func() int {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
-		if strings.Count(string(b), "\n") == 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("archive has %d lines, want 20:\n%s", strings.Count(string(b), "\n"), logText.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Count(string(b), "\n")
 	}
-	resp, err = calltest.Client().Get("http://" + ops + "/readyz")
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return archived() == 20 }) {
+		t.Fatalf("archive has %d lines, want 20:\n%s", archived(), logText.String())
+	}
+	resp, err := calltest.Client().Get("http://" + ops + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,22 +145,7 @@ func TestEngineBinary(t *testing.T) {
 	}
 
 	// The elasticsearch event is in the dead-letter topic.
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("squall.events.dlq"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var dead *kgo.Record
-	for dead == nil {
-		fs := dlq.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("no dead letter:\n%s", logText.String())
-		}
-		fs.EachRecord(func(r *kgo.Record) { dead = r })
-	}
+	dead := firstDeadLetter(t, addr, 30*time.Second, logText)
 	headers := map[string]string{}
 	for _, h := range dead.Headers {
 		headers[h.Key] = string(h.Value)
@@ -199,20 +155,8 @@ func TestEngineBinary(t *testing.T) {
 		t.Errorf("dead letter headers %v", headers)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	// Wait closes the stderr pipe: only once the log was read to its end,
-	// or its last lines (the clean stop) may be lost.
-	go func() { <-done; exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("squall engine: %v\n%s", err, logText.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("squall engine did not exit within 30s of SIGTERM")
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("squall engine: %v\n%s", err, logText.String())
 	}
 	if !strings.Contains(logText.String(), `"msg":"consumer stopped"`) {
 		t.Errorf("no clean stop in the log:\n%s", logText.String())

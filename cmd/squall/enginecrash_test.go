@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,17 +25,8 @@ import (
 func TestEngineTakeover(t *testing.T) {
 	t.Parallel()
 	w := newEngineWorld(t, 4)
-	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
-	startEngine := func(name string) (*exec.Cmd, *started) {
-		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr,
-			"--actions-config", actions, "--name", name)
-		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=takeover-test")
-		p := startLogged(t, cmd, "ops endpoints listening", "addr")
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; _ = cmd.Wait() })
-		return cmd, p
-	}
-	a, pa := startEngine("engine-a")
-	_, pb := startEngine("engine-b")
+	addr, archive := w.addr, w.archive
+	pa, pb := w.startEngine(t, "takeover-test", "--name", "engine-a"), w.startEngine(t, "takeover-test", "--name", "engine-b")
 	ea, eb := &e2eProc{base: "http://" + pa.addr}, &e2eProc{base: "http://" + pb.addr}
 
 	// A separate process gives no signal to wait on: poll, bounded.
@@ -48,9 +38,7 @@ func TestEngineTakeover(t *testing.T) {
 			engineStatus(ea).Partitions, engineStatus(eb).Partitions, pa.logs, pb.logs)
 	}
 
-	if err := a.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	_ = pa.stop(t, os.Kill)
 	killed := time.Now()
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return len(engineStatus(eb).Partitions) == 4 }) {
 		t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.logs)
@@ -62,11 +50,6 @@ func TestEngineTakeover(t *testing.T) {
 	}
 
 	// Engine b processes the events of every partition.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var recs []*kgo.Record
 	for i := range 40 {
 		recs = append(recs, &kgo.Record{
@@ -75,9 +58,7 @@ func TestEngineTakeover(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
 		})
 	}
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, addr, recs...)
 	lines := func() int {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
 		return strings.Count(string(b), "\n")
@@ -98,14 +79,9 @@ func TestEngineTakeover(t *testing.T) {
 func TestEngineCrashRepeats(t *testing.T) {
 	t.Parallel()
 	w := newEngineWorld(t, 4)
-	bin, base, tokenFile, addr, archive, actions := w.bin, w.base, w.tokenFile, w.addr, w.archive, w.actions
+	addr, archive := w.addr, w.archive
 
 	const events = 60_000
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	for start := 0; start < events; start += 5000 {
 		var recs []*kgo.Record
 		for i := start; i < start+5000; i++ {
@@ -115,9 +91,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 				Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: fmt.Appendf(nil, "019a0000-0000-7000-8000-%012d", i)}},
 			})
 		}
-		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, addr, recs...)
 	}
 
 	const workers, queue = 4, 256
@@ -126,13 +100,8 @@ func TestEngineCrashRepeats(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
 		return b
 	}
-	startEngine := func() (*exec.Cmd, *started) {
-		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr,
-			"--actions-config", actions, "--workers", fmt.Sprint(workers), "--queue-size", fmt.Sprint(queue))
-		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=crash-test")
-		p := startLogged(t, cmd, "ops endpoints listening", "addr")
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; _ = cmd.Wait() })
-		return cmd, p
+	start := func() *started {
+		return w.startEngine(t, "crash-test", "--workers", fmt.Sprint(workers), "--queue-size", fmt.Sprint(queue))
 	}
 	// wholeLines returns the archive's whole lines and how many it holds
 	// that a kill cut short (the archive ends such a line with a newline
@@ -165,7 +134,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 
 	var p *started
 	for i, at := range []int{1, events / 4, events / 2} {
-		next, np := startEngine()
+		np := start()
 		waitLines(at, np)
 		if p != nil {
 			// The next engine ran the killed one's uncommitted events
@@ -176,16 +145,12 @@ func TestEngineCrashRepeats(t *testing.T) {
 				t.Errorf("kill %d: %d events run again, want at most %d", i, r, bound)
 			}
 		}
-		if err := next.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-np.done
-		_ = next.Wait()
+		_ = np.stop(t, os.Kill)
 		whole, torn := wholeLines()
 		t.Logf("kill %d: engine SIGKILLed with %d events archived (%d lines cut short)", i+1, len(whole), torn)
 		p = np
 	}
-	_, last := startEngine()
+	last := start()
 	waitLines(events, last)
 	if !polltest.Until(t.Context(), 90*time.Second, func() bool { whole, _ := wholeLines(); return len(whole) >= events }) {
 		whole, torn := wholeLines()

@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
 )
 
@@ -19,38 +16,30 @@ import (
 func TestExport(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
 	call := func(method, path, body string) string {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, calltest.Client().Do, req)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return string(b)
+		return string(apitest.MustCall(t, method, base+path, token, body))
 	}
 	// A deployed tree with a ruleset, and a draft that differs from it.
-	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(call("POST", "/api/v2_beta/config/drafts/all", "")), `{"id":`), `"}`)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"deployed_rs"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"draft_only_rs"}`)
+	draft := apitest.NewDraft(t, base, token)
+	apitest.AddRuleset(t, base, token, draft, "deployed_rs")
+	apitest.Deploy(t, base, token, draft, "")
+	apitest.AddRuleset(t, base, token, draft, "draft_only_rs")
 
-	active := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile)
+	active := mustRun(t, "export", "--master", base, "--token-file", tokenFile)
 	if !strings.Contains(active, `"deployed_rs"`) || strings.Contains(active, "draft_only_rs") || !strings.HasPrefix(active, "{") {
 		t.Fatalf("active export:\n%s", active)
 	}
 	if again := call("GET", "/api/v2_beta/config/active/tree/export/all/root", ""); strings.TrimSpace(again) != strings.TrimSpace(active) {
 		t.Errorf("squall export differs from the API's export file")
 	}
-	if sub := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile, "--node-path", "root,deployed_rs"); !strings.Contains(sub, `"Ruleset"`) || strings.Contains(sub, `"Filter"`) {
+	if sub := mustRun(t, "export", "--master", base, "--token-file", tokenFile, "--node-path", "root,deployed_rs"); !strings.Contains(sub, `"Ruleset"`) || strings.Contains(sub, `"Filter"`) {
 		t.Errorf("subtree export:\n%s", sub)
 	}
 	out := filepath.Join(dir, "draft.json")
-	if got := mustRun(t, bin, "export", "--master", base, "--token-file", tokenFile, "--draft", draft, "-o", out); got != "" {
+	if got := mustRun(t, "export", "--master", base, "--token-file", tokenFile, "--draft", draft, "-o", out); got != "" {
 		t.Errorf("stdout with --output: %q", got)
 	}
 	if b, err := os.ReadFile(out); err != nil || !bytes.Contains(b, []byte("draft_only_rs")) {
@@ -58,7 +47,7 @@ func TestExport(t *testing.T) {
 	}
 	// The export is a tree squall process reads.
 	evFile := filetest.Write(t, dir, "event.json", `{"type":"t","created_ms":1,"payload":{}}`)
-	if got := mustRun(t, bin, "process", "--tree", out, "--event", evFile); !strings.Contains(got, "draft_only_rs") {
+	if got := mustRun(t, "process", "--tree", out, "--event", evFile); !strings.Contains(got, "draft_only_rs") {
 		t.Errorf("squall process on the export:\n%s", got)
 	}
 
@@ -70,13 +59,9 @@ func TestExport(t *testing.T) {
 		{[]string{"--node-path", "root,missing"}, "NODE_NOT_FOUND"},
 		{[]string{"--draft", "nope"}, "DRAFT_NOT_FOUND"},
 	} {
-		cmd := exec.CommandContext(t.Context(), bin, append([]string{"export", "--master", base, "--token-file", tokenFile}, tc.args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || len(stdout) != 0 || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: err %v, stdout %q, stderr %q, want %q", tc.args, err, stdout, stderr.String(), tc.want)
+		code, stdout, stderr := runBinary(t, append([]string{"export", "--master", base, "--token-file", tokenFile}, tc.args...)...)
+		if code == 0 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q, want %q", tc.args, code, stdout, stderr, tc.want)
 		}
 	}
 }

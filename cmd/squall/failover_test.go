@@ -76,7 +76,7 @@ func newMixedCluster(t *testing.T, bins [3]string, extra ...string) *failoverClu
 	if err := os.WriteFile(c.joinFile, []byte("fedcba9876543210fedcba9876543210\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.token = strings.TrimSpace(mustRun(t, c.bin, "token", "--user", "ops", "--auth", "all=root:admin", "--tenant", "acme", "--hmac-key-file", c.key))
+	c.token = strings.TrimSpace(mustRun(t, "token", "--user", "ops", "--auth", "all=root:admin", "--tenant", "acme", "--hmac-key-file", c.key))
 	for i := range 3 {
 		c.nodes = append(c.nodes, &failoverNode{id: fmt.Sprintf("m%d", i+1), http: freeAddr(t), raft: freeAddr(t), bin: bins[i]})
 	}

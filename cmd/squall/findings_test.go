@@ -21,12 +21,12 @@ func TestMasterFindings(t *testing.T) {
 	keyFile := filetest.Write(t, t.TempDir(), "findings.key", strings.Repeat("0f", 32))
 	base := startMaster(t, "--allow-unsigned-tokens", "--findings-key", keyFile)
 	mint := func(auth string) string {
-		return strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ingest", "--auth", auth, "--unsigned"))
+		return strings.TrimSpace(mustRun(t, "token", "--user", "ingest", "--auth", auth, "--unsigned"))
 	}
 	writer := mint("findings=root,acme:findings_write")
 	reader := mint("findings=root,acme:findings_read")
 	both := mint("findings=root,acme:findings_read,findings_write")
-	noRoles := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ingest", "--tenant", "acme", "--auth", "x=root,acme:test_event_execute_actions", "--unsigned"))
+	noRoles := strings.TrimSpace(mustRun(t, "token", "--user", "ingest", "--tenant", "acme", "--auth", "x=root,acme:test_event_execute_actions", "--unsigned"))
 	do := func(token, method, path, body string) (int, map[string]any) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), method, base+"/intel/api/sdk/v0"+path, strings.NewReader(body))

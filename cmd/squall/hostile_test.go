@@ -19,7 +19,7 @@ import (
 func TestMaster_HostileRequests(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	token := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "scanner", "--auth", "findings=root,acme:findings_read,findings_write", "--unsigned"))
+	token := unsignedToken(t, "scanner", "findings=root,acme:findings_read,findings_write")
 	send := func(method, path, tok string, body io.Reader) (*http.Response, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -71,9 +71,8 @@ func TestMaster_HostileRequests(t *testing.T) {
 func TestMaster_AuthenticatedAnswersNotCached(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	mint := func(args ...string) string {
-		return strings.TrimSpace(mustRun(t, bin, append([]string{"token", "--unsigned"}, args...)...))
+		return strings.TrimSpace(mustRun(t, append([]string{"token", "--unsigned"}, args...)...))
 	}
 	admin := mint("--user", "ops", "--auth", "all=root:admin")
 	viewer := mint("--user", "viewer", "--auth", "all=root:view")

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,23 +13,6 @@ import (
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 )
-
-// runBinary runs the squall binary and returns its exit code and outputs.
-func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(t.Context(), squallBinary(t), args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("squall %v: %v", args, err)
-	}
-	return code, out.String(), errOut.String()
-}
 
 // writeTree writes files (path relative to dir -> content) and returns dir.
 func writeTree(t *testing.T, files map[string]string) string {
@@ -141,11 +121,10 @@ func TestImportTornadoBinary_notAFolder(t *testing.T) {
 func TestImportTornadoBinary_existingDraft(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	tokenOf := func(user string) string {
 		p := filepath.Join(dir, user+".token")
-		if err := os.WriteFile(p, []byte(mustRun(t, bin, "token", "--user", user, "--auth", "all=root:edit", "--unsigned")), 0o600); err != nil {
+		if err := os.WriteFile(p, []byte(mustRun(t, "token", "--user", user, "--auth", "all=root:edit", "--unsigned")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -136,15 +135,6 @@ func TestProcess_explain(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "explain") {
 		t.Errorf("explain \"yes\": exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-}
-
-func mustRead(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestBinary builds the real binary and runs it as a user would.

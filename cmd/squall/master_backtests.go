@@ -1,15 +1,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/spf13/pflag"
 
-	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/backtests"
 )
 
@@ -23,27 +16,4 @@ func backtestListFlags(f *pflag.FlagSet, c *backtests.Config) {
 	f.DurationVar(&c.LeaseTimeout, "backtest-lease-timeout", c.LeaseTimeout, "how long a running backtest waits for its engine's progress report before another engine runs it again (or, after --backtest-max-attempts, it fails)")
 	f.IntVar(&c.MaxAttempts, "backtest-max-attempts", c.MaxAttempts, "engines that may claim one backtest before it fails")
 	f.DurationVar(&c.PendingTimeout, "backtest-pending-timeout", c.PendingTimeout, "how long a backtest waits for an engine before it fails")
-}
-
-// mountBacktests serves the backtests API (/squall/v1/backtests) on the
-// leader, registers squall_master_backtests with reg (nil: none), and
-// returns the function that forgets the backtests when this
-// node stops leading (run it until the master stops).
-func mountBacktests(srv *master.Server, cfg backtests.Config, reg prometheus.Registerer, logger *slog.Logger) (func(context.Context) error, error) {
-	a, err := backtests.New(cfg, srv.Store(), srv.Verifier(), logger)
-	if err != nil {
-		return nil, err
-	}
-	if reg != nil {
-		if err := reg.Register(a); err != nil {
-			return nil, fmt.Errorf("backtests metrics: %w", err)
-		}
-	}
-	h := a.Handler()
-	for _, p := range []string{backtests.Prefix, backtests.Prefix + "/"} {
-		if err := srv.Mount(p, h, master.OnLeader); err != nil {
-			return nil, err
-		}
-	}
-	return func(ctx context.Context) error { return a.Follow(ctx, srv.Store()) }, nil
 }

@@ -1,25 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 func TestBindEnv(t *testing.T) {
@@ -93,101 +87,24 @@ func TestMasterFlags(t *testing.T) {
 func TestMasterBinary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "squall")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
-
-	cmd := exec.Command(bin, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap")
-	cmd.Env = append(os.Environ(),
-		"SQUALL_DATA_DIR="+filepath.Join(dir, "data"),
-		"SQUALL_TOKEN_HMAC_KEY_FILE="+keyFile,
+	p := startLogged(t, squallCmd(t, []string{
+		"SQUALL_DATA_DIR=" + filepath.Join(dir, "data"),
+		"SQUALL_TOKEN_HMAC_KEY_FILE=" + keyFile,
 		"SQUALL_NODE_ID=ignored-the-flag-wins",
-	)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	logs := make(chan map[string]any, 256)
-	var logText lockedBuffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logText.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil {
-				select {
-				case logs <- rec:
-				default:
-				}
-			}
-		}
-		close(logs)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	}, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"), "master started", "http_addr")
 
 	// The bound HTTP address is logged at start.
-	var httpAddr string
-	deadline := time.After(30 * time.Second)
-	for httpAddr == "" {
-		select {
-		case rec, ok := <-logs:
-			if !ok {
-				t.Fatalf("squall master exited: %v\n%s", <-exited, logText.String())
-			}
-			if rec["msg"] == "master started" {
-				httpAddr, _ = rec["http_addr"].(string)
-			}
-		case <-deadline:
-			t.Fatal("no \"master started\" log line within 30s")
-		}
-	}
-	base := "http://" + httpAddr
+	httpAddr := p.addr
 	get := func(path, token string) (int, []byte) {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return apitest.Call(t.Context(), http.MethodGet, "http://"+httpAddr+path, token, nil, "")
 	}
 	// A separate process gives no signal to wait on: poll, bounded.
-	ready := time.After(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if code, _ := get("/readyz", ""); code == http.StatusOK {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-ready:
-			t.Fatalf("not ready within 30s:\n%s", logText.String())
-		}
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { code, _ := get("/readyz", ""); return code == http.StatusOK }) {
+		t.Fatalf("not ready within 30s:\n%s", p.logs.String())
 	}
 
-	out, err := exec.CommandContext(t.Context(), bin, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile).Output()
-	if err != nil {
-		t.Fatalf("token: %v", err)
-	}
-	token := strings.TrimSpace(string(out))
+	token := strings.TrimSpace(mustRun(t, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile))
 	code, body := get("/squall/v1/cluster", token)
 	var info struct {
 		NodeID   string `json:"node_id"`
@@ -208,39 +125,12 @@ func TestMasterBinary(t *testing.T) {
 		t.Fatalf("config API: %d %s", code, body)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs.String())
 	}
-	select {
-	case err := <-exited:
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) || err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logText.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("squall master did not exit within 30s of SIGTERM")
+	if !strings.Contains(p.logs.String(), `"msg":"master stopped"`) {
+		t.Fatalf("no clean shutdown in the log:\n%s", p.logs.String())
 	}
-	if !strings.Contains(logText.String(), `"msg":"master stopped"`) {
-		t.Fatalf("no clean shutdown in the log:\n%s", logText.String())
-	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and other readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMasterUnsignedWarning: a master that accepts unsigned tokens says so
@@ -254,7 +144,7 @@ func TestMasterUnsignedWarning(t *testing.T) {
 		want bool
 	}{{"--allow-unsigned-tokens", true}, {"--token-hmac-key-file=" + key, false}} {
 		args := []string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", tc.flag}
-		p := startLogged(t, exec.Command(squallBinary(t), args...), "master started", "http_addr")
+		p := startLogged(t, squallCmd(t, nil, args...), "master started", "http_addr")
 		if got := strings.Contains(p.logs.String(), "unsigned tokens are accepted"); got != tc.want {
 			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.flag, got, tc.want, p.logs.String())
 		}

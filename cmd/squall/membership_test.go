@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,15 +21,13 @@ import (
 // to find it; with a copy (SQUALL_JOIN_TOKEN_FILE) it joins as a voter.
 func TestMasterBinaryJoinSecret(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
-	master := func(id string, extra ...string) *exec.Cmd {
-		args := append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
+	master := func(id string, extra ...string) []string {
+		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
 			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, extra...)
-		return exec.Command(bin, args...)
 	}
-	m1 := startLogged(t, master("m1", "--bootstrap"), "master started", "http_addr")
+	m1 := startLogged(t, squallCmd(t, nil, master("m1", "--bootstrap")...), "master started", "http_addr")
 	base := "http://" + m1.addr
 	secretFile := filepath.Join(dir, "m1", "join.token")
 	secret, err := os.ReadFile(secretFile)
@@ -49,7 +44,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	if strings.Contains(logs, strings.TrimSpace(string(secret))) {
 		t.Fatal("the join secret is in the log")
 	}
-	waitHTTP(t, base+"/readyz", http.StatusOK)
+	waitReady(t, base, m1)
 
 	// A join request without the secret.
 	resp, err := calltest.Client().Post(base+"/squall/v1/cluster/join", "application/json",
@@ -65,24 +60,14 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	}
 
 	// A joining node without the secret does not start.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	lost := exec.CommandContext(ctx, bin, "master", "--node-id", "m2", "--data-dir", filepath.Join(dir, "m2"),
-		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile, "--join", base)
-	out, err := lost.CombinedOutput()
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(out), "join.token") || !strings.Contains(string(out), "--join-token-file") {
-		t.Fatalf("join without a secret: %v\n%s", err, out)
+	code, stdout, stderr := runBinary(t, master("m2", "--join", base)...)
+	if out := stdout + stderr; code != 1 || !strings.Contains(out, "join.token") || !strings.Contains(out, "--join-token-file") {
+		t.Fatalf("join without a secret: exit %d\n%s", code, out)
 	}
 
 	// With a copy of the secret it joins.
-	cmd := master("m2", "--join", base)
-	cmd.Env = append(os.Environ(), "SQUALL_JOIN_TOKEN_FILE="+secretFile)
-	startLogged(t, cmd, "registered with the cluster", "url")
-	tok, err := exec.CommandContext(t.Context(), bin, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	startLogged(t, squallCmd(t, []string{"SQUALL_JOIN_TOKEN_FILE=" + secretFile}, master("m2", "--join", base)...), "registered with the cluster", "url")
+	tok := mustRun(t, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile)
 	var info struct {
 		Members []struct{ ID, Suffrage string }
 	}
@@ -98,18 +83,5 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 			return false
 		}
 		return info.Members[0].Suffrage == "voter" && info.Members[1].Suffrage == "voter"
-	})
-}
-
-// waitHTTP polls url until it answers status, for at most 30 s.
-func waitHTTP(t *testing.T, url string, status int) {
-	t.Helper()
-	waitFor(t, 30*time.Second, url+" to answer "+http.StatusText(status), nil, func() bool {
-		resp, err := calltest.Client().Get(url)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == status
 	})
 }

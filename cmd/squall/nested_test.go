@@ -36,9 +36,9 @@ func TestNestedConditions(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "hmac.key")
 	writeFile(t, keyFile, "nested-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, bin, "token", "--user", "nested", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	admin := strings.TrimSpace(mustRun(t, "token", "--user", "nested", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
 	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
 	rx := newActionReceiver(t)
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, e2eTopic, e2eDLQTopic),
@@ -87,11 +87,6 @@ func TestNestedConditions(t *testing.T) {
 		return a.Ready && b.Ready && a.TreeIndex > before && a.TreeIndex == b.TreeIndex
 	})
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.DefaultProduceTopic(e2eTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	events := []struct {
 		id, typ, payload string
 		want             []string // the ids the receiver gets
@@ -116,9 +111,7 @@ func TestNestedConditions(t *testing.T) {
 	recs = append(recs, &kgo.Record{Key: []byte("tenant-n"),
 		Value:   []byte(`{"type": "a", "created_ms": 1, "metadata": {"tenant_id": "tenant-n"}, "payload": {"id": "n-last", "host": "h"}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-999999999999")}}})
-	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, brokerAddr, recs...)
 	waitFor(t, 30*time.Second, "the last event's action", all, func() bool { return len(rx.missing([]string{"n-last"})) == 0 })
 	if missing := rx.missing(want); len(missing) != 0 {
 		t.Errorf("no action for %v", missing)
@@ -155,7 +148,7 @@ func TestNestedConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, eventFile, `{"type": "b", "created_ms": 1, "payload": {"flag": true, "host": "h", "id": "p1"}}`)
-	if out := mustRun(t, bin, "process", "--tree", treeFile, "--event", eventFile); !strings.Contains(out, `"status": "Matched"`) {
+	if out := mustRun(t, "process", "--tree", treeFile, "--event", eventFile); !strings.Contains(out, `"status": "Matched"`) {
 		t.Errorf("squall process: %s", out)
 	}
 }

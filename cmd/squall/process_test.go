@@ -1,19 +1,163 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/polltest"
 )
+
+// The tests of this package run the real binary: this file builds it,
+// runs its commands and starts its long-running roles.
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildOut  []byte
+)
+
+// squallBinary builds the binary once for the package's tests.
+func squallBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "squall-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "squall")
+		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v\n%s", buildErr, buildOut)
+	}
+	return builtBin
+}
+
+// squallCmd returns the command that runs the binary with args, with env
+// added to the test's environment.
+func squallCmd(t testing.TB, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	return squallCmdContext(context.Background(), t, env, args...)
+}
+
+// squallCmdContext is squallCmd killed when ctx ends.
+func squallCmdContext(ctx context.Context, t testing.TB, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, squallBinary(t), args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return cmd
+}
+
+// runBinary runs the binary and returns its exit code and outputs.
+func runBinary(t testing.TB, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runBinaryEnv(t, nil, args...)
+}
+
+// runTimeout bounds a command that runBinary runs.
+const runTimeout = 5 * time.Minute
+
+// runBinaryEnv is runBinary with env added to the test's environment.
+func runBinaryEnv(t testing.TB, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := squallCmdContext(ctx, t, env, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("squall %v: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// mustRun runs the binary, which must succeed, and returns its output.
+func mustRun(t testing.TB, args ...string) string {
+	t.Helper()
+	code, out, errOut := runBinary(t, args...)
+	if code != 0 {
+		t.Fatalf("squall %v: exit %d\n%s", args, code, errOut)
+	}
+	return out
+}
+
+// unsignedToken returns an unsigned token of user with auth (squall token
+// --unsigned).
+func unsignedToken(t testing.TB, user, auth string) string {
+	t.Helper()
+	return strings.TrimSpace(mustRun(t, "token", "--user", user, "--auth", auth, "--unsigned"))
+}
+
+// adminTokenFile writes an unsigned admin token (authorization all at the
+// root, as squall token --unsigned mints it) into a file of dir, for the
+// --token-file of a binary, and returns the file and the token.
+func adminTokenFile(t testing.TB, dir string) (file, token string) {
+	t.Helper()
+	token = unsignedToken(t, "ops", "all=root:admin")
+	file = filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, token
+}
+
+// archiveActions writes dir/actions.json, the engine's settings for the
+// archive executor under dir/archive (archive_type one to one.log, the
+// others to default.log), with more (JSON members and a comma) before
+// it; it returns the file and the archive folder.
+func archiveActions(t testing.TB, dir, more string) (file, archive string) {
+	t.Helper()
+	archive = filepath.Join(dir, "archive")
+	file = filetest.Write(t, dir, "actions.json", fmt.Sprintf(`{%s"archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`, more, archive))
+	return file, archive
+}
+
+// readTrimmed returns the content of a file without its surrounding
+// white space.
+func readTrimmed(t testing.TB, name string) string {
+	t.Helper()
+	return strings.TrimSpace(string(mustRead(t, name)))
+}
+
+// mustRead returns the content of a file.
+func mustRead(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // started is a process started by startLogged.
 type started struct {
+	cmd *exec.Cmd
 	// addr is the value of the awaited log line's address field.
 	addr string
 	// logs holds everything the process wrote on standard error.
-	logs *lockedBuffer
+	logs *logtest.Buffer
 	// done is closed when the process closed its standard error (it exited).
 	done <-chan struct{}
 }
@@ -22,7 +166,7 @@ type started struct {
 // waits up to 30 s for the line whose msg is msg; it returns that line's
 // field key (the address the process listens on). The process is killed
 // when the test ends, unless the test waited for it.
-func startLogged(t *testing.T, cmd *exec.Cmd, msg, key string) *started {
+func startLogged(t testing.TB, cmd *exec.Cmd, msg, key string) *started {
 	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -31,24 +175,13 @@ func startLogged(t *testing.T, cmd *exec.Cmd, msg, key string) *started {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &started{logs: &lockedBuffer{}}
+	s := &started{cmd: cmd, logs: &logtest.Buffer{}}
 	addr := make(chan string, 1)
 	done := make(chan struct{})
 	s.done = done
 	go func() {
 		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			s.logs.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-				a, _ := rec[key].(string)
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
+		logtest.Follow(stderr, s.logs, msg, key, addr)
 	}()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
@@ -65,4 +198,69 @@ func startLogged(t *testing.T, cmd *exec.Cmd, msg, key string) *started {
 		t.Fatalf("no %q log line within 30s:\n%s", msg, s.logs.String())
 	}
 	return s
+}
+
+// stop sends sig to the process and waits up to 30s for it to exit,
+// after the end of its log (Wait closes the pipe, and the last lines, a
+// clean stop's, would be lost); it returns how it exited.
+func (s *started) stop(t testing.TB, sig os.Signal) error {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { <-s.done; exited <- s.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s", s.cmd.Args[1])
+		return nil
+	}
+}
+
+// startMaster starts `squall master --bootstrap` with extra args, waits
+// until it is ready and returns its base URL. The process is killed when
+// the test ends.
+func startMaster(t testing.TB, args ...string) string {
+	t.Helper()
+	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
+	p := startLogged(t, squallCmd(t, nil, all...), "master started", "http_addr")
+	base := "http://" + p.addr
+	waitReady(t, base, p)
+	return base
+}
+
+// startEngine starts `squall engine` with args and env, its ops endpoints
+// on a free port, and waits until they listen.
+func startEngine(t testing.TB, env []string, args ...string) *started {
+	t.Helper()
+	cmd := squallCmd(t, append([]string{"SQUALL_HTTP=127.0.0.1:0"}, env...), append([]string{"engine"}, args...)...)
+	return startLogged(t, cmd, "ops endpoints listening", "addr")
+}
+
+// startSatellite starts `squall satellite` on a free port with args and
+// env, and waits until it serves.
+func startSatellite(t testing.TB, env []string, args ...string) *started {
+	t.Helper()
+	cmd := squallCmd(t, env, append([]string{"satellite", "--http", "127.0.0.1:0"}, args...)...)
+	return startLogged(t, cmd, "satellite started", "http")
+}
+
+// waitReady polls base's /readyz until it answers 200, for at most 30s
+// (a separate process gives no signal to wait on); p's log tells why not.
+func waitReady(t testing.TB, base string, p *started) {
+	t.Helper()
+	ready := polltest.Until(t.Context(), 30*time.Second, func() bool {
+		resp, err := calltest.Client().Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !ready {
+		t.Fatalf("%s not ready within 30s:\n%s", p.cmd.Args[1], p.logs.String())
+	}
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,19 +113,12 @@ func TestInstallRecipe(t *testing.T) {
 	}
 
 	status := func() (int, statusReport, string) {
-		c := exec.CommandContext(t.Context(), bin, "status", "--json", "--master", masters, "--token-file", filepath.Join(dir, "squall-trial", "ops.token"))
-		var out, errOut bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errOut
-		err := c.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
+		code, out, errOut := runBinary(t, "status", "--json", "--master", masters, "--token-file", filepath.Join(dir, "squall-trial", "ops.token"))
 		var rep statusReport
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			t.Fatalf("status --json: %v\n%s%s", err, out.String(), errOut.String())
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("status --json: %v\n%s%s", err, out, errOut)
 		}
-		return c.ProcessState.ExitCode(), rep, errOut.String()
+		return code, rep, errOut
 	}
 	// The fleet members appear with their first heartbeat.
 	var rep statusReport

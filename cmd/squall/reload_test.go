@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -54,20 +53,16 @@ func countLogs(p *started, msg string) int {
 func TestMasterActionsReload(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	admin := strings.TrimSpace(mustRun(t, squallBinary(t), "token", "--user", "ops", "--auth", "all=root:admin", "--unsigned"))
+	admin := unsignedToken(t, "ops", "all=root:admin")
 	dir := t.TempDir()
 	actions := filepath.Join(dir, "actions.json")
 	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
-	cmd := exec.Command(squallBinary(t), "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
-		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions)
-	p := startLogged(t, cmd, "master started", "http_addr")
+	p := startLogged(t, squallCmd(t, nil, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions), "master started", "http_addr")
 	base := "http://" + p.addr
-	waitFor(t, 30*time.Second, "the master ready", nil, func() bool {
-		code, _ := apitest.Call(t.Context(), http.MethodGet, base+"/readyz", "", nil, "")
-		return code == http.StatusOK
-	})
+	waitReady(t, base, p)
 	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
 	send := func() int {
@@ -107,7 +102,7 @@ func TestMasterActionsReload(t *testing.T) {
 	}
 
 	// SIGHUP reloads the file, unchanged here, and the master goes on.
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitLogs(t, p, "actions settings reloaded", 2)
@@ -135,7 +130,6 @@ func TestMasterActionsReload(t *testing.T) {
 func TestEngineActionsReload(t *testing.T) {
 	t.Parallel()
 	srv, calls := countingServer(t)
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
@@ -145,13 +139,10 @@ func TestEngineActionsReload(t *testing.T) {
 	replace(`{"retry": {"max_attempts": 1}}`)
 
 	addr := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 1}).Addr
-	cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
-	cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP=engines-reload")
-	p := startLogged(t, cmd, "ops endpoints listening", "addr")
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	p := startEngine(t, []string{"SQUALL_GROUP=engines-reload"}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
 
 	// SIGHUP reloads the file (unchanged) and the engine goes on.
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitLogs(t, p, "actions settings reloaded", 1)
@@ -162,18 +153,11 @@ func TestEngineActionsReload(t *testing.T) {
 	// The file changes: the next event's http actions run.
 	replace(`{"retry": {"max_attempts": 1}, "http": {"allowed_hosts": ["127.0.0.1"]}}`)
 	waitLogs(t, p, "actions settings reloaded", 2)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{
+	produce(t, addr, &kgo.Record{
 		Key:     []byte("master"),
 		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000002")}},
-	}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
 		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
 	}

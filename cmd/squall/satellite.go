@@ -17,6 +17,7 @@ import (
 	"github.com/squallhq/squall/internal/metricset"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/fleet"
+	"github.com/squallhq/squall/master/fleet/heartbeat"
 	"github.com/squallhq/squall/satellite"
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/tlscert"
@@ -170,7 +171,7 @@ func satelliteReporter(fl *fleetFlags, name string, masters []string, tokenFile,
 	if err != nil {
 		return nil, err
 	}
-	return fl.reporter(masters, token, client, logger, reg, func() fleet.Report { return satelliteReport(id, fl.site, status()) })
+	return fl.reporter(masters, token, client, logger, reg, func() fleet.Report { return heartbeat.Satellite(id, fl.site, versionString(), status()) })
 }
 
 // intakeFlags defines the flags of the webhook intake's spool and Kafka

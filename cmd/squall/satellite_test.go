@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,10 +26,8 @@ func TestSatelliteBinary(t *testing.T) {
 	broker := startBroker(t)
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
-	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
-		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
-	base := "http://" + startLogged(t, cmd, "satellite started", "http").addr
+	base := "http://" + startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).addr
 	resp, err := calltest.Client().Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +83,7 @@ func webhookDir(t *testing.T, dir string) string {
 	}
 	hook := `{"id": "github", "token": "s3cret-0123456789ab", "tenant_id": "acme",
 	  "collector_config": {"event_type": "push", "payload": {"ref": "${ref}", "all": "${@}"}}}`
-	if err := os.WriteFile(filepath.Join(hooks, "github.json"), []byte(hook), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	filetest.Write(t, hooks, "github.json", hook)
 	return hooks
 }
 
@@ -177,10 +172,8 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	ca := tlscerttest.NewCA(t)
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.WriteLeaf(t, certFile, keyFile, 2)
-	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--tls-cert-file", certFile,
+	p := startSatellite(t, []string{"SQUALL_TLS_KEY_FILE=" + keyFile}, "--tls-cert-file", certFile,
 		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", hooks)
-	cmd.Env = append(os.Environ(), "SQUALL_TLS_KEY_FILE="+keyFile)
-	p := startLogged(t, cmd, "satellite started", "http")
 	if !strings.Contains(p.logs.String(), `"tls":true`) {
 		t.Errorf("the start line does not say TLS is on:\n%s", p.logs.String())
 	}

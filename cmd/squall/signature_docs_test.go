@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/squallhq/squall/internal/filetest"
 )
 
 // signaturePages are the pages of docs/webhooks, one per signature scheme.
@@ -74,17 +76,13 @@ func TestSignatureDocs(t *testing.T) {
 		if hook.Signature.Scheme != name {
 			t.Errorf("docs/webhooks/%s.md: the webhook file's scheme is %q", name, hook.Signature.Scheme)
 		}
-		if err := os.WriteFile(filepath.Join(hooks, hook.ID+".json"), []byte(files[0]), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		filetest.Write(t, hooks, hook.ID+".json", files[0])
 		pages = append(pages, page{name, hook.ID, cmds[0], doc})
 	}
 
 	broker := startBroker(t)
-	cmd := exec.Command(squallBinary(t), "satellite", "--http", "127.0.0.1:0", "--name", "sat1",
-		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	cmd.Env = append(os.Environ(), "SQUALL_WEBHOOKS_DIR="+hooks)
-	addr := startLogged(t, cmd, "satellite started", "http").addr
+	addr := startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).addr
 
 	accepted := map[string]string{} // event id → webhook id
 	for _, p := range pages {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,7 +28,6 @@ import (
 // receives. The engine's logs and the archived event carry the trace id.
 func TestTracing(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	satSpans, engineSpans := tracingtest.NewHTTP(t), tracingtest.NewGRPC(t)
 
@@ -54,16 +52,11 @@ func TestTracing(t *testing.T) {
 	actions := filepath.Join(dir, "actions.json")
 	writeFile(t, actions, fmt.Sprintf(`{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]},
 	  "archive": {"base_path": %q, "default_path": "/events.log"}}`, archive))
-	engine := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.addr,
-		"--http", "127.0.0.1:0", "--actions-config", actions, "--log-level", "debug")
-	engine.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+engineSpans.URL(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-		"OTEL_BSP_SCHEDULE_DELAY=3600000")
-	eng := startLogged(t, engine, "ops endpoints listening", "addr")
+	eng := startEngine(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + engineSpans.URL(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_BSP_SCHEDULE_DELAY=3600000"},
+		"--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.addr, "--actions-config", actions, "--log-level", "debug")
 
-	satellite := exec.Command(bin, "satellite", "--http", "127.0.0.1:0", "--name", "sat1", "--kafka-brokers", broker.addr,
+	sat := startSatellite(t, []string{"OTEL_BSP_SCHEDULE_DELAY=3600000"}, "--name", "sat1", "--kafka-brokers", broker.addr,
 		"--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", webhookDir(t, dir), "--otel-endpoint", satSpans.URL())
-	satellite.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=3600000")
-	sat := startLogged(t, satellite, "satellite started", "http")
 	for _, p := range []*started{eng, sat} {
 		if !strings.Contains(p.logs.String(), `"msg":"tracing on"`) {
 			t.Fatalf("no tracing on line in the log:\n%s", p.logs.String())
@@ -90,11 +83,10 @@ func TestTracing(t *testing.T) {
 	}
 
 	// Stop both: the spans leave on the way out.
-	for _, c := range []struct {
-		cmd *exec.Cmd
-		p   *started
-	}{{satellite, sat}, {engine, eng}} {
-		stopLogged(t, c.cmd, c.p)
+	for _, p := range []*started{sat, eng} {
+		if err := p.stop(t, os.Interrupt); err != nil {
+			t.Errorf("%s: %v\n%s", p.cmd.Args[1], err, logTail(p.logs.String(), 30))
+		}
 	}
 	// The receivers answered every export before the processes exited.
 	byName := func(spans []tracingtest.Span, name string) tracingtest.Span {
@@ -162,25 +154,5 @@ func TestTracing(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &archived); err != nil || archived.TraceID != callerTrace {
 		t.Errorf("archived event %s: trace_id %q, want %s", b, archived.TraceID, callerTrace)
-	}
-}
-
-// stopLogged stops a process of startLogged with SIGTERM and checks that it
-// exits cleanly within 30s.
-func stopLogged(t *testing.T, cmd *exec.Cmd, p *started) {
-	t.Helper()
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	// Wait closes the stderr pipe: only once the log was read to its end.
-	go func() { <-p.done; exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("%s: %v\n%s", cmd.Args[1], err, logTail(p.logs.String(), 30))
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s", cmd.Args[1])
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/api"
+	"github.com/squallhq/squall/master/findings"
 	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/node"
 )
 
 // The worked example of docs: a tree and its tests.
@@ -36,11 +38,8 @@ type applyMaster struct {
 func newApplyMaster(t *testing.T) *applyMaster {
 	t.Helper()
 	c := mastertest.TestCluster(t, 1, mastertest.WithSetup(func(_ int, s *master.Server) {
-		a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
-		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
-			t.Fatal(err)
-		}
-		if err := mountVersions(s, a); err != nil {
+		// The APIs of squall master: configuration, versions, draft tests.
+		if err := node.MountAPIs(s, api.Default(), findings.Default(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}))

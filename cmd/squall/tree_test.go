@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/config"
-	"github.com/squallhq/squall/internal/calltest"
 )
 
 // TestTreeCommands runs `squall tree` against a live master: the history
@@ -22,44 +18,28 @@ import (
 func TestTreeCommands(t *testing.T) {
 	t.Parallel()
 	base := startMaster(t, "--allow-unsigned-tokens")
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
-	call := func(method, path, body string) string {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, b := calltest.Do(t, calltest.Client().Do, req)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return string(b)
-	}
-	draft := strings.Trim(strings.TrimPrefix(strings.TrimSpace(call("POST", "/api/v2_beta/config/drafts/all", "")), `{"id":`), `"}`)
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs1"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy?message=first+deploy", "")
-	call("POST", "/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", `{"type":"Ruleset","name":"rs2"}`)
-	call("POST", "/api/v2_beta/config/drafts/all/"+draft+"/deploy", "")
+	draft := apitest.NewDraft(t, base, token)
+	apitest.AddRuleset(t, base, token, draft, "rs1")
+	apitest.Deploy(t, base, token, draft, "first deploy")
+	apitest.AddRuleset(t, base, token, draft, "rs2")
+	apitest.Deploy(t, base, token, draft, "")
 
 	conn := []string{"--master", base, "--token-file", tokenFile}
 	tree := func(args ...string) string {
 		t.Helper()
-		return mustRun(t, bin, append(append([]string{"tree"}, args...), conn...)...)
+		return mustRun(t, append(append([]string{"tree"}, args...), conn...)...)
 	}
 	// fails runs a command expected to exit with code, and returns its
 	// stdout and stderr.
 	fails := func(code int, args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"tree"}, args...), conn...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != code {
-			t.Fatalf("tree %v: %v (want exit %d)\nstdout %s\nstderr %s", args, err, code, stdout, stderr.String())
+		got, stdout, stderr := runBinary(t, append(append([]string{"tree"}, args...), conn...)...)
+		if got != code {
+			t.Fatalf("tree %v: exit %d, want %d\nstdout %s\nstderr %s", args, got, code, stdout, stderr)
 		}
-		return string(stdout), stderr.String()
+		return stdout, stderr
 	}
 
 	hist := tree("history")

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,27 +94,19 @@ func flattenStats(a *treestats.Answer) map[string][5]uint64 {
 // zero; a token scoped to a subtree sees that subtree only.
 func TestTreeStats_twoEngines(t *testing.T) {
 	t.Parallel()
-	bin := squallBinary(t)
 	base := startMaster(t, "--allow-unsigned-tokens")
 	dir := t.TempDir()
 	tokenFile, token := adminTokenFile(t, dir)
 	apitest.DeployTree(t, base, token, []byte(statsTree))
 	broker := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4})
-	actions := filepath.Join(dir, "actions.json")
-	if err := os.WriteFile(actions, fmt.Appendf(nil, `{"retry": {"max_attempts": 1}, "archive": {"base_path": %q, "default_path": "/default.log", "paths": {"one": "/one.log"}}}`,
-		filepath.Join(dir, "archive")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	actions, _ := archiveActions(t, dir, `"retry": {"max_attempts": 1}, `)
 	const group = "stats-test"
-	startEngine := func(name string) (*exec.Cmd, *started) {
-		cmd := exec.Command(bin, "engine", "--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.Addr,
+	start := func(name string) *started {
+		return startEngine(t, []string{"SQUALL_GROUP=" + group}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.Addr,
 			"--actions-config", actions, "--name", name, "--fleet-interval", "100ms",
 			"--kafka-session-timeout", "2s", "--kafka-heartbeat-interval", "200ms")
-		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP="+group)
-		return cmd, startLogged(t, cmd, "ops endpoints listening", "addr")
 	}
-	e1, p1 := startEngine("e1")
-	_, p2 := startEngine("e2")
+	p1, p2 := start("e1"), start("e2")
 	// waitGroup waits until the two engines share the partitions: an
 	// event fetched during a rebalance may be evaluated again by the
 	// engine that gets its partition (at least once), and counted again.
@@ -150,13 +140,8 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	}
 	waitGroup()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr), kgo.DefaultProduceTopic("squall.events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	seq := 0
-	produce := func(m statsMix) {
+	produceMix := func(m statsMix) {
 		t.Helper()
 		var recs []*kgo.Record
 		add := func(n int, typ, payload string) {
@@ -174,9 +159,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		add(m.critical, "alert", `{"severity": "critical"}`)
 		add(m.warnings, "alert", `{"severity": "warning"}`)
 		add(m.others, "misc", `{}`)
-		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, broker.Addr, recs...)
 	}
 	get := func(tok, query string) (int, *treestats.Answer, []byte) {
 		t.Helper()
@@ -209,7 +192,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	}
 
 	first := statsMix{orders: 40, big: 15, critical: 12, warnings: 7, others: 25}
-	produce(first)
+	produceMix(first)
 	a := waitStats("both engines", first)
 	if a.Window.Name != treestats.WindowDeploy || a.Window.FromMS == 0 || len(a.Engines) == 0 {
 		t.Fatalf("stats: %+v", a)
@@ -232,13 +215,13 @@ func TestTreeStats_twoEngines(t *testing.T) {
 
 	// A token of the alerts subtree sees it alone, without the fleet's
 	// events.
-	scoped := strings.TrimSpace(mustRun(t, bin, "token", "--user", "ops", "--auth", "alerts=root,alerts:view", "--unsigned"))
+	scoped := unsignedToken(t, "ops", "alerts=root,alerts:view")
 	code, s, body := get(scoped, "")
 	if code != http.StatusOK || s.Events != nil || len(s.Engines) != 0 || len(s.Nodes) != 2 ||
 		strings.Join(s.Nodes[0].Path, "/") != "root/alerts" || s.Nodes[1].Rules[1].Failed != uint64(first.warnings) {
 		t.Fatalf("scoped stats: %d %s", code, body)
 	}
-	writer := strings.TrimSpace(mustRun(t, bin, "token", "--user", "ops", "--auth", "f=root:fleet_report", "--unsigned"))
+	writer := unsignedToken(t, "ops", "f=root:fleet_report")
 	if code, _, body := get(writer, ""); code != http.StatusForbidden {
 		t.Fatalf("a token without view: %d %s", code, body)
 	}
@@ -253,13 +236,11 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		}
 		pause(t)
 	}
-	_ = e1.Process.Kill()
-	<-p1.done
-	_ = e1.Wait()
-	_, p1 = startEngine("e1")
+	_ = p1.stop(t, os.Kill)
+	p1 = start("e1")
 	waitGroup()
 	second := statsMix{orders: 10, big: 3, critical: 4, warnings: 2, others: 6}
-	produce(second)
+	produceMix(second)
 	a = waitStats("after a restart", first.plus(second))
 	instances := map[string]bool{}
 	for _, e := range a.Engines {
@@ -296,6 +277,6 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		}
 	}
 	third := statsMix{orders: 6, big: 1, critical: 2, warnings: 1, others: 3}
-	produce(third)
+	produceMix(third)
 	waitStats("after a deploy", third)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -32,13 +31,8 @@ func TestEnginePartitionsUnowned(t *testing.T) {
 	const group = "unowned-test"
 	w := newEngineWorld(t, 4, "--fleet-stale-after", "1s", "--fleet-drop-after", "2s")
 	token := readTrimmed(t, w.tokenFile)
-	startEngine := func(name string) *exec.Cmd {
-		cmd := exec.Command(w.bin, "engine", "--master", w.base, "--token-file", w.tokenFile, "--kafka-brokers", w.addr,
-			"--actions-config", w.actions, "--name", name, "--fleet-interval", "200ms")
-		cmd.Env = append(os.Environ(), "SQUALL_HTTP=127.0.0.1:0", "SQUALL_GROUP="+group)
-		p := startLogged(t, cmd, "ops endpoints listening", "addr")
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done; _ = cmd.Wait() })
-		return cmd
+	start := func(name string) *started {
+		return w.startEngine(t, group, "--name", name, "--fleet-interval", "200ms")
 	}
 	// view reads the group in the master's list and in its metrics.
 	unownedMetric := regexp.MustCompile(`(?m)^squall_fleet_partitions_unowned\{group="` + group + `",topic="squall.events"\} (\d+)$`)
@@ -95,26 +89,21 @@ func TestEnginePartitionsUnowned(t *testing.T) {
 		}
 	}
 
-	a := startEngine("engine-a")
-	b := startEngine("engine-b")
+	a, b := start("engine-a"), start("engine-b")
 	v := waitFor("two engines sharing the partitions", func(v view) bool {
 		return unowned()(v) && v.group.Engines == 2 && len(v.parts["engine-a"]) == 2 && len(v.parts["engine-b"]) == 2
 	})
 	lost := v.parts["engine-a"]
 
 	killed := time.Now()
-	if err := a.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	_ = a.stop(t, os.Kill)
 	waitFor(fmt.Sprintf("engine a's partitions %v without an owner", lost), unowned(lost...))
 	t.Logf("engine a SIGKILLed: its partitions %v shown without an owner after %s", lost, time.Since(killed).Round(10*time.Millisecond))
 	waitFor("engine b owning every partition", func(v view) bool { return unowned()(v) && len(v.parts["engine-b"]) == 4 })
 	t.Logf("engine b owns every partition, none shown without an owner, %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 
 	killed = time.Now()
-	if err := b.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	_ = b.stop(t, os.Kill)
 	waitFor("every partition without an owner", unowned(0, 1, 2, 3))
 	t.Logf("both engines SIGKILLed: 4 partitions shown without an owner after %s", time.Since(killed).Round(10*time.Millisecond))
 	// Dropped from the list (2s), the engines leave their group behind.
@@ -123,7 +112,7 @@ func TestEnginePartitionsUnowned(t *testing.T) {
 	})
 
 	restarted := time.Now()
-	startEngine("engine-c")
+	start("engine-c")
 	waitFor("engine c owning every partition", func(v view) bool { return unowned()(v) && len(v.parts["engine-c"]) == 4 })
 	t.Logf("engine c started: no partition without an owner after %s", time.Since(restarted).Round(10*time.Millisecond))
 }

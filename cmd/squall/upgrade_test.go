@@ -129,18 +129,9 @@ func treeFiles(t *testing.T, dir string) map[string][]byte {
 	}
 	trees := make(map[string][]byte, len(files))
 	for _, f := range files {
-		trees[strings.TrimSuffix(filepath.Base(f), ".json")] = mustReadFile(t, f)
+		trees[strings.TrimSuffix(filepath.Base(f), ".json")] = mustRead(t, f)
 	}
 	return trees
-}
-
-func mustReadFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // activeTree is a node's answer to the tree watch, its tree re-encoded by

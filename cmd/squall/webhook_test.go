@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,18 +31,8 @@ func TestWebhookCheck(t *testing.T) {
 	dup := filetest.Write(t, dir, "dup.json", hook("good", `["0123456789abcdef0123"]`))
 	notJSON := filetest.Write(t, dir, "broken.json", `{"id": `)
 	wrongName := filetest.Write(t, dir, "hook.txt", hook("txt", `["0123456789abcdef0123"]`))
-	bin := squallBinary(t)
 	check := func(args ...string) (int, string, string) {
-		cmd := exec.CommandContext(t.Context(), bin, append([]string{"webhook", "check"}, args...)...)
-		cmd.Env = append(os.Environ(), "SQUALL_TEST_HOOK_SECRET=a-secret")
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return runBinaryEnv(t, []string{"SQUALL_TEST_HOOK_SECRET=a-secret"}, append([]string{"webhook", "check"}, args...)...)
 	}
 
 	code, out, errOut := check(good, signed)

@@ -18,6 +18,17 @@ func archiveAct(eventID, position string, n int) tree.Action {
 	return keyed(IDArchive, map[string]any{"event": map[string]any{"n": n}}, eventID, position)
 }
 
+// archiveEvents runs on ex the archive action of rule root/rs/r/0 for the
+// events ev-i of each i, with n = i.
+func archiveEvents(t *testing.T, ex *archiveExecutor, is ...int) {
+	t.Helper()
+	for _, i := range is {
+		if err := ex.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // keyLines returns the keys and the n fields of a file's lines.
 func keyLines(t testing.TB, path string) (keys []string, ns []int) {
 	t.Helper()
@@ -117,25 +128,13 @@ func TestArchive_idempotencyKey(t *testing.T) {
 		t.Parallel()
 		bound := func(c *ArchiveConfig) { c.RecentKeys = 3 }
 		a, base := newTestArchive(t, bound)
-		for i := range 4 {
-			if err := a.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		archiveEvents(t, a, 0, 1, 2, 3)
 		// In this process: 0 is forgotten, 3 is remembered.
-		for _, i := range []int{3, 0} {
-			if err := a.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		archiveEvents(t, a, 3, 0)
 		// After a restart, the last 3 lines are read back: 3, 0 and 2
 		// are there, 1 is not.
 		b, _ := newTestArchive(t, func(c *ArchiveConfig) { c.BasePath = base; bound(c) })
-		for _, i := range []int{0, 3, 2, 1} {
-			if err := b.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		archiveEvents(t, b, 0, 3, 2, 1)
 		if _, ns := keyLines(t, filepath.Join(base, "default", "file.out")); fmt.Sprint(ns) != "[0 1 2 3 0 1]" {
 			t.Errorf("lines of n %v, want [0 1 2 3 0 1]", ns)
 		}
@@ -144,22 +143,14 @@ func TestArchive_idempotencyKey(t *testing.T) {
 		t.Parallel()
 		bound := func(c *ArchiveConfig) { c.RecentKeys = 3 }
 		a, base := newTestArchive(t, bound)
-		for i := range 3 {
-			if err := a.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		archiveEvents(t, a, 0, 1, 2)
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
 		// The engine after a crash writes more lines of its own than
 		// recent_keys before it runs the crashed one's events again.
 		b, _ := newTestArchive(t, func(c *ArchiveConfig) { c.BasePath = base; bound(c) })
-		for _, i := range []int{3, 4, 5, 6, 0, 1, 2, 3} {
-			if err := b.Execute(t.Context(), archiveAct(fmt.Sprint("ev-", i), "root/rs/r/0", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		archiveEvents(t, b, 3, 4, 5, 6, 0, 1, 2, 3)
 		if _, ns := keyLines(t, filepath.Join(base, "default", "file.out")); fmt.Sprint(ns) != "[0 1 2 3 4 5 6 3]" {
 			t.Errorf("lines of n %v, want [0 1 2 3 4 5 6 3]: the found lines once, 3 pushed out of the lines of its own", ns)
 		}
@@ -168,9 +159,7 @@ func TestArchive_idempotencyKey(t *testing.T) {
 		t.Parallel()
 		a, base := newTestArchive(t, nil)
 		act := archiveAct("ev-1", "root/rs/r/0", 1)
-		if err := a.Execute(t.Context(), archiveAct("ev-0", "root/rs/r/0", 0)); err != nil {
-			t.Fatal(err)
-		}
+		archiveEvents(t, a, 0)
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -198,9 +187,7 @@ func TestArchive_idempotencyKey(t *testing.T) {
 	t.Run("write batch", func(t *testing.T) {
 		t.Parallel()
 		a, base := newTestArchive(t, nil)
-		if err := a.Execute(t.Context(), archiveAct("ev-0", "root/rs/r/0", 0)); err != nil {
-			t.Fatal(err)
-		}
+		archiveEvents(t, a, 0)
 		wb := &WriteBatch{}
 		ctx := WithWriteBatch(t.Context(), wb)
 		for _, i := range []int{0, 1, 2, 1} {

@@ -18,7 +18,7 @@ import (
 )
 
 // findingCluster starts a 3-node master cluster with the findings API
-// mounted as cmd/squall/master.go does.
+// mounted on the leader as master/node does.
 func findingCluster(t *testing.T) *mastertest.Cluster {
 	t.Helper()
 	return mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {

@@ -1,5 +1,5 @@
 // Package nettest holds network peers that misbehave, for tests of how the
-// roles cope with them.
+// roles cope with them, and loopback addresses for the processes of a test.
 package nettest
 
 import (

@@ -23,16 +23,12 @@ import (
 // there.
 func BenchmarkDraftRuleEditHTTP20k(b *testing.B) {
 	c := mastertest.TestCluster(b, 3,
-		mastertest.WithConfig(func(_ int, c *master.Config) {
-			c.AllowUnsignedTokens = true
-			prev := c.StoreOptions
-			c.StoreOptions = func(sc *store.Config) {
-				prev(sc)
-				sc.NoSync = false // fsync, as in production
-				// The production timeouts: replicating the 5 MB tree
-				// takes longer than the tests' short ones.
-				sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-			}
+		mastertest.WithConfig(func(_ int, c *master.Config) { c.AllowUnsignedTokens = true }),
+		mastertest.WithStore(func(sc *store.Config) {
+			sc.NoSync = false // fsync, as in production
+			// The production timeouts: replicating the 5 MB tree takes
+			// longer than the tests' short ones.
+			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 		}),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
 			if err := s.Mount(Prefix, New(Config{}, s.Store(), s.Verifier(), nil, nil).Handler(), master.OnLeader); err != nil {

@@ -37,18 +37,12 @@ import (
 func BenchmarkInsertHTTP64(b *testing.B) {
 	const clients = 64
 	c := mastertest.TestCluster(b, 3,
-		mastertest.WithConfig(func(_ int, cfg *master.Config) {
-			opts := cfg.StoreOptions
-			cfg.StoreOptions = func(sc *store.Config) {
-				if opts != nil {
-					opts(sc)
-				}
-				sc.NoSync = false
-				// raft's default timeouts (heartbeat 1 s, lease 500 ms), as
-				// deployed: the tests' short ones make a CPU-starved leader
-				// step down in the middle of the run.
-				sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-			}
+		mastertest.WithStore(func(sc *store.Config) {
+			sc.NoSync = false
+			// raft's default timeouts (heartbeat 1 s, lease 500 ms), as
+			// deployed: the tests' short ones make a CPU-starved leader
+			// step down in the middle of the run.
+			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
 		}),
 		mastertest.WithSetup(func(_ int, s *master.Server) {
 			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)

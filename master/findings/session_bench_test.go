@@ -30,15 +30,9 @@ func BenchmarkRequestIDs(b *testing.B) {
 	for _, ids := range []bool{false, true} {
 		newCluster := func(b *testing.B) (*mastertest.Cluster, string, string) {
 			c := mastertest.TestCluster(b, 3,
-				mastertest.WithConfig(func(_ int, cfg *master.Config) {
-					opts := cfg.StoreOptions
-					cfg.StoreOptions = func(sc *store.Config) {
-						if opts != nil {
-							opts(sc)
-						}
-						sc.NoSync = false
-						sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-					}
+				mastertest.WithStore(func(sc *store.Config) {
+					sc.NoSync = false
+					sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
 				}),
 				mastertest.WithSetup(func(_ int, s *master.Server) {
 					a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)

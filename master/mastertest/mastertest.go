@@ -119,6 +119,21 @@ func WithConfig(fn func(i int, c *master.Config)) Option {
 	return func(o *options) { o.config = append(o.config, fn) }
 }
 
+// WithStore adjusts every node's store config after the test cluster's
+// own settings (master.Config.StoreOptions), e.g. to fsync as in
+// production or to set raft's timeouts.
+func WithStore(fn func(c *store.Config)) Option {
+	return WithConfig(func(_ int, c *master.Config) {
+		prev := c.StoreOptions
+		c.StoreOptions = func(sc *store.Config) {
+			if prev != nil {
+				prev(sc)
+			}
+			fn(sc)
+		}
+	})
+}
+
 // WithSetup runs on node i's server after New and before Start, on every
 // start (restarts too): the place to Mount API routes.
 func WithSetup(fn func(i int, s *master.Server)) Option {

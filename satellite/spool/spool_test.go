@@ -297,71 +297,74 @@ func TestSpool_TornTail(t *testing.T) {
 
 func TestSpool_DamagedFiles(t *testing.T) {
 	t.Parallel()
+	// reopen writes n records to a spool in a new dir with segments of
+	// segBytes, commits the first commit of them, closes it, lets damage
+	// alter its files and opens it again.
+	reopen := func(t *testing.T, n, commit int, segBytes int64, damage func(dir string)) *Spool {
+		t.Helper()
+		dir := t.TempDir()
+		s := newTestSpool(t, dir, 1<<20, segBytes)
+		appendN(t, s, 0, n)
+		if commit > 0 {
+			entries, _ := s.Read(t.Context(), commit, 1<<20)
+			s.Commit(t.Context(), entries)
+		}
+		s.Close()
+		damage(dir)
+		return newTestSpool(t, dir, 1<<20, segBytes)
+	}
 	t.Run("position", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		s := newTestSpool(t, dir, 1<<20, 64<<10)
-		appendN(t, s, 0, 20)
-		entries, _ := s.Read(t.Context(), 10, 1<<20)
-		s.Commit(t.Context(), entries)
-		s.Close()
 		// A torn position write: the position is not trusted, and the
 		// records are read again from the start (duplicates, no loss).
-		os.WriteFile(filepath.Join(dir, positionFile), []byte{1, 2, 3}, 0o600)
-		s2 := newTestSpool(t, dir, 1<<20, 64<<10)
-		wantSequence(t, drain(t, s2, 100), 0, 20)
+		s := reopen(t, 20, 10, 64<<10, func(dir string) {
+			os.WriteFile(filepath.Join(dir, positionFile), []byte{1, 2, 3}, 0o600)
+		})
+		wantSequence(t, drain(t, s, 100), 0, 20)
 	})
 	t.Run("position off a boundary", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		s := newTestSpool(t, dir, 1<<20, 64<<10)
-		appendN(t, s, 0, 20)
-		s.Close()
-		ids, _ := listSegments(dir)
-		b := encodePosition(Position{Segment: ids[0], Offset: headerLen + 3})
-		os.WriteFile(filepath.Join(dir, positionFile), b[:], 0o600)
-		s2 := newTestSpool(t, dir, 1<<20, 64<<10)
-		wantSequence(t, drain(t, s2, 100), 0, 20)
+		s := reopen(t, 20, 0, 64<<10, func(dir string) {
+			ids, _ := listSegments(dir)
+			b := encodePosition(Position{Segment: ids[0], Offset: headerLen + 3})
+			os.WriteFile(filepath.Join(dir, positionFile), b[:], 0o600)
+		})
+		wantSequence(t, drain(t, s, 100), 0, 20)
 	})
 	t.Run("segment header", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		s := newTestSpool(t, dir, 1<<20, 1<<10)
-		appendN(t, s, 0, 60)
-		s.Close()
-		ids, _ := listSegments(dir)
-		if len(ids) < 3 {
-			t.Fatalf("want several segments, got %v", ids)
-		}
 		// Damage the first segment's header: it is set aside, the rest
 		// is read.
-		first := filepath.Join(dir, segmentName(ids[0]))
-		f, _ := os.OpenFile(first, os.O_WRONLY, 0)
-		f.WriteAt([]byte("garbage!"), 0)
-		f.Close()
-		s2 := newTestSpool(t, dir, 1<<20, 1<<10)
-		got := drain(t, s2, 100)
+		var first string
+		s := reopen(t, 60, 0, 1<<10, func(dir string) {
+			ids, _ := listSegments(dir)
+			if len(ids) < 3 {
+				t.Fatalf("want several segments, got %v", ids)
+			}
+			first = filepath.Join(dir, segmentName(ids[0]))
+			f, _ := os.OpenFile(first, os.O_WRONLY, 0)
+			f.WriteAt([]byte("garbage!"), 0)
+			f.Close()
+		})
+		got := drain(t, s, 100)
 		if len(got) == 0 || len(got) >= 60 || got[len(got)-1] != 59 {
 			t.Fatalf("got %v", got)
 		}
 		if _, err := os.Stat(first + ".corrupt"); err != nil {
 			t.Errorf("damaged segment not set aside: %v", err)
 		}
-		if got := testutil.ToFloat64(s2.m.corrupt); got != 1 {
+		if got := testutil.ToFloat64(s.m.corrupt); got != 1 {
 			t.Errorf("squall_spool_corrupt_segments_total = %v", got)
 		}
 	})
 	t.Run("empty last segment", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		s := newTestSpool(t, dir, 1<<20, 64<<10)
-		appendN(t, s, 0, 5)
-		s.Close()
 		// A crash right after creating the next segment file.
-		os.WriteFile(filepath.Join(dir, segmentName(99)), nil, 0o600)
-		s2 := newTestSpool(t, dir, 1<<20, 64<<10)
-		appendN(t, s2, 5, 5)
-		wantSequence(t, drain(t, s2, 100), 0, 10)
+		s := reopen(t, 5, 0, 64<<10, func(dir string) {
+			os.WriteFile(filepath.Join(dir, segmentName(99)), nil, 0o600)
+		})
+		appendN(t, s, 5, 5)
+		wantSequence(t, drain(t, s, 100), 0, 10)
 	})
 }
 

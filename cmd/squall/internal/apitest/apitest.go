@@ -11,6 +11,8 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +43,46 @@ func Call(ctx context.Context, method, url, token string, body io.Reader, conten
 	return resp.StatusCode, b
 }
 
+// MustCall sends a request with the token and a JSON body and returns
+// the answer's body; any other answer than 200 fails the test.
+func MustCall(t testing.TB, method, url, token, body string) []byte {
+	t.Helper()
+	code, b := Call(t.Context(), method, url, token, strings.NewReader(body), "application/json")
+	if code != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, url, code, b)
+	}
+	return b
+}
+
+// NewDraft creates a draft on the master at base and returns its id.
+func NewDraft(t testing.TB, base, token string) string {
+	t.Helper()
+	var draft struct {
+		ID string `json:"id"`
+	}
+	code, body := Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
+	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
+		t.Fatalf("create draft: %d %s", code, body)
+	}
+	return draft.ID
+}
+
+// AddRuleset adds an empty ruleset named name below the root of draft.
+func AddRuleset(t testing.TB, base, token, draft, name string) {
+	t.Helper()
+	MustCall(t, http.MethodPost, base+"/api/v2_beta/config/draft/tree/details/all/"+draft+"/root", token, `{"type":"Ruleset","name":"`+name+`"}`)
+}
+
+// Deploy deploys draft with a message (none when empty).
+func Deploy(t testing.TB, base, token, draft, message string) {
+	t.Helper()
+	u := base + "/api/v2_beta/config/drafts/all/" + draft + "/deploy"
+	if message != "" {
+		u += "?message=" + url.QueryEscape(message)
+	}
+	MustCall(t, http.MethodPost, u, token, "")
+}
+
 // DeployTree creates a draft on the master at base, imports tree as the
 // whole tree and deploys it.
 func DeployTree(t testing.TB, base, token string, tree []byte) {
@@ -49,9 +91,7 @@ func DeployTree(t testing.TB, base, token string, tree []byte) {
 	if code != http.StatusOK {
 		t.Fatalf("import tree: %d %s", code, body)
 	}
-	if code, body := Call(t.Context(), http.MethodPost, base+"/api/v2_beta/config/drafts/all/"+id+"/deploy", token, nil, ""); code != http.StatusOK {
-		t.Fatalf("deploy: %d %s", code, body)
-	}
+	Deploy(t, base, token, id, "")
 }
 
 // ImportTree creates a draft and imports tree as its whole tree (root is
@@ -59,14 +99,7 @@ func DeployTree(t testing.TB, base, token string, tree []byte) {
 // import's answer.
 func ImportTree(t testing.TB, base, token, root string, tree []byte) (id string, code int, body []byte) {
 	t.Helper()
-	ctx := t.Context()
-	code, body = Call(ctx, http.MethodPost, base+"/api/v2_beta/config/drafts/all", token, nil, "")
-	var draft struct {
-		ID string `json:"id"`
-	}
-	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil || draft.ID == "" {
-		t.Fatalf("create draft: %d %s", code, body)
-	}
+	id = NewDraft(t, base, token)
 	var form bytes.Buffer
 	mw := multipart.NewWriter(&form)
 	fw, err := mw.CreateFormFile("file", "tree.json")
@@ -79,8 +112,8 @@ func ImportTree(t testing.TB, base, token, root string, tree []byte) (id string,
 	if err := mw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	code, body = Call(ctx, http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+draft.ID+"/"+root, token, &form, mw.FormDataContentType())
-	return draft.ID, code, body
+	code, body = Call(t.Context(), http.MethodPut, base+"/api/v2_beta/config/draft/tree/import/all/"+id+"/"+root, token, &form, mw.FormDataContentType())
+	return id, code, body
 }
 
 // EngineStatus is an engine's /readyz.

@@ -1,16 +1,11 @@
 package robustness
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,20 +55,7 @@ func startPipeProc(t *testing.T, name string, cmd *exec.Cmd, msg, key string) *p
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			_, _ = p.logs.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-				a, _ := rec[key].(string)
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, r)
+		logtest.Follow(r, p.logs, msg, key, addr)
 	}()
 	p.done = exitedAndRead(exited, read)
 	t.Cleanup(func() {
@@ -160,31 +142,6 @@ func pipeRun(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
 	}
 	return string(out)
-}
-
-// pipeFixedPort returns a loopback address whose port is free now and lies
-// below the ephemeral range: the broker and the satellites keep theirs
-// across restarts, and no connection gets one as its local port while its
-// process is down.
-func pipeFixedPort(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		_, _ = fmt.Sscan(string(b), &low)
-	}
-	const from = 10000
-	for range 100 {
-		port := from + rand.IntN(max(low-from, 1000))
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port found for the broker")
-	return ""
 }
 
 // writePipeFile writes a file of the test.

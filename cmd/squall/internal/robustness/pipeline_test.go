@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +24,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/webhookload"
 	"github.com/squallhq/squall/internal/joinmute"
+	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -117,93 +118,6 @@ func (b *pipeBroker) stop() {
 	b.proc.stop(b.t)
 }
 
-// pipeLoad sends webhooks to the satellites and tallies the acknowledged.
-type pipeLoad struct {
-	tally  *PipelineTally
-	client *http.Client
-	sent   atomic.Int64
-	acked  atomic.Int64
-
-	mu       sync.Mutex
-	failures map[string]int // outcome -> calls
-}
-
-// send posts webhooks to satellite s (its base URL from base, which may
-// change when it restarts), one per pipeInterval, until stop is closed.
-func (l *pipeLoad) send(ctx context.Context, s int, base func() string, stop <-chan struct{}) {
-	tick := time.NewTicker(pipeInterval)
-	defer tick.Stop()
-	sem := make(chan struct{}, pipeInFlight)
-	var calls sync.WaitGroup
-	defer calls.Wait()
-	for i := range pipeMaxPerSat {
-		select {
-		case <-tick.C:
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		hook := fmt.Sprintf("s%d-h%d", s, i%pipeHooksPerSat)
-		id := fmt.Sprintf("%s-%07d", hook, i)
-		l.sent.Add(1)
-		url := base() + "/engine/webhook/event/" + hook + "?token=" + pipeToken(hook)
-		calls.Go(func() {
-			defer func() { <-sem }()
-			l.post(ctx, url, id)
-		})
-	}
-}
-
-// post sends one webhook and records its outcome.
-func (l *pipeLoad) post(ctx context.Context, url, id string) {
-	outcome := func() string {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(fmt.Sprintf(`{"id": %q}`, id)))
-		if err != nil {
-			return "request: " + err.Error()
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := l.client.Do(req)
-		if err != nil {
-			return "transport error"
-		}
-		defer resp.Body.Close()
-		var answer struct {
-			EventID string `json:"event_id"`
-		}
-		if resp.StatusCode != http.StatusOK {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			return strconv.Itoa(resp.StatusCode)
-		}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&answer); err != nil || answer.EventID == "" {
-			return "200 without an event id"
-		}
-		l.tally.Acked(id, answer.EventID)
-		l.acked.Add(1)
-		return ""
-	}()
-	if outcome != "" {
-		l.mu.Lock()
-		l.failures[outcome]++
-		l.mu.Unlock()
-	}
-}
-
-func (l *pipeLoad) failureSummary() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]int, len(l.failures))
-	for k, v := range l.failures {
-		out[k] = v
-	}
-	return out
-}
-
 // TestPipeline runs the pipeline in separate processes on loopback: a
 // master (the tree), two satellites with their spools, two engines in one
 // consumer group, and a kfake broker (this test binary, persisted in a data
@@ -246,7 +160,7 @@ func TestPipeline(t *testing.T) {
 	engineToken := filepath.Join(dir, "engine.token")
 	writePipeFile(t, engineToken, pipeRun(t, bin, "token", "--user", "engine", "--auth", "all=root:view", "--hmac-key-file", keyFile))
 
-	broker := &pipeBroker{t: t, addr: pipeFixedPort(t), data: filepath.Join(dir, "kafka")}
+	broker := &pipeBroker{t: t, addr: nettest.FixedPort(t), data: filepath.Join(dir, "kafka")}
 	broker.start()
 
 	master := startPipeProc(t, "master", exec.Command(bin, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "m1"),
@@ -298,14 +212,14 @@ func TestPipeline(t *testing.T) {
 	sats := make([]*pipeProc, pipeSatellites)
 	for s := range sats {
 		for h := range pipeHooksPerSat {
-			id := fmt.Sprintf("s%d-h%d", s, h)
+			id := webhookload.HookID(s, h)
 			writePipeFile(t, filepath.Join(dir, fmt.Sprintf("sat%d", s), "webhooks", id+".json"), fmt.Sprintf(
 				`{"id": %q, "token": %q, "tenant_id": "tenant-%s", "collector_config": {"event_type": "pipeline", "payload": {"id": "${id}"}}}`,
 				id, pipeToken(id), id))
 		}
 		// A port below the ephemeral range: no connection takes it while
 		// the satellite restarts.
-		sats[s] = startSatellite(s, pipeFixedPort(t))
+		sats[s] = startSatellite(s, nettest.FixedPort(t))
 	}
 	satBase := func(s int) func() string {
 		return func() string {
@@ -330,20 +244,19 @@ func TestPipeline(t *testing.T) {
 	t.Logf("pipeline up in %s", time.Since(began).Round(time.Millisecond))
 
 	// The load.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = pipeInFlight
-	load := &pipeLoad{tally: tally, client: &http.Client{Transport: tr, Timeout: pipeCallTimeout}, failures: map[string]int{}}
+	load := webhookload.New(webhookload.Config{Interval: pipeInterval, InFlight: pipeInFlight, MaxPerSatellite: pipeMaxPerSat,
+		HooksPerSatellite: pipeHooksPerSat, CallTimeout: pipeCallTimeout, Token: pipeToken, Acked: tally.Acked})
 	ctx, cancel := context.WithCancel(t.Context())
 	var senders sync.WaitGroup
 	stopLoad := make(chan struct{})
 	t.Cleanup(func() { cancel(); senders.Wait() }) // before the processes stop
 	for s := range sats {
-		senders.Go(func() { load.send(ctx, s, satBase(s), stopLoad) })
+		senders.Go(func() { load.Send(ctx, s, satBase(s), stopLoad) })
 	}
 	sentMore := func(n int64) {
 		t.Helper()
-		target := load.sent.Load() + n
-		pipeMust(t, 2*time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.sent.Load() >= target })
+		target := load.Sent() + n
+		pipeMust(t, 2*time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
 	}
 
 	loadBegan := time.Now()
@@ -368,14 +281,14 @@ func TestPipeline(t *testing.T) {
 		}
 		broker.stop()
 		stoppedAt := time.Now()
-		ackedAtStop := load.acked.Load()
+		ackedAtStop := load.Acked()
 		pipeMust(t, time.Minute, "both satellites spooling events", all(), func() bool {
 			for _, s := range sats {
 				if st := pipeSatelliteStatus(s); st.Mode != "spooling" || st.Spool.Records == 0 {
 					return false
 				}
 			}
-			return load.acked.Load() >= ackedAtStop+pipeAckedWhenDown
+			return load.Acked() >= ackedAtStop+pipeAckedWhenDown
 		})
 		for _, s := range sats {
 			rs.spooled += pipeSatelliteStatus(s).Spool.Records
@@ -418,7 +331,7 @@ func TestPipeline(t *testing.T) {
 		rounds = append(rounds, rs)
 		t.Logf("round %d: broker down %s (%d events in the spools, satellite %d killed and restarted), engines back in %s; engine %d killed, back in the group in %s; %d webhooks sent, %d acknowledged",
 			round+1, rs.outage.Round(time.Millisecond), rs.spooled, victim, rs.rejoin.Round(time.Millisecond), e,
-			rs.engineBack.Round(time.Millisecond), load.sent.Load(), load.acked.Load())
+			rs.engineBack.Round(time.Millisecond), load.Sent(), load.Acked())
 	}
 	sentMore(pipeStepCalls)
 	close(stopLoad)
@@ -460,7 +373,7 @@ func TestPipeline(t *testing.T) {
 	pipeReadEvents(t, broker.addr, tally)
 	c := tally.Counts()
 	t.Logf("%d rounds in %s; webhooks: %d sent, not acknowledged %v", len(rounds), time.Since(began).Round(time.Second),
-		load.sent.Load(), load.failureSummary())
+		load.Sent(), load.Failures())
 	t.Logf("%s", c)
 	if len(c.LostInKafka) > 0 {
 		t.Errorf("%d acknowledged webhooks not in Kafka, e.g. %v", len(c.LostInKafka), c.LostInKafka[:min(len(c.LostInKafka), 20)])
@@ -475,7 +388,7 @@ func TestPipeline(t *testing.T) {
 	if c.KeyedDuplicates > 0 || c.Unkeyed > 0 {
 		t.Errorf("actions a target honouring Idempotency-Key would apply twice: %d; actions without a key: %d", c.KeyedDuplicates, c.Unkeyed)
 	}
-	if sent := load.sent.Load(); int64(c.Acked) < sent/2 {
+	if sent := load.Sent(); int64(c.Acked) < sent/2 {
 		t.Errorf("only %d of %d webhooks acknowledged", c.Acked, sent)
 	}
 }

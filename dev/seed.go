@@ -1,4 +1,4 @@
-package main
+package dev
 
 import (
 	"context"
@@ -23,36 +23,36 @@ import (
 
 // Files and folders of the dev data dir.
 const (
-	devKeyFile        = "token.key"  // HS256 key of the tokens
-	devJoinTokenFile  = "join.token" // join secret of the single-node cluster
-	devAdminTokenFile = "admin.token"
-	// devFindingTokenFile is the finding executor's token (tenant master).
-	devFindingTokenFile = "finding.token"
-	devActionsFile      = "actions.json"
-	// devWebhookTokenFile holds the example webhook's token, random per
+	keyFile        = "token.key"  // HS256 key of the tokens
+	joinTokenFile  = "join.token" // join secret of the single-node cluster
+	AdminTokenFile = "admin.token"
+	// findingTokenFile is the finding executor's token (tenant master).
+	findingTokenFile = "finding.token"
+	actionsFile      = "actions.json"
+	// WebhookTokenFile holds the example webhook's token, random per
 	// data dir (the README's tour reads it).
-	devWebhookTokenFile = "webhook.token"
-	devWebhooksDir      = "webhooks"
-	devArchiveDir       = "archive"
+	WebhookTokenFile = "webhook.token"
+	webhooksDir      = "webhooks"
+	ArchiveDir       = "archive"
 )
 
 // Lifetimes of the tokens minted at every start.
 const (
-	devAdminTTL  = 30 * 24 * time.Hour
-	devEngineTTL = 365 * 24 * time.Hour
+	adminTTL  = 30 * 24 * time.Hour
+	engineTTL = 365 * 24 * time.Hour
 )
 
 // The example seeded on first start: a webhook, an archive file, a tenant.
 const (
-	devWebhookID   = "disk_alerts"
-	devArchiveFile = "disk_alerts.log"
-	devTenant      = "master"
+	WebhookID   = "disk_alerts"
+	ArchiveFile = "disk_alerts.log"
+	Tenant      = "master"
 )
 
-// devExampleWebhook is webhooks/disk_alerts.json, with its token in
+// exampleWebhook is webhooks/disk_alerts.json, with its token in
 // place of %s: a call's body {"host": ..., "message": ...} becomes a
 // disk_alert event.
-const devExampleWebhook = `{
+const exampleWebhook = `{
   "id": "disk_alerts",
   "token": "%s",
   "collector_config": {
@@ -62,16 +62,16 @@ const devExampleWebhook = `{
 }
 `
 
-// devLegacyWebhookToken is the fixed token that versions before the
+// legacyWebhookToken is the fixed token that versions before the
 // random one seeded: a data dir whose example webhook file still holds it
 // unchanged gets a random token on its next start.
-const devLegacyWebhookToken = "example-token"
+const legacyWebhookToken = "example-token"
 
-// devExampleTree is the subtree deployed below root on first start (export
+// exampleTree is the subtree deployed below root on first start (export
 // form, docs/rules.md): a filter on tenant master holding a ruleset whose
 // rule extracts the disk usage from the message and archives the event
 // with it.
-const devExampleTree = `{"version": "1.1",
+const exampleTree = `{"version": "1.1",
  "Filter": {"name": "master",
   "filter": {"description": "Events of tenant master", "active": true,
              "filter": {"type": "equals", "first": "${event.metadata.tenant_id}", "second": "master"}},
@@ -92,8 +92,8 @@ const devExampleTree = `{"version": "1.1",
   ]}}
 `
 
-// devDir is the dev data dir, prepared for a start.
-type devDir struct {
+// dataDir is the dev data dir, prepared for a start.
+type dataDir struct {
 	// dir is the directory as given (relative paths stay relative, so
 	// that the printed commands read like the README's).
 	dir string
@@ -107,16 +107,16 @@ type devDir struct {
 }
 
 // path returns a path inside the data dir.
-func (d *devDir) path(elem ...string) string {
+func (d *dataDir) path(elem ...string) string {
 	return filepath.Join(append([]string{d.dir}, elem...)...)
 }
 
-// prepareDevDir creates the data dir and what a start needs: the token
+// prepareDir creates the data dir and what a start needs: the token
 // key and join secret (first start), the example webhook and executor
 // settings (only when missing, so that edits are kept), and fresh admin
 // and engine tokens.
-func prepareDevDir(dir string) (*devDir, error) {
-	d := &devDir{dir: filepath.Clean(dir)}
+func prepareDir(dir string) (*dataDir, error) {
+	d := &dataDir{dir: filepath.Clean(dir)}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -126,7 +126,7 @@ func prepareDevDir(dir string) (*devDir, error) {
 	for _, f := range []struct {
 		name  string
 		bytes int
-	}{{devKeyFile, 32}, {devJoinTokenFile, 16}} {
+	}{{keyFile, 32}, {joinTokenFile, 16}} {
 		if err := createIfMissing(d.path(f.name), func(w io.Writer) error {
 			b := make([]byte, f.bytes)
 			if _, err := rand.Read(b); err != nil {
@@ -138,14 +138,14 @@ func prepareDevDir(dir string) (*devDir, error) {
 			return nil, err
 		}
 	}
-	if err := os.Mkdir(d.path(devWebhooksDir), 0o700); err == nil {
+	if err := os.Mkdir(d.path(webhooksDir), 0o700); err == nil {
 		if err := d.seedWebhook(false); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("data dir: %w", err)
-	} else if b, err := os.ReadFile(d.path(devWebhooksDir, devWebhookID+".json")); err == nil &&
-		string(b) == fmt.Sprintf(devExampleWebhook, devLegacyWebhookToken) {
+	} else if b, err := os.ReadFile(d.path(webhooksDir, WebhookID+".json")); err == nil &&
+		string(b) == fmt.Sprintf(exampleWebhook, legacyWebhookToken) {
 		// A data dir of an older version, its example webhook unchanged:
 		// any web page could post to it with the well-known token.
 		if err := d.seedWebhook(true); err != nil {
@@ -153,40 +153,40 @@ func prepareDevDir(dir string) (*devDir, error) {
 		}
 		d.tokenReplaced = true
 	}
-	archive, err := filepath.Abs(d.path(devArchiveDir))
+	archive, err := filepath.Abs(d.path(ArchiveDir))
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if err := createIfMissing(d.path(devActionsFile), func(w io.Writer) error {
+	if err := createIfMissing(d.path(actionsFile), func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"archive": map[string]any{
 			"base_path":    archive,
 			"default_path": "events.log",
-			"paths":        map[string]string{"disk_alerts": devArchiveFile},
+			"paths":        map[string]string{"disk_alerts": ArchiveFile},
 		}})
 	}); err != nil {
 		return nil, err
 	}
 
-	key, err := auth.LoadHMACKey(d.path(devKeyFile))
+	key, err := auth.LoadHMACKey(d.path(keyFile))
 	if err != nil {
 		return nil, err
 	}
 	signer := auth.Signer{HMACKey: key}
 	root := []string{config.RootName}
-	if d.adminToken, err = signer.Sign(auth.Claims{User: "admin", Tenant: devTenant,
-		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.Admin)}}}}, devAdminTTL); err != nil {
+	if d.adminToken, err = signer.Sign(auth.Claims{User: "admin", Tenant: Tenant,
+		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.Admin)}}}}, adminTTL); err != nil {
 		return nil, err
 	}
 	// view for the tree, fleet_report for the backtests it claims.
 	if d.engineToken, err = signer.Sign(auth.Claims{User: "squall-engine",
-		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View), string(auth.FleetReport)}}}}, devEngineTTL); err != nil {
+		Auths: map[string]auth.Authorization{"all": {Path: root, Roles: []string{string(auth.View), string(auth.FleetReport)}}}}, engineTTL); err != nil {
 		return nil, err
 	}
 	// The finding executor's: it inserts findings and reads none
 	// (findings_write on the tenant, decision 8).
-	if d.findingToken, err = signer.Sign(auth.FindingsClaims("squall-engine", devTenant, auth.FindingsWrite), devEngineTTL); err != nil {
+	if d.findingToken, err = signer.Sign(auth.FindingsClaims("squall-engine", Tenant, auth.FindingsWrite), engineTTL); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -195,17 +195,17 @@ func prepareDevDir(dir string) (*devDir, error) {
 // seedWebhook writes the example webhook with a random token, and the
 // token to webhook.token. replace overwrites an existing webhook file;
 // otherwise an existing one is kept.
-func (d *devDir) seedWebhook(replace bool) error {
+func (d *dataDir) seedWebhook(replace bool) error {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	token := hex.EncodeToString(b)
-	if err := os.WriteFile(d.path(devWebhookTokenFile), []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(d.path(WebhookTokenFile), []byte(token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	hook := d.path(devWebhooksDir, devWebhookID+".json")
-	content := fmt.Sprintf(devExampleWebhook, token)
+	hook := d.path(webhooksDir, WebhookID+".json")
+	content := fmt.Sprintf(exampleWebhook, token)
 	if !replace {
 		return createIfMissing(hook, writeString(content))
 	}
@@ -223,9 +223,9 @@ func (d *devDir) seedWebhook(replace bool) error {
 // writeTokens writes the admin token to admin.token and the finding
 // executor's to finding.token; call it once the master holds the data dir,
 // so that a second squall dev refused there leaves the files alone.
-func (d *devDir) writeTokens() error {
+func (d *dataDir) writeTokens() error {
 	for _, f := range []struct{ name, token string }{
-		{devAdminTokenFile, d.adminToken}, {devFindingTokenFile, d.findingToken},
+		{AdminTokenFile, d.adminToken}, {findingTokenFile, d.findingToken},
 	} {
 		if err := os.WriteFile(d.path(f.name), []byte(f.token+"\n"), 0o600); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -234,17 +234,17 @@ func (d *devDir) writeTokens() error {
 	return nil
 }
 
-// devActions returns the executor settings of actions.json, with the
+// actionsConfig returns the executor settings of actions.json, with the
 // finding executor pointed at this process's findings API (tenant master)
 // unless the file configures it.
-func (d *devDir) devActions(masterURL string) (*action.Config, error) {
-	cfg, err := action.Load(d.path(devActionsFile))
+func (d *dataDir) actionsConfig(masterURL string) (*action.Config, error) {
+	cfg, err := action.Load(d.path(actionsFile))
 	if err != nil {
 		return nil, err
 	}
 	if len(cfg.Finding.MasterURLs) == 0 {
 		cfg.Finding.MasterURLs = []string{masterURL}
-		cfg.Finding.TokenFile = d.path(devFindingTokenFile)
+		cfg.Finding.TokenFile = d.path(findingTokenFile)
 	}
 	return &cfg, nil
 }
@@ -273,9 +273,9 @@ func writeString(s string) func(io.Writer) error {
 	}
 }
 
-// devExample returns the example tree: root with the example subtree.
-func devExample() (*config.Node, error) {
-	ex, err := config.DecodeExport([]byte(devExampleTree))
+// exampleNode returns the example tree: root with the example subtree.
+func exampleNode() (*config.Node, error) {
+	ex, err := config.DecodeExport([]byte(exampleTree))
 	if err != nil {
 		return nil, fmt.Errorf("example tree: %w", err)
 	}
@@ -284,9 +284,9 @@ func devExample() (*config.Node, error) {
 	return root, nil
 }
 
-// seedDevTree deploys the example tree while the active tree is still the
+// seedTree deploys the example tree while the active tree is still the
 // initial one (index 0): on first start, never over a tree you deployed.
-func seedDevTree(ctx context.Context, st *store.Store, logger *slog.Logger) error {
+func seedTree(ctx context.Context, st *store.Store, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, _, err := st.WaitForLeader(ctx); err != nil {
@@ -298,7 +298,7 @@ func seedDevTree(ctx context.Context, st *store.Store, logger *slog.Logger) erro
 	if _, index := st.Active(); index != 0 {
 		return nil
 	}
-	tree, err := devExample()
+	tree, err := exampleNode()
 	if err != nil {
 		return err
 	}
@@ -310,8 +310,8 @@ func seedDevTree(ctx context.Context, st *store.Store, logger *slog.Logger) erro
 	return nil
 }
 
-// printDevBanner prints where everything is and three commands to try.
-func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
+// printBanner prints where everything is and three commands to try.
+func printBanner(w io.Writer, addr string, d *dataDir, broker string) {
 	base := "http://" + addr
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -319,29 +319,29 @@ func printDevBanner(w io.Writer, addr string, d *devDir, broker string) {
 	p("squall dev: master, webhook intake, engine and Kafka broker in one process")
 	p("  console       %s  (signs in as admin)", consoleLink(addr, d.adminToken))
 	p("  APIs          %s/api/v2_beta/  %s/intel/api/sdk/v0/  (docs/api.md, docs/findings.md)", base, base)
-	p("  webhooks      %s/engine/webhook/event/{id}?token=...  (files in %s)", base, d.path(devWebhooksDir))
-	p("  probes        %s/healthz  %s/readyz  %s/metrics  (engine: %s%s/readyz)", base, base, base, base, devEnginePrefix)
+	p("  webhooks      %s/engine/webhook/event/{id}?token=...  (files in %s)", base, d.path(webhooksDir))
+	p("  probes        %s/healthz  %s/readyz  %s/metrics  (engine: %s%s/readyz)", base, base, base, base, EnginePrefix)
 	p("  Kafka broker  %s  (topic squall.events; --kafka-addr; attach satellites and engines here)", broker)
 	p("  data dir      %s  (delete it to start over)", d.dir)
 	p("  admin token   %s", d.adminToken)
-	p("                (in %s; valid %d days, a restart mints a new one)", d.path(devAdminTokenFile), int(devAdminTTL.Hours()/24))
-	p("  webhook token %s  (random per data dir; the example webhook's)", d.path(devWebhookTokenFile))
+	p("                (in %s; valid %d days, a restart mints a new one)", d.path(AdminTokenFile), int(adminTTL.Hours()/24))
+	p("  webhook token %s  (random per data dir; the example webhook's)", d.path(WebhookTokenFile))
 	p("WARNING: dev mode also accepts unsigned tokens: anyone who reaches %s is an admin. Never expose it.", addr)
 	p("         It answers only requests for %s, localhost or a loopback address (Host header).", addr)
 	p("")
 	p("Try it:")
 	p("  # 1. send a webhook")
 	p(`  curl -sS -X POST "%s/engine/webhook/event/%s?token=$(cat %s)" -H "Content-Type: application/json" -d '{"host": "web-1", "message": "Disk 95%% full on /var"}'`,
-		base, devWebhookID, d.path(devWebhookTokenFile))
+		base, WebhookID, d.path(WebhookTokenFile))
 	p("  # 2. see the archived event (with the extracted used_percent)")
-	p("  cat %s", d.path(devArchiveDir, devArchiveFile))
+	p("  cat %s", d.path(ArchiveDir, ArchiveFile))
 	p("  # 3. send a test event through the active tree")
 	p(`  curl -sS -X POST "%s/api/v2_beta/event/active/all" -H "Authorization: Bearer $(cat %s)" -H "Content-Type: application/json" -d '%s'`,
-		base, d.path(devAdminTokenFile), devTestEvent)
+		base, d.path(AdminTokenFile), testEvent)
 	p("")
-	p("Ctrl-C stops (or kill $(cat %s)); a restart keeps everything.", d.path(devPIDFile))
+	p("Ctrl-C stops (or kill $(cat %s)); a restart keeps everything.", d.path(PIDFile))
 	_, _ = io.WriteString(w, b.String())
 }
 
-// devTestEvent is the body of the tour's test event.
-const devTestEvent = `{"process_type": "SkipActions", "event": {"type": "disk_alert", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {"host": "web-1", "message": "Disk 95% full on /var"}}}`
+// testEvent is the body of the tour's test event.
+const testEvent = `{"process_type": "SkipActions", "event": {"type": "disk_alert", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {"host": "web-1", "message": "Disk 95% full on /var"}}}`

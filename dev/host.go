@@ -1,4 +1,4 @@
-package main
+package dev
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// devHostCheck refuses the requests whose Host header names another
+// hostCheck refuses the requests whose Host header names another
 // server than squall dev: a web page that rebinds its own DNS name to
 // 127.0.0.1 reaches the listener, but its requests carry its name. It
 // accepts the host of the --http address (listen), localhost and every
@@ -16,11 +16,11 @@ import (
 // 421 Misdirected Request with a JSON error. A name that resolves to a
 // loopback address (localhost.example) is refused: a rebinding page uses
 // exactly such a name.
-func devHostCheck(listen string, next http.Handler) http.Handler {
+func hostCheck(listen string, next http.Handler) http.Handler {
 	own, _, _ := net.SplitHostPort(listen)
 	own = strings.ToLower(strings.Trim(own, "[]"))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if devHostAllowed(r, own) {
+		if hostAllowed(r, own) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -39,8 +39,8 @@ func devHostCheck(listen string, next http.Handler) http.Handler {
 	})
 }
 
-// devHostAllowed reports whether the request's Host names squall dev.
-func devHostAllowed(r *http.Request, own string) bool {
+// hostAllowed reports whether the request's Host names squall dev.
+func hostAllowed(r *http.Request, own string) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
