@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/squallhq/squall/config"
@@ -125,9 +126,16 @@ type API struct {
 	tokens Tokens
 	logger *slog.Logger
 	reg    *registry
+	// keeper keeps the backtests in the replicated state (nil: trees is
+	// not a Keeper); persistMu lets one writer at a time write the
+	// finished ones.
+	keeper    Keeper
+	persistMu sync.Mutex
 }
 
-// New builds the API. It starts nothing.
+// New builds the API. It starts nothing. When trees is a Keeper too (as
+// *store.Store is), the backtests are kept in the replicated state from
+// feature level store.LevelBacktests on (see Keeper).
 func New(cfg Config, trees Trees, tokens Tokens, logger *slog.Logger) (*API, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -138,7 +146,8 @@ func New(cfg Config, trees Trees, tokens Tokens, logger *slog.Logger) (*API, err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg, trees: trees, tokens: tokens, logger: logger.With("component", "backtests"), reg: newRegistry(cfg)}, nil
+	keeper, _ := trees.(Keeper)
+	return &API{cfg: cfg, trees: trees, tokens: tokens, logger: logger.With("component", "backtests"), reg: newRegistry(cfg), keeper: keeper}, nil
 }
 
 // Handler returns the routes' handler, to mount at Prefix and Prefix+"/"
@@ -215,6 +224,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		e.Params = map[string]string{"ID": r.PathValue("id")}
 	case errors.Is(err, errNotClaimer):
 		e = apierror.Errorf(http.StatusConflict, "NOT_CLAIMER", "backtest %q is not running on this engine (taken back, cancelled or finished)", r.PathValue("id"))
+	case errors.As(err, new(*endedError)):
+		e = apierror.Errorf(http.StatusConflict, "BACKTEST_ENDED", "backtest %q ended without this engine: %s", r.PathValue("id"), err)
 	case errors.Is(err, errFinished):
 		e = apierror.Errorf(http.StatusConflict, "BACKTEST_FINISHED", "backtest %q is finished: delete it instead", r.PathValue("id"))
 	case errors.Is(err, errFull):
@@ -302,9 +313,18 @@ func (a *API) serveStart(w http.ResponseWriter, r *http.Request, c *auth.Claims)
 	if rec.candidate, err = config.EncodeExport(candidate); err != nil {
 		return answer{}, err
 	}
+	// Finished backtests leave the memory before it makes room.
+	a.persist(r.Context())
 	view, err := a.reg.add(rec, now)
 	if err != nil {
 		return answer{}, err
+	}
+	if a.keeping() {
+		if err := a.keepNew(r.Context(), view); err != nil {
+			_ = a.reg.remove(view.ID, now)
+			return answer{}, err
+		}
+		a.reg.markStored(view.ID)
 	}
 	a.logger.InfoContext(r.Context(), "backtest asked for", "id", view.ID, "user", c.User, "draft", view.Draft, "version", view.Version)
 	w.Header().Set("Location", Prefix+"/"+view.ID)
@@ -394,16 +414,17 @@ func (a *API) resolve(req Request, now time.Time, b *Backtest) error {
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 func (a *API) serveList(_ http.ResponseWriter, _ *http.Request, _ *auth.Claims) (answer, error) {
-	return answer{body: List{Backtests: a.reg.list(a.cfg.Now())}}, nil
+	bs, err := a.list()
+	return answer{body: List{Backtests: bs}}, err
 }
 
 func (a *API) serveGet(_ http.ResponseWriter, r *http.Request, _ *auth.Claims) (answer, error) {
-	b, err := a.reg.get(r.PathValue("id"), a.cfg.Now())
+	b, err := a.get(r.PathValue("id"))
 	return answer{body: b}, err
 }
 
 func (a *API) serveDelete(_ http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
-	if err := a.reg.remove(r.PathValue("id"), a.cfg.Now()); err != nil {
+	if err := a.remove(r.Context(), r.PathValue("id")); err != nil {
 		return answer{}, err
 	}
 	a.logger.InfoContext(r.Context(), "backtest deleted", "id", r.PathValue("id"), "user", c.User)
@@ -412,9 +433,15 @@ func (a *API) serveDelete(_ http.ResponseWriter, r *http.Request, c *auth.Claims
 
 func (a *API) serveCancel(_ http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
 	b, err := a.reg.cancel(r.PathValue("id"), a.cfg.Now())
+	if errors.Is(err, errNotFound) && a.keeping() {
+		if _, kerr := a.get(r.PathValue("id")); kerr == nil {
+			err = errFinished
+		}
+	}
 	if err != nil {
 		return answer{}, err
 	}
+	a.persist(r.Context())
 	a.logger.InfoContext(r.Context(), "backtest cancelled", "id", b.ID, "user", c.User, "state", b.State)
 	return answer{body: b}, nil
 }
@@ -453,7 +480,7 @@ func (a *API) serveProgress(w http.ResponseWriter, r *http.Request, c *auth.Clai
 		return answer{}, err
 	}
 	stop, err := a.reg.progress(r.PathValue("id"), rep.Engine, c.User, rep.Progress, a.cfg.Now())
-	return answer{body: ProgressAnswer{Cancel: stop}}, err
+	return answer{body: ProgressAnswer{Cancel: stop}}, a.ended(r.PathValue("id"), err)
 }
 
 func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims) (answer, error) {
@@ -463,8 +490,11 @@ func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims
 		return answer{}, err
 	}
 	if err := a.reg.finish(r.PathValue("id"), rep.Engine, c.User, rep, n, a.cfg.Now()); err != nil {
-		return answer{}, err
+		return answer{}, a.ended(r.PathValue("id"), err)
 	}
+	// Kept in the replicated state before the engine is answered (when
+	// that fails, the leader retries: tend).
+	a.persist(r.Context())
 	a.logger.InfoContext(r.Context(), "backtest finished", "id", r.PathValue("id"), "engine", rep.Engine, "error", rep.Error)
 	return answer{status: http.StatusNoContent}, nil
 }
@@ -477,22 +507,30 @@ type Leadership interface {
 
 var _ Leadership = (*store.Store)(nil)
 
-// Follow forgets the backtests kept whenever this node stops leading,
-// until ctx ends: a node that leads again later starts empty rather than
-// with backtests that the leaders in between never knew (their engines
-// were told so, and stopped). It returns nil.
+// Follow forgets the backtests of the leader's memory whenever this node
+// stops leading, until ctx ends: a node that leads again later starts
+// empty rather than with backtests that the leaders in between never knew
+// (their engines were told so, and stopped). While it leads and the
+// backtests are kept in the replicated state, it tends them every
+// tendInterval (writes the finished ones, fails those a former leader
+// ran, expires the old ones). It returns nil.
 func (a *API) Follow(ctx context.Context, l Leadership) error {
+	tick := time.NewTicker(tendInterval)
+	defer tick.Stop()
 	for {
 		changed := l.LeaderChanged()
 		if !l.IsLeader() {
 			if n := a.reg.forget(); n > 0 {
 				a.logger.Info("backtests forgotten: this node no longer leads", "backtests", n)
 			}
+		} else {
+			a.tend(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-tick.C:
 		}
 	}
 }

@@ -457,7 +457,7 @@ func TestAPI_metrics(t *testing.T) {
 	if status, _ := f.do(t, http.MethodPost, Prefix+"/"+ids[0]+"/cancel", alice, nil); status != http.StatusOK {
 		t.Fatalf("cancel: %d", status)
 	}
-	want := `# HELP squall_master_backtests Backtests the leader keeps, by state (pending, running, succeeded, failed, cancelled); 0 on the other masters, which keep none.
+	want := `# HELP squall_master_backtests Backtests kept, by state (pending, running, succeeded, failed, cancelled): the leader's; on the other masters 0 below feature level 7, the finished ones from it.
 # TYPE squall_master_backtests gauge
 squall_master_backtests{state="cancelled"} 1
 squall_master_backtests{state="failed"} 0

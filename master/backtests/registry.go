@@ -35,6 +35,8 @@ type record struct {
 	// pendingSince is when it became pending (again).
 	pendingSince time.Time
 	resultSize   int
+	// stored: its record is kept in the replicated state (Keeper).
+	stored bool
 }
 
 // registry keeps the backtests of the leader, in creation order.
@@ -320,6 +322,54 @@ func (g *registry) makeRoomLocked(keep *record) {
 			return
 		}
 		total -= g.recs[i].resultSize
+		g.recs = slices.Delete(g.recs, i, i+1)
+	}
+}
+
+// finishedRecord is a finished backtest of the leader's memory, to keep
+// in the replicated state.
+type finishedRecord struct {
+	view   Backtest
+	stored bool
+}
+
+// finishedRecords returns the finished backtests, oldest first, with
+// their results.
+func (g *registry) finishedRecords(now time.Time) []finishedRecord {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweepLocked(now)
+	var out []finishedRecord
+	for _, r := range g.recs {
+		if finished(r.State) {
+			out = append(out, finishedRecord{view: r.view(true), stored: r.stored})
+		}
+	}
+	return out
+}
+
+// markStored records that id's record is kept in the replicated state.
+func (g *registry) markStored(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, r := g.find(id); r != nil {
+		r.stored = true
+	}
+}
+
+// has reports whether the leader's memory holds id.
+func (g *registry) has(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i, _ := g.find(id)
+	return i >= 0
+}
+
+// drop forgets a finished backtest (kept in the replicated state).
+func (g *registry) drop(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i, r := g.find(id); r != nil && finished(r.State) {
 		g.recs = slices.Delete(g.recs, i, i+1)
 	}
 }

@@ -104,6 +104,9 @@ type Backtest struct {
 	Progress        *Progress `json:"progress,omitempty"`
 	// Error says why it failed (or why a cancelled one has no result).
 	Error string `json:"error,omitempty"`
+	// ResultTrimmed says what of the result was dropped to fit what the
+	// masters keep of one (feature level 7: 1 MiB compressed).
+	ResultTrimmed string `json:"result_trimmed,omitempty"`
 	// Result is the result (partial when cancelled); only in GET of one
 	// backtest.
 	Result *backtest.Result `json:"result,omitempty"`

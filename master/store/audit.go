@@ -171,6 +171,16 @@ func recordAudit(tx *bolt.Tx, st *state, idx uint64, d decoded, r Result, before
 		rec.Detail = patchDetail(p)
 	case *clearFindingsPayload:
 		rec.Action = "findings.clear"
+	case *saveBacktestPayload:
+		if p.Finished {
+			return nil // an engine's result, or a backtest its leader lost
+		}
+		rec.Action, rec.Target, user = "backtest.create", p.ID, p.User
+	case *deleteBacktestsPayload:
+		rec.Action, rec.Target = "backtest.delete", p.ID
+		if p.ID == "" {
+			rec.Action, rec.Detail = "backtests.expire", fmt.Sprintf("finished before %d ms", p.FinishedBeforeMS)
+		}
 	case *assignIDsPayload:
 		rec.Action = "ids.assign"
 		if p.Replace {

@@ -91,6 +91,10 @@ func (t cmdType) String() string {
 		return "session"
 	case typeAssignIDs:
 		return "assign_ids"
+	case typeSaveBacktest:
+		return "save_backtest"
+	case typeDeleteBacktests:
+		return "delete_backtests"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -99,7 +103,7 @@ func (t cmdType) String() string {
 // [Store.Apply]. The implementations are this package's command structs:
 // [ReplaceActive], [CreateDraft], [EditDraft], [TakeOver], [Deploy],
 // [DeployScoped], [DraftEdit], [DeleteDraft], [SetMember], [DeleteMember], [RestoreState],
-// [InsertFindings], [PatchFinding], [ClearFindings] and [AssignIDs]. Every field, including ids and timestamps, is chosen by the
+// [InsertFindings], [PatchFinding], [ClearFindings], [AssignIDs], [SaveBacktest] and [DeleteBacktests]. Every field, including ids and timestamps, is chosen by the
 // caller before the command enters the log, so that applying it is
 // deterministic on every node.
 type Command interface {
@@ -557,6 +561,10 @@ func decodePayload(t cmdType, version uint8, raw []byte) (decoded, error) {
 		p = new(clearFindingsPayload)
 	case typeAssignIDs:
 		p = new(assignIDsPayload)
+	case typeSaveBacktest:
+		p = new(saveBacktestPayload)
+	case typeDeleteBacktests:
+		p = new(deleteBacktestsPayload)
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown command type %d", errCorruptEntry, uint8(t))
 	}

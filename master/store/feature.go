@@ -34,13 +34,16 @@ import (
 //     bucket): the AssignIDs entry gives every stored tenant and tool code
 //     one, and InsertFindings entries give new ones theirs once it was
 //     applied (docs/decisions.md decision 63; see ids.go).
+//   - 7: backtests are kept in the replicated state: the SaveBacktest and
+//     DeleteBacktests entries exist, and applying them enforces the bounds
+//     they carry (docs/decisions.md decision 64; see backtest.go).
 //
 // Every member advertises its level when it registers (SetMember, in the
 // entry's raft extensions, which a binary without levels ignores); the
 // leader writes the forms of a level only once every member of the raft
 // configuration advertises it (see [Store.ClusterFeatureLevel]). Applying
 // stays able to read every form at every level.
-const FeatureLevel = 6
+const FeatureLevel = 7
 
 // LevelSessions is the level from which session entries and binary
 // InsertFindings entries are written.
@@ -275,6 +278,8 @@ func entryLevel(data []byte) int {
 		return LevelVersions
 	case t == typeAssignIDs:
 		return LevelTypedIDs
+	case t == typeSaveBacktest || t == typeDeleteBacktests:
+		return LevelBacktests
 	case t == typeSession || (t == typeInsertFindings && data[1] != payloadVersion):
 		return LevelSessions
 	}
@@ -305,6 +310,8 @@ func formLevel(d decoded) int {
 		level = LevelSessions
 	case typeAssignIDs:
 		level = LevelTypedIDs
+	case typeSaveBacktest, typeDeleteBacktests:
+		level = LevelBacktests
 	}
 	for _, c := range d.batch {
 		level = max(level, formLevel(c))

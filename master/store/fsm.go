@@ -666,6 +666,24 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		}
 		return changed()
 
+	case *saveBacktestPayload, *deleteBacktestsPayload:
+		var did bool
+		var refused, err error
+		if sp, ok := p.(*saveBacktestPayload); ok {
+			did, refused, err = applySaveBacktest(b.Tx(), sp)
+		} else {
+			did, refused, err = applyDeleteBacktests(b.Tx(), p.(*deleteBacktestsPayload))
+		}
+		switch {
+		case err != nil:
+			return Result{}, err
+		case refused != nil:
+			return refuse(refused)
+		case !did:
+			return Result{Index: st.index}, nil
+		}
+		return changed()
+
 	case *clearFindingsPayload:
 		had, err := applyClearFindings(b.Tx(), keys)
 		if err != nil || !had {

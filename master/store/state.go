@@ -131,7 +131,10 @@ var (
 //
 // Format 9 adds the ids of tools and tenants (see ids.go); a file becomes
 // format 9 when the AssignIDs entry is applied.
-const stateFormat = formatIDs
+//
+// Format 10 adds the kept backtests (see backtest.go); a file becomes
+// format 10 when the first one is kept.
+const stateFormat = formatBacktests
 
 // formatRecords is the format of new state files and of files that hold
 // findings in binary records.

@@ -742,6 +742,10 @@ func (s *Store) versioned(cmd Command, level int) (Command, error) {
 		if level < LevelDraftTests && slices.ContainsFunc(c.Versions, func(v VersionTree) bool { return len(v.Tests) > 0 }) {
 			return nil, levelError("restoring versions' tests", LevelDraftTests, level)
 		}
+	case SaveBacktest, DeleteBacktests:
+		if level < LevelBacktests {
+			return nil, levelError("keeping backtests in the replicated state", LevelBacktests, level)
+		}
 	case AssignIDs:
 		if level < LevelTypedIDs {
 			return nil, fmt.Errorf("%w: assigning ids needs feature level %d on every master (the cluster is at %d)", ErrLevel, LevelTypedIDs, level)
