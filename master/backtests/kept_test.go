@@ -1,0 +1,368 @@
+package backtests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/squallhq/squall/engine/kafkasource"
+	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/master"
+	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/mastertest"
+	"github.com/squallhq/squall/master/store"
+)
+
+// keptCluster is a 3-node master cluster serving the backtests API, with
+// an active tree and alice's draft d1 (the draft of ruleTree's tests),
+// and a clock every node's API reads (the real time plus skew).
+type keptCluster struct {
+	*mastertest.Cluster
+	skew  atomic.Int64 // nanoseconds
+	draft string
+	alice string
+}
+
+func (k *keptCluster) now() time.Time { return time.Now().Add(time.Duration(k.skew.Load())) }
+
+// newKeptCluster starts the cluster; level 0 is the binary's feature
+// level, else the level every node applies.
+func newKeptCluster(t *testing.T, level int, cfg Config) *keptCluster {
+	t.Helper()
+	k := &keptCluster{}
+	cfg.Now = k.now
+	k.Cluster = mastertest.TestCluster(t, 3, mastertest.WithConfig(func(_ int, c *master.Config) {
+		prev := c.StoreOptions
+		c.StoreOptions = func(sc *store.Config) {
+			if prev != nil {
+				prev(sc)
+			}
+			sc.TrailingLogs = 2
+			sc.SnapshotThreshold = 1 << 20 // only explicit snapshots
+			if level > 0 {
+				sc.FeatureLevel = level
+			}
+		}
+	}), mastertest.WithSetup(func(_ int, s *master.Server) {
+		a, err := New(cfg, s.Store(), s.Verifier(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{Prefix, Prefix + "/"} {
+			if err := s.Mount(p, a.Handler(), master.OnLeader); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() { _ = a.Follow(ctx, s.Store()) }()
+	}))
+	k.ReplaceActive(ruleTree(t, activeTypes))
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		l := k.Leader()
+		if l < 0 {
+			return false
+		}
+		st := k.Server(l).Store()
+		id, err := st.CreateDraft(t.Context(), "alice")
+		if err != nil {
+			return false
+		}
+		if err := st.EditDraft(t.Context(), id, "alice", ruleTree(t, draftTypes)); err != nil {
+			return false
+		}
+		k.draft = id
+		return true
+	}, "alice's draft")
+	k.alice = k.Token(auth.Claims{User: "alice", Auths: map[string]auth.Authorization{"main": {Path: []string{"root"}, Roles: []string{"edit"}}}})
+	return k
+}
+
+// urls are the nodes' URLs.
+func (k *keptCluster) urls() []string {
+	var out []string
+	for i := range k.Len() {
+		out = append(out, k.URL(i))
+	}
+	return out
+}
+
+// client is alice's client of every node.
+func (k *keptCluster) client(t *testing.T) *Client {
+	t.Helper()
+	c, err := NewClient(k.urls(), k.alice, calltest.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// worker starts an engine's worker on every node's URL, reading b at
+// rate events/s (0: no limit).
+func (k *keptCluster) worker(t *testing.T, b *kafkatest.Broker, id string, rate float64) {
+	t.Helper()
+	r, err := kafkasource.NewReader(kafkasource.Dial{Brokers: []string{b.Addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(WorkerConfig{MasterURLs: k.urls(), Token: k.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
+		"main": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}}), Engine: id,
+		Topic: testTopic, Reader: r, Rate: rate, ProgressInterval: 50 * time.Millisecond, ClaimWait: time.Second, Client: calltest.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// get reads backtest id through node i: its status and the backtest.
+func (k *keptCluster) get(t *testing.T, i int, id string) (int, Backtest) {
+	t.Helper()
+	resp, body := k.Get(i, Prefix+"/"+id, k.alice)
+	var b Backtest
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, b
+}
+
+// sameKept waits until every running node applied the leader's state,
+// and returns the backtests the nodes keep, which must be the same.
+func (k *keptCluster) sameKept(t *testing.T) []store.Backtest {
+	t.Helper()
+	var want []store.Backtest
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		l := k.Leader()
+		if l < 0 {
+			return false
+		}
+		leader := k.Server(l).Store()
+		for _, i := range k.Running() {
+			if k.Server(i).Store().Index() != leader.Index() {
+				return false
+			}
+		}
+		var err error
+		want, err = leader.Backtests()
+		return err == nil
+	}, "every node to apply the leader's state")
+	for _, i := range k.Running() {
+		got, err := k.Server(i).Store().Backtests()
+		if err != nil || !slices.EqualFunc(got, want, func(a, b store.Backtest) bool {
+			return a.ID == b.ID && a.Finished == b.Finished && a.ResultBytes == b.ResultBytes && string(a.Summary) == string(b.Summary)
+		}) {
+			t.Fatalf("node %d keeps %+v (%v), the leader %+v", i, got, err, want)
+		}
+	}
+	return want
+}
+
+// TestKept_cluster: at feature level 7 a finished backtest is answered
+// through every node, survives the leader's kill and a node's restart
+// that installs a snapshot; one running when the leader is killed is
+// answered failed by the next leader and its engine stops (it runs the
+// next one at once); deletion and expiry apply on every node.
+func TestKept_cluster(t *testing.T) {
+	t.Parallel()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{testTopic}})
+	const n = 600
+	produce(t, b.Addr, n)
+	k := newKeptCluster(t, 0, Default())
+	k.worker(t, b, "engine-1", 20) // 20 events/s: 30 s for the whole range
+	c := k.client(t)
+
+	first, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 2, Sample: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Wait(t.Context(), first.ID, 20*time.Millisecond, nil)
+	if err != nil || done.State != StateSucceeded || done.Result == nil || done.Result.Events != 6 {
+		t.Fatalf("first: %+v %v", done, err)
+	}
+	kept := k.sameKept(t)
+	if len(kept) != 1 || !kept[0].Finished || kept[0].ResultBytes == 0 || kept[0].User != "alice" {
+		t.Fatalf("kept %+v", kept)
+	}
+	for i := range 3 {
+		status, got := k.get(t, i, first.ID)
+		if status != http.StatusOK || got.State != StateSucceeded || got.Result == nil || got.Result.Events != 6 || len(got.Result.Samples) != len(done.Result.Samples) {
+			t.Fatalf("node %d answers %d %+v", i, status, got)
+		}
+	}
+
+	// A backtest running when the leader is killed.
+	running, err := c.Start(t.Context(), Request{Draft: k.draft, Last: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mastertest.WaitFor(t, 10*time.Second, func() bool {
+		b, err := c.Get(t.Context(), running.ID)
+		return err == nil && b.State == StateRunning && b.Progress != nil && b.Progress.Read > 0
+	}, "the backtest running")
+	killed := k.Leader()
+	k.Kill(killed)
+	var lost Backtest
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		lost, err = c.Get(t.Context(), running.ID)
+		return err == nil
+	}, "the next leader to answer")
+	if lost.State != StateFailed || lost.Error != LeaderChangedError {
+		t.Fatalf("running at the kill, the next leader answers %+v", lost)
+	}
+	// The engine stopped it: it runs the next backtest at once, long
+	// before the lost one's range (30 s) would have ended.
+	start := time.Now()
+	next, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := c.Wait(t.Context(), next.ID, 20*time.Millisecond, nil); err != nil || done.State != StateSucceeded || done.Engine != "engine-1" {
+		t.Fatalf("next: %+v %v", done, err)
+	} else if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("the engine ran the next backtest after %s: it did not stop the lost one", d)
+	}
+	// The next leader wrote the lost one finished.
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		got, err := k.Server(k.Leader()).Store().Backtest(running.ID)
+		return err == nil && got.Finished
+	}, "the lost backtest written failed")
+
+	// The killed node restarts behind a compacted log: it installs a
+	// snapshot, which carries the backtests.
+	if err := k.Server(k.Leader()).Store().Snapshot(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	k.Restart(killed)
+	k.WaitConverged()
+	kept = k.sameKept(t)
+	if len(kept) != 3 {
+		t.Fatalf("kept %+v", kept)
+	}
+	if got := restores(t, k, killed); got == 0 {
+		t.Fatalf("node %d caught up without installing a snapshot", killed)
+	}
+	for _, i := range k.Running() {
+		if status, got := k.get(t, i, first.ID); status != http.StatusOK || got.State != StateSucceeded || got.Result == nil || got.Result.Events != 6 {
+			t.Fatalf("after the restart node %d answers %d %+v", i, status, got)
+		}
+		if status, got := k.get(t, i, running.ID); status != http.StatusOK || got.State != StateFailed || got.Error != LeaderChangedError {
+			t.Fatalf("after the restart node %d answers %d %+v", i, status, got)
+		}
+	}
+
+	// Delete through a follower.
+	if err := c.Delete(t.Context(), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if kept = k.sameKept(t); len(kept) != 2 || slices.ContainsFunc(kept, func(b store.Backtest) bool { return b.ID == first.ID }) {
+		t.Fatalf("after the delete: %+v", kept)
+	}
+	if status, _ := k.get(t, k.Followers()[0], first.ID); status != http.StatusNotFound {
+		t.Fatalf("deleted: %d", status)
+	}
+	// A day later they expire, on every node.
+	k.skew.Store(int64(25 * time.Hour))
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		bs, err := k.Server(k.Leader()).Store().Backtests()
+		return err == nil && len(bs) == 0
+	}, "the backtests to expire")
+	if kept = k.sameKept(t); len(kept) != 0 {
+		t.Fatalf("after expiry: %+v", kept)
+	}
+}
+
+// TestKept_bounds: the bound on the backtests kept prunes the oldest
+// finished ones alike on every node; when every kept one is unfinished a
+// new one is refused 429.
+func TestKept_bounds(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.MaxKept = 2
+	k := newKeptCluster(t, 0, cfg)
+	c := k.client(t)
+	var ids []string
+	for range 3 {
+		bt, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, bt.ID)
+		if _, err := c.Cancel(t.Context(), bt.ID); err != nil {
+			t.Fatal(err)
+		}
+		mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+			got, err := k.Server(k.Leader()).Store().Backtest(bt.ID)
+			return err == nil && got.Finished
+		}, "the cancelled backtest kept finished")
+	}
+	kept := k.sameKept(t)
+	if got := []string{kept[0].ID, kept[1].ID}; len(kept) != 2 || !slices.Equal(got, ids[1:]) {
+		t.Fatalf("kept %+v, want %v", kept, ids[1:])
+	}
+	for range 2 {
+		if _, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1})
+	var ae *AnswerError
+	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+		t.Fatalf("a third unfinished: %v", err)
+	}
+	if kept := k.sameKept(t); len(kept) != 2 || kept[0].Finished || kept[1].Finished {
+		t.Fatalf("kept %+v", kept)
+	}
+}
+
+// TestKept_level6: below feature level 7 backtests stay in the leader's
+// memory: nothing is kept in the state, and a new leader does not know
+// them (404).
+func TestKept_level6(t *testing.T) {
+	t.Parallel()
+	k := newKeptCluster(t, store.LevelBacktests-1, Default())
+	c := k.client(t)
+	bt, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(t.Context(), bt.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(t.Context(), bt.ID); err != nil || got.State != StateCancelled {
+		t.Fatalf("cancelled: %+v %v", got, err)
+	}
+	if kept := k.sameKept(t); len(kept) != 0 {
+		t.Fatalf("kept at level 6: %+v", kept)
+	}
+	k.Kill(k.Leader())
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		_, err := c.Get(t.Context(), bt.ID)
+		var ae *AnswerError
+		return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+	}, "the next leader to answer 404")
+}
+
+// restores returns node i's count of snapshots installed into its state.
+func restores(t *testing.T, c *keptCluster, i int) float64 {
+	t.Helper()
+	mfs, err := c.Registry(i).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "squall_store_fsm_restores_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
