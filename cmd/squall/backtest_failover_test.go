@@ -15,10 +15,11 @@ import (
 	"github.com/squallhq/squall/master/backtests"
 )
 
-// TestBacktestLeaderChange: backtests live in the leader's memory
-// (decision 64). When the leader dies while an engine runs one, the new
-// leader does not know it: its engine stops at its next report (no
-// backtest runs on for nobody), the backtest is gone (404), and a new
+// TestBacktestLeaderChange: a backtest's existence is replicated when it
+// is asked for, its progress stays in the leader's memory (decision 64).
+// When the leader dies while an engine runs one, the new leader answers
+// it failed ("the leader changed while it ran; ask again"), the engine
+// stops it at its next report (no backtest runs on for nobody), and a new
 // one runs on the same engine through the new leader. Real processes:
 // three masters, an engine, the broker in this process.
 func TestBacktestLeaderChange(t *testing.T) {
@@ -92,8 +93,8 @@ func TestBacktestLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.Get(t.Context(), bt.ID); err == nil || !strings.Contains(err.Error(), "BACKTEST_NOT_FOUND") {
-		t.Errorf("the backtest through the new leader: %v, want BACKTEST_NOT_FOUND", err)
+	if got, err := c2.Get(t.Context(), bt.ID); err != nil || got.State != backtests.StateFailed || got.Error != backtests.LeaderChangedError {
+		t.Errorf("the backtest through the new leader: %+v, %v; want failed: %s", got, err, backtests.LeaderChangedError)
 	}
 	waitFor(t, 30*time.Second, "the engine stopping the backtest the new leader does not know", all, func() bool {
 		return strings.Contains(engine.logs.String(), "backtest stopped: the masters no longer know it on this engine")
