@@ -8,9 +8,15 @@
 //
 // # On the masters
 //
-// [API] serves the routes on the leader (followers forward). It keeps the
-// backtests in the leader's memory, not in the replicated state: a change
-// of leader forgets them (decision 64 says why). Each backtest holds the
+// [API] serves the routes on the leader (followers forward). Pending and
+// running backtests, with their progress, live in the leader's memory.
+// From feature level 7 (store.LevelBacktests) the masters also keep each
+// backtest in the replicated state ([Keeper]): a small record when it is
+// asked for, the finished backtest with its result (compressed, at most
+// 1 MiB) when it ends, deletions and expiry; a backtest whose record is
+// unfinished when a new leader finds it is answered failed
+// (LeaderChangedError) and written so, and its engine stops. Below that
+// level a change of leader forgets them (decision 64). Each backtest holds the
 // two trees it compares, copied when it was asked for, so that a deploy or
 // an edit of the draft meanwhile changes nothing of it. Its range is
 // resolved then too: a duration ("1h") becomes the times [now-1h, now).
@@ -29,7 +35,9 @@
 // The masters keep at most Config.MaxKept backtests (the oldest finished
 // ones go first; when every kept one is pending or running, a new one is
 // refused 429), each result at most Config.MaxResultBytes, and drop a
-// finished one Config.Keep after it finished.
+// finished one Config.Keep after it finished. In the replicated state
+// the bounds are enforced when the entries are applied, so every master
+// prunes alike, and Config.MaxKeptBytes counts compressed results.
 //
 // Permissions: every route of operators needs edit on the root. A
 // backtest reads the events of every tenant, and its sample holds their

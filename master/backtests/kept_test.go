@@ -2,14 +2,19 @@ package backtests
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
@@ -365,4 +370,62 @@ func restores(t *testing.T, c *keptCluster, i int) float64 {
 		}
 	}
 	return 0
+}
+
+// TestPackResult: a result that compresses to more than the masters keep
+// of one loses its samples' events, then its samples, and says so; a small
+// one is kept whole and reads back the same.
+func TestPackResult(t *testing.T) {
+	t.Parallel()
+	// incompressible bodies: hex of random bytes, 4 KiB per event.
+	body := func() json.RawMessage {
+		b := make([]byte, 2048)
+		_, _ = rand.Read(b)
+		return json.RawMessage(`"` + hex.EncodeToString(b) + `"`)
+	}
+	sample := func(n, rules int) []backtest.Sample {
+		var out []backtest.Sample
+		for i := range n {
+			s := backtest.Sample{Offset: int64(i), Event: body()}
+			for r := range rules {
+				s.Active.Matched = append(s.Active.Matched, fmt.Sprintf("root/n%d/%x", r, body()[:40]))
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []backtest.Sample
+		trimmed string
+		left    int
+		events  bool
+	}{
+		{"small", sample(5, 0), "", 5, true},
+		{"events too large", sample(700, 0), "the samples' events were dropped", 700, false},
+		{"samples too large", sample(400, 400), "the samples were dropped", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := Backtest{ID: "x", Result: &backtest.Result{Events: 10, Samples: tc.samples}}
+			packed, err := packResult(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(packed) > store.MaxBacktestResultBytes || !strings.HasPrefix(b.ResultTrimmed, tc.trimmed) || (tc.trimmed == "") != (b.ResultTrimmed == "") {
+				t.Fatalf("%d bytes, trimmed %q", len(packed), b.ResultTrimmed)
+			}
+			raw, err := store.UnpackBacktestResult(packed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got backtest.Result
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Events != 10 || len(got.Samples) != tc.left || (tc.left > 0 && (got.Samples[0].Event != nil) != tc.events) {
+				t.Fatalf("read back %d events, %d samples", got.Events, len(got.Samples))
+			}
+			t.Logf("%s: %d bytes compressed", tc.name, len(packed))
+		})
+	}
 }

@@ -19,7 +19,9 @@ import (
 // findings, format 3 the versions of the active tree, format 4 the audit
 // log, format 5 the rule tests (of the draft, of the active tree and of
 // each version), format 6 the ids of tools and tenants; DecodeBackup
-// reads formats 1 to 6.
+// reads formats 1 to 6. Kept backtests (backtest.go) are not backed up:
+// a result is recomputable only while Kafka retains its range, and a
+// restore leaves the cluster's as they are.
 const BackupFormat = backupFormatIDs
 
 // backupFormatTests is the backup format from which a file may hold rule
