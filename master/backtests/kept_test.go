@@ -198,6 +198,7 @@ func TestKept_cluster(t *testing.T) {
 	if len(kept) != 1 || !kept[0].Finished || kept[0].ResultBytes == 0 || kept[0].User != "alice" {
 		t.Fatalf("kept %+v", kept)
 	}
+	t.Logf("a result of %d events, %d samples: %d bytes compressed, summary %d bytes", done.Result.Events, len(done.Result.Samples), kept[0].ResultBytes, len(kept[0].Summary))
 	for i := range 3 {
 		status, got := k.get(t, i, first.ID)
 		if status != http.StatusOK || got.State != StateSucceeded || got.Result == nil || got.Result.Events != 6 || len(got.Result.Samples) != len(done.Result.Samples) {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	bolt "go.etcd.io/bbolt"
 )
 
 // keptIDs returns the ids of the backtests s keeps, in order.
@@ -145,8 +144,8 @@ func TestStore_Backtests(t *testing.T) {
 	if !slices.Equal(actions, want) {
 		t.Errorf("audit %q, want %q", actions, want)
 	}
-	if format := stateFileFormat(t, s); format != formatBacktests {
-		t.Fatalf("state file format %d, want %d", format, formatBacktests)
+	if format := stateFormatOf(t, s.fsm.Load()); format != strconv.Itoa(formatBacktests) {
+		t.Fatalf("state file format %s, want %d", format, formatBacktests)
 	}
 }
 
@@ -191,19 +190,4 @@ func TestStore_BacktestsLevel(t *testing.T) {
 	if err := s.DeleteBacktests(ctx, DeleteBacktests{ID: "a"}); !errors.Is(err, ErrLevel) {
 		t.Fatalf("delete below the level: %v", err)
 	}
-}
-
-// stateFileFormat returns the format of s's state file.
-func stateFileFormat(t *testing.T, s *Store) int {
-	t.Helper()
-	var n int
-	err := s.fsm.Load().view(func(tx *bolt.Tx) error {
-		var err error
-		n, err = strconv.Atoi(string(tx.Bucket(bucketState).Get(keyFormat)))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
