@@ -150,6 +150,9 @@ func printRemoteBacktest(w io.Writer, b backtests.Backtest) {
 	if b.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", b.Error)
 	}
+	if b.ResultTrimmed != "" {
+		fmt.Fprintf(w, "result trimmed: %s\n", b.ResultTrimmed)
+	}
 	if b.Result != nil {
 		printBacktest(w, b.Result)
 	}
