@@ -327,6 +327,10 @@ func auditCode(err error) string {
 		return "DRAFT_CHANGED"
 	case errors.Is(err, ErrTestsNotRun):
 		return "TESTS_NOT_RUN"
+	case errors.Is(err, ErrNoBacktest):
+		return "NO_BACKTEST"
+	case errors.Is(err, ErrBacktestsFull):
+		return "BACKTESTS_FULL"
 	case errors.Is(err, ErrInvalidCommand):
 		return "INVALID_COMMAND"
 	}

@@ -135,12 +135,12 @@ func TestStore_Backtests(t *testing.T) {
 	var actions []string
 	for _, r := range recs {
 		if strings.HasPrefix(r.Action, "backtest") {
-			actions = append(actions, r.Action+" "+r.Target+" "+r.Result)
+			actions = append(actions, strings.TrimSpace(r.Action+" "+r.Target+" "+r.Result+" "+r.Code))
 		}
 	}
 	want := []string{"backtest.create a applied", "backtest.create b applied", "backtest.create c applied",
-		"backtest.create a refused", "backtest.create d refused", "backtest.create d applied", "backtest.create e applied",
-		"backtest.delete d applied", "backtest.delete d refused", "backtests.expire  applied"}
+		"backtest.create a refused INVALID_COMMAND", "backtest.create d refused BACKTESTS_FULL", "backtest.create d applied",
+		"backtest.create e applied", "backtest.delete d applied", "backtest.delete d refused NO_BACKTEST", "backtests.expire  applied"}
 	if !slices.Equal(actions, want) {
 		t.Errorf("audit %q, want %q", actions, want)
 	}
