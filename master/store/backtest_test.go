@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,5 +191,32 @@ func TestStore_BacktestsLevel(t *testing.T) {
 	}
 	if err := s.DeleteBacktests(ctx, DeleteBacktests{ID: "a"}); !errors.Is(err, ErrLevel) {
 		t.Fatalf("delete below the level: %v", err)
+	}
+}
+
+// TestStore_BacktestLargestResult: a result of the largest size an entry
+// takes (1 MiB compressed, incompressible here) commits on a 3-node
+// cluster and every node reads it back alike.
+func TestStore_BacktestLargestResult(t *testing.T) {
+	t.Parallel()
+	nodes := newCluster(t, 3, nil)
+	res := make([]byte, MaxBacktestResultBytes)
+	_, _ = rand.Read(res)
+	b := finishedBacktest("big", 100, 0)
+	b.Result = res
+	start := time.Now()
+	err := onLeader(t, nodes, func(ctx context.Context, l *Store) error {
+		return l.SaveBacktest(ctx, SaveBacktest{Backtest: b, Create: true, MaxKept: 1, MaxBytes: MaxBacktestResultBytes})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a SaveBacktest entry with a %d-byte result committed and applied in %s", len(res), time.Since(start))
+	waitConverged(t, nodes)
+	for _, s := range nodes {
+		got, err := s.Backtest("big")
+		if err != nil || !bytes.Equal(got.Result, res) || got.ResultBytes != len(res) {
+			t.Fatalf("%s: %d bytes, %v", s.ID(), len(got.Result), err)
+		}
 	}
 }
