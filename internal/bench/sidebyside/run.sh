@@ -336,6 +336,7 @@ if [[ " $PARTS " == *" engine "* ]]; then
 	pids+=($!)
 	MASTER=http://$(log_addr "$OUT/master.log" "master started" http_addr)
 	"$B/squall" token --user bench --auth all=root:admin --unsigned >"$OUT/token"
+	chmod 600 "$OUT/token"
 	TOKEN=$(cat "$OUT/token")
 	for _ in $(seq 300); do
 		curl -fsS -o /dev/null "$MASTER/readyz" 2>/dev/null && break
@@ -449,6 +450,7 @@ if [[ " $PARTS " == *" findings "* ]]; then
 	printf '%s\n' fedcba9876543210fedcba9876543210 >"$OUT/join.token"
 	chmod 600 "$OUT/hmac.key" "$OUT/join.token"
 	"$B/squall" token --user bench --auth all=root:admin --tenant bench --hmac-key-file "$OUT/hmac.key" >"$OUT/findings.token"
+	chmod 600 "$OUT/findings.token"
 	token=$(cat "$OUT/findings.token")
 	clusters=(squall)
 	[[ -z ${BASELINE_SQUALL:-} ]] || clusters+=(before)
