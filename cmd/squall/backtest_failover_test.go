@@ -45,16 +45,8 @@ func TestBacktestLeaderChange(t *testing.T) {
 	bin := squallBinary(t)
 	dir := t.TempDir()
 	_, admin := adminTokenFile(t, dir)
-	masterArgs := func(id string, more ...string) []string {
-		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", "127.0.0.1:0",
-			"--raft", "127.0.0.1:0", "--allow-unsigned-tokens"}, more...)
-	}
-	m1 := startE2E(t, "m1", "master started", "http_addr", bin, masterArgs("m1", "--bootstrap")...)
-	secret := "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
-	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "--join", m1.base, secret)...)
-	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "--join", m1.base, secret)...)
-	masters := []*e2eProc{m1, m2, m3}
-	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool { return agreedLeader(masters, admin, "") != "" })
+	masters := startMasterCluster(t, bin, dir, admin, "--allow-unsigned-tokens")
+	m1, m2, m3 := masters[0], masters[1], masters[2]
 	apitest.DeployTree(t, m1.base, admin, btTreeJSON(btActive, "http://127.0.0.1:1/unused"))
 	draftID, code, body := apitest.ImportTree(t, m1.base, admin, "root", btTreeJSON(btDraft, "http://127.0.0.1:1/unused"))
 	if code != http.StatusOK {

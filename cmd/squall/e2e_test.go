@@ -86,20 +86,9 @@ func TestDistributed(t *testing.T) {
 	broker := newRestartableBroker(t, filepath.Join(dir, "kafka"))
 
 	// Masters: m1 bootstraps, m2 and m3 join through it.
-	masterArgs := func(id, httpAddr, raftAddr string, more ...string) []string {
-		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", httpAddr,
-			"--raft", raftAddr, "--token-hmac-key-file", keyFile}, more...)
-	}
-	m1 := startE2E(t, "m1", "master started", "http_addr", bin, masterArgs("m1", "127.0.0.1:0", "127.0.0.1:0", "--bootstrap")...)
-	// m1 wrote the cluster's join secret into its data dir; the others
-	// join with a copy of it.
-	secret := "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
-	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base, secret)...)
-	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "127.0.0.1:0", "127.0.0.1:0", "--join", m1.base, secret)...)
-	masters := []*e2eProc{m1, m2, m3}
-	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool {
-		return agreedLeader(masters, admin, "") != ""
-	})
+	auth := []string{"--token-hmac-key-file", keyFile}
+	masters := startMasterCluster(t, bin, dir, admin, auth...)
+	m1, m2, m3 := masters[0], masters[1], masters[2]
 
 	// Deploy the tree through a follower (forwarded to the leader).
 	tree := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
@@ -206,7 +195,7 @@ func TestDistributed(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("%s is no longer a member: %+v", leaderID, view)
 	}
-	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, masterArgs(leaderID, leader.addr, view.Members[i].RaftAddr, secret)...)
+	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, e2eMasterArgs(dir, leaderID, leader.addr, view.Members[i].RaftAddr, auth, e2eJoinSecret(dir))...)
 	all = append(all, back)
 	waitFor(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
 		a, okA := clusterView(back, admin)
@@ -405,6 +394,38 @@ func clusterView(m *e2eProc, token string) (e2eCluster, bool) {
 	var info e2eCluster
 	code, body := apitest.Call(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
 	return info, code == http.StatusOK && json.Unmarshal(body, &info) == nil
+}
+
+// e2eMasterArgs is the command line of master id of a test cluster: its
+// data in dir/id, its addresses httpAddr and raftAddr, auth (the flags by
+// which it checks tokens), then more.
+func e2eMasterArgs(dir, id, httpAddr, raftAddr string, auth []string, more ...string) []string {
+	args := []string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", httpAddr, "--raft", raftAddr}
+	return append(append(args, auth...), more...)
+}
+
+// e2eJoinSecret is the flag that hands a master the join secret m1 of
+// the test cluster in dir wrote into its data dir.
+func e2eJoinSecret(dir string) string {
+	return "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
+}
+
+// startMasterCluster starts three master processes of bin, m1 to m3, on
+// free addresses with their data under dir and auth (the flags by which
+// they check tokens): m1 bootstraps, m2 and m3 join through it with the
+// join secret m1 wrote. It returns them once all three agree on a leader
+// (asked with admin's token).
+func startMasterCluster(t *testing.T, bin, dir, admin string, auth ...string) []*e2eProc {
+	t.Helper()
+	start := func(id string, more ...string) *e2eProc {
+		return startE2E(t, id, "master started", "http_addr", bin, e2eMasterArgs(dir, id, "127.0.0.1:0", "127.0.0.1:0", auth, more...)...)
+	}
+	m1 := start("m1", "--bootstrap")
+	m2 := start("m2", "--join", m1.base, e2eJoinSecret(dir))
+	m3 := start("m3", "--join", m1.base, e2eJoinSecret(dir))
+	masters := []*e2eProc{m1, m2, m3}
+	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool { return agreedLeader(masters, admin, "") != "" })
+	return masters
 }
 
 // agreedLeader returns the leader every master of ms reports, if they all

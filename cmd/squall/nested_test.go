@@ -49,16 +49,8 @@ func TestNestedConditions(t *testing.T) {
 	t.Cleanup(broker.Close)
 	brokerAddr := broker.ListenAddrs()[0]
 
-	masterArgs := func(id string, more ...string) []string {
-		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id), "--http", "127.0.0.1:0",
-			"--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, more...)
-	}
-	m1 := startE2E(t, "m1", "master started", "http_addr", bin, masterArgs("m1", "--bootstrap")...)
-	secret := "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
-	m2 := startE2E(t, "m2", "master started", "http_addr", bin, masterArgs("m2", "--join", m1.base, secret)...)
-	m3 := startE2E(t, "m3", "master started", "http_addr", bin, masterArgs("m3", "--join", m1.base, secret)...)
-	masters := []*e2eProc{m1, m2, m3}
-	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool { return agreedLeader(masters, admin, "") != "" })
+	masters := startMasterCluster(t, bin, dir, admin, "--token-hmac-key-file", keyFile)
+	m1, m2, m3 := masters[0], masters[1], masters[2]
 
 	// A first tree, then the engines.
 	first := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
