@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/panics"
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/internal/tracing"
 )
 
@@ -224,7 +225,7 @@ func (s *Service) fetch(ctx context.Context, src *kafkasource.Source, queues []c
 			}
 			s.m.fetchErrors.Inc()
 			s.log.Warn("fetch failed", slog.String(logKeyError, err.Error()))
-			if !sleep(ctx, 500*time.Millisecond) {
+			if !sleep.For(ctx, 500*time.Millisecond) {
 				return
 			}
 			continue
@@ -681,7 +682,7 @@ func (s *Service) deadLetter(ctx context.Context, m *kafkasource.Message, id []b
 		}
 		s.log.ErrorContext(ctx, "dead-letter write failed, retrying", append(s.eventAttrs(m, id),
 			slog.String(logKeyError, err.Error()), slog.Duration("delay", backoff))...)
-		if !sleep(ctx, backoff) {
+		if !sleep.For(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)

@@ -16,6 +16,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/panics"
+	"github.com/squallhq/squall/internal/sleep"
 )
 
 // watchPath is the master's tree watch (master/watch.go).
@@ -130,7 +131,7 @@ func (w *watcher) run(ctx context.Context) {
 				// No master answers the engine that just started.
 				index = max(index, w.fallback())
 			}
-			if d := w.backoff(failures, err); d > 0 && !sleep(ctx, d) {
+			if d := w.backoff(failures, err); d > 0 && !sleep.For(ctx, d) {
 				return
 			}
 			continue
@@ -147,7 +148,7 @@ func (w *watcher) run(ctx context.Context) {
 			w.log.Warn("master is behind the tree in use; trying another", slog.String(logKeyMaster, url),
 				slog.Uint64(logKeyTreeIndex, index), slog.Uint64("master_index", ans.Index))
 			cur = (cur + 1) % len(w.urls)
-			if !sleep(ctx, w.backoffMin) {
+			if !sleep.For(ctx, w.backoffMin) {
 				return
 			}
 			continue
@@ -270,16 +271,4 @@ func (w *watcher) backoff(failures int, err error) time.Duration {
 		d = min(me.RetryAfter, w.backoffMax)
 	}
 	return d
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

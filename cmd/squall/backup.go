@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/store"
 )
@@ -177,15 +178,12 @@ func newTransfer(c *clusterClient, o transferOptions, stderr io.Writer) *transfe
 	return t
 }
 
+// sleepCtx waits d, or until ctx ends: then it returns ctx's error.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
+	if !sleep.For(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // retry runs attempt against the masters in turn until it succeeds, fails

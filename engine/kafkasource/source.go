@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/squallhq/squall/internal/sleep"
 )
 
 // ErrClosed is returned by the operations of a closed Source or Writer.
@@ -356,7 +358,7 @@ func (s *Source) setGeneration(gen *kafka.Generation, parts []int) uint64 {
 // generation.
 func (s *Source) readPartition(ctx context.Context, gen uint64, part int, offset int64) {
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 && !sleep(ctx, backoff(attempt)) {
+		if attempt > 0 && !sleep.For(ctx, backoff(attempt)) {
 			return
 		}
 		conn, err := s.dialPartition(ctx, part, &offset)
@@ -662,16 +664,4 @@ func kafkaStartOffset(o StartOffset) int64 {
 // most 2 s.
 func backoff(attempt int) time.Duration {
 	return min(100*time.Millisecond<<min(attempt-1, 5), 2*time.Second)
-}
-
-// sleep waits d, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

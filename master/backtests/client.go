@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/master/fleet"
 )
 
@@ -98,7 +99,7 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, pr
 		case time.Since(lastOK) > time.Minute:
 			return Backtest{}, fmt.Errorf("backtest %s: %w", id, err)
 		}
-		if !sleep(ctx, interval) {
+		if !sleep.For(ctx, interval) {
 			return Backtest{}, ctx.Err()
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/backtest"
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/master/fleet"
 )
 
@@ -138,7 +139,7 @@ func (w *Worker) slot(ctx context.Context) {
 			case failures == 1 || failures%10 == 0:
 				w.log.Warn("claiming a backtest failed on every master", "err", err, "failures", failures, "retry_in", wait.String())
 			}
-			if !sleep(ctx, wait) {
+			if !sleep.For(ctx, wait) {
 				return
 			}
 			continue
@@ -153,18 +154,6 @@ func (w *Worker) slot(ctx context.Context) {
 // refusedClaimWait is the wait after the masters refused a claim (401,
 // 403, or 404 from masters without backtests).
 const refusedClaimWait = 5 * time.Minute
-
-// sleep waits d or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // claim asks the masters for a backtest: nil when none came in ClaimWait.
 func (w *Worker) claim(ctx context.Context) (*Assignment, error) {
@@ -297,7 +286,7 @@ func (w *Worker) lagGuard() func(context.Context) error {
 			if lag <= low+w.cfg.MaxLagGrowth {
 				return nil
 			}
-			if !sleep(ctx, lagHoldPoll) {
+			if !sleep.For(ctx, lagHoldPoll) {
 				return ctx.Err()
 			}
 		}
@@ -328,7 +317,7 @@ func (w *Worker) post(ctx context.Context, id string, rep ResultReport) {
 			w.log.Warn("backtest result not delivered before the engine stopped", "backtest", id, "err", err)
 			return
 		}
-		if !sleep(pctx, time.Duration(attempt)*time.Second) {
+		if !sleep.For(pctx, time.Duration(attempt)*time.Second) {
 			w.log.Warn("backtest result not delivered", "backtest", id, "err", err)
 			return
 		}
