@@ -491,17 +491,8 @@ func (s *Store) assignIDs(l *leadership) {
 			s.logger.Warn("assigning the ids of tools and tenants failed; retrying", "error", err)
 			wait = retry
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-l.lost:
-			t.Stop()
+		if !s.leaderWait(l, wait, changed) {
 			return
-		case <-s.stop:
-			t.Stop()
-			return
-		case <-changed:
-			t.Stop()
-		case <-t.C:
 		}
 	}
 }

@@ -481,17 +481,26 @@ func (s *Store) establish(r *raft.Raft, l *leadership) {
 			return
 		}
 		s.logger.Warn("post-election barrier failed", "error", err)
-		t := time.NewTimer(retry)
-		select {
-		case <-l.lost:
-			t.Stop()
+		if !s.leaderWait(l, retry, nil) {
 			return
-		case <-s.stop:
-			t.Stop()
-			return
-		case <-t.C:
 		}
 	}
+}
+
+// leaderWait waits d, or until wake is closed (nil: never), while l lasts:
+// false when the leadership ended or the store stopped first.
+func (s *Store) leaderWait(l *leadership, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.lost:
+		return false
+	case <-s.stop:
+		return false
+	case <-wake:
+	case <-t.C:
+	}
+	return true
 }
 
 // observeLoop wakes WaitForLeader callers whenever the known leader changes.
