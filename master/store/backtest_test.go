@@ -49,10 +49,7 @@ func finishedBacktest(id string, ms int64, n int) Backtest {
 // refusals; the state file becomes format 10; creation and deletion are
 // audited.
 func TestStore_Backtests(t *testing.T) {
-	cfg := testConfig(t, "node0")
-	cfg.Bootstrap = true
-	s := openStore(t, cfg)
-	waitReady(t, s)
+	s := openReady(t, "node0")
 	ctx := ctxTimeout(t, 30*time.Second)
 	save := func(b Backtest, create bool, kept, bytes int) error {
 		return s.SaveBacktest(ctx, SaveBacktest{Backtest: b, Create: create, MaxKept: kept, MaxBytes: bytes})

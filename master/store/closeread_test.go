@@ -19,10 +19,7 @@ func TestStore_CloseDuringConsistentReads(t *testing.T) {
 	// A read left waiting on raft would wait forever: ctx bounds it.
 	ctx := ctxTimeout(t, 30*time.Second)
 	for range rounds {
-		cfg := testConfig(t, "node0")
-		cfg.Bootstrap = true
-		s := openStore(t, cfg)
-		waitReady(t, s)
+		s := openReady(t, "node0")
 		var wg, reading sync.WaitGroup
 		reading.Add(readers)
 		for range readers {

@@ -286,14 +286,7 @@ func mustEncode(t *testing.T) json.RawMessage {
 // active tree and of each version; a restore into another cluster brings
 // them back; a file of an earlier format with tests is refused.
 func TestBackup_DraftTests(t *testing.T) {
-	newNode := func(id string) *Store {
-		cfg := testConfig(t, id)
-		cfg.Bootstrap = true
-		s := openStore(t, cfg)
-		waitReady(t, s)
-		return s
-	}
-	src := newNode("src")
+	src := openReady(t, "src")
 	ctx := ctxTimeout(t, 20*time.Second)
 	id, err := src.CreateDraft(ctx, "alice")
 	if err != nil {
@@ -328,7 +321,7 @@ func TestBackup_DraftTests(t *testing.T) {
 		t.Fatalf("summary %+v %v", sum, err)
 	}
 
-	dst := newNode("dst")
+	dst := openReady(t, "dst")
 	r, err := dst.RestoreFrom(ctx, bytes.NewReader(buf.Bytes()))
 	if err != nil || r.TestsSkipped {
 		t.Fatalf("restore: %+v %v", r, err)

@@ -235,10 +235,7 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 // BenchmarkClusterFeatureLevel is the leader's cost of the gate per
 // command (a cache hit).
 func BenchmarkClusterFeatureLevel(b *testing.B) {
-	cfg := testConfig(b, "node0")
-	cfg.Bootstrap = true
-	s := openStore(b, cfg)
-	waitReady(b, s)
+	s := openReady(b, "node0")
 	b.ReportAllocs()
 	for b.Loop() {
 		if s.ClusterFeatureLevel() != FeatureLevel {

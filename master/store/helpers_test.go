@@ -123,6 +123,17 @@ func waitReady(t testing.TB, s *Store) {
 	}
 }
 
+// openReady opens a one-node cluster of node id (it bootstraps), closed
+// when the test ends, and waits until it is the leader and ready.
+func openReady(t testing.TB, id string) *Store {
+	t.Helper()
+	cfg := testConfig(t, id)
+	cfg.Bootstrap = true
+	s := openStore(t, cfg)
+	waitReady(t, s)
+	return s
+}
+
 // newCluster starts n nodes: node 0 bootstraps, the others join it. mod,
 // if not nil, adjusts each node's config; opts adjust each store before
 // it opens.

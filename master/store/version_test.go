@@ -161,10 +161,7 @@ func TestStore_Versions(t *testing.T) {
 // is refused when the scope node's isolating fields differ, and when the
 // node is missing.
 func TestStore_ScopedRollback(t *testing.T) {
-	cfg := testConfig(t, "node0")
-	cfg.Bootstrap = true
-	s := openStore(t, cfg)
-	waitReady(t, s)
+	s := openReady(t, "node0")
 	ctx := ctxTimeout(t, 20*time.Second)
 
 	withRule := func(team, rule string, other ...string) *config.Node {
@@ -277,14 +274,7 @@ func TestStore_VersionsMixedLevel(t *testing.T) {
 // and new versions follow the restored numbers; a backup of format 2
 // restores and leaves the versions alone.
 func TestBackup_Versions(t *testing.T) {
-	newNode := func(id string) *Store {
-		cfg := testConfig(t, id)
-		cfg.Bootstrap = true
-		s := openStore(t, cfg)
-		waitReady(t, s)
-		return s
-	}
-	src := newNode("src")
+	src := openReady(t, "src")
 	deployTree(t, src, "alice", treeWith("a"), "one")
 	deployTree(t, src, "bob", treeWith("b"), "two")
 
@@ -300,7 +290,7 @@ func TestBackup_Versions(t *testing.T) {
 		t.Fatalf("backup versions %d (with %t), next %d", len(b.Versions), b.WithVersions, b.NextVersion)
 	}
 
-	dst := newNode("dst")
+	dst := openReady(t, "dst")
 	deployTree(t, dst, "zoe", treeWith("z"), "")
 	deployTree(t, dst, "zoe", treeWith("y"), "")
 	deployTree(t, dst, "zoe", treeWith("x"), "")
