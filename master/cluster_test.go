@@ -390,7 +390,7 @@ func TestCluster_JoinAfterSnapshot(t *testing.T) {
 	if got := childNames(c, n); !slices.Equal(got, names) {
 		t.Fatalf("new node has %v", got)
 	}
-	if v := counterOf(t, c, n, "squall_store_fsm_restores_total"); v < 1 {
+	if v := c.Counter(t, n, "squall_store_fsm_restores_total"); v < 1 {
 		t.Fatalf("the new node did not restore a snapshot (restores %v)", v)
 	}
 	if ids := memberIDs(t, c, 0); len(ids) != 4 {
@@ -431,21 +431,6 @@ func TestCluster_RemoveMember(t *testing.T) {
 	}, "the member to be gone everywhere")
 	resp, body = c.Do(via, http.MethodDelete, "/squall/v1/cluster/members/"+goneID, c.AdminToken, nil)
 	wantError(t, resp, body, http.StatusNotFound, "MEMBER_NOT_FOUND")
-}
-
-// counterOf reads an unlabelled counter from node i's registry.
-func counterOf(t *testing.T, c *mastertest.Cluster, i int, name string) float64 {
-	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // TestCluster_RemoveLeader removes the leader itself (through a

@@ -142,7 +142,7 @@ func TestServer_FindingIDs(t *testing.T) {
 	if len(want.Tools) != 8 || len(want.Tenants) != 6 {
 		t.Fatalf("ids %+v", want)
 	}
-	if n := restores(t, c, lag); n == 0 {
+	if n := c.Counter(t, lag, "squall_store_fsm_restores_total"); n == 0 {
 		t.Fatalf("node %d caught up without installing a snapshot", lag)
 	}
 
@@ -159,19 +159,4 @@ func TestServer_FindingIDs(t *testing.T) {
 	if again, tools := ids(survivor, "acme"); again != acme || tools["leaks"] != acmeTools["leaks"] || tools["fresh"] != got.Tools["fresh"] {
 		t.Fatalf("acme now answers %d %v, before %d %v", again, tools, acme, acmeTools)
 	}
-}
-
-// restores returns node i's count of snapshots installed into its state.
-func restores(t *testing.T, c *mastertest.Cluster, i int) float64 {
-	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "squall_store_fsm_restores_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }

@@ -254,7 +254,7 @@ func TestKept_cluster(t *testing.T) {
 	if len(kept) != 3 {
 		t.Fatalf("kept %+v", kept)
 	}
-	if got := restores(t, k, killed); got == 0 {
+	if got := k.Counter(t, killed, "squall_store_fsm_restores_total"); got == 0 {
 		t.Fatalf("node %d caught up without installing a snapshot", killed)
 	}
 	for _, i := range k.Running() {
@@ -356,21 +356,6 @@ func TestKept_level6(t *testing.T) {
 		var ae *AnswerError
 		return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 	}, "the next leader to answer 404")
-}
-
-// restores returns node i's count of snapshots installed into its state.
-func restores(t *testing.T, c *keptCluster, i int) float64 {
-	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "squall_store_fsm_restores_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // TestPackResult: a result that compresses to more than the masters keep

@@ -339,6 +339,21 @@ func (c *Cluster) Registry(i int) *prometheus.Registry {
 	return nd.reg
 }
 
+// Counter returns the value of node i's counter name (0 when it has none).
+func (c *Cluster) Counter(t testing.TB, i int, name string) float64 {
+	t.Helper()
+	mfs, err := c.Registry(i).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 // URL returns the base URL of node i's HTTP API (it survives restarts).
 func (c *Cluster) URL(i int) string { return "http://" + c.node(i).cfg.HTTPAddr }
 
