@@ -16,25 +16,34 @@ func frame(key int16, n int) []byte {
 	return b
 }
 
-// TestWrap: after a whole JoinGroup, the broker's side reads nothing, not
-// even the client's close, until it has answered it; the answer to an
-// earlier request, written after the JoinGroup was read, does not count.
-func TestWrap(t *testing.T) {
-	t.Parallel()
+// connPair is a client's connection to a Listen listener and the
+// broker's side of it, both closed when the test ends.
+func connPair(t *testing.T) (client, broker net.Conn) {
+	t.Helper()
 	ln, err := Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker, err := ln.Accept()
+	t.Cleanup(func() { client.Close() })
+	broker, err = ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { broker.Close() })
+	return client, broker
+}
+
+// TestWrap: after a whole JoinGroup, the broker's side reads nothing, not
+// even the client's close, until it has answered it; the answer to an
+// earlier request, written after the JoinGroup was read, does not count.
+func TestWrap(t *testing.T) {
+	t.Parallel()
+	client, broker := connPair(t)
 
 	// An ApiVersions request, then a JoinGroup sent in two writes, then
 	// the client dies.
@@ -82,20 +91,7 @@ func TestWrap(t *testing.T) {
 // connection.
 func TestWrap_close(t *testing.T) {
 	t.Parallel()
-	ln, err := Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	broker, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, broker := connPair(t)
 	if _, err := client.Write(frame(joinGroupKey, 20)); err != nil {
 		t.Fatal(err)
 	}
@@ -119,20 +115,7 @@ func TestWrap_close(t *testing.T) {
 // like.
 func TestWrap_tls(t *testing.T) {
 	t.Parallel()
-	ln, err := Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { broker.Close() })
+	client, broker := connPair(t)
 	// A handshake record's first byte, then what would be a JoinGroup.
 	if _, err := client.Write(append([]byte{tlsHandshake}, frame(joinGroupKey, 20)...)); err != nil {
 		t.Fatal(err)
