@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,11 +27,7 @@ func (o *deadLetterClient) client() (*apiClient, error) {
 	if o.tokenFile == "" {
 		return nil, fmt.Errorf("--token-file is required")
 	}
-	tok, err := readTokenFile("token-file", o.tokenFile)
-	if err != nil {
-		return nil, err
-	}
-	return &apiClient{base: strings.TrimRight(o.masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}, nil
+	return newAPIClient(o.masterURL, o.tokenFile)
 }
 
 func newDeadLettersCommand() *cobra.Command {

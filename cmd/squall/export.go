@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -33,11 +31,10 @@ current draft alone. The token (--token-file) needs view on the authorization
 The file goes to standard output, or to --output.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tok, err := readTokenFile("token-file", tokenFile)
+			c, err := newAPIClient(masterURL, tokenFile)
 			if err != nil {
 				return err
 			}
-			c := &apiClient{base: strings.TrimRight(masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}
 			path := "/api/v2_beta/config/active/tree/export/" + url.PathEscape(authName) + "/" + url.PathEscape(nodePath)
 			if draftID != "" {
 				path = "/api/v2_beta/config/draft/tree/export/" + url.PathEscape(authName) + "/" + url.PathEscape(draftID) + "/" + url.PathEscape(nodePath)

@@ -72,11 +72,7 @@ func (tc *treeClient) client() (*apiClient, error) {
 	if tc.tokenFile == "" {
 		return nil, errors.New("--token-file is required (a file holding the API token)")
 	}
-	tok, err := readTokenFile("token-file", tc.tokenFile)
-	if err != nil {
-		return nil, err
-	}
-	return &apiClient{base: strings.TrimRight(tc.masterURL, "/"), token: tok, http: &http.Client{Timeout: time.Minute}}, nil
+	return newAPIClient(tc.masterURL, tc.tokenFile)
 }
 
 // path returns the versions API path below VersionsPath with query q
