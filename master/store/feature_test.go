@@ -205,12 +205,7 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 	// The old member is upgraded: restarted with the new binary on its
 	// address, it registers its level (as the master does when its
 	// record's level is not its binary's).
-	cfg := nodes[old].cfg
-	cfg.BindAddr, cfg.Registerer = nodes[old].Addr(), prometheus.NewRegistry()
-	if err := nodes[old].Close(); err != nil {
-		t.Fatal(err)
-	}
-	nodes[old] = openStore(t, cfg)
+	nodes[old] = reopen(t, nodes[old])
 	// The members register again, as the masters do after a change of
 	// leader: a leader that was the old member has no levels in its
 	// state (its old binary ignored them).
@@ -222,7 +217,7 @@ func TestFeatureGate_RollingUpgrade(t *testing.T) {
 	// The extensions replicate: every node records the level the
 	// upgraded member registered.
 	for _, s := range nodes {
-		if got := s.MemberLevel(cfg.NodeID); got != FeatureLevel {
+		if got := s.MemberLevel(nodes[old].ID()); got != FeatureLevel {
 			t.Fatalf("%s records level %d for the upgraded member", s.ID(), got)
 		}
 	}

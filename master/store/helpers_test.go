@@ -134,6 +134,19 @@ func openReady(t testing.TB, id string) *Store {
 	return s
 }
 
+// reopen closes s and opens a store again on its data, config and
+// address, with a fresh metrics registry and none of the options s was
+// opened with: an old member restarted with this release.
+func reopen(t testing.TB, s *Store) *Store {
+	t.Helper()
+	cfg := s.cfg
+	cfg.BindAddr, cfg.Registerer = s.Addr(), prometheus.NewRegistry()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openStore(t, cfg)
+}
+
 // newCluster starts n nodes: node 0 bootstraps, the others join it. mod,
 // if not nil, adjusts each node's config; opts adjust each store before
 // it opens.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // backupFormatKey is the format key of the backup files this binary
@@ -231,12 +230,7 @@ func TestIDs_Upgrade(t *testing.T) {
 	}
 
 	// The old member runs this release.
-	cfg := nodes[old].cfg
-	cfg.BindAddr, cfg.Registerer = nodes[old].Addr(), prometheus.NewRegistry()
-	if err := nodes[old].Close(); err != nil {
-		t.Fatal(err)
-	}
-	nodes[old] = openStore(t, cfg)
+	nodes[old] = reopen(t, nodes[old])
 	registerLevels(t, nodes)
 	want := ids(map[string]int64{"leaks": 1, "scan": 2, "zap": 3}, map[string]int64{"acme": 1, "globex": 2, "initech": 3})
 	waitFor(t, 20*time.Second, func() bool {

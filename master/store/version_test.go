@@ -253,12 +253,7 @@ func TestStore_VersionsMixedLevel(t *testing.T) {
 		t.Fatalf("rollback at level 2: %v, want ErrLevel", err)
 	}
 
-	cfg := nodes[old].cfg
-	cfg.BindAddr, cfg.Registerer = nodes[old].Addr(), prometheus.NewRegistry()
-	if err := nodes[old].Close(); err != nil {
-		t.Fatal(err)
-	}
-	nodes[old] = openStore(t, cfg)
+	nodes[old] = reopen(t, nodes[old])
 	registerLevels(t, nodes)
 	waitConverged(t, nodes)
 	deploy()
