@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkInsertFinding64 measures 64 concurrent InsertFinding callers on
@@ -293,19 +292,8 @@ func BenchmarkAssignIDs(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	ids, err := readIDsOf(f)
+	ids, err := f.readIDs()
 	if err != nil || len(ids.Tools) != 20 || len(ids.Tenants) != 10 {
 		b.Fatalf("ids %+v %v", ids, err)
 	}
-}
-
-// readIDsOf returns the ids of f's state file.
-func readIDsOf(f *fsm) (*IDs, error) {
-	var ids *IDs
-	err := f.view(func(tx *bolt.Tx) error {
-		var err error
-		ids, err = readIDs(tx)
-		return err
-	})
-	return ids, err
 }

@@ -381,6 +381,11 @@ func (s *Store) IDs() (*IDs, error) {
 	if f == nil {
 		return nil, ErrNotOpen
 	}
+	return f.readIDs()
+}
+
+// readIDs returns the ids of f's state (nil before any were assigned).
+func (f *fsm) readIDs() (*IDs, error) {
 	var ids *IDs
 	err := f.view(func(tx *bolt.Tx) error {
 		var err error
