@@ -241,11 +241,7 @@ func TestDraftTests_FailoverAndRestore(t *testing.T) {
 	}
 	deployHTTP(t, c, c.Followers()[0], c.AdminToken, "root", id, "with tests")
 	_, want := do(t, c, c.Leader(), http.MethodGet, api.DraftTestsPath, c.AdminToken, nil)
-	for _, i := range c.Running() {
-		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.Snapshot(t)
 	old := c.Leader()
 	c.Kill(old)
 	via := c.Followers()[0]

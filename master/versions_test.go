@@ -161,11 +161,7 @@ func TestVersions_FailoverAndRestore(t *testing.T) {
 	deleteDraft(t, c, "admin", id)
 
 	// Snapshots everywhere: the killed leader rebuilds its state from one.
-	for _, i := range c.Running() {
-		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.Snapshot(t)
 	old := c.Leader()
 	c.Kill(old)
 	via := c.Followers()[0]

@@ -339,6 +339,17 @@ func (c *Cluster) Registry(i int) *prometheus.Registry {
 	return nd.reg
 }
 
+// Snapshot has every running node snapshot its state: a node that
+// restarts, or lags, then catches up from one.
+func (c *Cluster) Snapshot(t testing.TB) {
+	t.Helper()
+	for _, i := range c.Running() {
+		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Counter returns the value of node i's counter name (0 when it has none).
 func (c *Cluster) Counter(t testing.TB, i int, name string) float64 {
 	t.Helper()
