@@ -201,11 +201,12 @@ func stringEnd(data []byte, i int) int {
 	return len(data)
 }
 
-// unquote returns the value of the quoted string q, or q itself when it
-// does not decode (the decoder that follows refuses it). It allocates only
-// for a string with escapes.
+// unquote returns the value of the quoted string q as encoding/json
+// decodes it (invalid UTF-8 becomes U+FFFD, so "\xff" and "\x80" are the
+// same key), or q itself when it does not decode (the decoder that follows
+// refuses it). It allocates only for a string with escapes or invalid UTF-8.
 func unquote(q []byte) []byte {
-	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
+	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 && utf8.Valid(q) {
 		return q[1 : len(q)-1]
 	}
 	var s string
