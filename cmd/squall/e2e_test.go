@@ -290,7 +290,7 @@ func TestDistributed(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, name, content string) {
+func writeFile(t testing.TB, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ type e2eProc struct {
 
 // startE2E starts bin with args, waits for its start line (msg, with the
 // address in field key) and stops it with SIGTERM when the test ends.
-func startE2E(t *testing.T, name, msg, key, bin string, args ...string) *e2eProc {
+func startE2E(t testing.TB, name, msg, key, bin string, args ...string) *e2eProc {
 	t.Helper()
 	p := &e2eProc{name: name, cmd: exec.Command(bin, args...)}
 	// Runs after the process stopped: the whole log of a failed test is
@@ -334,7 +334,7 @@ func (p *e2eProc) kill() {
 }
 
 // stop ends the process with SIGTERM and checks that it exits cleanly.
-func (p *e2eProc) stop(t *testing.T) {
+func (p *e2eProc) stop(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
@@ -360,7 +360,7 @@ func logTail(s string, n int) string {
 // waitFor polls cond every 20 ms until it holds, or fails the test after d
 // with the tail of the logs of procs. The processes give no signal to wait
 // on: polling, bounded, is the way.
-func waitFor(t *testing.T, d time.Duration, what string, procs []*e2eProc, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, procs []*e2eProc, cond func() bool) {
 	t.Helper()
 	if !polltest.Until(t.Context(), d, cond) {
 		t.Fatalf("%s: not within %s\n%s", what, d, procLogs(procs))
