@@ -132,7 +132,7 @@ func Check(data []byte, l Limits) error {
 		case '"':
 			end := stringEnd(data, i)
 			if expectKey && len(open) > 0 && open[len(open)-1].object {
-				key := unquote(data[i:end])
+				key := unquote(data[i:end], l.ValidUTF8)
 				f := &open[len(open)-1]
 				var isNew bool
 				if keys, isNew = f.add(keys, key); !isNew && l.UniqueKeys {
@@ -204,9 +204,10 @@ func stringEnd(data []byte, i int) int {
 // unquote returns the value of the quoted string q as encoding/json
 // decodes it (invalid UTF-8 becomes U+FFFD, so "\xff" and "\x80" are the
 // same key), or q itself when it does not decode (the decoder that follows
-// refuses it). It allocates only for a string with escapes or invalid UTF-8.
-func unquote(q []byte) []byte {
-	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 && utf8.Valid(q) {
+// refuses it). valid says the whole body was found valid UTF-8 already.
+// It allocates only for a string with escapes or invalid UTF-8.
+func unquote(q []byte, valid bool) []byte {
+	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 && (valid || utf8.Valid(q)) {
 		return q[1 : len(q)-1]
 	}
 	var s string
