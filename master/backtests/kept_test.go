@@ -141,6 +141,17 @@ func (k *keptCluster) get(t *testing.T, i int, id string) (int, Backtest) {
 	return resp.StatusCode, b
 }
 
+// waitKept waits until the leader's state holds backtest id finished: a
+// backtest is answered finished from the leader's memory as soon as its
+// engine posts the result, and written into the state just after.
+func (k *keptCluster) waitKept(t *testing.T, id, what string) {
+	t.Helper()
+	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+		got, err := k.Server(k.Leader()).Store().Backtest(id)
+		return err == nil && got.Finished
+	}, what)
+}
+
 // sameKept waits until every running node applied the leader's state,
 // and returns the backtests the nodes keep, which must be the same.
 func (k *keptCluster) sameKept(t *testing.T) []store.Backtest {
@@ -194,6 +205,7 @@ func TestKept_cluster(t *testing.T) {
 	if err != nil || done.State != StateSucceeded || done.Result == nil || done.Result.Events != 6 {
 		t.Fatalf("first: %+v %v", done, err)
 	}
+	k.waitKept(t, first.ID, "the first backtest kept finished")
 	kept := k.sameKept(t)
 	if len(kept) != 1 || !kept[0].Finished || kept[0].ResultBytes == 0 || kept[0].User != "alice" {
 		t.Fatalf("kept %+v", kept)
@@ -237,11 +249,9 @@ func TestKept_cluster(t *testing.T) {
 	} else if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("the engine ran the next backtest after %s: it did not stop the lost one", d)
 	}
+	k.waitKept(t, next.ID, "the next backtest kept finished")
 	// The next leader wrote the lost one finished.
-	mastertest.WaitFor(t, mastertest.Timeout, func() bool {
-		got, err := k.Server(k.Leader()).Store().Backtest(running.ID)
-		return err == nil && got.Finished
-	}, "the lost backtest written failed")
+	k.waitKept(t, running.ID, "the lost backtest written failed")
 
 	// The killed node restarts behind a compacted log: it installs a
 	// snapshot, which carries the backtests.
@@ -306,10 +316,7 @@ func TestKept_bounds(t *testing.T) {
 		if _, err := c.Cancel(t.Context(), bt.ID); err != nil {
 			t.Fatal(err)
 		}
-		mastertest.WaitFor(t, mastertest.Timeout, func() bool {
-			got, err := k.Server(k.Leader()).Store().Backtest(bt.ID)
-			return err == nil && got.Finished
-		}, "the cancelled backtest kept finished")
+		k.waitKept(t, bt.ID, "the cancelled backtest kept finished")
 	}
 	kept := k.sameKept(t)
 	if got := []string{kept[0].ID, kept[1].ID}; len(kept) != 2 || !slices.Equal(got, ids[1:]) {
