@@ -38,6 +38,9 @@ const (
 	MaxClaimWait     = 60 * time.Second
 	// maxRequestBytes bounds the bodies of the requests but results.
 	maxRequestBytes = 64 << 10
+	// maxErrorBytes bounds an engine's error in a result: it is kept in
+	// the backtest's record (at most 64 KiB in the replicated state).
+	maxErrorBytes = 8 << 10
 	// resultDepth bounds the nesting of a result: a sample's event is at
 	// most an event's depth, five levels down.
 	resultDepth = jsonlimit.MaxEventDepth + 8
@@ -147,7 +150,9 @@ func New(cfg Config, trees Trees, tokens Tokens, logger *slog.Logger) (*API, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 	keeper, _ := trees.(Keeper)
-	return &API{cfg: cfg, trees: trees, tokens: tokens, logger: logger.With("component", "backtests"), reg: newRegistry(cfg), keeper: keeper}, nil
+	a := &API{cfg: cfg, trees: trees, tokens: tokens, logger: logger.With("component", "backtests"), keeper: keeper}
+	a.reg = newRegistry(cfg, a.keeping)
+	return a, nil
 }
 
 // Handler returns the routes' handler, to mount at Prefix and Prefix+"/"
@@ -218,6 +223,9 @@ func (a *API) wrap(p auth.Permission, h handler, also ...auth.Permission) http.H
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := apierror.Common(err)
 	switch {
+	case errors.Is(err, errNotKept):
+		e = apierror.Errorf(http.StatusServiceUnavailable, "BACKTEST_NOT_KEPT", "the result of backtest %q is taken but not yet kept by the masters: post it again", r.PathValue("id"))
+		e.RetryAfter = 1
 	case e != nil:
 	case errors.Is(err, errNotFound):
 		e = apierror.Errorf(http.StatusNotFound, "BACKTEST_NOT_FOUND", "no backtest %q (deleted, expired, or kept by a leader that changed since)", r.PathValue("id"))
@@ -314,7 +322,7 @@ func (a *API) serveStart(w http.ResponseWriter, r *http.Request, c *auth.Claims)
 		return answer{}, err
 	}
 	// Finished backtests leave the memory before it makes room.
-	a.persist(r.Context())
+	_ = a.persist(r.Context()) // logged; a later persist retries
 	view, err := a.reg.add(rec, now)
 	if err != nil {
 		return answer{}, err
@@ -441,7 +449,12 @@ func (a *API) serveCancel(_ http.ResponseWriter, r *http.Request, c *auth.Claims
 	if err != nil {
 		return answer{}, err
 	}
-	a.persist(r.Context())
+	// A pending one is cancelled once written (the answer says
+	// cancel_requested until then; the leader retries the write).
+	_ = a.persist(r.Context())
+	if cur, err := a.get(b.ID); err == nil {
+		b = cur
+	}
 	a.logger.InfoContext(r.Context(), "backtest cancelled", "id", b.ID, "user", c.User, "state", b.State)
 	return answer{body: b}, nil
 }
@@ -489,13 +502,20 @@ func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims
 	if err != nil {
 		return answer{}, err
 	}
-	if err := a.reg.finish(r.PathValue("id"), rep.Engine, c.User, rep, n, a.cfg.Now()); err != nil {
-		return answer{}, a.ended(r.PathValue("id"), err)
+	if len(rep.Error) > maxErrorBytes {
+		return answer{}, invalid("error", "%d bytes: want at most %d", len(rep.Error), maxErrorBytes)
 	}
-	// Kept in the replicated state before the engine is answered (when
-	// that fails, the leader retries: tend).
-	a.persist(r.Context())
-	a.logger.InfoContext(r.Context(), "backtest finished", "id", r.PathValue("id"), "engine", rep.Engine, "error", rep.Error)
+	id := r.PathValue("id")
+	if err := a.reg.finish(id, rep.Engine, c.User, rep, n, a.cfg.Now()); err != nil {
+		return answer{}, a.ended(id, err)
+	}
+	// The engine is answered once the finished backtest is written into
+	// the replicated state (clients see it running until then). When
+	// that fails the engine posts again, and the leader retries (tend).
+	if err := a.persist(r.Context()); err != nil && a.reg.unwritten(id) {
+		return answer{}, fmt.Errorf("%w: %w", errNotKept, err)
+	}
+	a.logger.InfoContext(r.Context(), "backtest finished", "id", id, "engine", rep.Engine, "error", rep.Error)
 	return answer{status: http.StatusNoContent}, nil
 }
 

@@ -3,6 +3,7 @@ package backtests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -368,7 +369,7 @@ func TestRegistry_bytes(t *testing.T) {
 	t.Parallel()
 	cfg := Default()
 	cfg.MaxKeptBytes = 250
-	g := newRegistry(cfg)
+	g := newRegistry(cfg, func() bool { return false }) // memory only
 	now := time.Now()
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := g.add(&record{Backtest: Backtest{ID: id}}, now); err != nil {
@@ -530,5 +531,63 @@ func TestBacktests_engineStops(t *testing.T) {
 	done, err := c.Wait(t.Context(), bt.ID, 20*time.Millisecond, nil)
 	if err != nil || done.State != StateSucceeded || done.Engine != "engine-2" || done.Attempts != 2 || done.Result.Events != 600 || done.Error != "" {
 		t.Errorf("run again: %+v, %v", done, err)
+	}
+}
+
+// TestRegistry_shownUntilWritten: while the backtests are kept in the
+// replicated state, a backtest that finishes is shown as it was (running,
+// with its last progress; pending with cancel_requested) until it is
+// written; its engine's result posted again is taken, another's is
+// refused; it is neither evicted nor expired before it is written.
+func TestRegistry_shownUntilWritten(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	cfg.MaxKept = 2
+	g := newRegistry(cfg, func() bool { return true })
+	now := time.Now()
+	for _, id := range []string{"a", "b"} {
+		if _, err := g.add(&record{Backtest: Backtest{ID: id}}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if as, _ := g.claim(t.Context(), "e1", "engine", func() time.Time { return now }); as == nil || as.ID != "a" {
+		t.Fatalf("claim: %+v", as)
+	}
+	rep := ResultReport{Engine: "e1", Result: &backtest.Result{Events: 5, Complete: true}}
+	if err := g.finish("a", "e1", "engine", rep, 10, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.cancel("b", now); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := g.get("a", now)
+	b, _ := g.get("b", now)
+	if a.State != StateRunning || a.Result != nil || a.Progress == nil || a.Progress.Read != 5 || a.FinishedMS != 0 {
+		t.Errorf("a finished, not written: %+v", a)
+	}
+	if b.State != StatePending || !b.CancelRequested || b.FinishedMS != 0 {
+		t.Errorf("b cancelled, not written: %+v", b)
+	}
+	if err := g.finish("a", "e1", "engine", rep, 10, now); err != nil {
+		t.Errorf("posted again: %v", err)
+	}
+	if err := g.finish("a", "e2", "engine", rep, 10, now); !errors.Is(err, errNotClaimer) {
+		t.Errorf("posted by another engine: %v", err)
+	}
+	if got, err := g.cancel("a", now); err != nil || got.State != StateRunning {
+		t.Errorf("cancel of a: %+v %v", got, err)
+	}
+	later := now.Add(cfg.Keep + time.Hour)
+	if _, err := g.add(&record{Backtest: Backtest{ID: "c"}}, later); !errors.Is(err, errFull) {
+		t.Errorf("a third while two are still to write: %v", err)
+	}
+	recs := g.finishedRecords(later)
+	if len(recs) != 2 || recs[0].view.State != StateSucceeded || recs[0].view.Result == nil || recs[1].view.State != StateCancelled {
+		t.Fatalf("to write: %+v", recs)
+	}
+	// Written: the API drops it from memory and reads it from the state.
+	g.drop("a")
+	if g.has("a") || g.unwritten("a") || !g.unwritten("b") {
+		t.Errorf("after a's write: has a %v, a to write %v, b to write %v", g.has("a"), g.unwritten("a"), g.unwritten("b"))
 	}
 }

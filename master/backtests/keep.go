@@ -100,7 +100,8 @@ func packResult(b *Backtest) ([]byte, error) {
 
 // keepFinished writes a finished backtest of the leader's memory, and
 // drops it from memory once written (or once the state says it needs no
-// writing: deleted, or finished already).
+// writing: deleted, or finished already), so that clients see it
+// finished from then on, read from the replicated state.
 func (a *API) keepFinished(ctx context.Context, r finishedRecord) error {
 	b := r.view
 	packed, err := packResult(&b)
@@ -125,19 +126,21 @@ func (a *API) keepFinished(ctx context.Context, r finishedRecord) error {
 }
 
 // persist writes the finished backtests of the leader's memory into the
-// replicated state, one writer at a time.
-func (a *API) persist(ctx context.Context) {
+// replicated state, one writer at a time; it returns the first failure
+// (the rest wait for the next persist).
+func (a *API) persist(ctx context.Context) error {
 	if !a.keeping() {
-		return
+		return nil
 	}
 	a.persistMu.Lock()
 	defer a.persistMu.Unlock()
 	for _, r := range a.reg.finishedRecords(a.cfg.Now()) {
 		if err := a.keepFinished(ctx, r); err != nil {
 			a.logger.WarnContext(ctx, "a finished backtest is not kept yet; retrying", "id", r.view.ID, "err", err)
-			return
+			return err
 		}
 	}
+	return nil
 }
 
 // tend runs on the leader: it writes the finished backtests of its
@@ -148,7 +151,7 @@ func (a *API) tend(ctx context.Context) {
 	if !a.keeping() {
 		return
 	}
-	a.persist(ctx)
+	_ = a.persist(ctx) // logged; the next tend retries
 	kept, err := a.keeper.Backtests()
 	if err != nil {
 		a.logger.WarnContext(ctx, "reading the kept backtests failed", "err", err)

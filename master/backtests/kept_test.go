@@ -422,3 +422,92 @@ func TestPackResult(t *testing.T) {
 		})
 	}
 }
+
+// TestKept_finishedOnceWritten: at feature level 7 a client never sees a
+// backtest finished before its finished record is in the replicated
+// state: while an engine posts its result, a client polling the leader
+// sees it running until the leader's state holds it finished; the
+// engine's post is answered once it does, so that a leader killed right
+// after that answer leaves every other node answering the backtest
+// succeeded with its result.
+func TestKept_finishedOnceWritten(t *testing.T) {
+	t.Parallel()
+	k := newKeptCluster(t, 0, Default())
+	c := k.client(t)
+	engine := k.Token(auth.Claims{User: "engine", Auths: map[string]auth.Authorization{
+		"main": {Path: []string{"root"}, Roles: []string{"view", "fleet_report"}}}})
+	leader := k.Leader()
+	poll, err := NewClient([]string{k.URL(leader)}, k.alice, calltest.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A result of incompressible samples (about 400 KiB): its entry takes
+	// a while to replicate, the time a client may look.
+	res := &backtest.Result{Events: 100, Complete: true}
+	for i := range 100 {
+		b := make([]byte, 2048)
+		_, _ = rand.Read(b)
+		res.Samples = append(res.Samples, backtest.Sample{Offset: int64(i), Event: json.RawMessage(`"` + hex.EncodeToString(b) + `"`)})
+	}
+	body, err := json.Marshal(ResultReport{Engine: "engine-1", Result: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 5
+	var id string
+	for round := range rounds {
+		bt, err := c.Start(t.Context(), Request{Draft: k.draft, Last: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = bt.ID
+		claim, _ := json.Marshal(Claim{Engine: "engine-1"})
+		resp, got := k.Do(leader, http.MethodPost, ClaimPath+"?wait=5", engine, claim)
+		var as Assignment
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(got, &as) != nil || as.ID != id {
+			t.Fatalf("round %d: claim %d %s", round, resp.StatusCode, got)
+		}
+		// A client polls the leader while the engine posts the result.
+		stop := make(chan struct{})
+		seen := make(chan string, 1)
+		go func() {
+			defer close(seen)
+			for deadline := time.Now().Add(mastertest.Timeout); time.Now().Before(deadline); {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b, err := poll.Get(t.Context(), id)
+				if err != nil || !Finished(b.State) {
+					continue
+				}
+				if kept, err := k.Server(leader).Store().Backtest(id); err != nil || !kept.Finished {
+					seen <- fmt.Sprintf("%s (kept finished: %v, %v)", b.State, kept.Finished, err)
+				}
+				return
+			}
+		}()
+		resp, got = k.Do(leader, http.MethodPut, Prefix+"/"+id+"/result", engine, body)
+		close(stop)
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("round %d: result %d %s", round, resp.StatusCode, got)
+		}
+		if state, ok := <-seen; ok {
+			t.Fatalf("round %d: a client saw the backtest %s before its finished record was in the leader's state", round, state)
+		}
+	}
+	// The engine was answered: the last one is kept, whoever leads next.
+	k.Kill(leader)
+	for _, i := range k.Running() {
+		var b Backtest
+		mastertest.WaitFor(t, mastertest.Timeout, func() bool {
+			var status int
+			status, b = k.get(t, i, id)
+			return status != http.StatusServiceUnavailable
+		}, "a node to answer")
+		if b.State != StateSucceeded || b.Result == nil || b.Result.Events != 100 || len(b.Result.Samples) != 100 {
+			t.Fatalf("after the leader's kill node %d answers %s %q, result %v", i, b.State, b.Error, b.Result != nil)
+		}
+	}
+}

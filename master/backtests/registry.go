@@ -20,6 +20,9 @@ var (
 	errFull = errors.New("too many backtests pending or running")
 	// errFinished: cancel of a finished backtest.
 	errFinished = errors.New("the backtest is finished")
+	// errNotKept: an engine's result taken, not yet written into the
+	// replicated state.
+	errNotKept = errors.New("the result is not kept yet")
 )
 
 // record is a kept backtest: what the API shows, the trees it compares
@@ -37,19 +40,31 @@ type record struct {
 	resultSize   int
 	// stored: its record is kept in the replicated state (Keeper).
 	stored bool
+	// shown, once it finished while the backtests are kept in the
+	// replicated state, is what clients see of it until its finished
+	// record is written there: the backtest as it was just before it
+	// finished (pending or running). A client thus never sees a finished
+	// state that a change of leader could take back.
+	shown *Backtest
+	// reported: its engine's result was taken (finish).
+	reported bool
 }
 
 // registry keeps the backtests of the leader, in creation order.
 type registry struct {
 	cfg Config
+	// keeping reports whether the finished backtests are kept in the
+	// replicated state: a backtest that finishes then keeps its shown
+	// view until it is written there.
+	keeping func() bool
 
 	mu   sync.Mutex
 	recs []*record
 	wake chan struct{} // closed when a backtest becomes pending
 }
 
-func newRegistry(cfg Config) *registry {
-	return &registry{cfg: cfg, wake: make(chan struct{})}
+func newRegistry(cfg Config, keeping func() bool) *registry {
+	return &registry{cfg: cfg, keeping: keeping, wake: make(chan struct{})}
 }
 
 // find returns the record of id; mu held.
@@ -69,13 +84,13 @@ func (g *registry) wakeLocked() {
 }
 
 // add keeps a new pending backtest, making room by dropping the oldest
-// finished ones, and returns its view.
+// finished ones (not those still to write), and returns its view.
 func (g *registry) add(r *record, now time.Time) (Backtest, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sweepLocked(now)
 	for len(g.recs) >= g.cfg.MaxKept {
-		i := slices.IndexFunc(g.recs, func(r *record) bool { return finished(r.State) })
+		i := slices.IndexFunc(g.recs, func(r *record) bool { return finished(r.State) && r.shown == nil })
 		if i < 0 {
 			return Backtest{}, errFull
 		}
@@ -93,7 +108,7 @@ func finished(state string) bool {
 
 // sweepLocked takes running backtests back from engines whose lease
 // passed, fails those pending too long, and drops those finished for
-// longer than Keep.
+// longer than Keep (not those still to write).
 func (g *registry) sweepLocked(now time.Time) {
 	requeued := false
 	g.recs = slices.DeleteFunc(g.recs, func(r *record) bool {
@@ -120,7 +135,7 @@ func (g *registry) sweepLocked(now time.Time) {
 				g.finishLocked(r, StateFailed, fmt.Sprintf("no engine claimed it within %s: are engines running with --backtest-max-running above 0?", g.cfg.PendingTimeout), now)
 			}
 		default:
-			return now.Sub(time.UnixMilli(r.FinishedMS)) >= g.cfg.Keep
+			return r.shown == nil && now.Sub(time.UnixMilli(r.FinishedMS)) >= g.cfg.Keep
 		}
 		return false
 	})
@@ -129,8 +144,14 @@ func (g *registry) sweepLocked(now time.Time) {
 	}
 }
 
-// finishLocked ends r in state with msg as its error (if any).
+// finishLocked ends r in state with msg as its error (if any). While the
+// backtests are kept in the replicated state, clients see r as it was
+// until its finished record is written there (shown).
 func (g *registry) finishLocked(r *record, state, msg string, now time.Time) {
+	if g.keeping() {
+		shown := r.snapshot(false)
+		r.shown = &shown
+	}
 	r.State, r.FinishedMS, r.active, r.candidate = state, now.UnixMilli(), nil, nil
 	if msg != "" {
 		r.Error = msg
@@ -195,11 +216,15 @@ func (g *registry) progress(id, engine, user string, p Progress, now time.Time) 
 	return r.CancelRequested, nil
 }
 
-// finish records an engine's result.
+// finish records an engine's result. The engine's result posted again
+// while its finished record is still to write is taken already (nil).
 func (g *registry) finish(id, engine, user string, rep ResultReport, size int, now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sweepLocked(now)
+	if _, r := g.find(id); r != nil && r.shown != nil && r.reported && r.Engine == engine && r.engineUser == user {
+		return nil
+	}
 	r, err := g.running(id, engine, user)
 	if err != nil {
 		return err
@@ -211,7 +236,7 @@ func (g *registry) finish(id, engine, user string, rep ResultReport, size int, n
 		g.wakeLocked()
 		return nil
 	}
-	r.Result, r.resultSize = rep.Result, size
+	r.Result, r.resultSize, r.reported = rep.Result, size, true
 	g.makeRoomLocked(r)
 	if res := rep.Result; res != nil {
 		total := res.Events
@@ -238,7 +263,8 @@ func (g *registry) finish(id, engine, user string, rep ResultReport, size int, n
 }
 
 // cancel cancels a pending backtest at once, and asks the engine of a
-// running one to stop.
+// running one to stop. One finished but still to write is answered as
+// clients see it.
 func (g *registry) cancel(id string, now time.Time) (Backtest, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -247,8 +273,12 @@ func (g *registry) cancel(id string, now time.Time) (Backtest, error) {
 	switch {
 	case r == nil:
 		return Backtest{}, errNotFound
+	case r.shown != nil:
 	case r.State == StatePending:
 		g.finishLocked(r, StateCancelled, "cancelled before an engine claimed it", now)
+		if r.shown != nil {
+			r.shown.CancelRequested = true
+		}
 	case r.State == StateRunning:
 		r.CancelRequested = true
 	default:
@@ -295,29 +325,45 @@ func (g *registry) list(now time.Time) []Backtest {
 	return out
 }
 
-// view is what the API shows of r: a copy (the result is never modified
-// once set, so it is shared).
+// view is what the API shows of r: shown while it is still to write,
+// else a snapshot.
 func (r *record) view(result bool) Backtest {
-	b := r.Backtest
-	if b.Progress != nil {
-		p := *b.Progress
-		b.Progress = &p
+	if r.shown != nil {
+		b := *r.shown
+		b.Progress = copyProgress(b.Progress)
+		return b
 	}
+	return r.snapshot(result)
+}
+
+// snapshot is a copy of r's backtest (the result is never modified once
+// set, so it is shared).
+func (r *record) snapshot(result bool) Backtest {
+	b := r.Backtest
+	b.Progress = copyProgress(b.Progress)
 	if !result {
 		b.Result = nil
 	}
 	return b
 }
 
-// makeRoomLocked drops the oldest finished backtests but keep while the
-// results kept are over MaxKeptBytes.
+func copyProgress(p *Progress) *Progress {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
+
+// makeRoomLocked drops the oldest finished backtests but keep (and those
+// still to write) while the results kept are over MaxKeptBytes.
 func (g *registry) makeRoomLocked(keep *record) {
 	total := 0
 	for _, r := range g.recs {
 		total += r.resultSize
 	}
 	for total > g.cfg.MaxKeptBytes {
-		i := slices.IndexFunc(g.recs, func(r *record) bool { return r != keep && finished(r.State) && r.resultSize > 0 })
+		i := slices.IndexFunc(g.recs, func(r *record) bool { return r != keep && finished(r.State) && r.shown == nil && r.resultSize > 0 })
 		if i < 0 {
 			return
 		}
@@ -342,7 +388,7 @@ func (g *registry) finishedRecords(now time.Time) []finishedRecord {
 	var out []finishedRecord
 	for _, r := range g.recs {
 		if finished(r.State) {
-			out = append(out, finishedRecord{view: r.view(true), stored: r.stored})
+			out = append(out, finishedRecord{view: r.snapshot(true), stored: r.stored})
 		}
 	}
 	return out
@@ -355,6 +401,15 @@ func (g *registry) markStored(id string) {
 	if _, r := g.find(id); r != nil {
 		r.stored = true
 	}
+}
+
+// unwritten reports whether id finished and is still to write into the
+// replicated state.
+func (g *registry) unwritten(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, r := g.find(id)
+	return r != nil && r.shown != nil
 }
 
 // has reports whether the leader's memory holds id.
