@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -209,6 +210,20 @@ func TestBacktests_lease(t *testing.T) {
 	claim("e3")
 	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", token("other", "view", "fleet_report"), ResultReport{Engine: "e3"}); status != http.StatusConflict {
 		t.Errorf("result by another user: %d", status)
+	}
+	// An error longer than a record keeps is refused, and changes nothing.
+	long := ResultReport{Engine: "e3", Error: strings.Repeat("é", maxErrorBytes)}
+	if status, body := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", engine, long); status != http.StatusBadRequest || !strings.Contains(string(body), `"FIELD":"error"`) {
+		t.Errorf("a long error: %d %s", status, body)
+	}
+	if bt := get(id2); bt.State != StateRunning {
+		t.Errorf("after a refused result: %+v", bt)
+	}
+	// The worker cuts it to what the masters take.
+	cut, err := (&Worker{cfg: WorkerConfig{MaxResultBytes: DefaultMaxResultBytes}}).fit(long)
+	var sent ResultReport
+	if err != nil || json.Unmarshal(cut, &sent) != nil || len(sent.Error) > maxErrorBytes || !utf8.ValidString(sent.Error) || !strings.HasSuffix(sent.Error, "é…") {
+		t.Errorf("the worker's cut error: %d bytes, %v", len(sent.Error), err)
 	}
 	if status, _ := f.do(t, http.MethodPut, Prefix+"/"+id2+"/result", engine, ResultReport{Engine: "e3", Error: "kafka: no leader"}); status != http.StatusNoContent {
 		t.Errorf("result: %d", status)

@@ -141,9 +141,9 @@ func (k *keptCluster) get(t *testing.T, i int, id string) (int, Backtest) {
 	return resp.StatusCode, b
 }
 
-// waitKept waits until the leader's state holds backtest id finished: a
-// backtest is answered finished from the leader's memory as soon as its
-// engine posts the result, and written into the state just after.
+// waitKept waits until the leader's state holds backtest id finished: one
+// answered finished is (TestKept_finishedOnceWritten), but one lost with
+// its leader is answered failed before the next leader writes it so.
 func (k *keptCluster) waitKept(t *testing.T, id, what string) {
 	t.Helper()
 	mastertest.WaitFor(t, mastertest.Timeout, func() bool {

@@ -325,8 +325,12 @@ func (w *Worker) post(ctx context.Context, id string, rep ResultReport) {
 }
 
 // fit encodes rep within MaxResultBytes: without the samples' events,
-// then without samples, when it is larger.
+// then without samples, when it is larger. An error longer than the
+// masters take is cut.
 func (w *Worker) fit(rep ResultReport) ([]byte, error) {
+	if len(rep.Error) > maxErrorBytes {
+		rep.Error = strings.ToValidUTF8(rep.Error[:maxErrorBytes-len("…")], "") + "…"
+	}
 	b, err := json.Marshal(rep)
 	if err != nil || len(b) <= w.cfg.MaxResultBytes || rep.Result == nil {
 		return b, err
