@@ -13,9 +13,13 @@
 // From feature level 7 (store.LevelBacktests) the masters also keep each
 // backtest in the replicated state ([Keeper]): a small record when it is
 // asked for, the finished backtest with its result (compressed, at most
-// 1 MiB) when it ends, deletions and expiry; a backtest whose record is
-// unfinished when a new leader finds it is answered failed
-// (LeaderChangedError) and written so, and its engine stops. Below that
+// 1 MiB) when it ends, deletions and expiry. A backtest is shown
+// finished only once that record is written (until then as it was:
+// running, or pending with cancel_requested), and an engine's result is
+// answered only then (503 otherwise: the engine posts it again), so that
+// a finished state once seen survives any change of leader. A backtest
+// whose record is unfinished when a new leader finds it is answered
+// failed (LeaderChangedError) and written so, and its engine stops. Below that
 // level a change of leader forgets them (decision 64). Each backtest holds the
 // two trees it compares, copied when it was asked for, so that a deploy or
 // an edit of the draft meanwhile changes nothing of it. Its range is
