@@ -29,6 +29,10 @@ type Keeper interface {
 
 var _ Keeper = (*store.Store)(nil)
 
+// errNotKept: an engine's result is taken, and not yet written into the
+// replicated state.
+var errNotKept = errors.New("the result is not kept yet")
+
 // LeaderChangedError is the error of a backtest whose record is kept
 // unfinished while the leader that ran it is gone.
 const LeaderChangedError = "the leader changed while it ran; ask again"

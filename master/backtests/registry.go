@@ -20,9 +20,6 @@ var (
 	errFull = errors.New("too many backtests pending or running")
 	// errFinished: cancel of a finished backtest.
 	errFinished = errors.New("the backtest is finished")
-	// errNotKept: an engine's result taken, not yet written into the
-	// replicated state.
-	errNotKept = errors.New("the result is not kept yet")
 )
 
 // record is a kept backtest: what the API shows, the trees it compares
