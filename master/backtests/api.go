@@ -507,13 +507,19 @@ func (a *API) serveResult(w http.ResponseWriter, r *http.Request, c *auth.Claims
 	}
 	id := r.PathValue("id")
 	if err := a.reg.finish(id, rep.Engine, c.User, rep, n, a.cfg.Now()); err != nil {
+		if errors.Is(err, errNotFound) && a.keptAsReported(id, rep) {
+			return answer{status: http.StatusNoContent}, nil // posted again once kept
+		}
 		return answer{}, a.ended(id, err)
 	}
-	// The engine is answered once the finished backtest is written into
-	// the replicated state (clients see it running until then). When
-	// that fails the engine posts again, and the leader retries (tend).
-	if err := a.persist(r.Context()); err != nil && a.reg.unwritten(id) {
-		return answer{}, fmt.Errorf("%w: %w", errNotKept, err)
+	// The engine is answered once the finished backtest is in the
+	// replicated state (clients see it running until then). When it is
+	// not, the engine posts again, and the leader retries (tend).
+	if a.keeping() {
+		perr := a.persist(r.Context())
+		if k, err := a.keeper.Backtest(id); err != nil || !k.Finished {
+			return answer{}, errors.Join(errNotKept, perr, err)
+		}
 	}
 	a.logger.InfoContext(r.Context(), "backtest finished", "id", id, "engine", rep.Engine, "error", rep.Error)
 	return answer{status: http.StatusNoContent}, nil

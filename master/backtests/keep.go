@@ -317,6 +317,25 @@ func (a *API) ended(id string, err error) error {
 	return &endedError{state: b.State, reason: b.Error}
 }
 
+// keptAsReported reports whether backtest id is kept finished as rep ends
+// it, on rep's engine: the engine posted its result again once it was
+// kept.
+func (a *API) keptAsReported(id string, rep ResultReport) bool {
+	if !a.keeping() {
+		return false
+	}
+	k, err := a.keeper.Backtest(id)
+	if err != nil || !k.Finished {
+		return false
+	}
+	var b Backtest
+	if err := json.Unmarshal(k.Summary, &b); err != nil {
+		return false
+	}
+	state, msg := outcome(rep, b.CancelRequested)
+	return b.Engine == rep.Engine && b.State == state && b.Error == msg
+}
+
 // endedError: an engine reports on a backtest that ended without it.
 type endedError struct{ state, reason string }
 

@@ -242,21 +242,26 @@ func (g *registry) finish(id, engine, user string, rep ResultReport, size int, n
 		}
 		r.Progress = &Progress{Read: res.Events, Total: total, Rate: res.Rate, ElapsedMS: res.Elapsed.Milliseconds()}
 	}
-	switch {
-	case r.CancelRequested:
-		g.finishLocked(r, StateCancelled, "", now)
-		r.Error = ""
-	case rep.Error != "" || rep.Result == nil || !rep.Result.Complete:
-		msg := rep.Error
-		if msg == "" {
-			msg = "the engine posted no complete result"
-		}
-		g.finishLocked(r, StateFailed, msg, now)
-	default:
-		g.finishLocked(r, StateSucceeded, "", now)
+	state, msg := outcome(rep, r.CancelRequested)
+	g.finishLocked(r, state, msg, now)
+	if state != StateFailed {
 		r.Error = ""
 	}
 	return nil
+}
+
+// outcome is the state, and the error when it failed, that an engine's
+// result ends a backtest in.
+func outcome(rep ResultReport, cancelRequested bool) (state, msg string) {
+	switch {
+	case cancelRequested:
+		return StateCancelled, ""
+	case rep.Error != "":
+		return StateFailed, rep.Error
+	case rep.Result == nil || !rep.Result.Complete:
+		return StateFailed, "the engine posted no complete result"
+	}
+	return StateSucceeded, ""
 }
 
 // cancel cancels a pending backtest at once, and asks the engine of a
@@ -398,15 +403,6 @@ func (g *registry) markStored(id string) {
 	if _, r := g.find(id); r != nil {
 		r.stored = true
 	}
-}
-
-// unwritten reports whether id finished and is still to write into the
-// replicated state.
-func (g *registry) unwritten(id string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, r := g.find(id)
-	return r != nil && r.shown != nil
 }
 
 // has reports whether the leader's memory holds id.
