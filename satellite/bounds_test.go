@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,9 +16,7 @@ import (
 
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
-	"github.com/squallhq/squall/internal/tlscerttest"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/tlscert"
 )
 
 // Figures of TestSatellite_Flood (docs/operations.md, "Bounds of the
@@ -194,21 +191,11 @@ func TestSatellite_Flood(t *testing.T) {
 func TestSatellite_MaxConnectionsTLS(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
-	ca := tlscerttest.NewCA(t)
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca.WriteLeaf(t, certFile, keyFile, 2)
-	certs, err := tlscert.Load(certFile, keyFile, tlscert.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
-	cfg.TLS = certs.TLSConfig()
+	ca, _, _ := serveTLS(t, &cfg)
 	cfg.MaxConnections = 1
 	cfg.RetryAfter = 7 * time.Second
-	s := start(t, cfg)
-	s.url = "https://" + s.Addr()
-	s.client = ca.Client(t)
+	s := startTLS(t, cfg, ca)
 	// The first client keeps its connection open (kept alive).
 	if status, id := s.post(t, "plain", "tok-0123456789abc", `{}`, nil); status != http.StatusOK {
 		t.Fatalf("first connection: %d %s", status, id)

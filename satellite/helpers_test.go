@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/tlscerttest"
+	"github.com/squallhq/squall/satellite/tlscert"
 )
 
 const topic = "squall.events"
@@ -103,6 +105,33 @@ func start(t testing.TB, cfg Config) *runner {
 	}
 	r.url = "http://" + s.Addr()
 	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// serveTLS has cfg serve HTTPS with a certificate of serial 2 signed by a
+// new test CA, read from certFile and keyFile (which a test may rewrite to
+// rotate it).
+func serveTLS(t testing.TB, cfg *Config) (ca *tlscerttest.CA, certFile, keyFile string) {
+	t.Helper()
+	ca = tlscerttest.NewCA(t)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.WriteLeaf(t, certFile, keyFile, 2)
+	certs, err := tlscert.Load(certFile, keyFile, tlscert.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TLS = certs.TLSConfig()
+	return ca, certFile, keyFile
+}
+
+// startTLS is start for a cfg that serves HTTPS (serveTLS): the runner
+// calls it with a client that trusts ca.
+func startTLS(t testing.TB, cfg Config, ca *tlscerttest.CA) *runner {
+	t.Helper()
+	r := start(t, cfg)
+	r.url = "https://" + r.Addr()
+	r.client = ca.Client(t)
 	return r
 }
 

@@ -24,9 +24,7 @@ import (
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
-	"github.com/squallhq/squall/internal/tlscerttest"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/satellite/tlscert"
 	"github.com/squallhq/squall/webhooks"
 )
 
@@ -498,19 +496,7 @@ func TestSatellite_SlowKafkaShutdown(t *testing.T) {
 		t.Fatal(status)
 	}
 
-	// Hold the next produce request in the broker.
-	held := make(chan struct{})
-	release := make(chan struct{})
-	// Not a sync.Once: a second produce request must not wait for the
-	// first, which sleeps inside the broker's loop.
-	var holding atomic.Bool
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if holding.CompareAndSwap(false, true) {
-			close(held)
-			b.Cluster().SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release := b.HoldProduce(t)
 	answered := make(chan int, 1)
 	var slowID string
 	go func() {
@@ -527,7 +513,7 @@ func TestSatellite_SlowKafkaShutdown(t *testing.T) {
 	if status := <-answered; status != 200 {
 		t.Fatalf("the call in progress during the shutdown: %d", status)
 	}
-	close(release)
+	release()
 	<-stopped
 
 	s = start(t, cfg)
@@ -597,19 +583,9 @@ func TestConfig_Validate(t *testing.T) {
 func TestSatellite_TLS(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
-	ca := tlscerttest.NewCA(t)
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca.WriteLeaf(t, certFile, keyFile, 2)
-	certs, err := tlscert.Load(certFile, keyFile, tlscert.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig(t, b.Addr, writeHooks(t, map[string]string{"plain.json": plainHook}), "")
-	cfg.TLS = certs.TLSConfig()
-	s := start(t, cfg)
-	s.url = "https://" + s.Addr()
-	s.client = ca.Client(t)
+	ca, certFile, keyFile := serveTLS(t, &cfg)
+	s := startTLS(t, cfg, ca)
 
 	status, id := s.post(t, "plain", "tok-0123456789abc", `{"over": "tls"}`, nil)
 	if status != 200 {
@@ -649,7 +625,7 @@ func TestSatellite_TLS(t *testing.T) {
 	// reaches the webhook.
 	plain := calltest.Client()
 	plain.Timeout = 10 * time.Second
-	status, _, err = postTo(plain, "http://"+s.Addr(), "plain", "tok-0123456789abc", `{}`, nil)
+	status, _, err := postTo(plain, "http://"+s.Addr(), "plain", "tok-0123456789abc", `{}`, nil)
 	if err == nil || status == 200 {
 		t.Fatalf("plain HTTP to the HTTPS listener: %d %v", status, err)
 	}

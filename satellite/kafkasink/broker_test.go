@@ -54,20 +54,16 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // requestLog records the partitions of each produce request the broker
-// gets; the first one after hold is held until release is closed.
+// gets.
 type requestLog struct {
 	mu       sync.Mutex
 	requests [][]int32 // partitions of each request, in order
-	holding  atomic.Bool
-	armed    atomic.Bool
-	held     chan struct{}
-	release  chan struct{}
 }
 
 // watchProduce installs a requestLog on b's produce requests; edit, when
 // not nil, may change a request before the broker handles it.
 func watchProduce(b *kafkatest.Broker, edit func(*kmsg.ProduceRequest)) *requestLog {
-	l := &requestLog{held: make(chan struct{}), release: make(chan struct{})}
+	l := &requestLog{}
 	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		r := req.(*kmsg.ProduceRequest)
 		var parts []int32
@@ -79,24 +75,12 @@ func watchProduce(b *kafkatest.Broker, edit func(*kmsg.ProduceRequest)) *request
 		l.mu.Lock()
 		l.requests = append(l.requests, parts)
 		l.mu.Unlock()
-		if l.armed.Load() && l.holding.CompareAndSwap(false, true) {
-			close(l.held)
-			b.Cluster().SleepControl(func() { <-l.release })
-		}
 		if edit != nil {
 			edit(r)
 		}
 		return nil, nil, false
 	})
 	return l
-}
-
-// hold holds the next produce request and returns once the broker holds it.
-func (l *requestLog) hold(t *testing.T, send func()) {
-	t.Helper()
-	l.armed.Store(true)
-	send()
-	<-l.held
 }
 
 // largest returns the most partitions one request carried.
@@ -110,22 +94,71 @@ func (l *requestLog) largest() int {
 	return n
 }
 
+// heldSink is a sink writing to a broker of three partitions that holds the
+// produce request of its write "held" to partition 0: the writes made
+// meanwhile wait behind it.
+type heldSink struct {
+	*Sink
+	b       *kafkatest.Broker
+	keys    [][]byte // keys[p] goes to partition p
+	log     *requestLog
+	held    chan error // the held write's result
+	release func()
+}
+
+// startHeld starts a broker of cfg (three partitions), watched by
+// watchProduce with edit, and a sink whose write "held" it holds.
+func startHeld(t *testing.T, cfg kafkatest.Config, edit func(*kmsg.ProduceRequest)) *heldSink {
+	t.Helper()
+	b := kafkatest.Start(t, cfg)
+	h := &heldSink{Sink: newTestSink(t, b.Addr, nil), b: b, keys: keysByPartition(t, 3), held: make(chan error, 1)}
+	if err := h.Write(t.Context(), Message{Key: h.keys[0], Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	h.log = watchProduce(b, edit)
+	var held <-chan struct{}
+	held, h.release = b.HoldProduce(t)
+	go func() { h.held <- h.Write(context.Background(), Message{Key: h.keys[0], Value: []byte("held")}) }()
+	<-held
+	return h
+}
+
+// waitQueued waits until n records wait behind the held request.
+func (h *heldSink) waitQueued(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		q := h.queues[0]
+		return q != nil && q.records == n
+	})
+}
+
+// releaseHeld lets the broker answer the held request, and checks that the
+// held write succeeded.
+func (h *heldSink) releaseHeld(t *testing.T) {
+	t.Helper()
+	h.release()
+	if err := <-h.held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sortedValues returns the values of the topic's records, sorted.
+func (h *heldSink) sortedValues(t *testing.T) []string {
+	t.Helper()
+	values := topicValues(t, h.b)
+	slices.Sort(values)
+	return values
+}
+
 // TestSink_OneRequestPerBroker checks that the writes of several partitions
 // waiting for one broker go in one produce request, and that the records of
 // each key keep their order, within a write and across a writer's writes.
 func TestSink_OneRequestPerBroker(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
-	s := newTestSink(t, b.Addr, nil)
-	keys := keysByPartition(t, 3)
-	if err := s.Write(t.Context(), Message{Key: keys[0], Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
-	log := watchProduce(b, nil)
-	first := make(chan error, 1)
-	log.hold(t, func() {
-		go func() { first <- s.Write(context.Background(), Message{Key: keys[0], Value: []byte("held")}) }()
-	})
+	s := startHeld(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3}, nil)
+	keys := s.keys
 	// While it is held: one writer per partition, each waiting for its
 	// writes in turn, and one write of all partitions' records.
 	errs := make(chan error, 4)
@@ -150,27 +183,19 @@ func TestSink_OneRequestPerBroker(t *testing.T) {
 	}()
 	// Wait until the three writers' first writes and the write of all
 	// partitions wait behind the request held.
-	waitFor(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		q := s.queues[0]
-		return q != nil && q.records == 3+12
-	})
-	close(log.release)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
+	s.waitQueued(t, 3+12)
+	s.releaseHeld(t)
 	for range 4 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := log.largest(); n != 3 {
+	if n := s.log.largest(); n != 3 {
 		t.Errorf("the largest produce request carried %d partitions, want 3", n)
 	}
 	// Per key: the held record first, then each writer's records in order,
 	// and the write's records in order.
-	recs := b.Records(t, topic)
+	recs := s.b.Records(t, topic)
 	if len(recs) != 2+15+12 {
 		t.Fatalf("%d records, want %d", len(recs), 2+15+12)
 	}
@@ -202,23 +227,13 @@ func TestSink_PartialFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
-		b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3, Opts: []kfake.Opt{
+		s := startHeld(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3, Opts: []kfake.Opt{
 			kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4096"}),
-		}})
-		s := newTestSink(t, b.Addr, nil)
-		keys := keysByPartition(t, 3)
-		if err := s.Write(t.Context(), Message{Key: keys[0], Value: []byte("warm")}); err != nil {
-			t.Fatal(err)
-		}
-		log := watchProduce(b, nil)
-		first := make(chan error, 1)
-		log.hold(t, func() {
-			go func() { first <- s.Write(context.Background(), Message{Key: keys[0], Value: []byte("held")}) }()
-		})
+		}}, nil)
 		// Partition 1 gets a record over the broker's limit (not the
 		// sink's), partitions 0 and 2 small ones.
 		results := make([]chan error, 3)
-		for p, k := range keys {
+		for p, k := range s.keys {
 			results[p] = make(chan error, 1)
 			v := fmt.Appendf(nil, "small-%d", p)
 			if p == 1 {
@@ -226,15 +241,8 @@ func TestSink_PartialFailure(t *testing.T) {
 			}
 			go func() { results[p] <- s.WriteWithin(context.Background(), 10*time.Second, Message{Key: k, Value: v}) }()
 		}
-		waitFor(t, func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.queues[0].records == 3
-		})
-		close(log.release)
-		if err := <-first; err != nil {
-			t.Fatal(err)
-		}
+		s.waitQueued(t, 3)
+		s.releaseHeld(t)
 		for p := range 3 {
 			err := <-results[p]
 			if p == 1 {
@@ -245,31 +253,20 @@ func TestSink_PartialFailure(t *testing.T) {
 				t.Errorf("partition %d: %v", p, err)
 			}
 		}
-		if n := log.largest(); n != 3 {
+		if n := s.log.largest(); n != 3 {
 			t.Errorf("the largest produce request carried %d partitions, want 3", n)
 		}
-		var got []string
-		for _, r := range b.Records(t, topic) {
-			got = append(got, string(r.Value))
-		}
-		slices.Sort(got)
-		if want := []string{"held", "small-0", "small-2", "warm"}; !slices.Equal(got, want) {
+		if got, want := s.sortedValues(t), []string{"held", "small-0", "small-2", "warm"}; !slices.Equal(got, want) {
 			t.Fatalf("records %q, want %q", got, want)
 		}
 	})
 	t.Run("not answered", func(t *testing.T) {
 		t.Parallel()
-		b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
-		s := newTestSink(t, b.Addr, nil)
-		keys := keysByPartition(t, 3)
-		if err := s.Write(t.Context(), Message{Key: keys[0], Value: []byte("warm")}); err != nil {
-			t.Fatal(err)
-		}
 		// The first request carrying several partitions loses
 		// partition 1 before the broker sees it: the broker stores the
 		// others and answers for them only.
 		var dropped atomic.Bool
-		log := watchProduce(b, func(r *kmsg.ProduceRequest) {
+		s := startHeld(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3}, func(r *kmsg.ProduceRequest) {
 			for i := range r.Topics {
 				ps := r.Topics[i].Partitions
 				if len(ps) > 1 && dropped.CompareAndSwap(false, true) {
@@ -277,25 +274,14 @@ func TestSink_PartialFailure(t *testing.T) {
 				}
 			}
 		})
-		first := make(chan error, 1)
-		log.hold(t, func() {
-			go func() { first <- s.Write(context.Background(), Message{Key: keys[0], Value: []byte("held")}) }()
-		})
 		results := make(chan error, 3)
-		for p, k := range keys {
+		for p, k := range s.keys {
 			go func() {
 				results <- s.WriteWithin(context.Background(), 10*time.Second, Message{Key: k, Value: fmt.Appendf(nil, "r-%d", p)})
 			}()
 		}
-		waitFor(t, func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.queues[0].records == 3
-		})
-		close(log.release)
-		if err := <-first; err != nil {
-			t.Fatal(err)
-		}
+		s.waitQueued(t, 3)
+		s.releaseHeld(t)
 		for range 3 {
 			if err := <-results; err != nil {
 				t.Fatal(err)
@@ -304,18 +290,13 @@ func TestSink_PartialFailure(t *testing.T) {
 		if !dropped.Load() {
 			t.Fatal("no produce request carried several partitions")
 		}
-		log.mu.Lock()
-		last := log.requests[len(log.requests)-1]
-		log.mu.Unlock()
+		s.log.mu.Lock()
+		last := s.log.requests[len(s.log.requests)-1]
+		s.log.mu.Unlock()
 		if !slices.Equal(last, []int32{1}) {
 			t.Errorf("the last produce request carried partitions %v, want [1] alone", last)
 		}
-		var got []string
-		for _, r := range b.Records(t, topic) {
-			got = append(got, string(r.Value))
-		}
-		slices.Sort(got)
-		if want := []string{"held", "r-0", "r-1", "r-2", "warm"}; !slices.Equal(got, want) {
+		if got, want := s.sortedValues(t), []string{"held", "r-0", "r-1", "r-2", "warm"}; !slices.Equal(got, want) {
 			t.Fatalf("records %q, want %q (each once)", got, want)
 		}
 	})
@@ -333,28 +314,9 @@ func TestSink_SecondFlusherStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Hold the next two produce requests, each until its own release.
-	held := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	var requests atomic.Int32
-	var sizes sync.Map // request number → records
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		n := requests.Add(1)
-		records := 0
-		for _, t := range req.(*kmsg.ProduceRequest).Topics {
-			for _, p := range t.Partitions {
-				var batch kmsg.RecordBatch
-				if err := batch.ReadFrom(p.Records); err == nil {
-					records += int(batch.NumRecords)
-				}
-			}
-		}
-		sizes.Store(n, records)
-		if n <= 2 {
-			close(held[n-1])
-			b.Cluster().SleepControl(func() { <-release[n-1] })
-		}
-		return nil, nil, false
-	})
+	sizes := watchSizes(b)
+	held0, release0 := b.HoldProduce(t)
+	held1, release1 := b.HoldProduce(t)
 	errs := make(chan error, 1+parallelBatch+5)
 	write := func(v string) {
 		go func() { errs <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte(v)}) }()
@@ -366,32 +328,33 @@ func TestSink_SecondFlusherStops(t *testing.T) {
 		return q.records, q.flushers
 	}
 	write("first")
-	<-held[0]
+	<-held0
 	for i := range parallelBatch {
 		write(fmt.Sprint("second-", i))
 	}
-	<-held[1] // sent alongside
+	<-held1 // sent alongside
 	for i := range 5 {
 		write(fmt.Sprint("third-", i))
 	}
 	waitFor(t, func() bool { r, _ := state(); return r == 5 })
 	// The second request is acknowledged: its goroutine leaves the 5
 	// waiting records to the first request's.
-	close(release[1])
+	release1()
 	waitFor(t, func() bool { _, f := state(); return f == 1 })
 	if r, _ := state(); r != 5 {
 		t.Fatalf("%d records waiting, want 5", r)
 	}
-	close(release[0])
+	release0()
 	for range 1 + parallelBatch + 5 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := requests.Load(); n != 3 {
-		t.Fatalf("%d produce requests, want 3", n)
+	got := sizes.get()
+	if len(got) != 3 {
+		t.Fatalf("%d produce requests, want 3", len(got))
 	}
-	if got, _ := sizes.Load(int32(3)); got != 5 {
-		t.Fatalf("the third request carried %v records, want 5", got)
+	if got[2] != 5 {
+		t.Fatalf("the third request carried %d records, want 5", got[2])
 	}
 }

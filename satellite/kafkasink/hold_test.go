@@ -147,11 +147,14 @@ func TestSink_Hold(t *testing.T) {
 }
 
 // produceSizes counts the records of each produce request b gets.
+// produceSizes records the number of records of each produce request the
+// broker gets, in order.
 type produceSizes struct {
 	mu    sync.Mutex
 	sizes []int
 }
 
+// watchSizes installs a produceSizes on b's produce requests.
 func watchSizes(b *kafkatest.Broker) *produceSizes {
 	p := &produceSizes{}
 	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -173,6 +176,7 @@ func watchSizes(b *kafkatest.Broker) *produceSizes {
 	return p
 }
 
+// get returns the sizes so far.
 func (p *produceSizes) get() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -38,6 +38,17 @@ import (
 
 const topic = "squall.events"
 
+// topicValues returns the values of the records of topic, in partition and
+// offset order.
+func topicValues(t testing.TB, b *kafkatest.Broker) []string {
+	t.Helper()
+	var values []string
+	for _, r := range b.Records(t, topic) {
+		values = append(values, string(r.Value))
+	}
+	return values
+}
+
 // newTestSink builds a sink for addr, changed by edit, and closes it at the
 // end of the test.
 func newTestSink(t testing.TB, addr string, edit func(*Config)) *Sink {
@@ -491,16 +502,7 @@ func TestSink_Abandoned(t *testing.T) {
 	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
-	// Hold the next produce request in the broker.
-	held, release := make(chan struct{}), make(chan struct{})
-	var holding atomic.Bool
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if holding.CompareAndSwap(false, true) {
-			close(held)
-			b.Cluster().SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release := b.HoldProduce(t)
 	first := make(chan error, 1)
 	go func() { first <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")}) }()
 	<-held
@@ -510,18 +512,14 @@ func TestSink_Abandoned(t *testing.T) {
 	if err := s.Write(ctx, Message{Key: []byte("t"), Value: []byte("abandoned")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("abandoned write: %v", err)
 	}
-	close(release)
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("after")}); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, r := range b.Records(t, topic) {
-		got = append(got, string(r.Value))
-	}
-	if fmt.Sprint(got) != "[warm in flight after]" {
+	if got := topicValues(t, b); fmt.Sprint(got) != "[warm in flight after]" {
 		t.Fatalf("records %q", got)
 	}
 }
@@ -536,16 +534,7 @@ func TestSink_WriteWithin(t *testing.T) {
 	if err := s.WriteWithin(t.Context(), time.Minute, Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
-	// Hold the next produce request in the broker.
-	held, release := make(chan struct{}), make(chan struct{})
-	var holding atomic.Bool
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if holding.CompareAndSwap(false, true) {
-			close(held)
-			b.Cluster().SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release := b.HoldProduce(t)
 	first := make(chan error, 1)
 	go func() {
 		first <- s.WriteWithin(context.Background(), time.Minute, Message{Key: []byte("t"), Value: []byte("in flight")})
@@ -565,18 +554,14 @@ func TestSink_WriteWithin(t *testing.T) {
 		default:
 		}
 	}
-	close(release)
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WriteWithin(t.Context(), time.Minute, Message{Key: []byte("t"), Value: []byte("after")}); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, r := range b.Records(t, topic) {
-		got = append(got, string(r.Value))
-	}
-	if fmt.Sprint(got) != "[warm in flight after]" {
+	if got := topicValues(t, b); fmt.Sprint(got) != "[warm in flight after]" {
 		t.Fatalf("records %q", got)
 	}
 	// The acknowledged writes are forgotten by the next one.
@@ -599,22 +584,14 @@ func TestSink_GroupCommit(t *testing.T) {
 	}
 	// Hold the next two produce requests in the broker (kafka-go sends
 	// them on two connections).
-	held := []chan struct{}{make(chan struct{}), make(chan struct{})}
-	release := make(chan struct{})
-	var requests atomic.Int32
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if n := requests.Add(1); n <= 2 {
-			close(held[n-1])
-			b.Cluster().SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held0, release0 := b.HoldProduce(t)
+	held1, release1 := b.HoldProduce(t)
 	errs := make(chan error, 1+parallelBatch)
 	write := func(v string) {
 		go func() { errs <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte(v)}) }()
 	}
 	write("held")
-	<-held[0]
+	<-held0
 	// state waits until the partition holds want waiting records and
 	// returns its running requests.
 	state := func(want int) int {
@@ -642,11 +619,12 @@ func TestSink_GroupCommit(t *testing.T) {
 	}
 	write("last")
 	// The batch is worth a request of its own: it goes alongside.
-	<-held[1]
+	<-held1
 	if n := state(0); n != 2 {
 		t.Fatalf("%d requests, want 2", n)
 	}
-	close(release)
+	release0()
+	release1()
 	for range 1 + parallelBatch {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -669,17 +647,7 @@ func TestSink_Shutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The broker holds the next produce request until the end of the test.
-	held, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	var holding atomic.Bool
-	c := b.Cluster()
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if holding.CompareAndSwap(false, true) {
-			close(held)
-			c.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, _ := b.HoldProduce(t)
 	written := make(chan error, 1)
 	go func() {
 		written <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")})
