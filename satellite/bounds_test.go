@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/satellite/intake"
+	"github.com/squallhq/squall/satellite/internal/floodtest"
 )
 
 // Figures of TestSatellite_Flood (docs/operations.md, "Bounds of the
@@ -65,49 +65,8 @@ func TestSatellite_Flood(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: satFloodClients}, Timeout: 60 * time.Second}
 	defer client.CloseIdleConnections()
-	pad := bytes.Repeat([]byte("p"), satFloodBodySize)
-	url := r.url + "/engine/webhook/event/big?token=tok-0123456789abc"
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	baseline := ms.HeapInuse
-
-	type outcome struct {
-		status    int
-		idOrCode  string
-		retry     string
-		transport error
-	}
-	outcomes := make(chan outcome, satFloodClients*satFloodAttempts)
-	done := make(chan struct{}, satFloodClients)
-	var wg sync.WaitGroup
-	for n := range satFloodClients {
-		wg.Go(func() {
-			defer func() { done <- struct{}{} }()
-			for attempt := range satFloodAttempts {
-				head, tail := fmt.Sprintf(`{"n": %d, "pad": "`, n*satFloodAttempts+attempt), `"}`
-				req, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader(head), bytes.NewReader(pad), strings.NewReader(tail)))
-				req.ContentLength = int64(len(head) + len(pad) + len(tail))
-				resp, err := client.Do(req)
-				if err != nil {
-					outcomes <- outcome{transport: err}
-					return
-				}
-				raw, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				o := outcome{status: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
-				if i := bytes.Index(raw, []byte(`"event_id":"`)); o.status == http.StatusOK && i >= 0 {
-					o.idOrCode = string(raw[i+len(`"event_id":"`) : i+len(`"event_id":"`)+36])
-				} else if bytes.Contains(raw, []byte(intake.CodeOverloaded)) {
-					o.idOrCode = intake.CodeOverloaded
-				}
-				outcomes <- o
-				if o.status == http.StatusOK {
-					return
-				}
-			}
-		})
-	}
+	flood := floodtest.Start(client, floodtest.Config{URL: r.url + "/engine/webhook/event/big?token=tok-0123456789abc",
+		Clients: satFloodClients, Attempts: satFloodAttempts, BodySize: satFloodBodySize})
 
 	// The peak: every client is done or has a call waiting for Kafka.
 	inFlight := func() int {
@@ -128,7 +87,7 @@ func TestSatellite_Flood(t *testing.T) {
 	polltest.Wait(t, "the flood to settle", 60*time.Second, func() bool {
 		for {
 			select {
-			case <-done:
+			case <-flood.Settled():
 				finished++
 				continue
 			default:
@@ -136,28 +95,10 @@ func TestSatellite_Flood(t *testing.T) {
 			return finished+inFlight() == satFloodClients
 		}
 	})
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	peak := int64(ms.HeapInuse) - int64(baseline)
+	peak := flood.HeapGrowth()
 	waiting := inFlight()
 	unblock()
-	wg.Wait()
-	close(outcomes)
-
-	var acked []string
-	refused := 0
-	for o := range outcomes {
-		switch {
-		case o.transport != nil:
-			t.Errorf("call failed: %v", o.transport)
-		case o.status == http.StatusOK:
-			acked = append(acked, o.idOrCode)
-		case o.status == http.StatusServiceUnavailable && o.idOrCode == intake.CodeOverloaded && o.retry == "7":
-			refused++
-		default:
-			t.Errorf("answer %d %s (Retry-After %q), want 200 or 503 OVERLOADED", o.status, o.idOrCode, o.retry)
-		}
-	}
+	acked, refused := floodtest.Tally(t, flood.Wait(), intake.CodeOverloaded, "7")
 	t.Logf("%d clients × %d attempts of %d KiB: %d answered 200, %d 503 OVERLOADED; at the peak %d calls waited for Kafka; heap in use +%.1f MiB (bound %d MiB)",
 		satFloodClients, satFloodAttempts, satFloodBodySize>>10, len(acked), refused, waiting, float64(peak)/(1<<20), satFloodHeapBound>>20)
 	if refused == 0 || len(acked) == 0 {

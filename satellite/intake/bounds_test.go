@@ -2,14 +2,12 @@ package intake
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/squallhq/squall/satellite/internal/floodtest"
 )
 
 func TestBudget_Take(t *testing.T) {
@@ -176,13 +176,6 @@ func TestServer_MaxConns(t *testing.T) {
 	}
 }
 
-// floodBody is a webhook body of about floodBodySize bytes numbered n, read
-// from a pad shared by every call (the clients hold no copy of it).
-func floodBody(n int, pad []byte) (io.Reader, int64) {
-	head, tail := fmt.Sprintf(`{"n": %d, "pad": "`, n), `"}`
-	return io.MultiReader(strings.NewReader(head), bytes.NewReader(pad), strings.NewReader(tail)), int64(len(head) + len(pad) + len(tail))
-}
-
 // Figures of TestIntake_Flood, documented in docs/operations.md ("Bounds
 // of the intake").
 const (
@@ -242,59 +235,17 @@ func testFlood(t *testing.T, front string) {
 		srv := serveFront(t, front, in, satelliteMux(in), ServerConfig{MaxConns: floodMaxConns, RetryAfter: 7 * time.Second})
 		tr := &http.Transport{MaxIdleConnsPerHost: floodClients}
 		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-		pad := bytes.Repeat([]byte("p"), floodBodySize)
-		url := srv.URL + "/engine/webhook/event/big?token=tok-0123456789abc"
-
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		baseline := ms.HeapInuse
-
-		type outcome struct {
-			status      int
-			code, retry string
-			eventID     string
-			err         error
-		}
-		settled := make(chan struct{}, floodClients) // a client answered 200 or out of attempts
-		outcomes := make(chan outcome, floodClients*floodAttempts)
-		var wg sync.WaitGroup
-		for c := range floodClients {
-			wg.Go(func() {
-				defer func() { settled <- struct{}{} }()
-				for attempt := range floodAttempts {
-					body, n := floodBody(c*floodAttempts+attempt, pad)
-					req, _ := http.NewRequest(http.MethodPost, url, body)
-					req.ContentLength = n
-					resp, err := client.Do(req)
-					if err != nil {
-						outcomes <- outcome{err: err}
-						return
-					}
-					raw, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					o := outcome{status: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
-					var ack struct {
-						EventID string `json:"event_id"`
-						Code    string `json:"code"`
-					}
-					_ = json.Unmarshal(raw, &ack)
-					o.eventID, o.code = ack.EventID, ack.Code
-					outcomes <- o
-					if o.status == http.StatusOK {
-						return
-					}
-				}
-			})
-		}
+		flood := floodtest.Start(&http.Client{Transport: tr, Timeout: 30 * time.Second}, floodtest.Config{
+			URL:     srv.URL + "/engine/webhook/event/big?token=tok-0123456789abc",
+			Clients: floodClients, Attempts: floodAttempts, BodySize: floodBodySize,
+		})
 
 		// Every client is waiting for Kafka or done: the flood's peak.
 		timeout := time.After(60 * time.Second)
 		done, waiting := 0, 0
 		for done+waiting < floodClients {
 			select {
-			case <-settled:
+			case <-flood.Settled():
 				done++
 			case <-sink.entered:
 				waiting++
@@ -302,29 +253,11 @@ func testFlood(t *testing.T, front string) {
 				t.Fatalf("the flood did not settle within 60s: %d clients done, %d waiting for Kafka", done, waiting)
 			}
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		peak := int64(ms.HeapInuse) - int64(baseline)
+		peak := flood.HeapGrowth()
 		pending := testutil.ToFloat64(in.m.pending)
 		close(sink.release)
-		wg.Wait()
-		close(outcomes)
-
-		var ok, refused int
-		var acked []string
-		for o := range outcomes {
-			switch {
-			case o.err != nil:
-				t.Errorf("call failed: %v", o.err)
-			case o.status == http.StatusOK:
-				ok++
-				acked = append(acked, o.eventID)
-			case o.status == http.StatusServiceUnavailable && o.code == CodeOverloaded && o.retry == "7":
-				refused++
-			default:
-				t.Errorf("answer %d %q (Retry-After %q), want 200 or 503 OVERLOADED with Retry-After", o.status, o.code, o.retry)
-			}
-		}
+		acked, refused := floodtest.Tally(t, flood.Wait(), CodeOverloaded, "7")
+		ok := len(acked)
 		sink.mu.Lock()
 		for _, id := range acked {
 			if !sink.ids[id] {
