@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // guardedHook has every guard of issue 16 on: a Standard Webhooks
@@ -49,10 +49,7 @@ func BenchmarkIntakeGuarded(b *testing.B) {
 	cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook, "guarded.json": guardedHook}), "")
 	cfg.AckTimeout = DefaultAckTimeout
 	s := start(b, cfg)
-	hook, err := webhooks.Parse(strings.NewReader(guardedHook))
-	if err != nil {
-		b.Fatal(err)
-	}
+	hook := webhookstest.Parse(b, guardedHook)
 	var seq atomic.Int64
 	request := func(id string) func() (*http.Request, error) {
 		url := s.url + "/engine/webhook/event/" + id + "?token=tok-0123456789abc"
@@ -174,16 +171,6 @@ type hookDirectory map[string]*webhooks.Webhook
 
 func (d hookDirectory) Lookup(id string) *webhooks.Webhook { return d[id] }
 
-// parseHook parses a webhook file.
-func parseHook(b testing.TB, file string) *webhooks.Webhook {
-	b.Helper()
-	w, err := webhooks.Parse(strings.NewReader(file))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return w
-}
-
 // nullSink takes every record and keeps none.
 type nullSink struct{}
 
@@ -210,8 +197,8 @@ func BenchmarkIntakeGuards(b *testing.B) {
 		{"all", sig + `,` + dd + `,` + rl + `,` + ips + `,`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			hook := parseHook(b, `{"id": "h", "token": "tok-0123456789abc", `+bc.extra+collector+`}`)
-			signer := parseHook(b, `{"id": "h", "token": "tok-0123456789abc", `+sig+`,`+collector+`}`).Signature
+			hook := webhookstest.Parse(b, `{"id": "h", "token": "tok-0123456789abc", `+bc.extra+collector+`}`)
+			signer := webhookstest.Parse(b, `{"id": "h", "token": "tok-0123456789abc", `+sig+`,`+collector+`}`).Signature
 			store, err := dedupe.New(dedupe.Config{Path: filepath.Join(b.TempDir(), dedupe.FileName)}, nil, nil)
 			if err != nil {
 				b.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // Webhook files of the delivery tests.
@@ -39,10 +39,7 @@ func TestSatellite_Dedupe(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
 	hooks := writeHooks(t, map[string]string{"dedupe.json": dedupeHook})
 	cfg := testConfig(t, b.Addr, hooks, "")
-	hook, err := webhooks.Parse(strings.NewReader(dedupeHook))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook := webhookstest.Parse(t, dedupeHook)
 	// send posts delivery id, signed, and returns the event id.
 	send := func(s *runner, id string) string {
 		body := fmt.Sprintf(`{"delivery": %q}`, id)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/kafkatest"
-	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // signedHook is the webhook of BenchmarkIntake_Signed: Stripe's scheme
@@ -43,10 +43,7 @@ func BenchmarkIntake_Signed(b *testing.B) {
 	cfg := testConfig(b, broker.Addr, writeHooks(b, map[string]string{"plain.json": plainHook, "signed.json": signedHook}), "")
 	cfg.AckTimeout = DefaultAckTimeout
 	s := start(b, cfg)
-	signer, err := webhooks.Parse(strings.NewReader(strings.Replace(signedHook, `["whsec_a", "whsec_b", "whsec_bench"]`, `["whsec_bench"]`, 1)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	signer := webhookstest.Parse(b, strings.Replace(signedHook, `["whsec_a", "whsec_b", "whsec_bench"]`, `["whsec_bench"]`, 1))
 	plainClient, signedClient := newLoadClient(), newLoadClient()
 	// Both through headerTransport, so that the load generator's own work
 	// is the same. Signed once: the run must end within the 5-minute

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
-	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // BenchmarkIntakeTracing measures the intake's handler and the forwarder,
@@ -52,10 +51,7 @@ func BenchmarkIntakeTracing(b *testing.B) {
 }
 
 func benchIntakeHandler(b *testing.B, tp trace.TracerProvider) {
-	hook, err := webhooks.Parse(strings.NewReader(plainHook))
-	if err != nil {
-		b.Fatal(err)
-	}
+	hook := webhookstest.Parse(b, plainHook)
 	m, err := newMetrics(nil)
 	if err != nil {
 		b.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/satellite/internal/floodtest"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 func TestBudget_Take(t *testing.T) {
@@ -223,7 +224,7 @@ func TestIntake_Flood(t *testing.T) {
 func testFlood(t *testing.T, front string) {
 	{
 		sink := &gatedSink{release: make(chan struct{}), entered: make(chan struct{}, floodClients), ids: map[string]bool{}}
-		big := mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
+		big := webhookstest.Parse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
 			"collector_config": {"event_type": "flood", "payload": {"all": "${@}"}}}`, 2*floodBodySize))
 		dir := testDirectory(t)
 		dir["big"] = big

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/squallhq/squall/internal/jsonlimit"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // TestIntake_OutputBudget: a webhook whose expression doubles its input
@@ -22,19 +21,13 @@ func TestIntake_OutputBudget(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		expr := "${to_string(@" + strings.Repeat(" | [@, @]", 40) + ")}"
 		dir := directory{
-			"bomb": mustParse(t, `{"id": "bomb", "token": "tok-0123456789abc",
+			"bomb": webhookstest.Parse(t, `{"id": "bomb", "token": "tok-0123456789abc",
 			"collector_config": {"event_type": "e", "payload": {"host": "${host}", "all": "${@}"}}}`),
 		}
-		dir["bomb2"] = mustParse(t, `{"id": "bomb2", "token": "tok-0123456789abc",
+		dir["bomb2"] = webhookstest.Parse(t, `{"id": "bomb2", "token": "tok-0123456789abc",
 		"collector_config": {"event_type": "e", "payload": {"v": "`+expr+`"}}}`)
 		sink := &recorder{}
-		in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: time.Second}, dir, sink, nil, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		in.Register(mux)
-		srv := serveFront(t, front, in, mux, ServerConfig{})
+		_, srv := serveIntake(t, front, Config{TenantID: "site-a", Source: "sat-1", RetryAfter: time.Second}, dir, sink)
 
 		body := `{"host": "web-1", "message": "` + strings.Repeat("x", 1400) + `"}`
 		a := call(t, srv.Client(), http.MethodPost, srv.URL+"/engine/webhook/event/bomb2?token=tok-0123456789abc", strings.NewReader(body),
@@ -66,19 +59,13 @@ func TestIntake_EventDepth(t *testing.T) {
 		dir := directory{
 			// ${@} alone: the direct path (bodies up to 16 deep), then
 			// the decoding path.
-			"whole": mustParse(t, `{"id": "whole", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
+			"whole": webhookstest.Parse(t, `{"id": "whole", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
 				"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}}`),
-			"picked": mustParse(t, `{"id": "picked", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
+			"picked": webhookstest.Parse(t, `{"id": "picked", "token": "tok-0123456789abc", "max_payload_size": "1MiB",
 				"collector_config": {"event_type": "e", "payload": {"a": "${a}"}}}`),
 		}
 		sink := &recorder{}
-		in, err := New(Config{Source: "sat-1"}, dir, sink, nil, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		in.Register(mux)
-		srv := serveFront(t, front, in, mux, ServerConfig{})
+		_, srv := serveIntake(t, front, Config{Source: "sat-1"}, dir, sink)
 		nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 		post := func(id, body string) answer {
 			return call(t, srv.Client(), "POST", srv.URL+"/engine/webhook/event/"+id+"?token=tok-0123456789abc", strings.NewReader(body), nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/squallhq/squall/satellite/clientaddr"
 	"github.com/squallhq/squall/satellite/dedupe"
 	"github.com/squallhq/squall/satellite/ratelimit"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // deliveryHooks are webhooks with the delivery settings.
@@ -25,14 +26,14 @@ func deliveryHooks(t testing.TB) directory {
 	const signedWith = `"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, `
 	const collector = `"collector_config": {"event_type": "e", "payload": {"all": "${@}"}}`
 	return directory{
-		"dedupe":      mustParse(t, `{"id": "dedupe", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
-		"dedupe-body": mustParse(t, `{"id": "dedupe-body", "token": "tok-0123456789abc", "dedupe": {"jmespath": "data.id"}, `+collector+`}`),
-		"limited":     mustParse(t, `{"id": "limited", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
-		"per-client":  mustParse(t, `{"id": "per-client", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
-		"allowed":     mustParse(t, `{"id": "allowed", "token": "tok-0123456789abc", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
-		"small":       mustParse(t, `{"id": "small", "token": "tok-0123456789abc", "max_payload_size": 16, `+collector+`}`),
-		"signed":      mustParse(t, `{"id": "signed", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id"}, `+signedWith+collector+`}`),
-		"signed-svix": mustParse(t, `{"id": "signed-svix", "token": "tok-0123456789abc", "dedupe": {"header": "svix-id"}, `+signedWith+collector+`}`),
+		"dedupe":      webhookstest.Parse(t, `{"id": "dedupe", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id", "window": "1h"}, `+collector+`}`),
+		"dedupe-body": webhookstest.Parse(t, `{"id": "dedupe-body", "token": "tok-0123456789abc", "dedupe": {"jmespath": "data.id"}, `+collector+`}`),
+		"limited":     webhookstest.Parse(t, `{"id": "limited", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 2}, `+collector+`}`),
+		"per-client":  webhookstest.Parse(t, `{"id": "per-client", "token": "tok-0123456789abc", "rate_limit": {"rate": 0.001, "burst": 1, "per_client": true}, `+collector+`}`),
+		"allowed":     webhookstest.Parse(t, `{"id": "allowed", "token": "tok-0123456789abc", "allow_ips": ["192.0.2.0/24"], `+collector+`}`),
+		"small":       webhookstest.Parse(t, `{"id": "small", "token": "tok-0123456789abc", "max_payload_size": 16, `+collector+`}`),
+		"signed":      webhookstest.Parse(t, `{"id": "signed", "token": "tok-0123456789abc", "dedupe": {"header": "webhook-id"}, `+signedWith+collector+`}`),
+		"signed-svix": webhookstest.Parse(t, `{"id": "signed-svix", "token": "tok-0123456789abc", "dedupe": {"header": "svix-id"}, `+signedWith+collector+`}`),
 	}
 }
 
@@ -55,20 +56,14 @@ func deliveryServer(t *testing.T, front string, sink Sink, trusted ...string) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: 7 * time.Second,
-		Clients: clients, Limits: ratelimit.New(0), Dedupe: store},
-		deliveryHooks(t), sink, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		if err := store.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	mux := http.NewServeMux()
-	in.Register(mux)
-	return in, serveFront(t, front, in, mux, ServerConfig{}) // stopped before the store closes
+	// Served until before the store closes.
+	return serveIntake(t, front, Config{TenantID: "site-a", Source: "sat-1", RetryAfter: 7 * time.Second,
+		Clients: clients, Limits: ratelimit.New(0), Dedupe: store}, deliveryHooks(t), sink)
 }
 
 // eventID returns the event id of a 200 answer.

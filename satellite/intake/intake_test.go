@@ -24,6 +24,7 @@ import (
 
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // directory is a fixed set of webhooks.
@@ -66,35 +67,33 @@ func (s *recorder) last(t *testing.T) Record {
 	return s.records[len(s.records)-1]
 }
 
-func mustParse(t testing.TB, file string) *webhooks.Webhook {
-	t.Helper()
-	w, err := webhooks.Parse(strings.NewReader(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
 // testDirectory has "plain" (no tenant, 1 KiB limit), "signed" (HMAC), and
 // "tenant" (its own tenant, an event type taken from the body).
 func testDirectory(t testing.TB) directory {
 	return directory{
-		"plain": mustParse(t, `{"id": "plain", "token": "tok-0123456789abc", "max_payload_size": 1024,
+		"plain": webhookstest.Parse(t, `{"id": "plain", "token": "tok-0123456789abc", "max_payload_size": 1024,
 			"collector_config": {"event_type": "webhook", "payload": {"source": "test", "all": "${@}", "n": "${n}"}}}`),
-		"signed": mustParse(t, `{"id": "signed", "token": "tok-0123456789abc",
+		"signed": webhookstest.Parse(t, `{"id": "signed", "token": "tok-0123456789abc",
 			"signature": {"header": "X-Hub-Signature-256", "secret": "s3cr3t", "prefix": "sha256="},
 			"collector_config": {"event_type": "push", "payload": {"ref": "${ref}"}}}`),
-		"tenant": mustParse(t, `{"id": "tenant", "token": "tok-0123456789abc", "tenant_id": "acme",
+		"tenant": webhookstest.Parse(t, `{"id": "tenant", "token": "tok-0123456789abc", "tenant_id": "acme",
 			"collector_config": {"event_type": "${kind}", "payload": {}}}`),
 	}
 }
 
-// newTestServer serves an Intake with sink on a real loopback listener,
-// through front.
+// newTestServer serves an Intake of testDirectory with sink on a real
+// loopback listener, through front.
 func newTestServer(t *testing.T, front string, sink Sink) (*Intake, *testServer) {
 	t.Helper()
-	in, err := New(Config{TenantID: "site-a", Source: "sat-1", RetryAfter: 7 * time.Second},
-		testDirectory(t), sink, nil, prometheus.NewRegistry())
+	return serveIntake(t, front, Config{TenantID: "site-a", Source: "sat-1", RetryAfter: 7 * time.Second}, testDirectory(t), sink)
+}
+
+// serveIntake builds an Intake of cfg, dir and sink, its metrics in a
+// registry of its own, and serves its routes on a real loopback listener,
+// through front.
+func serveIntake(t *testing.T, front string, cfg Config, dir directory, sink Sink) (*Intake, *testServer) {
+	t.Helper()
+	in, err := New(cfg, dir, sink, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +532,7 @@ func TestIntake_TooLargeWholeBodyFirst(t *testing.T) {
 		// More than net/http drains by itself, and than the loopback socket
 		// buffers hold: the client is still writing when the answer comes.
 		const limit = 8 << 20
-		in, err := New(Config{Source: "sat-1"}, directory{"big": mustParse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
+		in, err := New(Config{Source: "sat-1"}, directory{"big": webhookstest.Parse(t, fmt.Sprintf(`{"id": "big", "token": "tok-0123456789abc", "max_payload_size": %d,
 		"collector_config": {"event_type": "webhook", "payload": {}}}`, limit))}, &recorder{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // discard is a Sink that drops every record.
@@ -57,7 +58,7 @@ func BenchmarkIntake_Signature(b *testing.B) {
 		"slack":             `"signature": {"scheme": "slack", "secrets": ["a", "b", "s3cr3t"]},`,
 		"hmac-sha512":       `"signature": {"scheme": "hmac", "header": "X-Sig", "algorithm": "sha512", "timestamp_header": "X-Ts", "secrets": ["a", "b", "s3cr3t"]},`,
 	} {
-		dir[id] = mustParse(b, `{"id": "`+id+`", "token": "tok-0123456789abc", `+sig+collector+`}`)
+		dir[id] = webhookstest.Parse(b, `{"id": "`+id+`", "token": "tok-0123456789abc", `+sig+collector+`}`)
 	}
 	in, err := New(Config{Source: "bench"}, dir, discard{}, nil, prometheus.NewRegistry())
 	if err != nil {
@@ -69,7 +70,7 @@ func BenchmarkIntake_Signature(b *testing.B) {
 		r.SetPathValue("id", id)
 		if v := dir[id].Signature; v != nil {
 			// Signed with the last secret only, as after a rotation.
-			last := mustParse(b, `{"id": "x", "token": "t", "signature": `+map[string]string{
+			last := webhookstest.Parse(b, `{"id": "x", "token": "t", "signature": `+map[string]string{
 				"github":            `{"scheme": "github", "secret": "s3cr3t"}`,
 				"standard-webhooks": `{"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`,
 				"stripe":            `{"scheme": "stripe", "secret": "whsec_s3cr3t"}`,

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 // TestIntake_Signature runs the signature schemes, the replay window and the
@@ -18,24 +18,18 @@ func TestIntake_Signature(t *testing.T) {
 	forFronts(t, func(t *testing.T, front string) {
 		dir := testDirectory(t)
 		// Entry 0 of tokens and secrets expired long ago; entry 1 is current.
-		dir["stripe"] = mustParse(t, `{"id": "stripe",
+		dir["stripe"] = webhookstest.Parse(t, `{"id": "stripe",
 		"tokens": [{"value": "old-tok", "not_after": "2020-01-01T00:00:00Z"}, "tok"],
 		"signature": {"scheme": "stripe", "tolerance": "2m",
 			"secrets": [{"value": "whsec_old", "not_after": "2020-01-01T00:00:00Z"}, "whsec_new"]},
 		"collector_config": {"event_type": "${type}", "payload": {}}}`)
-		dir["std"] = mustParse(t, `{"id": "std", "token": "tok",
+		dir["std"] = webhookstest.Parse(t, `{"id": "std", "token": "tok",
 		"signature": {"scheme": "standard-webhooks", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 		"collector_config": {"event_type": "e", "payload": {}}}`)
-		oldKey := mustParse(t, `{"id": "stripe", "token": "t", "signature": {"scheme": "stripe", "secret": "whsec_old"},
+		oldKey := webhookstest.Parse(t, `{"id": "stripe", "token": "t", "signature": {"scheme": "stripe", "secret": "whsec_old"},
 		"collector_config": {"event_type": "e", "payload": {}}}`).Signature
 		sink := &recorder{}
-		in, err := New(Config{Source: "sat-1"}, dir, sink, nil, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		in.Register(mux)
-		srv := serveFront(t, front, in, mux, ServerConfig{})
+		in, srv := serveIntake(t, front, Config{Source: "sat-1"}, dir, sink)
 
 		body := `{"type": "charge.succeeded"}`
 		stripe, std := dir["stripe"].Signature, dir["std"].Signature

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -158,13 +157,7 @@ func TestIntake_TraceContextOfStrangers(t *testing.T) {
 			sdktrace.WithSpanProcessor(spans))
 		t.Cleanup(func() { tp.Shutdown(context.Background()) })
 		sink := &recorder{}
-		in, err := New(Config{Source: "sat-1", TracerProvider: tp}, testDirectory(t), sink, nil, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		in.Register(mux)
-		srv := serveFront(t, front, in, mux, ServerConfig{})
+		_, srv := serveIntake(t, front, Config{Source: "sat-1", TracerProvider: tp}, testDirectory(t), sink)
 
 		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		big := make([]string, 0, 32)
