@@ -69,17 +69,10 @@ func BenchmarkIntake(b *testing.B) {
 		if plain.elapsed == 0 || intake.elapsed == 0 {
 			return
 		}
-		b.ReportMetric(plain.rate(), "plain-req/s")
-		b.ReportMetric(intake.rate(), "intake-req/s")
-		b.ReportMetric(100*intake.rate()/plain.rate(), "ratio-%")
+		reportRatio(b, "plain", &plain, "intake", &intake)
 		b.ReportMetric(plain.percentile(0.99), "plain-p99-ms")
 		b.ReportMetric(intake.percentile(0.50), "intake-p50-ms")
 		b.ReportMetric(intake.percentile(0.99), "intake-p99-ms")
-		if plain.cpu > 0 && intake.cpu > 0 {
-			// The share of the plain handler's rate a machine whose
-			// CPU is the bottleneck would give the intake.
-			b.ReportMetric(100*plain.cpuPerRequest()/intake.cpuPerRequest(), "cpu-ratio-%")
-		}
 		reportSatellite(b, s)
 	})
 }
@@ -183,6 +176,19 @@ func interleaved(b *testing.B, targets ...loadTarget) []loadStats {
 	}
 	b.StopTimer()
 	return stats
+}
+
+// reportRatio reports the rates of base and other, named baseName and name,
+// other's as a percentage of base's ("ratio-%"), and, when both measured
+// their CPU time, the share of base's rate a machine whose CPU is the
+// bottleneck would give other ("cpu-ratio-%").
+func reportRatio(b *testing.B, baseName string, base *loadStats, name string, other *loadStats) {
+	b.ReportMetric(base.rate(), baseName+"-req/s")
+	b.ReportMetric(other.rate(), name+"-req/s")
+	b.ReportMetric(100*other.rate()/base.rate(), "ratio-%")
+	if base.cpu > 0 && other.cpu > 0 {
+		b.ReportMetric(100*base.cpuPerRequest()/other.cpuPerRequest(), "cpu-ratio-%")
+	}
 }
 
 // loadStats describes the requests of one or more loads.

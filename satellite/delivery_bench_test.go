@@ -101,14 +101,9 @@ func BenchmarkIntakeGuarded(b *testing.B) {
 	if plain.elapsed == 0 || guarded.elapsed == 0 || len(plain.lat) == 0 || len(guarded.lat) == 0 {
 		return
 	}
-	b.ReportMetric(plain.rate(), "plain-req/s")
-	b.ReportMetric(guarded.rate(), "guarded-req/s")
-	b.ReportMetric(100*guarded.rate()/plain.rate(), "ratio-%")
+	reportRatio(b, "plain", &plain, "guarded", &guarded)
 	b.ReportMetric(plain.percentile(0.50), "plain-p50-ms")
 	b.ReportMetric(guarded.percentile(0.50), "guarded-p50-ms")
-	if plain.cpu > 0 && guarded.cpu > 0 {
-		b.ReportMetric(100*plain.cpuPerRequest()/guarded.cpuPerRequest(), "cpu-ratio-%")
-	}
 	if got := metricValue(b, s, `squall_intake_deduplicated_total{webhook="guarded"}`); got != 0 {
 		b.Errorf("%g guarded calls deduplicated: the delivery ids are not unique", got)
 	}

@@ -56,10 +56,5 @@ func BenchmarkIntake_Signed(b *testing.B) {
 	if plain.elapsed == 0 || signed.elapsed == 0 {
 		return
 	}
-	b.ReportMetric(plain.rate(), "plain-req/s")
-	b.ReportMetric(signed.rate(), "signed-req/s")
-	b.ReportMetric(100*signed.rate()/plain.rate(), "ratio-%")
-	if plain.cpu > 0 && signed.cpu > 0 {
-		b.ReportMetric(100*plain.cpuPerRequest()/signed.cpuPerRequest(), "cpu-ratio-%")
-	}
+	reportRatio(b, "plain", &plain, "signed", &signed)
 }
