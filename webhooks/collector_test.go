@@ -59,31 +59,39 @@ func collectTornado(t *testing.T, name string) Event {
 	return ev
 }
 
+// forTornadoEvents runs f, as parallel subtests, with the event of each
+// Tornado fixture.
+func forTornadoEvents(t *testing.T, f func(t *testing.T, name string, ev Event)) {
+	t.Helper()
+	for _, name := range tornadoCases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, name, collectTornado(t, name))
+		})
+	}
+}
+
 // TestCollector_Tornado checks the events against Tornado's expected outputs,
 // by value: Tornado writes the config literal 123 as 123.0, Squall as 123.
 func TestCollector_Tornado(t *testing.T) {
 	t.Parallel()
-	for _, name := range tornadoCases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ev := collectTornado(t, name)
-			got := byValue(t, ev)
-			want := byValue(t, json.RawMessage(readFile(t, filepath.Join("testdata", "jmespath", name+"_output.json"))))
-			// Tornado's webhook collector sets no metadata; Squall always
-			// sets the tenant (DESIGN decision 12).
-			if md := got["metadata"]; !reflect.DeepEqual(md, map[string]any{"tenant_id": "master"}) {
-				t.Errorf("metadata = %v", md)
-			}
-			for _, m := range []map[string]any{got, want} {
-				delete(m, "created_ms")
-				delete(m, "trace_id")
-				delete(m, "metadata")
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("event\n got %v\nwant %v", got, want)
-			}
-		})
-	}
+	forTornadoEvents(t, func(t *testing.T, name string, ev Event) {
+		got := byValue(t, ev)
+		want := byValue(t, json.RawMessage(readFile(t, filepath.Join("testdata", "jmespath", name+"_output.json"))))
+		// Tornado's webhook collector sets no metadata; Squall always
+		// sets the tenant (DESIGN decision 12).
+		if md := got["metadata"]; !reflect.DeepEqual(md, map[string]any{"tenant_id": "master"}) {
+			t.Errorf("metadata = %v", md)
+		}
+		for _, m := range []map[string]any{got, want} {
+			delete(m, "created_ms")
+			delete(m, "trace_id")
+			delete(m, "metadata")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("event\n got %v\nwant %v", got, want)
+		}
+	})
 }
 
 // byValue round-trips v through JSON into float64 numbers.
@@ -104,33 +112,25 @@ func byValue(t testing.TB, v any) map[string]any {
 // fixtures: number texts included.
 func TestCollector_Golden(t *testing.T) {
 	t.Parallel()
-	for _, name := range tornadoCases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ev := collectTornado(t, name)
-			got, err := json.MarshalIndent(ev, "", "  ")
-			if err != nil {
+	forTornadoEvents(t, func(t *testing.T, name string, ev Event) {
+		got, err := json.MarshalIndent(ev, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		golden := filepath.Join("testdata", "golden", name+".golden.json")
+		if *update {
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, '\n')
-			golden := filepath.Join("testdata", "golden", name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if want := readFile(t, golden); !bytes.Equal(got, want) {
-				t.Errorf("event differs from %s (rerun with -update if intended)\n got %s\nwant %s", golden, got, want)
-			}
-		})
-	}
+		}
+		if want := readFile(t, golden); !bytes.Equal(got, want) {
+			t.Errorf("event differs from %s (rerun with -update if intended)\n got %s\nwant %s", golden, got, want)
+		}
+	})
 
 	// The two number rules on the GitHub fixture, spelled out.
-	c := newCollector(t, string(readFile(t, "testdata/jmespath/github_webhook_01_config.json")), "")
-	ev, err := c.Collect(readFile(t, "testdata/jmespath/github_webhook_01_input.json"), testNow, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := collectTornado(t, "github_webhook_01")
 	inner := ev.Payload["inner_map"].(map[string]any)
 	if n := inner["map"].(map[string]any)["number"]; n != json.Number("123") {
 		t.Errorf("config literal 123 became %#v, want it kept as written", n)

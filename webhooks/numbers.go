@@ -46,59 +46,54 @@ type document struct {
 // converted in place.
 func newDocument(v any) document {
 	var d document
-	d.collectTexts(v)
+	eachNumber(v, d.collectText)
 	if d.texts != nil {
-		d.dropCanonicalCollisions(v)
+		eachNumber(v, d.dropCanonicalCollision)
 	}
 	d.data = toFloats(v)
 	return d
 }
 
-// collectTexts records the text of every non-canonical number of v.
-func (d *document) collectTexts(v any) {
+// eachNumber calls f with every number of v, a value decoded with
+// json.Decoder.UseNumber.
+func eachNumber(v any, f func(json.Number)) {
 	switch v := v.(type) {
 	case json.Number:
-		s := string(v)
-		if canonical(s) {
-			return
-		}
-		if d.texts == nil {
-			d.texts = make(map[uint64]string)
-		}
-		key := math.Float64bits(parseNumber(s))
-		if t, seen := d.texts[key]; seen && t != s {
-			s = ""
-		}
-		d.texts[key] = s
+		f(v)
 	case map[string]any:
 		for _, e := range v {
-			d.collectTexts(e)
+			eachNumber(e, f)
 		}
 	case []any:
 		for _, e := range v {
-			d.collectTexts(e)
+			eachNumber(e, f)
 		}
 	}
 }
 
-// dropCanonicalCollisions blanks the texts of values that v also writes in
+// collectText records the text of n if it is not canonical.
+func (d *document) collectText(n json.Number) {
+	s := string(n)
+	if canonical(s) {
+		return
+	}
+	if d.texts == nil {
+		d.texts = make(map[uint64]string)
+	}
+	key := math.Float64bits(parseNumber(s))
+	if t, seen := d.texts[key]; seen && t != s {
+		s = ""
+	}
+	d.texts[key] = s
+}
+
+// dropCanonicalCollision blanks the text of n's value if n writes it in
 // canonical form.
-func (d *document) dropCanonicalCollisions(v any) {
-	switch v := v.(type) {
-	case json.Number:
-		if s := string(v); canonical(s) {
-			key := math.Float64bits(parseNumber(s))
-			if _, ok := d.texts[key]; ok {
-				d.texts[key] = ""
-			}
-		}
-	case map[string]any:
-		for _, e := range v {
-			d.dropCanonicalCollisions(e)
-		}
-	case []any:
-		for _, e := range v {
-			d.dropCanonicalCollisions(e)
+func (d *document) dropCanonicalCollision(n json.Number) {
+	if s := string(n); canonical(s) {
+		key := math.Float64bits(parseNumber(s))
+		if _, ok := d.texts[key]; ok {
+			d.texts[key] = ""
 		}
 	}
 }
