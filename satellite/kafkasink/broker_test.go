@@ -308,11 +308,7 @@ func TestSink_PartialFailure(t *testing.T) {
 // the first, which sends them in its next request.
 func TestSink_SecondFlusherStops(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
-	s := newTestSink(t, b.Addr, nil)
-	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	b, s := startWarm(t, 1, nil)
 	// Hold the next two produce requests, each until its own release.
 	sizes := watchSizes(b)
 	held0, release0 := b.HoldProduce(t)

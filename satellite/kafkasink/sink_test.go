@@ -38,6 +38,19 @@ import (
 
 const topic = "squall.events"
 
+// startWarm starts a broker whose topic has partitions partitions (0: the
+// default) and a sink for it, changed by edit, which has written one
+// record, "warm": it is connected and has read the topic's metadata.
+func startWarm(t *testing.T, partitions int32, edit func(*Config)) (*kafkatest.Broker, *Sink) {
+	t.Helper()
+	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: partitions})
+	s := newTestSink(t, b.Addr, edit)
+	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	return b, s
+}
+
 // topicValues returns the values of the records of topic, in partition and
 // offset order.
 func topicValues(t testing.TB, b *kafkatest.Broker) []string {
@@ -459,11 +472,7 @@ func TestSink_Batching(t *testing.T) {
 
 func TestSink_Retry(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}})
-	s := newTestSink(t, b.Addr, nil)
-	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	b, s := startWarm(t, 0, nil)
 	// The next produce request fails as after a leader change. (kfake
 	// drops a control function once it handled a request.)
 	var failed atomic.Int32
@@ -497,11 +506,7 @@ func TestSink_Retry(t *testing.T) {
 
 func TestSink_Abandoned(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
-	s := newTestSink(t, b.Addr, func(c *Config) { c.MaxInFlight = 1 })
-	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	b, s := startWarm(t, 1, func(c *Config) { c.MaxInFlight = 1 })
 	held, release := b.HoldProduce(t)
 	first := make(chan error, 1)
 	go func() { first <- s.Write(context.Background(), Message{Key: []byte("t"), Value: []byte("in flight")}) }()
@@ -577,11 +582,7 @@ func TestSink_WriteWithin(t *testing.T) {
 // one in flight: only once parallelBatch records wait.
 func TestSink_GroupCommit(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
-	s := newTestSink(t, b.Addr, nil)
-	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	b, s := startWarm(t, 1, nil)
 	// Hold the next two produce requests in the broker (kafka-go sends
 	// them on two connections).
 	held0, release0 := b.HoldProduce(t)
@@ -641,11 +642,7 @@ func TestSink_GroupCommit(t *testing.T) {
 // ctx's error long before the request's WriteTimeout.
 func TestSink_Shutdown(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 1})
-	s := newTestSink(t, b.Addr, func(c *Config) { c.WriteTimeout = time.Minute })
-	if err := s.Write(t.Context(), Message{Key: []byte("t"), Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	b, s := startWarm(t, 1, func(c *Config) { c.WriteTimeout = time.Minute })
 	// The broker holds the next produce request until the end of the test.
 	held, _ := b.HoldProduce(t)
 	written := make(chan error, 1)
