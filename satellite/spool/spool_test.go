@@ -148,13 +148,7 @@ func TestSpool_AppendReadCommit(t *testing.T) {
 func TestSpool_Reopen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s, err := New(Config{Dir: dir, MaxBytes: 64 << 20, SegmentBytes: 4 << 10}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := newTestSpool(t, dir, 64<<20, 4<<10)
 	appendN(t, s, 0, 200)
 	entries, err := s.Read(t.Context(), 120, 1<<20)
 	if err != nil {
@@ -190,15 +184,7 @@ func TestSpool_Reopen(t *testing.T) {
 
 func TestSpool_Full(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	s, err := New(Config{Dir: t.TempDir(), MaxBytes: 16 << 10, SegmentBytes: 4 << 10}, nil, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newTestSpool(t, "", 16<<10, 4<<10)
 	n := 0
 	for ; ; n++ {
 		err := s.Append(t.Context(), record(n))
@@ -255,14 +241,7 @@ func TestSpool_TornTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			reg := prometheus.NewRegistry()
-			s, err := New(Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 64 << 10}, nil, reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Open(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			s := newTestSpool(t, dir, 1<<20, 64<<10)
 			appendN(t, s, 0, 50)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -281,7 +260,6 @@ func TestSpool_TornTail(t *testing.T) {
 			if err := s.Open(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
 			after, _ := os.ReadFile(path)
 			if !bytes.Equal(after, before) {
 				t.Fatalf("segment is %d bytes after recovery, want the %d whole-frame bytes", len(after), len(before))
