@@ -25,7 +25,7 @@ import (
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/satellite/intake"
-	"github.com/squallhq/squall/webhooks"
+	"github.com/squallhq/squall/webhooks/webhookstest"
 )
 
 func TestSatellite_Events(t *testing.T) {
@@ -49,7 +49,7 @@ func TestSatellite_Events(t *testing.T) {
 		want = append(want, sent{id: id, key: "site-a", webhook: "plain", traceparent: traceparent,
 			value: fmt.Sprintf(`{"type":"webhook","metadata":{"tenant_id":"site-a"},"payload":{"all":{"big":12345678901234567890,"i":%d,"s":"<&>"},"source":"test"}}`, i)})
 	}
-	sig, _ := webhooks.Parse(strings.NewReader(tenantHook))
+	sig := webhookstest.Parse(t, tenantHook)
 	body := `{"kind": "push", "ref": "refs/heads/main", "n": 1.50}`
 	status, id := s.post(t, "github", "gh-tok", body, sig.Signature.Sign([]byte(body), time.Now(), ""))
 	if status != 200 {

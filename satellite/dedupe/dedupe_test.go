@@ -44,8 +44,8 @@ func newStore(t testing.TB, cfg Config, reg prometheus.Registerer) *Store {
 	return s
 }
 
-// accept claims and commits a delivery, failing if it is a duplicate.
-func accept(t testing.TB, s *Store, hook, id, eventID string, now time.Time, window time.Duration) {
+// claim claims a delivery, failing if it is a duplicate.
+func claim(t testing.TB, s *Store, hook, id string, now time.Time) *Claim {
 	t.Helper()
 	c, err := s.Begin(t.Context(), hook, id, now)
 	if err != nil {
@@ -54,7 +54,13 @@ func accept(t testing.TB, s *Store, hook, id, eventID string, now time.Time, win
 	if c.Duplicate {
 		t.Fatalf("%s/%s: duplicate of %s", hook, id, c.EventID)
 	}
-	c.Commit(eventID, now.Add(window))
+	return c
+}
+
+// accept claims and commits a delivery, failing if it is a duplicate.
+func accept(t testing.TB, s *Store, hook, id, eventID string, now time.Time, window time.Duration) {
+	t.Helper()
+	claim(t, s, hook, id, now).Commit(eventID, now.Add(window))
 }
 
 // seen returns the event id of a duplicate, or "" with a claim aborted.
@@ -117,10 +123,7 @@ func TestStore_Duplicate(t *testing.T) {
 func TestStore_Abort(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Config{}, nil)
-	c, err := s.Begin(t.Context(), "h", "d", t0)
-	if err != nil || c.Duplicate {
-		t.Fatal(c, err)
-	}
+	c := claim(t, s, "h", "d", t0)
 	c.Abort()
 	c.Abort() // no-op
 	c.Commit(uid(99), t0.Add(time.Hour))
@@ -136,10 +139,7 @@ func TestStore_Concurrent(t *testing.T) {
 	s := newStore(t, Config{}, nil)
 	// 16 calls with the same id: the first claim fails, and exactly one
 	// of the others produces the event; all the rest see it.
-	first, err := s.Begin(t.Context(), "h", "same", t0)
-	if err != nil || first.Duplicate {
-		t.Fatal(first, err)
-	}
+	first := claim(t, s, "h", "same", t0)
 	var owners atomic.Int32
 	results := make(chan string, 16)
 	var wg sync.WaitGroup
@@ -180,11 +180,7 @@ func TestStore_Concurrent(t *testing.T) {
 func TestStore_WaitCanceled(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Config{}, nil)
-	c, err := s.Begin(t.Context(), "h", "d", t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	defer claim(t, s, "h", "d", t0).Abort()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := s.Begin(ctx, "h", "d", t0); !errors.Is(err, context.Canceled) {
