@@ -502,15 +502,30 @@ func (b *esBatcher) add(doc *esDoc) {
 	if flush {
 		go b.flusher()
 	}
-	for _, batch := range [][]*esDoc{full, alone} {
-		if batch != nil {
-			b.sends.Add(1)
-			go func() {
-				defer b.sends.Done()
-				b.send(batch)
-			}()
-		}
+	b.sendAsync(full)
+	b.sendAsync(alone)
+}
+
+// sendAsync sends batch, unless it is nil, in a goroutine of its own that
+// close waits for.
+func (b *esBatcher) sendAsync(batch []*esDoc) {
+	if batch == nil {
+		return
 	}
+	b.sends.Add(1)
+	go func() {
+		defer b.sends.Done()
+		b.send(batch)
+	}()
+}
+
+// sendBuffered sends what is buffered, if anything, as one batch (see
+// sendAsync).
+func (b *esBatcher) sendBuffered() {
+	b.mu.Lock()
+	batch := b.take()
+	b.mu.Unlock()
+	b.sendAsync(batch)
 }
 
 // take empties the buffer and returns its documents (nil when empty). b.mu
@@ -549,18 +564,7 @@ func (b *esBatcher) tick(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		b.mu.Lock()
-		batch := b.take()
-		if batch != nil {
-			b.sends.Add(1)
-		}
-		b.mu.Unlock()
-		if batch != nil {
-			go func() {
-				defer b.sends.Done()
-				b.send(batch)
-			}()
-		}
+		b.sendBuffered()
 	}
 }
 
@@ -570,18 +574,7 @@ func (b *esBatcher) tick(interval time.Duration) {
 func (b *esBatcher) close(ctx context.Context) error {
 	close(b.stop)
 	<-b.stopped
-	b.mu.Lock()
-	batch := b.take()
-	if batch != nil {
-		b.sends.Add(1)
-	}
-	b.mu.Unlock()
-	if batch != nil {
-		go func() {
-			defer b.sends.Done()
-			b.send(batch)
-		}()
-	}
+	b.sendBuffered()
 	done := make(chan struct{})
 	go func() {
 		b.sends.Wait()

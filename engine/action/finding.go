@@ -63,18 +63,11 @@ func newFindingExecutor(cfg FindingConfig, client *http.Client) (*findingExecuto
 	if err != nil {
 		return nil, &ConfigError{Field: "finding.token_file", Err: err}
 	}
-	var c http.Client
-	if client != nil {
-		c = *client
-	} else {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	urls := make([]string, len(cfg.MasterURLs))
 	for i, u := range cfg.MasterURLs {
 		urls[i] = strings.TrimRight(u, "/") + findingPath
 	}
-	return &findingExecutor{client: &c, urls: urls, token: b, timeout: time.Duration(cfg.Timeout)}, nil
+	return &findingExecutor{client: noRedirectClient(client), urls: urls, token: b, timeout: time.Duration(cfg.Timeout)}, nil
 }
 
 // readSecretFile returns the trimmed content of a secret file; its text

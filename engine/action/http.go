@@ -57,7 +57,9 @@ var (
 	_ io.Closer = (*httpExecutor)(nil)
 )
 
-func newHTTPExecutor(cfg HTTPConfig, client *http.Client) *httpExecutor {
+// noRedirectClient returns a copy of client (nil: a client with a
+// transport of its own) that follows no redirect: a 3xx is the answer.
+func noRedirectClient(client *http.Client) *http.Client {
 	var c http.Client
 	if client != nil {
 		c = *client
@@ -65,8 +67,12 @@ func newHTTPExecutor(cfg HTTPConfig, client *http.Client) *httpExecutor {
 		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+func newHTTPExecutor(cfg HTTPConfig, client *http.Client) *httpExecutor {
 	return &httpExecutor{
-		client:  &c,
+		client:  noRedirectClient(client),
 		timeout: time.Duration(cfg.Timeout),
 		schemes: cfg.AllowedSchemes,
 		hosts:   cfg.AllowedHosts,
