@@ -2,8 +2,6 @@ package backtest
 
 import (
 	"encoding/json"
-	"fmt"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -177,7 +175,7 @@ func (c *counter) walk(side int, n *tree.ProcessedNode, s *shape, iterated bool)
 		c.segs = c.segs[:len(c.segs)-1]
 	case config.KindIterator:
 		for _, it := range n.Events {
-			c.segs = append(c.segs, n.Name+"["+iterationLabel(it.Event)+"]")
+			c.segs = append(c.segs, n.Name+"["+it.Event.IterationLabel()+"]")
 			for i, child := range it.Nodes {
 				c.walk(side, child, s.child(i, child.Name), true)
 			}
@@ -209,18 +207,6 @@ func (c *counter) once(seen, count [][2]int64, index, side int) {
 		seen[index][side] = c.stamp
 		count[index][side]++
 	}
-}
-
-// iterationLabel writes an iteration as action positions do: an array
-// index, or an object key escaped as in a URL query.
-func iterationLabel(ev *tree.Event) string {
-	switch v := ev.Iterator["iteration"].(type) {
-	case json.Number:
-		return v.String()
-	case string:
-		return url.QueryEscape(v)
-	}
-	return fmt.Sprint(ev.Iterator["iteration"])
 }
 
 // equal reports whether two outcomes match the same rules in the same

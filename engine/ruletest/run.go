@@ -3,7 +3,6 @@ package ruletest
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -205,7 +204,7 @@ func (ch *checker) walk(n *tree.ProcessedNode, prefix []segment) {
 	case config.KindIterator:
 		for _, it := range n.Events {
 			ipath := slices.Clone(path)
-			ipath[len(ipath)-1] = segment{name: n.Name, iteration: iterationLabel(it.Event), iterated: true}
+			ipath[len(ipath)-1] = segment{name: n.Name, iteration: it.Event.IterationLabel(), iterated: true}
 			for _, c := range it.Nodes {
 				ch.walk(c, ipath)
 			}
@@ -236,18 +235,6 @@ func (ch *checker) walk(n *tree.ProcessedNode, prefix []segment) {
 			ch.outcomes = append(ch.outcomes, o)
 		}
 	}
-}
-
-// iterationLabel writes an iteration as action positions do: an array
-// index, or an object key escaped as in a URL query.
-func iterationLabel(ev *tree.Event) string {
-	switch v := ev.Iterator["iteration"].(type) {
-	case json.Number:
-		return v.String()
-	case string:
-		return url.QueryEscape(v)
-	}
-	return fmt.Sprint(ev.Iterator["iteration"])
 }
 
 // find returns the outcomes of the rule p names; when p names no rule of
@@ -379,13 +366,13 @@ func (ch *checker) unreached(p Path) string {
 			}
 			it := n.Events[0]
 			if s.iterated {
-				j := slices.IndexFunc(n.Events, func(e tree.ProcessedIteration) bool { return iterationLabel(e.Event) == s.iteration })
+				j := slices.IndexFunc(n.Events, func(e tree.ProcessedIteration) bool { return e.Event.IterationLabel() == s.iteration })
 				if j < 0 {
 					return fmt.Sprintf("iterator %s had no iteration %s", where, s.iteration)
 				}
 				it = n.Events[j]
 			}
-			at[len(at)-1] = s.name + "[" + iterationLabel(it.Event) + "]"
+			at[len(at)-1] = s.name + "[" + it.Event.IterationLabel() + "]"
 			n = childNamed(it.Nodes, next)
 		default:
 			n = nil

@@ -3,6 +3,8 @@ package tree
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"strconv"
 
 	"github.com/squallhq/squall/config"
@@ -238,4 +240,17 @@ func (e *Event) withIteration(iteration, item any) *Event {
 	c := *e
 	c.Iterator = map[string]any{"iteration": iteration, "item": item}
 	return &c
+}
+
+// IterationLabel writes the iteration of an event seen inside an iterator
+// branch as action positions do: an array index, or an object key escaped
+// as in a URL query.
+func (e *Event) IterationLabel() string {
+	switch v := e.Iterator["iteration"].(type) {
+	case json.Number:
+		return v.String()
+	case string:
+		return url.QueryEscape(v)
+	}
+	return fmt.Sprint(e.Iterator["iteration"])
 }
