@@ -314,14 +314,7 @@ func printChanges(w io.Writer, changes []config.Change) error {
 	}
 	var b strings.Builder
 	for _, c := range changes {
-		switch c.Op {
-		case config.ChangeAdded:
-			fmt.Fprintf(&b, "+ %s\n", c.Path)
-		case config.ChangeRemoved:
-			fmt.Fprintf(&b, "- %s\n", c.Path)
-		default:
-			fmt.Fprintf(&b, "~ %s: %s\n", c.Path, changeSummary(c))
-		}
+		b.WriteString(changeLine(c) + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

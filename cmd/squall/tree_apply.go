@@ -260,16 +260,21 @@ func (ta *treeApply) printChanges(changes []config.Change, verb string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d %s to the active tree:\n", verb, len(changes), noun)
 	for _, c := range changes {
-		switch c.Op {
-		case config.ChangeAdded:
-			fmt.Fprintf(&b, "  + %s\n", c.Path)
-		case config.ChangeRemoved:
-			fmt.Fprintf(&b, "  - %s\n", c.Path)
-		default:
-			fmt.Fprintf(&b, "  ~ %s: %s\n", c.Path, changeSummary(c))
-		}
+		b.WriteString("  " + changeLine(c) + "\n")
 	}
 	_, _ = io.WriteString(ta.out, b.String())
+}
+
+// changeLine writes one change as squall tree diff does: "+ path" a node
+// added, "- path" removed, "~ path: what" changed.
+func changeLine(c config.Change) string {
+	switch c.Op {
+	case config.ChangeAdded:
+		return "+ " + c.Path
+	case config.ChangeRemoved:
+		return "- " + c.Path
+	}
+	return "~ " + c.Path + ": " + changeSummary(c)
 }
 
 // changeSummary says what changed in a node: its fields, its rules, the
