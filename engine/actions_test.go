@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master/auth"
 )
@@ -44,15 +43,8 @@ func TestService_FindingAndKafkaActions(t *testing.T) {
 		"finding": {"master_urls": [%q], "token_file": %q, "timeout": "5s"}}`,
 		testOut, e.masters.URL(0), tokenFile))
 
-	ex, err := config.DecodeExport([]byte(leakTree))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.masters.Server(e.masters.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, e.config())
-	waitReady(t, r)
+	e.deployExport(leakTree)
+	startReady(t, e.config())
 
 	evs := orders(6, 2)
 	for i := range evs {

@@ -26,8 +26,7 @@ func TestService_ContainsAPanicToItsEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	idx := e.deploy("v1")
-	r := start(t, e.config())
-	waitReady(t, r)
+	r := startReady(t, e.config())
 	first := orders(20, 4)
 	e.produce(first...)
 	e.waitArchived(first)
@@ -128,8 +127,7 @@ func TestService_RefusedTreeIsReported(t *testing.T) {
 	cfg := e.config()
 	cfg.MasterURLs = []string{srv.URL}
 	cfg.Token = stub.token
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 
 	stub.set(2, badTree)
 	polltest.Wait(t, "the refusal", processTimeout, func() bool {

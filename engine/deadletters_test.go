@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/deadletter"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/calltest"
@@ -21,6 +19,7 @@ import (
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/deadletters"
+	"github.com/squallhq/squall/master/node"
 )
 
 // alertTree posts every event of type alert to RECEIVER/alert.
@@ -84,28 +83,14 @@ func TestDeadLetters_FixAndReplay(t *testing.T) {
 	dlCfg.MaxReplays = 2
 	var closers []func() error
 	e := newEnv(t, 2, func(e *env, s *master.Server) {
-		// As squall master mounts it (master/node, NewDeadLetterAPI).
-		dial := kafkasource.Dial{Brokers: []string{e.broker.Addr}, Timeout: 2 * time.Second}
-		reader, err := kafkasource.NewReader(dial)
+		// As squall master mounts it.
+		a, closeAPI, err := node.NewDeadLetterAPI(dlCfg, kafkasource.Dial{Brokers: []string{e.broker.Addr}, Timeout: 2 * time.Second}, s.Verifier(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writer, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: dial, Topic: testTopic})
-		if err != nil {
+		closers = append(closers, closeAPI)
+		if err := node.MountDeadLetters(s, a.Handler()); err != nil {
 			t.Fatal(err)
-		}
-		closers = append(closers, writer.Close)
-		a, err := deadletters.New(dlCfg, reader, writer, s.Verifier(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range []struct {
-			pattern string
-			p       master.Placement
-		}{{"GET " + deadletters.Prefix, master.OnAnyNode}, {"GET " + deadletters.Prefix + "/", master.OnAnyNode}, {"POST " + deadletters.Prefix + "/replay", master.OnLeader}} {
-			if err := s.Mount(m.pattern, a.Handler(), m.p); err != nil {
-				t.Fatal(err)
-			}
 		}
 	})
 	t.Cleanup(func() {
@@ -116,40 +101,14 @@ func TestDeadLetters_FixAndReplay(t *testing.T) {
 		}
 	})
 	tg := newTarget(t)
-	ex, err := config.DecodeExport([]byte(strings.ReplaceAll(alertTree, "RECEIVER", tg.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.masters.Server(e.masters.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, e.config())
-	waitReady(t, r)
+	e.deployExport(strings.ReplaceAll(alertTree, "RECEIVER", tg.URL))
+	r := startReady(t, e.config())
 	ops := "Bearer " + e.masters.Token(auth.Claims{User: "ops", Auths: map[string]auth.Authorization{
 		"root": {Path: []string{"root"}, Roles: []string{string(auth.DeadLettersReplay)}},
 	}})
 	api := func(method, path string, body, out any) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(t.Context(), method, e.masters.URL(0)+path, rd)
-		req.Header.Set("Authorization", ops)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
+		calltest.JSON(t, method, e.masters.URL(0)+path, ops, body, out)
 	}
 	list := func(query string) *deadletters.Page {
 		t.Helper()

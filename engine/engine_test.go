@@ -113,8 +113,7 @@ func TestService_ProcessesEvents(t *testing.T) {
 	cfg := e.config()
 	// The first master refuses connections: the engine moves on.
 	cfg.MasterURLs = []string{"http://127.0.0.1:1", e.masters.URL(0)}
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 
 	code, st := r.readyz()
 	if code != http.StatusOK || st.TreeIndex != idx || !st.Joined || !slices.Equal(st.Partitions, []int{0, 1, 2}) {
@@ -283,8 +282,7 @@ func TestService_PartitionLag(t *testing.T) {
 	e.produce(evs...)
 	cfg := e.config()
 	cfg.Workers, cfg.QueueSize = 1, 1
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 	// The worker waits in the first event's http call and the fetch loop
 	// on the full queue: a few events fetched, the rest behind them.
 	polltest.Wait(t, "the lag of the waiting events", processTimeout, func() bool {
@@ -327,8 +325,7 @@ func TestService_RedeployMidStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	i1 := e.deploy("v1")
-	r := start(t, e.config())
-	waitReady(t, r)
+	r := startReady(t, e.config())
 
 	evs := orders(2000, 8)
 	e.produce(evs[:1000]...)
@@ -383,8 +380,7 @@ func TestService_CrashLosesNothing(t *testing.T) {
 	e := newEnv(t, 3)
 	e.deploy("v1")
 	cfg := e.config()
-	a := start(t, cfg)
-	waitReady(t, a)
+	a := startReady(t, cfg)
 
 	evs := orders(3000, 6)
 	e.produce(evs[:1500]...)
@@ -412,8 +408,7 @@ func TestService_TwoEnginesSplitPartitions(t *testing.T) {
 	e := newEnv(t, 6)
 	e.deploy("v1")
 	cfg := e.config()
-	a := start(t, cfg)
-	waitReady(t, a)
+	a := startReady(t, cfg)
 	// Engine a alone fetches from all 6 partitions first: it reports their
 	// lag until b takes half of them.
 	evs := orders(1200, 24)
@@ -551,8 +546,7 @@ func TestService_RefusesTreeThatDoesNotCompile(t *testing.T) {
 	cfg := e.config()
 	cfg.MasterURLs = []string{srv.URL}
 	cfg.Token = stub.token
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 
 	first := orders(40, 4)
 	e.produce(first...)

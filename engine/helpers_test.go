@@ -158,25 +158,24 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-// treeNode returns the test tree of a version.
-func (e *env) treeNode(version string) *config.Node {
-	e.t.Helper()
-	raw := strings.NewReplacer("VERSION", version, "RECEIVER", e.receiver.URL).Replace(testTree)
-	ex, err := config.DecodeExport([]byte(raw))
-	if err != nil {
-		e.t.Fatalf("test tree: %v", err)
-	}
-	return ex.Node
-}
-
 // deploy makes the test tree of version the active tree and returns its
 // index.
 func (e *env) deploy(version string) uint64 {
 	e.t.Helper()
-	l := e.masters.Leader()
-	idx, err := e.masters.Server(l).Store().ReplaceActive(e.t.Context(), e.treeNode(version))
+	return e.deployExport(strings.NewReplacer("VERSION", version, "RECEIVER", e.receiver.URL).Replace(testTree))
+}
+
+// deployExport makes the tree of an export file the active tree and
+// returns its index.
+func (e *env) deployExport(export string) uint64 {
+	e.t.Helper()
+	ex, err := config.DecodeExport([]byte(export))
 	if err != nil {
-		e.t.Fatalf("deploy %s: %v", version, err)
+		e.t.Fatalf("test tree: %v", err)
+	}
+	idx, err := e.masters.Server(e.masters.Leader()).Store().ReplaceActive(e.t.Context(), ex.Node)
+	if err != nil {
+		e.t.Fatalf("deploy: %v", err)
 	}
 	return idx
 }
@@ -429,6 +428,14 @@ func (errCrash) Error() string { return "the engine crashed" }
 func (errCrash) crash()        {}
 
 var _ crashCause = errCrash{}
+
+// startReady starts an engine with cfg and waits until it is ready.
+func startReady(t testing.TB, cfg Config) *runner {
+	t.Helper()
+	r := start(t, cfg)
+	waitReady(t, r)
+	return r
+}
 
 // start runs an engine with cfg until stop, kill or the end of the test.
 func start(t testing.TB, cfg Config) *runner {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/engine/tree"
@@ -57,17 +56,10 @@ func TestService_IdempotencyKeys(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e.actions = filepath.Join(t.TempDir(), "actions.json")
 	writeFile(t, e.actions, fmt.Sprintf(`{"kafka": {"allowed_topics": [%q]}, "http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`, testOut))
-	ex, err := config.DecodeExport([]byte(strings.ReplaceAll(keyTree, "URL", srv.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.masters.Server(e.masters.Leader()).Store().ReplaceActive(t.Context(), ex.Node); err != nil {
-		t.Fatal(err)
-	}
+	e.deployExport(strings.ReplaceAll(keyTree, "URL", srv.URL))
 	cfg := e.config()
 	cfg.DedupeSize = 0
-	r := start(t, cfg)
-	waitReady(t, r)
+	startReady(t, cfg)
 
 	evs := orders(5, 1) // one tenant: one partition, in order
 	e.produce(append(slices.Clone(evs), evs...)...)
@@ -118,8 +110,7 @@ func TestService_CommitsAfterCompletion(t *testing.T) {
 	cfg := e.config()
 	cfg.CommitInterval = time.Hour
 	cfg.CommitBatch = 1_000_000
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 	for round := range 3 {
 		evs := orders(10, 3)
 		e.produce(evs...)
@@ -144,10 +135,7 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 	cfg := e.config()
 	// Engine a never commits: everything it archives is run again (the
 	// 2000 events stay under its replay limit, 2 × 4 workers × 256).
-	first := cfg
-	first.CommitInterval, first.CommitDelay, first.CommitBatch = time.Hour, 0, 1<<30
-	a := start(t, first)
-	waitReady(t, a)
+	a := startReady(t, commitsWhenAsked(cfg))
 
 	evs := orders(2000, 6)
 	e.produce(evs...)
@@ -177,6 +165,14 @@ func TestService_CrashArchivesOnce(t *testing.T) {
 	t.Logf("engine a archived %d events before its crash; engine b ran them again and archived none of them twice", before)
 }
 
+// commitsWhenAsked returns cfg without an interval, a delay or a batch
+// count to commit on: the engine commits only when its fetch loop asks,
+// having reached its bound of uncommitted events.
+func commitsWhenAsked(cfg Config) Config {
+	cfg.CommitInterval, cfg.CommitDelay, cfg.CommitBatch = time.Hour, 0, 1<<30
+	return cfg
+}
+
 // TestService_ReplayBounded: an engine whose commits come only when its
 // fetch loop asks for them (no interval, no delay, no batch count) holds
 // at most 2 × workers × queue size events uncommitted, plus one batch:
@@ -187,12 +183,10 @@ func TestService_ReplayBounded(t *testing.T) {
 	e := newEnv(t, 3)
 	e.deploy("v1")
 	cfg := e.config()
-	first := cfg
+	first := commitsWhenAsked(cfg)
 	first.Workers, first.QueueSize = 2, 16
-	first.CommitInterval, first.CommitDelay, first.CommitBatch = time.Hour, 0, 1<<30
 	bound := 2*first.Workers*first.QueueSize + kafkasource.MaxBatchMessages
-	a := start(t, first)
-	waitReady(t, a)
+	a := startReady(t, first)
 
 	evs := orders(3000, 6)
 	e.produce(evs...)

@@ -27,8 +27,7 @@ func TestService_KafkaOutage(t *testing.T) {
 	e.deploy("v1")
 	cfg := e.config()
 	cfg.Kafka = KafkaTuning{MaxWait: cfg.Kafka.MaxWait} // the production timings otherwise
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 	acked := e.load(t)
 
 	const (

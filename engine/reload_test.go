@@ -59,8 +59,7 @@ func TestService_reloadActions(t *testing.T) {
 		"http": {"timeout": "10s", "allowed_hosts": ["127.0.0.1"]}}`, e.archive)
 	writeFile(t, e.actions, archiveOnly)
 	e.deploy("v1")
-	r := start(t, e.config())
-	waitReady(t, r)
+	r := startReady(t, e.config())
 	reloads := func(result string) float64 {
 		return labeledValue(t, r, "squall_actions_config_reloads_total", "result", result)
 	}
@@ -140,8 +139,7 @@ func TestService_reloadActionsDuringWriteBatch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2)
 	e.deploy("v1")
-	r := start(t, e.config())
-	waitReady(t, r)
+	r := startReady(t, e.config())
 	evs := orders(3000, 8)
 	e.produce(evs...)
 	for i := 0; i < 20 && r.counter("squall_engine_events_processed_total") < float64(len(evs)); i++ {

@@ -24,8 +24,7 @@ func TestService_CachedTree(t *testing.T) {
 	cfg := e.config()
 	cfg.DataDir = filepath.Join(t.TempDir(), "engine")
 
-	a := start(t, cfg)
-	waitReady(t, a)
+	a := startReady(t, cfg)
 	evs := orders(40, 4)
 	e.produce(evs[:10]...)
 	e.waitArchived(evs[:10])
@@ -37,8 +36,7 @@ func TestService_CachedTree(t *testing.T) {
 	// A deploy the stopped engine did not see, then the master stops.
 	v2 := e.deploy("v2")
 	e.masters.Stop(0)
-	b := start(t, cfg)
-	waitReady(t, b)
+	b := startReady(t, cfg)
 	if got := b.TreeIndex(); got != v1 {
 		t.Fatalf("engine b runs tree %d, want the cached %d", got, v1)
 	}

@@ -43,6 +43,14 @@ const rootOnly = `{"version": "1.1", "Filter": {"name": "root", "filter": {"desc
 const badTree = `{"version": "1.1", "Filter": {"name": "root", "filter": {"description": "", "active": true,
 	"filter": {"type": "regex", "regex": "(", "target": "${event.type}"}}, "nodes": []}}`
 
+// setDown makes memTransport refuse the master's connections, or let
+// them through again.
+func (m *stubMaster) setDown(down bool) {
+	m.mu.Lock()
+	m.down = down
+	m.mu.Unlock()
+}
+
 func (m *stubMaster) set(index uint64, tree string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -257,9 +265,7 @@ func TestWatcher_FailsOverAndBacksOff(t *testing.T) {
 		good.set(3, rootOnly) // ends the blocking query in progress
 		synctest.Wait()
 		time.Sleep(2 * time.Minute)
-		good.mu.Lock()
-		good.down = false
-		good.mu.Unlock()
+		good.setDown(false)
 		time.Sleep(11 * time.Second) // the longest backoff
 		synctest.Wait()
 		if in, _ := rec.get(); !equalIdx(in, []uint64{2, 3}) {
@@ -307,9 +313,7 @@ func TestWatcher_IgnoresOlderIndexes(t *testing.T) {
 		runWatcher(t, w)
 		synctest.Wait()
 		// a goes away; b answers index 1 at once: never installed.
-		ahead.mu.Lock()
-		ahead.down = true
-		ahead.mu.Unlock()
+		ahead.setDown(true)
 		time.Sleep(time.Minute) // the query in progress ends; then a is down
 		synctest.Wait()
 		behind.mu.Lock()
@@ -386,9 +390,7 @@ func TestWatcher_FailoverClearsTheFailureAtOnce(t *testing.T) {
 		w, rec := newTestWatcher(t, memTransport{"m1": m1, "m2": m2}, "http://m1", "http://m2")
 		runWatcher(t, w)
 		synctest.Wait()
-		m1.mu.Lock()
-		m1.down = true
-		m1.mu.Unlock()
+		m1.setDown(true)
 		time.Sleep(w.wait) // the blocking query in progress ends; m1 then refuses
 		synctest.Wait()
 		o := w.last.Load()

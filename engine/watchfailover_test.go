@@ -21,8 +21,7 @@ func TestService_WatchFailoverClearsWarning(t *testing.T) {
 	cfg := e.config()
 	cfg.MasterURLs = []string{e.masters.URL(0), e.masters.URL(1), e.masters.URL(2)}
 	cfg.WatchWait = DefaultWatchWait
-	r := start(t, cfg)
-	waitReady(t, r)
+	r := startReady(t, cfg)
 
 	watched := r.watcher.last.Load().master
 	i := slices.Index(cfg.MasterURLs, watched)

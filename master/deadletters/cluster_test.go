@@ -1,9 +1,6 @@
 package deadletters
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -65,26 +62,7 @@ func TestAPI_Cluster(t *testing.T) {
 	tok := "Bearer " + c.Token(auth.Claims{User: "ops", Auths: map[string]auth.Authorization{"root": {Path: []string{"root"}, Roles: []string{"admin"}}}})
 	call := func(node int, method, path string, body, out any) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(node)+path, rd)
-		req.Header.Set("Authorization", tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("node %d: %s %s: %d %s", node, method, path, resp.StatusCode, b)
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatal(err)
-		}
+		calltest.JSON(t, method, c.URL(node)+path, tok, body, out)
 	}
 
 	w.deadLetter(letter{key: "a", stage: "action", actions: "0:http", err: "down"})
