@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/kafkatest"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 // benchTree is Tornado's full-match rule (engine/tree/testdata/tornado/
@@ -141,9 +142,9 @@ func benchService(b *testing.B, workers int, tp trace.TracerProvider) {
 	deadline := time.Now().Add(10*time.Minute + time.Duration(b.N)*100*time.Microsecond)
 	// The engine gives no signal for "all done": poll its counter (cheap),
 	// then the committed offsets (a Kafka round trip) once it is reached.
-	for metricValue(b, reg, "squall_engine_events_processed_total") < float64(b.N) || !committedAll(b, broker) {
+	for metrictest.Sum(b, reg, "squall_engine_events_processed_total", nil) < float64(b.N) || !committedAll(b, broker) {
 		if time.Now().After(deadline) {
-			b.Fatalf("%v of %d events processed", metricValue(b, reg, "squall_engine_events_processed_total"), b.N)
+			b.Fatalf("%v of %d events processed", metrictest.Sum(b, reg, "squall_engine_events_processed_total", nil), b.N)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

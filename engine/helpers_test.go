@@ -26,6 +26,7 @@ import (
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -505,37 +506,7 @@ func (r *runner) kill() {
 // counter returns the value of a counter (summed over its labels).
 func (r *runner) counter(name string) float64 {
 	r.t.Helper()
-	return metricValue(r.t, r.reg, name)
-}
-
-func metricValue(t testing.TB, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			v += value(m)
-		}
-	}
-	return v
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return 0
+	return metrictest.Sum(r.t, r.reg, name, nil)
 }
 
 // get fetches an ops endpoint of the engine.
@@ -598,5 +569,5 @@ func testCounter(c interface{ Write(*dto.Metric) error }) float64 {
 	if err := c.Write(&m); err != nil {
 		return -1
 	}
-	return value(&m)
+	return metrictest.Value(&m)
 }

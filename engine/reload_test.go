@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/engine/action"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -20,29 +21,6 @@ func replaceFile(t *testing.T, path, content string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// labeledValue returns the value of the series of name whose label is
-// value; 0 when it does not exist.
-func labeledValue(t *testing.T, r *runner, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // TestService_reloadActions changes the actions settings file of a running
@@ -61,7 +39,7 @@ func TestService_reloadActions(t *testing.T) {
 	e.deploy("v1")
 	r := startReady(t, e.config())
 	reloads := func(result string) float64 {
-		return labeledValue(t, r, "squall_actions_config_reloads_total", "result", result)
+		return metrictest.Sum(t, r.reg, "squall_actions_config_reloads_total", map[string]string{"result": result})
 	}
 	received := func(id string) bool {
 		return slices.ContainsFunc(e.receiver.Calls(), func(c call) bool { return c.ID == id })
@@ -152,5 +130,5 @@ func TestService_reloadActionsDuringWriteBatch(t *testing.T) {
 		t.Errorf("%v events dead-lettered", dlq)
 	}
 	t.Logf("%d lines for %d events; %v archive actions run", len(lines), len(evs),
-		labeledValue(t, r, "squall_action_executed_total", "action", "archive"))
+		metrictest.Sum(t, r.reg, "squall_action_executed_total", map[string]string{"action": "archive"}))
 }

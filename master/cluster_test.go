@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -95,31 +96,9 @@ func TestCluster_ForwardedLikeOnLeader(t *testing.T) {
 	if lr.Header.Get("X-Seen-Forwarded-By") != "" {
 		t.Error("a request to the leader was marked forwarded")
 	}
-	if n := counter(t, c, follower, "squall_master_forwarded_requests_total", "ok"); n != 1 {
+	if n := metrictest.Sum(t, c.Registry(follower), "squall_master_forwarded_requests_total", map[string]string{"result": "ok"}); n != 1 {
 		t.Errorf("forwarded counter %v", n)
 	}
-}
-
-// counter reads the series with the label value of a counter vector of a counter vector from node i's registry.
-func counter(t *testing.T, c *mastertest.Cluster, i int, name, label string) float64 {
-	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // TestCluster_LoopProtection: a forwarded request that reaches a node
@@ -149,7 +128,7 @@ func TestCluster_LoopProtection(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the refusal took %s: it waited instead of answering", took)
 	}
-	if n := counter(t, c, follower, "squall_master_forwarded_requests_total", "ok"); n != 0 {
+	if n := metrictest.Sum(t, c.Registry(follower), "squall_master_forwarded_requests_total", map[string]string{"result": "ok"}); n != 0 {
 		t.Errorf("the follower forwarded %v requests", n)
 	}
 	if resp, body := do(leader); resp.StatusCode != http.StatusCreated {
@@ -466,7 +445,7 @@ func TestCluster_FollowerVerifiesBeforeForwarding(t *testing.T) {
 		resp, body := c.Do(follower, http.MethodPut, "/api/v2_beta/test/echo/a", tok, bytes.Repeat([]byte("x"), 4<<10))
 		wantError(t, resp, body, http.StatusUnauthorized, "UNAUTHORIZED")
 	}
-	if n := counter(t, c, follower, "squall_master_forwarded_requests_total", "ok"); n != 0 {
+	if n := metrictest.Sum(t, c.Registry(follower), "squall_master_forwarded_requests_total", map[string]string{"result": "ok"}); n != 0 {
 		t.Errorf("%v requests with a body and a bad token were forwarded to the leader %d", n, leader)
 	}
 	resp, _ := c.Do(follower, http.MethodPut, "/api/v2_beta/test/echo/a", c.AdminToken, []byte(`{}`))

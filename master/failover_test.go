@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/mastertest"
 	"github.com/squallhq/squall/master/store"
@@ -71,7 +72,7 @@ func TestForward_DialRefused(t *testing.T) {
 	if n := dialers[f].refused.Load(); n != 2 {
 		t.Fatalf("%d dials refused, want 2", n)
 	}
-	if n := counter(t, c, f, "squall_master_forwarded_requests_total", "retry"); n != 2 {
+	if n := metrictest.Sum(t, c.Registry(f), "squall_master_forwarded_requests_total", map[string]string{"result": "retry"}); n != 2 {
 		t.Errorf("retries counted: %v, want 2", n)
 	}
 	if got := childNames(c, leader); strings.Count(strings.Join(got, ","), "refused") != 1 {

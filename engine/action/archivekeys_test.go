@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 // archiveAct returns an archive action of an event at a position, writing
@@ -228,7 +229,7 @@ func TestArchive_repeatsMetric(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := counterValue(t, reg, "squall_action_archive_repeats_total", nil); got != 2 {
+	if got := metrictest.Sum(t, reg, "squall_action_archive_repeats_total", nil); got != 2 {
 		t.Errorf("squall_action_archive_repeats_total %v, want 2", got)
 	}
 }

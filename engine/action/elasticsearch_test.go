@@ -21,6 +21,7 @@ import (
 
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 // Elasticsearch cannot run on this machine (no Docker, not packaged in
@@ -494,7 +495,7 @@ func TestElasticsearchExecutor_registry(t *testing.T) {
 		}
 		r, reg := newTestRegistry(t, cfg, Deps{})
 		metric := func(name string) float64 {
-			return counterValue(t, reg, name, map[string]string{"action": IDElasticsearch})
+			return metrictest.Sum(t, reg, name, map[string]string{"action": IDElasticsearch})
 		}
 		return r, r.entries[IDElasticsearch].ex.(*elasticsearchExecutor), metric
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/logtest"
@@ -128,46 +127,6 @@ func writeScript(t testing.TB, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// counterValue reads a counter or the sample count of a histogram from a
-// gathered registry; 0 when the series does not exist.
-func counterValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if !labelsMatch(m, labels) {
-				continue
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
-func labelsMatch(m *dto.Metric, want map[string]string) bool {
-	n := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(want)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

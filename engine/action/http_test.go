@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 // request is what a test server received.
@@ -203,7 +204,7 @@ func TestHTTP_retriesThroughRegistry(t *testing.T) {
 					t.Fatalf("body %q of a retry", req.body)
 				}
 			}
-			if got := counterValue(t, reg, "squall_action_retried_total", map[string]string{"action": IDHTTP}); got != float64(tt.wantCalls-1) {
+			if got := metrictest.Sum(t, reg, "squall_action_retried_total", map[string]string{"action": IDHTTP}); got != float64(tt.wantCalls-1) {
 				t.Errorf("retried = %v, want %d", got, tt.wantCalls-1)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 var errFlaky = errors.New("flaky")
@@ -127,7 +128,7 @@ func TestRegistry_Run_retries(t *testing.T) {
 						t.Errorf("failed{%s} = %v, want %v", reason, got, tt.wantFailed[reason])
 					}
 				}
-				if got := counterValue(t, reg, "squall_action_duration_seconds", map[string]string{"action": "x"}); got != float64(tt.wantCalls) {
+				if got := metrictest.Sum(t, reg, "squall_action_duration_seconds", map[string]string{"action": "x"}); got != float64(tt.wantCalls) {
 					t.Errorf("duration observations = %v, want %d", got, tt.wantCalls)
 				}
 			})
@@ -366,7 +367,7 @@ func TestRegistry_disabledExecutors(t *testing.T) {
 	if n := len(rc.received()); n != 0 {
 		t.Errorf("the receiver got %d requests from a registry without http", n)
 	}
-	if got := counterValue(t, reg, "squall_action_unknown_total", nil); got != float64(len(want)+1) {
+	if got := metrictest.Sum(t, reg, "squall_action_unknown_total", nil); got != float64(len(want)+1) {
 		t.Errorf("squall_action_unknown_total = %v, want %d", got, len(want)+1)
 	}
 	// An id that is no executor at all keeps the plain error.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/squallhq/squall/engine/tree"
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/metrictest"
 )
 
 // Settings files of the reload tests.
@@ -60,7 +61,7 @@ func newTestReloader(t *testing.T, file string, deps Deps) (*Reloader, *promethe
 
 func reloads(t *testing.T, reg prometheus.Gatherer, result string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "squall_actions_config_reloads_total", map[string]string{"result": result})
+	return metrictest.Sum(t, reg, "squall_actions_config_reloads_total", map[string]string{"result": result})
 }
 
 func httpAction(url string) tree.Action {
@@ -104,7 +105,7 @@ func TestReloader_Reload(t *testing.T) {
 		t.Errorf("the reload log does not say what changed:\n%s", logs)
 	}
 	// The action metrics survive the reload: one registration, one count.
-	if got := counterValue(t, reg, "squall_action_executed_total", map[string]string{"action": IDHTTP}); got != 1 {
+	if got := metrictest.Sum(t, reg, "squall_action_executed_total", map[string]string{"action": IDHTTP}); got != 1 {
 		t.Errorf("executed{http} = %v, want 1", got)
 	}
 
