@@ -245,6 +245,27 @@ func (c *failoverCluster) startLoad() *failoverLoad {
 	return l
 }
 
+// newClusterUnderLoad starts a 3-node cluster and a load on it, and
+// waits for the load's first 30 acknowledged writes. The load stops at
+// the end of the test at the latest.
+func newClusterUnderLoad(t *testing.T) (*failoverCluster, *failoverLoad) {
+	t.Helper()
+	c := newFailoverCluster(t)
+	l := c.startLoad()
+	t.Cleanup(l.stop)
+	l.waitWrites(t, 30, "before any fault")
+	return c, l
+}
+
+// restart starts node i of the cluster under load again, and waits until
+// the cluster is healthy and 20 more writes are acknowledged.
+func (l *failoverLoad) restart(t *testing.T, i int) {
+	t.Helper()
+	l.c.start(i)
+	l.c.waitHealthy()
+	l.waitWrites(t, 20, "after "+l.c.nodes[i].id+" restarted")
+}
+
 // stop stops the clients and returns once their last requests are
 // answered (a write cut off by the client could still apply, unseen).
 func (l *failoverLoad) stop() {
@@ -472,10 +493,7 @@ func (l *failoverLoad) check(t *testing.T) {
 // write is lost.
 func TestMasterBinary_RollingRestart(t *testing.T) {
 	t.Parallel()
-	c := newFailoverCluster(t)
-	l := c.startLoad()
-	defer l.stop()
-	l.waitWrites(t, 30, "before the restarts")
+	c, l := newClusterUnderLoad(t)
 	order := []int{c.leader()}
 	for i := range c.nodes {
 		if !slices.Contains(order, i) {
@@ -488,9 +506,7 @@ func TestMasterBinary_RollingRestart(t *testing.T) {
 			t.Errorf("the leader %s did not hand its leadership over:\n%s", c.nodes[i].id, c.nodes[i].proc.logs.String())
 		}
 		l.waitWrites(t, 20, "while "+c.nodes[i].id+" is down")
-		c.start(i)
-		c.waitHealthy()
-		l.waitWrites(t, 20, "after "+c.nodes[i].id+" restarted")
+		l.restart(t, i)
 	}
 	l.stop()
 	l.check(t)
@@ -503,10 +519,7 @@ func TestMasterBinary_RollingRestart(t *testing.T) {
 // long writes stopped after each kill.
 func TestMasterBinary_LeaderKilled(t *testing.T) {
 	t.Parallel()
-	c := newFailoverCluster(t)
-	l := c.startLoad()
-	defer l.stop()
-	l.waitWrites(t, 30, "before the kills")
+	c, l := newClusterUnderLoad(t)
 	for range 2 {
 		i := c.leader()
 		killed := time.Now()
@@ -523,9 +536,7 @@ func TestMasterBinary_LeaderKilled(t *testing.T) {
 			}
 		}
 		t.Logf("killed leader %s; new leader %s; first write sent after the kill acknowledged after %s", c.nodes[i].id, info, l.resumed(killed).Round(time.Millisecond))
-		c.start(i)
-		c.waitHealthy()
-		l.waitWrites(t, 20, "after "+c.nodes[i].id+" restarted")
+		l.restart(t, i)
 	}
 	l.stop()
 	l.check(t)
@@ -539,10 +550,7 @@ func TestMasterBinary_LeaderKilled(t *testing.T) {
 // lost. The old leader, resumed, follows the new one.
 func TestMasterBinary_LeaderFrozen(t *testing.T) {
 	t.Parallel()
-	c := newFailoverCluster(t)
-	l := c.startLoad()
-	defer l.stop()
-	l.waitWrites(t, 30, "before the freeze")
+	c, l := newClusterUnderLoad(t)
 	i := c.leader()
 	l.avoid.Store(int32(i))
 	l.frozen.Store(int32(i))
