@@ -11,6 +11,7 @@ import (
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
+	"github.com/squallhq/squall/internal/tickertest"
 )
 
 // TestService_KafkaOutage stops the broker under load, as a broker process
@@ -100,49 +101,36 @@ func TestService_KafkaOutage(t *testing.T) {
 // producer writes batches of events until stopped, and keeps those the
 // broker acknowledged.
 type producer struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	acked  []event
+	stopLoad func()
+	mu       sync.Mutex
+	acked    []event
 }
 
 // load starts writing 20 events every 20 ms; it stops at the end of the
 // test at the latest.
 func (e *env) load(t testing.TB) *producer {
-	ctx, cancel := context.WithCancel(t.Context())
-	p := &producer{cancel: cancel}
-	p.wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			evs := orders(20, 5)
-			recs := make([]kafkasource.Record, len(evs))
-			for i, ev := range evs {
-				recs[i] = ev.record()
-			}
-			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-			err := e.writer.Write(wctx, recs...)
-			wcancel()
-			if err == nil {
-				p.mu.Lock()
-				p.acked = append(p.acked, evs...)
-				p.mu.Unlock()
-			}
+	p := &producer{}
+	p.stopLoad = tickertest.Every(t, 20*time.Millisecond, func(ctx context.Context) {
+		evs := orders(20, 5)
+		recs := make([]kafkasource.Record, len(evs))
+		for i, ev := range evs {
+			recs[i] = ev.record()
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := e.writer.Write(wctx, recs...)
+		wcancel()
+		if err == nil {
+			p.mu.Lock()
+			p.acked = append(p.acked, evs...)
+			p.mu.Unlock()
 		}
 	})
-	t.Cleanup(func() { p.stop() })
 	return p
 }
 
 // stop stops writing and returns the acknowledged events.
 func (p *producer) stop() []event {
-	p.cancel()
-	p.wg.Wait()
+	p.stopLoad()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.acked

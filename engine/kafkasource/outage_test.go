@@ -3,12 +3,12 @@ package kafkasource
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
+	"github.com/squallhq/squall/internal/tickertest"
 )
 
 // TestSource_BrokerFreezes: a broker that stops answering with its
@@ -32,26 +32,12 @@ func TestSource_BrokerFreezes(t *testing.T) {
 	}
 
 	// Commit every 20 ms, as an engine at work does.
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			_ = s.Commit(cctx, Position{Partition: m.Partition(), Next: m.Offset() + 1})
-			ccancel()
-		}
+	stop := tickertest.Every(t, 20*time.Millisecond, func(ctx context.Context) {
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_ = s.Commit(cctx, Position{Partition: m.Partition(), Next: m.Offset() + 1})
+		ccancel()
 	})
+	defer stop()
 	polltest.Wait(t, "a generation", 10*time.Second, func() bool { return s.Assignment().Joined })
 
 	frozen := time.Now()
