@@ -74,11 +74,7 @@ func TestDistributed(t *testing.T) {
 	bin := squallBinary(t)
 	dir := t.TempDir()
 
-	keyFile := filepath.Join(dir, "hmac.key")
-	writeFile(t, keyFile, "e2e-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, "token", "--user", "e2e", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
-	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	keyFile, admin, engineToken := clusterTokens(t, dir, "e2e")
 
 	// Cleanups run last-registered first: satellites, engines, masters,
 	// the broker, the receiver.
@@ -408,6 +404,19 @@ func e2eMasterArgs(dir, id, httpAddr, raftAddr string, auth []string, more ...st
 // the test cluster in dir wrote into its data dir.
 func e2eJoinSecret(dir string) string {
 	return "--join-token-file=" + filepath.Join(dir, "m1", "join.token")
+}
+
+// clusterTokens writes into dir the HMAC key the masters of a test
+// cluster sign tokens with and the engines' token file (view and
+// fleet_report on the whole tree), and signs an admin token for user.
+func clusterTokens(t testing.TB, dir, user string) (keyFile, admin, engineToken string) {
+	t.Helper()
+	keyFile = filepath.Join(dir, "hmac.key")
+	writeFile(t, keyFile, user+"-0123456789abcdef0123456789abcdef\n")
+	admin = strings.TrimSpace(mustRun(t, "token", "--user", user, "--auth", "all=root:admin", "--hmac-key-file", keyFile))
+	engineToken = filepath.Join(dir, "engine.token")
+	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	return keyFile, admin, engineToken
 }
 
 // startMasterCluster starts three master processes of bin, m1 to m3, on

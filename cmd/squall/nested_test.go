@@ -34,11 +34,7 @@ func TestNestedConditions(t *testing.T) {
 	t.Parallel()
 	bin := squallBinary(t)
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "hmac.key")
-	writeFile(t, keyFile, "nested-0123456789abcdef0123456789abcdef\n")
-	admin := strings.TrimSpace(mustRun(t, "token", "--user", "nested", "--auth", "all=root:admin", "--hmac-key-file", keyFile))
-	engineToken := filepath.Join(dir, "engine.token")
-	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--hmac-key-file", keyFile))
+	keyFile, admin, engineToken := clusterTokens(t, dir, "nested")
 	rx := newActionReceiver(t)
 
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, e2eTopic, e2eDLQTopic),

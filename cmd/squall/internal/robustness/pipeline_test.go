@@ -189,7 +189,7 @@ func TestPipeline(t *testing.T) {
 	shares := func() bool {
 		total := 0
 		for _, e := range engines {
-			st := pipeEngineStatus(e)
+			st := pipeStatus[apitest.EngineStatus](e)
 			if !st.Ready || len(st.Partitions) == 0 {
 				return false
 			}
@@ -235,7 +235,7 @@ func TestPipeline(t *testing.T) {
 	}
 	pipeMust(t, pipeStartup, "satellites ready and engines sharing the partitions", all(), func() bool {
 		for _, s := range sats {
-			if !pipeSatelliteStatus(s).Ready {
+			if !pipeStatus[apitest.SatelliteStatus](s).Ready {
 				return false
 			}
 		}
@@ -284,14 +284,14 @@ func TestPipeline(t *testing.T) {
 		ackedAtStop := load.Acked()
 		pipeMust(t, time.Minute, "both satellites spooling events", all(), func() bool {
 			for _, s := range sats {
-				if st := pipeSatelliteStatus(s); st.Mode != "spooling" || st.Spool.Records == 0 {
+				if st := pipeStatus[apitest.SatelliteStatus](s); st.Mode != "spooling" || st.Spool.Records == 0 {
 					return false
 				}
 			}
 			return load.Acked() >= ackedAtStop+pipeAckedWhenDown
 		})
 		for _, s := range sats {
-			rs.spooled += pipeSatelliteStatus(s).Spool.Records
+			rs.spooled += pipeStatus[apitest.SatelliteStatus](s).Spool.Records
 		}
 		victim := round % pipeSatellites
 		satMu.Lock()
@@ -303,7 +303,7 @@ func TestPipeline(t *testing.T) {
 		sats[victim] = back
 		satMu.Unlock()
 		pipeMust(t, pipeStartup, "the restarted satellite ready with the spool of its first run", all(), func() bool {
-			st := pipeSatelliteStatus(back)
+			st := pipeStatus[apitest.SatelliteStatus](back)
 			return st.Ready && st.Mode == "spooling" && st.Spool.Records > 0
 		})
 		broker.start()
@@ -364,7 +364,7 @@ func TestPipeline(t *testing.T) {
 	}
 	pipeMust(t, time.Minute, "both satellites drained their spools", all(), func() bool {
 		for _, s := range sats {
-			if st := pipeSatelliteStatus(s); st.Mode != "direct" || st.Spool.Records != 0 {
+			if st := pipeStatus[apitest.SatelliteStatus](s); st.Mode != "direct" || st.Spool.Records != 0 {
 				return false
 			}
 		}
@@ -478,21 +478,13 @@ func pipeReadEvents(t *testing.T, addr string, tally *PipelineTally) {
 	}
 }
 
-func pipeEngineStatus(p *pipeProc) apitest.EngineStatus {
-	var st apitest.EngineStatus
-	if !p.running() {
-		return st
+// pipeStatus reads the /readyz answer of p: an apitest.EngineStatus or
+// SatelliteStatus; the zero S when p is not running or does not answer.
+func pipeStatus[S any](p *pipeProc) S {
+	var st S
+	if p.running() {
+		apitest.Ready(p.base, &st)
 	}
-	apitest.Ready(p.base, &st)
-	return st
-}
-
-func pipeSatelliteStatus(p *pipeProc) apitest.SatelliteStatus {
-	var st apitest.SatelliteStatus
-	if !p.running() {
-		return st
-	}
-	apitest.Ready(p.base, &st)
 	return st
 }
 
