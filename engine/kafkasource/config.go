@@ -2,12 +2,14 @@ package kafkasource
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/segmentio/kafka-go/sasl"
 	"github.com/squallhq/squall/internal/kafkaclient"
 )
 
@@ -152,6 +154,17 @@ func (d Dial) withDefaults() Dial {
 		d.Timeout = DefaultDialTimeout
 	}
 	return d
+}
+
+// security reads the TLS files of d, validated, and returns its TLS
+// configuration (nil: plaintext) and SASL mechanism (nil: none).
+func (d Dial) security() (*tls.Config, sasl.Mechanism, error) {
+	tlsCfg, err := d.TLS.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	mech, _ := d.SASL.Build() // validate checked it
+	return tlsCfg, mech, nil
 }
 
 // validate checks d; the errors name the field.

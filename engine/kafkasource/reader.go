@@ -36,11 +36,10 @@ func NewReader(d Dial) (*Reader, error) {
 		return nil, fmt.Errorf("kafka reader config: %w", errors.Join(errs...))
 	}
 	d = d.withDefaults()
-	tlsCfg, err := d.TLS.Config()
+	tlsCfg, mech, err := d.security()
 	if err != nil {
 		return nil, fmt.Errorf("kafka reader config: %w", err)
 	}
-	mech, _ := d.SASL.Build()
 	return &Reader{cfg: d, dialer: &kafka.Dialer{
 		ClientID:      d.ClientID,
 		Timeout:       d.Timeout,

@@ -94,11 +94,10 @@ func Open(cfg SourceConfig) (*Source, error) {
 		return nil, fmt.Errorf("kafka source config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	tlsCfg, err := cfg.TLS.Config()
+	tlsCfg, mech, err := cfg.security()
 	if err != nil {
 		return nil, fmt.Errorf("kafka source config: %w", err)
 	}
-	mech, _ := cfg.SASL.Build()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

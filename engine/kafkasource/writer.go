@@ -25,11 +25,10 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, fmt.Errorf("kafka writer config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	tlsCfg, err := cfg.TLS.Config()
+	tlsCfg, mech, err := cfg.security()
 	if err != nil {
 		return nil, fmt.Errorf("kafka writer config: %w", err)
 	}
-	mech, _ := cfg.SASL.Build()
 	transport := &kafka.Transport{
 		DialTimeout: cfg.Timeout,
 		IdleTimeout: time.Minute,
