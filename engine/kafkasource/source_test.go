@@ -257,29 +257,43 @@ func TestSource_SASLPlain(t *testing.T) {
 		Opts: []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", "engine", "s3cr3t")}})
 	d := testDial(b.Addr)
 	d.SASL = SASLConfig{Mechanism: "plain", Username: "engine", Password: "s3cr3t"}
-	if err := newWriter(t, d).Write(t.Context(), records(3)...); err != nil {
+	writeAndFetch(t, d, "g3", 3)
+
+	bad := testDial(b.Addr)
+	bad.SASL = SASLConfig{Mechanism: "PLAIN", Username: "engine", Password: "wrong"}
+	if err := writeOne(t, bad); err == nil {
+		t.Error("write with a wrong password succeeded")
+	}
+}
+
+// writeAndFetch writes n records through d and fetches them with a source
+// of group that dials as d: the broker accepts d's TLS and SASL settings.
+func writeAndFetch(t *testing.T, d Dial, group string, n int) {
+	t.Helper()
+	if err := newWriter(t, d).Write(t.Context(), records(n)...); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testSourceConfig(b.Addr, "g3")
+	cfg := testSourceConfig(d.Brokers[0], group)
 	cfg.Dial = d
 	s := openSource(t, cfg)
-	for range 3 {
+	for range n {
 		if _, err := s.Fetch(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
 
-	bad := testDial(b.Addr)
-	bad.SASL = SASLConfig{Mechanism: "PLAIN", Username: "engine", Password: "wrong"}
-	bad.Timeout = 500 * time.Millisecond
-	w, err := NewWriter(WriterConfig{Dial: bad, Topic: testTopic, WriteTimeout: time.Second})
+// writeOne writes one record through d, with short timeouts, and returns
+// the write's error: d's TLS or SASL settings refused by the broker.
+func writeOne(t *testing.T, d Dial) error {
+	t.Helper()
+	d.Timeout = 500 * time.Millisecond
+	w, err := NewWriter(WriterConfig{Dial: d, Topic: testTopic, WriteTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if err := w.Write(t.Context(), records(1)...); err == nil {
-		t.Error("write with a wrong password succeeded")
-	}
+	return w.Write(t.Context(), records(1)...)
 }
 
 func TestSASLConfig_neverPrintsPassword(t *testing.T) {
