@@ -150,6 +150,19 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// switchUser signs out, signs in again with token and waits until the
+// page names user.
+func (b *browser) switchUser(token, user string) {
+	b.t.Helper()
+	b.do("sign in as "+user,
+		chromedp.Click(chromedp.CSS(`#sign-out`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
+		setValue(`#signin-token`, token),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
+		until(`document.getElementById('who-user').textContent === '`+user+`'`),
+	)
+}
+
 // shot saves a screenshot of the viewport as name.png.
 func (b *browser) shot(name string) {
 	b.t.Helper()
@@ -680,12 +693,8 @@ func TestConsole_Browser(t *testing.T) {
 	// them): what the role forbids is hidden, and the server refuses it
 	// anyway.
 	viewer := base64.StdEncoding.EncodeToString([]byte(`{"user": "viewer", "auths": {"all": {"path": ["root"], "roles": ["view"]}, "tenant": {"path": ["root", "master"], "roles": ["view"]}}}`))
-	b.do("sign in as a viewer",
-		chromedp.Click(chromedp.CSS(`#sign-out`)),
-		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
-		setValue(`#signin-token`, viewer),
-		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
-		until(`document.getElementById('who-user').textContent === 'viewer'`),
+	b.switchUser(viewer, "viewer")
+	b.do("a viewer sees the draft read only",
 		chromedp.Click(chromedp.CSS(`#tab-draft`)),
 		until(`document.getElementById('draft-info').textContent.includes('owned by admin')`),
 		until(`document.querySelector('#draft-tree button[data-key="`+ruleKey+`"]') !== null`),
@@ -831,12 +840,8 @@ func TestConsole_Browser(t *testing.T) {
 	// failures; the History tab's page is in the address.
 	draftTestsAndHistoryPages(t, b, base, token)
 
+	b.switchUser(viewer, "viewer")
 	b.do("a viewer reads the history and may not roll back",
-		chromedp.Click(chromedp.CSS(`#sign-out`)),
-		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
-		setValue(`#signin-token`, viewer),
-		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
-		until(`document.getElementById('who-user').textContent === 'viewer'`),
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`),
 		until(`document.querySelectorAll('#history-table tbody tr[data-version]').length === 20 && !document.getElementById('tab-history').hidden`),
 		until(`document.querySelector('#history-table button.rollback') === null`),
@@ -845,12 +850,8 @@ func TestConsole_Browser(t *testing.T) {
 	// A findings-only token (findings_read on tenant master, no tree
 	// role: decision 8) sees the findings, and no tree.
 	scanner := base64.StdEncoding.EncodeToString([]byte(`{"user": "scanner", "auths": {"findings": {"path": ["root", "master"], "roles": ["findings_read"]}}}`))
-	b.do("sign in with a findings-only token",
-		chromedp.Click(chromedp.CSS(`#sign-out`)),
-		chromedp.WaitVisible(chromedp.CSS(`#signin-token`)),
-		setValue(`#signin-token`, scanner),
-		chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)),
-		until(`document.getElementById('who-user').textContent === 'scanner'`),
+	b.switchUser(scanner, "scanner")
+	b.do("a findings-only token sees the findings and no tree",
 		until(`document.getElementById('findings-page').textContent === 'page 1 of 2 (30 findings)'`),
 		until(`document.getElementById('tab-tree').hidden && document.getElementById('tab-findings').getAttribute('aria-selected') === 'true'`),
 	)

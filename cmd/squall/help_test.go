@@ -51,7 +51,7 @@ func checkExampleLine(t *testing.T, path, line string) {
 		if i := strings.Index(cmdline, " > "); i >= 0 {
 			cmdline = cmdline[:i]
 		}
-		args := shellWords(cmdline)
+		args := shellFields(cmdline)
 		root := newRootCommand(strings.NewReader(""), io.Discard, io.Discard)
 		root.InitDefaultVersionFlag()
 		c, rest, err := root.Find(args)
@@ -62,35 +62,4 @@ func checkExampleLine(t *testing.T, path, line string) {
 			t.Errorf("%q: example %q: %v", path, strings.TrimSpace(seg), err)
 		}
 	}
-}
-
-// shellWords splits s into words as a shell would for the examples' simple
-// lines: white space separates, quotes group.
-func shellWords(s string) []string {
-	var words []string
-	var w strings.Builder
-	in, quote := false, rune(0)
-	for _, r := range s {
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote != 0:
-			w.WriteRune(r)
-		case r == '"' || r == '\'':
-			quote, in = r, true
-		case r == ' ' || r == '\t':
-			if in {
-				words = append(words, w.String())
-				w.Reset()
-				in = false
-			}
-		default:
-			w.WriteRune(r)
-			in = true
-		}
-	}
-	if in {
-		words = append(words, w.String())
-	}
-	return words
 }
