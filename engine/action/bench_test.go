@@ -10,13 +10,16 @@ import (
 	"github.com/squallhq/squall/engine/tree"
 )
 
+// benchEvent is the event of the action benchmarks: about 300 bytes.
+const benchEvent = `{"type": "webhook", "created_ms": 1700000000000,
+		"metadata": {"tenant_id": "master"},
+		"payload": {"source": "github", "ref": "refs/heads/main", "repository": {"name": "squall", "id": 123456},
+		"commits": [{"id": "0123456789abcdef", "message": "fix: archive paths", "author": "dev@example.com"}]}}`
+
 // BenchmarkArchive measures archive actions through the registry (metrics
 // included), with an event of about 300 bytes, as the engine runs them.
 func BenchmarkArchive(b *testing.B) {
-	event := payload(b, `{"type": "webhook", "created_ms": 1700000000000,
-		"metadata": {"tenant_id": "master"},
-		"payload": {"source": "github", "ref": "refs/heads/main", "repository": {"name": "squall", "id": 123456},
-		"commits": [{"id": "0123456789abcdef", "message": "fix: archive paths", "author": "dev@example.com"}]}}`)
+	event := payload(b, benchEvent)
 	for _, bc := range []struct {
 		name     string
 		files    int

@@ -731,10 +731,7 @@ func TestElasticsearchExecutor_missingSecretFile(t *testing.T) {
 // the CPU), with a 300-byte document: one action at a time, and 128
 // concurrent actions.
 func BenchmarkElasticsearch(b *testing.B) {
-	doc := decodeJSON(b, `{"type": "webhook", "created_ms": 1700000000000,
-		"metadata": {"tenant_id": "master"},
-		"payload": {"source": "github", "ref": "refs/heads/main", "repository": {"name": "squall", "id": 123456},
-		"commits": [{"id": "0123456789abcdef", "message": "fix: archive paths", "author": "dev@example.com"}]}}`)
+	doc := decodeJSON(b, benchEvent)
 	for _, bc := range []struct {
 		name       string
 		interval   time.Duration
