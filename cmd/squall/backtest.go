@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -257,9 +256,7 @@ func runBacktest(ctx context.Context, bt *backtest.Backtest, stdout, stderr io.W
 		return runErr
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(stdout, res); err != nil {
 			return err
 		}
 	} else {

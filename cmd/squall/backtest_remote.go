@@ -103,9 +103,7 @@ func runRemoteBacktest(ctx context.Context, o backtestOptions, stdout, stderr io
 		return runErr
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(bt); err != nil {
+		if err := printJSON(stdout, bt); err != nil {
 			return err
 		}
 		return runErr
@@ -224,9 +222,7 @@ func backtestSubcommands(o *backtestOptions) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(b)
+			return printJSON(w, b)
 		}),
 		newBacktestIDCommand(o, "cancel", "Cancel a backtest: its engine stops and posts what it counted", func(ctx context.Context, c *backtests.Client, id string, w io.Writer) error {
 			b, err := c.Cancel(ctx, id)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -98,9 +97,7 @@ when the flags are wrong, when no connection to the target could be opened
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				err = enc.Encode(r)
+				err = printJSON(cmd.OutOrStdout(), r)
 			} else {
 				err = r.WriteText(cmd.OutOrStdout())
 			}
@@ -194,9 +191,7 @@ when no insert got an answer.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(r)
+				err = printJSON(out, r)
 			} else {
 				err = writeFindingsText(out, r)
 			}
@@ -303,9 +298,7 @@ events or after --timeout (exit code 1 then, after the summary).`,
 			}
 			var werr error
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				werr = enc.Encode(r)
+				werr = printJSON(cmd.OutOrStdout(), r)
 			} else {
 				werr = r.WriteText(cmd.OutOrStdout())
 			}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,4 +77,12 @@ Try a tree on an event without any server:
 	root.SetErr(stderr)
 	root.AddCommand(newProcessCommand(), newTestCommand(), newBacktestCommand(), newTreeCommand(), newImportTornadoCommand(), newExportCommand(), newDeadLettersCommand(), newAuditCommand(), newTokenCommand(), newDevCommand(), newMasterCommand(), newSatelliteCommand(), newEngineCommand(), newBenchCommand(), newVersionCommand(), newWebhookCommand(), newStatusCommand(), newBrokerCommand(), newBackupCommand(), newRestoreCommand())
 	return root
+}
+
+// printJSON writes v as a command's --json output does: indented by two
+// spaces.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

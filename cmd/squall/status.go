@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,9 +75,7 @@ A cron check: squall status --master URL --token-file F >/dev/null || alert.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
 					return err
 				}
 			} else {

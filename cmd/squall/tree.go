@@ -120,9 +120,7 @@ rollback, its node. --before N lists the versions older than N (paging).`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return printJSON(out, list)
 			}
 			if len(list.Versions) == 0 {
 				_, err := fmt.Fprintln(out, "no versions (a version is recorded by each deploy once every master runs a release with versions)")
