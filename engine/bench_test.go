@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/metrictest"
+	"github.com/squallhq/squall/internal/tracingtest"
 )
 
 // benchTree is Tornado's full-match rule (engine/tree/testdata/tornado/
@@ -84,13 +84,7 @@ func BenchmarkServiceTracing(b *testing.B) {
 		{"sampled", sdktrace.ParentBased(sdktrace.AlwaysSample())},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			var tp trace.TracerProvider
-			if bc.sampler != nil {
-				p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(bc.sampler))
-				b.Cleanup(func() { p.Shutdown(context.Background()) })
-				tp = p
-			}
-			benchService(b, 4, tp)
+			benchService(b, 4, tracingtest.Dropping(b, bc.sampler))
 		})
 	}
 }

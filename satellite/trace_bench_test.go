@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/internal/cputime"
+	"github.com/squallhq/squall/internal/tracingtest"
 	"github.com/squallhq/squall/satellite/intake"
 	"github.com/squallhq/squall/satellite/kafkasink"
 	"github.com/squallhq/squall/webhooks/webhookstest"
@@ -39,13 +39,7 @@ func BenchmarkIntakeTracing(b *testing.B) {
 		{"sampled", sdktrace.AlwaysSample()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			var tp trace.TracerProvider
-			if bc.sampler != nil {
-				p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(bc.sampler))
-				b.Cleanup(func() { p.Shutdown(context.Background()) })
-				tp = p
-			}
-			benchIntakeHandler(b, tp)
+			benchIntakeHandler(b, tracingtest.Dropping(b, bc.sampler))
 		})
 	}
 }
