@@ -1,6 +1,10 @@
 package config
 
-import "maps"
+import (
+	"maps"
+
+	"github.com/squallhq/squall/internal/jsonvalue"
+)
 
 // OpType is the canonical name of an operator.
 type OpType string
@@ -73,28 +77,9 @@ func (o *Operator) Clone() *Operator {
 	c := *o
 	c.Operators = cloneSlice(o.Operators, (*Operator).Clone)
 	c.Operator = o.Operator.Clone()
-	c.First = cloneValue(o.First)
-	c.Second = cloneValue(o.Second)
+	c.First = jsonvalue.Clone(o.First)
+	c.Second = jsonvalue.Clone(o.Second)
 	return &c
-}
-
-// cloneValue deep-copies a decoded JSON value.
-func cloneValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[k] = cloneValue(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(x))
-		for i, e := range x {
-			s[i] = cloneValue(e)
-		}
-		return s
-	}
-	return v
 }
 
 // Rule is one rule of a ruleset.
@@ -136,7 +121,7 @@ func (a *Action) Clone() *Action {
 	}
 	c := &Action{ID: a.ID}
 	if a.Payload != nil {
-		c.Payload = cloneValue(a.Payload).(map[string]any)
+		c.Payload = jsonvalue.Clone(a.Payload).(map[string]any)
 	}
 	return c
 }

@@ -251,25 +251,6 @@ func (d *document) spend(n int) error {
 	return nil
 }
 
-// clone deep-copies the containers of a decoded JSON value.
-func clone(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = clone(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(v))
-		for i, e := range v {
-			s[i] = clone(e)
-		}
-		return s
-	}
-	return v
-}
-
 // jsonType names the JSON type of a decoded value, for error messages.
 func jsonType(v any) string {
 	switch v.(type) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jmespath/go-jmespath"
+	"github.com/squallhq/squall/internal/jsonvalue"
 )
 
 // MaxExpressionLen bounds the length of one ${…} expression, in bytes.
@@ -257,7 +258,7 @@ func (e *expression) search(data any) (_ any, err error) {
 		}
 	}()
 	if e.isolated {
-		return jmespath.Search(e.src, clone(data))
+		return jmespath.Search(e.src, jsonvalue.Clone(data))
 	}
 	return e.compiled.Search(data)
 }

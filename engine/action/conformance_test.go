@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/jsonvalue"
 )
 
 // conformanceCase describes one executor for the shared suite that every
@@ -35,7 +36,7 @@ func TestConformance(t *testing.T) {
 func runConformance(t *testing.T, c conformanceCase) {
 	t.Run("valid action succeeds and leaves the payload alone", func(t *testing.T) {
 		ex, p := c.setup(t)
-		before := deepCopy(p)
+		before := jsonvalue.Clone(p)
 		if err := ex.Execute(t.Context(), tree.Action{ID: c.name, Payload: p, CreatedMs: 1}); err != nil {
 			t.Fatalf("Execute: %v", err)
 		}
@@ -47,7 +48,7 @@ func runConformance(t *testing.T, c conformanceCase) {
 	t.Run("invalid payloads fail permanently", func(t *testing.T) {
 		ex, _ := c.setup(t)
 		for _, p := range c.invalid {
-			before := deepCopy(p)
+			before := jsonvalue.Clone(p)
 			err := ex.Execute(t.Context(), tree.Action{ID: c.name, Payload: p})
 			if !errors.Is(err, ErrInvalidPayload) {
 				t.Errorf("payload %v: error %v, want ErrInvalidPayload", p, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/jsonvalue"
 )
 
 // fixtureAction is the JSON form of an action in Tornado's fixtures.
@@ -42,7 +43,7 @@ func TestForeach_tornadoFixture(t *testing.T) {
 
 	rec := &recorder{}
 	r, _ := newTestRegistry(t, testConfig(), Deps{Executors: map[string]Executor{"elasticsearch": rec}})
-	before := deepCopy(in.Payload)
+	before := jsonvalue.Clone(in.Payload)
 	if err := r.Run(t.Context(), tree.Action{ID: in.ID, Payload: in.Payload, CreatedMs: in.CreatedMs}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestItemResolver(t *testing.T) {
 			t.Parallel()
 			r := newItemResolver()
 			in := decodeJSON(t, tt.in)
-			before := deepCopy(in)
+			before := jsonvalue.Clone(in)
 			got := r.resolve(in, decodeJSON(t, item))
 			if want := decodeJSON(t, tt.want); !reflect.DeepEqual(got, want) {
 				t.Errorf("resolve(%s) = %#v, want %#v", tt.in, got, want)

@@ -77,25 +77,6 @@ func payload(t testing.TB, s string) map[string]any {
 	return m
 }
 
-// deepCopy copies decoded JSON.
-func deepCopy(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[k] = deepCopy(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(x))
-		for i, e := range x {
-			s[i] = deepCopy(e)
-		}
-		return s
-	}
-	return v
-}
-
 // recorder is an executor that records the actions it receives.
 type recorder struct {
 	mu      sync.Mutex
