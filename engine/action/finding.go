@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -134,11 +133,7 @@ func (f *findingExecutor) put(ctx context.Context, u string, body []byte) error 
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("no response within %s: %w", f.timeout, context.DeadlineExceeded)
-		} else {
-			err = unwrapURLError(err)
-		}
+		err = requestError(ctx, reqCtx, f.timeout, err)
 		return NewRetriable(fmt.Errorf("finding PUT %s: %w", u, err))
 	}
 	defer func() { _ = resp.Body.Close() }()

@@ -182,11 +182,7 @@ func (h *httpExecutor) Execute(ctx context.Context, a tree.Action) error {
 
 	resp, err := h.client.Do(req)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("no response within %s: %w", h.timeout, context.DeadlineExceeded)
-		} else {
-			err = unwrapURLError(err)
-		}
+		err = requestError(ctx, reqCtx, h.timeout, err)
 		return NewRetriable(fmt.Errorf("http %s %s: %w", method, target, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
@@ -258,6 +254,16 @@ func (h *httpExecutor) allowed(u *url.URL) error {
 func redactURL(u *url.URL) string {
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return r.String()
+}
+
+// requestError says why a request sent with reqCtx, derived from ctx with
+// timeout, got no answer: the timeout when reqCtx's deadline passed while
+// ctx was still live, else the transport's error without its URL.
+func requestError(ctx, reqCtx context.Context, timeout time.Duration, err error) error {
+	if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no response within %s: %w", timeout, context.DeadlineExceeded)
+	}
+	return unwrapURLError(err)
 }
 
 // unwrapURLError drops the *url.Error layer, whose text quotes the whole URL.
