@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/internal/polltest"
+	"github.com/squallhq/squall/internal/tracingtest"
 )
 
 // TestService_Tracing follows events through the engine's spans: the
@@ -50,7 +51,7 @@ func TestService_Tracing(t *testing.T) {
 		t.Errorf("consumer span: kind %v, parent %v", process.SpanKind, process.Parent)
 	}
 	eval := got["evaluate tree"]
-	if eval.Parent.SpanID() != process.SpanContext.SpanID() || attr(eval, attrRulesMatched) != `["all/orders"]` || attr(eval, attrActions) != "2" {
+	if eval.Parent.SpanID() != process.SpanContext.SpanID() || tracingtest.Attr(eval, attrRulesMatched) != `["all/orders"]` || tracingtest.Attr(eval, attrActions) != "2" {
 		t.Errorf("evaluation span: parent %v, attributes %v", eval.Parent.SpanID(), eval.Attributes)
 	}
 	for name, kind := range map[string]trace.SpanKind{"action archive": trace.SpanKindInternal, "action http": trace.SpanKindClient} {
@@ -60,7 +61,7 @@ func TestService_Tracing(t *testing.T) {
 		}
 	}
 	httpSpan := got["action http"]
-	if attr(httpSpan, "http.response.status_code") != "200" || !strings.HasPrefix(attr(httpSpan, "url.full"), e.receiver.URL) {
+	if tracingtest.Attr(httpSpan, "http.response.status_code") != "200" || !strings.HasPrefix(tracingtest.Attr(httpSpan, "url.full"), e.receiver.URL) {
 		t.Errorf("http span attributes %v", httpSpan.Attributes)
 	}
 	want := "00-" + testTraceID + "-" + httpSpan.SpanContext.SpanID().String() + "-01"
@@ -98,13 +99,4 @@ func TestService_Tracing(t *testing.T) {
 			t.Errorf("no log line %s", msg)
 		}
 	}
-}
-
-func attr(s tracetest.SpanStub, key string) string {
-	for _, kv := range s.Attributes {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }

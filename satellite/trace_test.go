@@ -12,6 +12,7 @@ import (
 
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
+	"github.com/squallhq/squall/internal/tracingtest"
 	"github.com/squallhq/squall/satellite/intake"
 )
 
@@ -26,15 +27,6 @@ func spanByName(t *testing.T, exp *tracetest.InMemoryExporter, name string) trac
 	}
 	t.Fatalf("no span %q among %d", name, len(exp.GetSpans()))
 	return tracetest.SpanStub{}
-}
-
-func attrOf(s tracetest.SpanStub, key string) string {
-	for _, kv := range s.Attributes {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }
 
 // TestSatellite_Tracing follows a webhook call through the intake's server
@@ -62,11 +54,11 @@ func TestSatellite_Tracing(t *testing.T) {
 		server.SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("server span: kind %v, parent %v, trace %v", server.SpanKind, server.Parent.SpanID(), server.SpanContext.TraceID())
 	}
-	if attrOf(server, "squall.event.id") != id || attrOf(server, "http.response.status_code") != "200" || attrOf(server, "squall.webhook.id") != "plain" {
+	if tracingtest.Attr(server, "squall.event.id") != id || tracingtest.Attr(server, "http.response.status_code") != "200" || tracingtest.Attr(server, "squall.webhook.id") != "plain" {
 		t.Errorf("server span attributes %v", server.Attributes)
 	}
-	if send.SpanKind != trace.SpanKindProducer || send.Parent.SpanID() != server.SpanContext.SpanID() || attrOf(send, "squall.path") != "kafka" {
-		t.Errorf("producer span: kind %v, parent %v (server %v), path %q", send.SpanKind, send.Parent.SpanID(), server.SpanContext.SpanID(), attrOf(send, "squall.path"))
+	if send.SpanKind != trace.SpanKindProducer || send.Parent.SpanID() != server.SpanContext.SpanID() || tracingtest.Attr(send, "squall.path") != "kafka" {
+		t.Errorf("producer span: kind %v, parent %v (server %v), path %q", send.SpanKind, send.Parent.SpanID(), server.SpanContext.SpanID(), tracingtest.Attr(send, "squall.path"))
 	}
 	recs := b.Records(t, topic)
 	if len(recs) != 1 {
@@ -90,8 +82,8 @@ func TestSatellite_Tracing(t *testing.T) {
 	}
 	send = spanByName(t, exp, "send "+topic)
 	appendSpan := spanByName(t, exp, "spool append")
-	if attrOf(send, "squall.path") != "spool" || appendSpan.Parent.SpanID() != send.SpanContext.SpanID() {
-		t.Errorf("spooled: path %q, spool append parent %v, producer %v", attrOf(send, "squall.path"), appendSpan.Parent.SpanID(), send.SpanContext.SpanID())
+	if tracingtest.Attr(send, "squall.path") != "spool" || appendSpan.Parent.SpanID() != send.SpanContext.SpanID() {
+		t.Errorf("spooled: path %q, spool append parent %v, producer %v", tracingtest.Attr(send, "squall.path"), appendSpan.Parent.SpanID(), send.SpanContext.SpanID())
 	}
 	if server := spanByName(t, exp, "POST "+intake.Pattern); server.Parent.IsValid() || send.Parent.SpanID() != server.SpanContext.SpanID() {
 		t.Errorf("a call without traceparent: server span parent %v; producer parent %v", server.Parent, send.Parent.SpanID())

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/squallhq/squall/internal/filetest"
+	"github.com/squallhq/squall/internal/tracingtest"
 )
 
 // headerRecorder answers 201 and records the traceparent of every request.
@@ -85,7 +86,7 @@ func TestRegistry_tracing(t *testing.T) {
 	if got := httpTarget.got(); len(got) != 1 || got[0] != traceparent(spans["action http"]) {
 		t.Errorf("http target got traceparent %q, want %s", got, traceparent(spans["action http"]))
 	}
-	if u := attr(spans["action http"], attrURL); u != httpSrv.URL+"/hook" {
+	if u := tracingtest.Attr(spans["action http"], attrURL); u != httpSrv.URL+"/hook" {
 		t.Errorf("http span url.full %q: want it without the query", u)
 	}
 	if got := findingTarget.got(); len(got) != 1 || got[0] != traceparent(spans["action finding"]) {
@@ -114,13 +115,4 @@ func TestRegistry_tracingOff(t *testing.T) {
 	if got := target.got(); len(got) != 1 || got[0] != "" {
 		t.Errorf("traceparent %q with tracing off", got)
 	}
-}
-
-func attr(s tracetest.SpanStub, key string) string {
-	for _, kv := range s.Attributes {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
 }

@@ -22,3 +22,14 @@ func Dropping(tb testing.TB, sampler sdktrace.Sampler) trace.TracerProvider {
 	tb.Cleanup(func() { p.Shutdown(context.Background()) })
 	return p
 }
+
+// Attr returns the value of the attribute key of a recorded span, as a
+// string; "" when it has none.
+func Attr(s tracetest.SpanStub, key string) string {
+	for _, kv := range s.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.String()
+		}
+	}
+	return ""
+}

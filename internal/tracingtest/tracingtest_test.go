@@ -3,7 +3,9 @@ package tracingtest
 import (
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestDropping(t *testing.T) {
@@ -17,4 +19,14 @@ func TestDropping(t *testing.T) {
 		t.Error("span not sampled")
 	}
 	span.End()
+}
+
+func TestAttr(t *testing.T) {
+	t.Parallel()
+	s := tracetest.SpanStub{Attributes: []attribute.KeyValue{attribute.String("a", "x"), attribute.Int("n", 3)}}
+	for key, want := range map[string]string{"a": "x", "n": "3", "none": ""} {
+		if got := Attr(s, key); got != want {
+			t.Errorf("Attr(%s) = %q, want %q", key, got, want)
+		}
+	}
 }
