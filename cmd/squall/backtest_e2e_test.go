@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/backtests"
 )
@@ -127,14 +128,14 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	  "collector_config": {"event_type": "bt", "payload": {"id": "${id}", "kind": "${kind}"}}}`)
 	sat := startE2E(t, "sat", "satellite started", "http", bin, "satellite", "--http", "127.0.0.1:0", "--name", "sat",
 		"--webhooks-dir", hooks, "--kafka-brokers", b.Addr, "--spool-dir", filepath.Join(dir, "spool"))
-	procs := []*e2eProc{engine, sat}
-	waitFor(t, e2eStartupTimeout, "the engine and the satellite ready", procs, func() bool {
+	procs := []*proctest.Proc{engine, sat}
+	proctest.Wait(t, e2eStartupTimeout, "the engine and the satellite ready", procs, func() bool {
 		return engineStatus(engine).Ready && satelliteStatus(sat).Ready
 	})
 	send := func(id, kind string) {
 		t.Helper()
 		body := fmt.Sprintf(`{"id": %q, "kind": %q}`, id, kind)
-		if code, resp := apitest.Call(t.Context(), http.MethodPost, sat.base+"/engine/webhook/event/bt?token=token-0123456789-bt", "", strings.NewReader(body), "application/json"); code != http.StatusOK {
+		if code, resp := apitest.Call(t.Context(), http.MethodPost, sat.Base+"/engine/webhook/event/bt?token=token-0123456789-bt", "", strings.NewReader(body), "application/json"); code != http.StatusOK {
 			t.Fatalf("webhook %s: %d %s", id, code, resp)
 		}
 	}
@@ -148,7 +149,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 		}
 		return sum
 	}
-	waitFor(t, 30*time.Second, "the webhooks' events in Kafka", procs, func() bool { return topicEvents(events) == n })
+	proctest.Wait(t, 30*time.Second, "the webhooks' events in Kafka", procs, func() bool { return topicEvents(events) == n })
 
 	// The draft changes r2 and r3.
 	draftID, code, body := apitest.ImportTree(t, base, admin, "root", btTreeJSON(btDraft, rx.url))
@@ -172,7 +173,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	want["root/all/notify"] = [2]int64{0, 0}
 	out, err := exec.CommandContext(t.Context(), bin, "backtest", "--master", base, "--token-file", adminFile, "--draft", draftID, "--last", "1h", "--json").Output()
 	if err != nil {
-		t.Fatalf("squall backtest: %v\n%s", err, procLogs(procs))
+		t.Fatalf("squall backtest: %v\n%s", err, proctest.Tails(procs))
 	}
 	var bt backtests.Backtest
 	if err := json.Unmarshal(out, &bt); err != nil || bt.Result == nil {
@@ -200,7 +201,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	// A dead letter: the action fails past its retries.
 	rx.failing.Store(true)
 	send("dl-1", "x")
-	waitFor(t, 30*time.Second, "the failed action's event dead-lettered", procs, func() bool { return topicEvents(dlq) == 1 })
+	proctest.Wait(t, 30*time.Second, "the failed action's event dead-lettered", procs, func() bool { return topicEvents(dlq) == 1 })
 	recs := b.Records(t, dlq)
 	id := fmt.Sprintf("%s/%d/%d", dlq, recs[0].Partition, recs[0].Offset)
 	if list := mustRun(t, "deadletters", "list", "--since", "1h", "--master", base, "--token-file", adminFile); !strings.Contains(list, id) {
@@ -213,7 +214,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 			t.Errorf("replay %d:\n%s", i, out)
 		}
 	}
-	waitFor(t, 30*time.Second, "the replayed event's action", procs, func() bool { return rx.accepted("dl-1") > 0 })
+	proctest.Wait(t, 30*time.Second, "the replayed event's action", procs, func() bool { return rx.accepted("dl-1") > 0 })
 	if got := topicEvents(events); got != n+2 {
 		t.Errorf("%d events in %s, want %d: the webhooks, dl-1, and one replay", got, events, n+2)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
@@ -47,17 +48,17 @@ func TestBacktestLeaderChange(t *testing.T) {
 	_, admin := adminTokenFile(t, dir)
 	masters := startMasterCluster(t, bin, dir, admin, "--allow-unsigned-tokens")
 	m1, m2, m3 := masters[0], masters[1], masters[2]
-	apitest.DeployTree(t, m1.base, admin, btTreeJSON(btActive, "http://127.0.0.1:1/unused"))
-	draftID, code, body := apitest.ImportTree(t, m1.base, admin, "root", btTreeJSON(btDraft, "http://127.0.0.1:1/unused"))
+	apitest.DeployTree(t, m1.Base, admin, btTreeJSON(btActive, "http://127.0.0.1:1/unused"))
+	draftID, code, body := apitest.ImportTree(t, m1.Base, admin, "root", btTreeJSON(btDraft, "http://127.0.0.1:1/unused"))
 	if code != http.StatusOK {
 		t.Fatalf("import the draft: %d %s", code, body)
 	}
 	engineToken := filepath.Join(dir, "engine.token")
 	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
-	urls := []string{m1.base, m2.base, m3.base}
+	urls := []string{m1.Base, m2.Base, m3.Base}
 	engine := startE2E(t, "engine", "ops endpoints listening", "addr", bin, "engine", "--name", "engine-1", "--master", strings.Join(urls, ","),
 		"--token-file", engineToken, "--kafka-brokers", b.Addr, "--http", "127.0.0.1:0", "--backtest-rate", "200")
-	all := append([]*e2eProc{engine}, masters...)
+	all := append([]*proctest.Proc{engine}, masters...)
 	c, err := backtests.NewClient(urls, admin, calltest.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -67,29 +68,29 @@ func TestBacktestLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the backtest running on the engine", all, func() bool {
+	proctest.Wait(t, 30*time.Second, "the backtest running on the engine", all, func() bool {
 		got, err := c.Get(t.Context(), bt.ID)
 		return err == nil && got.State == backtests.StateRunning && got.Progress != nil && got.Progress.Read > 0
 	})
 	leaderID := agreedLeader(masters, admin, "")
-	var survivors []*e2eProc
+	var survivors []*proctest.Proc
 	for _, m := range masters {
-		if m.name == leaderID {
-			m.kill()
+		if m.Name == leaderID {
+			m.Kill()
 		} else {
 			survivors = append(survivors, m)
 		}
 	}
-	waitFor(t, 30*time.Second, "a new leader", all, func() bool { return agreedLeader(survivors, admin, leaderID) != "" })
-	c2, err := backtests.NewClient([]string{survivors[0].base, survivors[1].base}, admin, calltest.Client())
+	proctest.Wait(t, 30*time.Second, "a new leader", all, func() bool { return agreedLeader(survivors, admin, leaderID) != "" })
+	c2, err := backtests.NewClient([]string{survivors[0].Base, survivors[1].Base}, admin, calltest.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := c2.Get(t.Context(), bt.ID); err != nil || got.State != backtests.StateFailed || got.Error != backtests.LeaderChangedError {
 		t.Errorf("the backtest through the new leader: %+v, %v; want failed: %s", got, err, backtests.LeaderChangedError)
 	}
-	waitFor(t, 30*time.Second, "the engine stopping the backtest the new leader does not know", all, func() bool {
-		return strings.Contains(engine.logs.String(), "backtest stopped: the masters no longer know it on this engine")
+	proctest.Wait(t, 30*time.Second, "the engine stopping the backtest the new leader does not know", all, func() bool {
+		return strings.Contains(engine.Logs.String(), "backtest stopped: the masters no longer know it on this engine")
 	})
 	// The engine is free for the next one.
 	done, err := c2.Run(t.Context(), backtests.Request{Draft: draftID, Last: 10}, 100*time.Millisecond, nil)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/kafkatest"
@@ -154,12 +155,12 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 			t.Fatal(err)
 		}
 	}
-	startEngine := func(name string, args ...string) *e2eProc {
+	startEngine := func(name string, args ...string) *proctest.Proc {
 		t.Helper()
 		e := startE2E(t, name, "ops endpoints listening", "addr", bin, append([]string{"engine", "--name", name, "--master", base,
 			"--token-file", engineToken, "--kafka-brokers", b.Addr, "--group", lagGroup, "--http", "127.0.0.1:0",
 			"--kafka-start-offset", "latest", "--fleet-interval", "1s"}, args...)...)
-		waitFor(t, e2eStartupTimeout, "the engine ready", []*e2eProc{e}, func() bool { return engineStatus(e).Ready })
+		proctest.Wait(t, e2eStartupTimeout, "the engine ready", []*proctest.Proc{e}, func() bool { return engineStatus(e).Ready })
 		return e
 	}
 
@@ -216,17 +217,17 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var engine *e2eProc
+	var engine *proctest.Proc
 	// usage says the engine's CPU per second of wall time and the load's
 	// rate since cpu0, w0 at at0.
 	usage := func(cpu0 time.Duration, w0 int64, at0 time.Time) string {
-		cpu, _ := procCPU(engine.cmd.Process.Pid)
+		cpu, _ := procCPU(engine.Cmd.Process.Pid)
 		secs := time.Since(at0).Seconds()
 		return fmt.Sprintf("engine CPU %.2f cores; load %.0f events/s", (cpu-cpu0).Seconds()/secs, float64(written.Load()-w0)/secs)
 	}
 	measureDuring := func(what string) {
 		t.Helper()
-		cpu0, _ := procCPU(engine.cmd.Process.Pid)
+		cpu0, _ := procCPU(engine.Cmd.Process.Pid)
 		w0, at0 := written.Load(), time.Now()
 		done := make(chan struct{})
 		var samples lagSamples
@@ -244,7 +245,7 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 	}
 	measureAlone := func(what string) {
 		t.Helper()
-		cpu0, _ := procCPU(engine.cmd.Process.Pid)
+		cpu0, _ := procCPU(engine.Cmd.Process.Pid)
 		w0, at0 := written.Load(), time.Now()
 		done := make(chan struct{})
 		time.AfterFunc(lagPhase, func() { close(done) })
@@ -255,14 +256,14 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 	engine = startEngine("lag-full", "--backtest-cpu", "1", "--backtest-max-lag", "0")
 	measureAlone("steady load alone")
 	measureDuring("beside a backtest at full speed (--backtest-cpu 1, --backtest-max-lag 0)")
-	engine.stop(t)
+	engine.Stop(t)
 	engine = startEngine("lag-default")
-	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
+	proctest.Wait(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 	measureAlone("steady load alone, after the restart")
 	measureDuring("beside a backtest with the defaults (--backtest-cpu 0.5, --backtest-max-lag 1000)")
-	engine.stop(t)
+	engine.Stop(t)
 	engine = startEngine("lag-quarter", "--backtest-cpu", "0.25")
-	waitFor(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
+	proctest.Wait(t, time.Minute, "the restarted engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 	measureDuring("beside a backtest with a quarter of a core (--backtest-cpu 0.25)")
-	waitFor(t, time.Minute, "the engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
+	proctest.Wait(t, time.Minute, "the engine caught up", nil, func() bool { return groupLag() < int64(lagRate) })
 }

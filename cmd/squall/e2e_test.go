@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/cmd/squall/internal/webhookload"
 	"github.com/squallhq/squall/internal/joinmute"
 	"github.com/squallhq/squall/internal/nettest"
@@ -88,20 +89,20 @@ func TestDistributed(t *testing.T) {
 
 	// Deploy the tree through a follower (forwarded to the leader).
 	tree := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	apitest.DeployTree(t, m2.base, admin, tree)
+	apitest.DeployTree(t, m2.Base, admin, tree)
 
 	// Engines: both know every master and share the consumer group.
 	actionsConfig := filepath.Join(dir, "actions.json")
 	writeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}, "retry": {"max_attempts": 10, "base_delay": "100ms", "max_delay": "1s", "jitter": 0.5}}`)
-	masterURLs := strings.Join([]string{m1.base, m2.base, m3.base}, ",")
-	var engines []*e2eProc
+	masterURLs := strings.Join([]string{m1.Base, m2.Base, m3.Base}, ",")
+	var engines []*proctest.Proc
 	for i := 1; i <= 2; i++ {
 		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
 			"engine", "--master", masterURLs, "--token-file", engineToken, "--kafka-brokers", broker.addr,
 			"--group", e2eGroup, "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
 			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s", "--kafka-rebalance-timeout", "6s"))
 	}
-	waitFor(t, e2eStartupTimeout, "both engines ready with a share of the partitions", engines, func() bool {
+	proctest.Wait(t, e2eStartupTimeout, "both engines ready with a share of the partitions", engines, func() bool {
 		return engineShares(engines)
 	})
 
@@ -110,7 +111,7 @@ func TestDistributed(t *testing.T) {
 		return []string{"satellite", "--http", httpAddr, "--name", name, "--webhooks-dir", filepath.Join(dir, name, "webhooks"),
 			"--kafka-brokers", broker.addr, "--spool-dir", filepath.Join(dir, name, "spool")}
 	}
-	var sats []*e2eProc
+	var sats []*proctest.Proc
 	for s := range e2eSatellites {
 		name := fmt.Sprintf("sat%d", s)
 		hooks := filepath.Join(dir, name, "webhooks")
@@ -124,7 +125,7 @@ func TestDistributed(t *testing.T) {
 		}
 		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, satArgs(name, "127.0.0.1:0")...))
 	}
-	waitFor(t, e2eStartupTimeout, "both satellites ready", sats, func() bool {
+	proctest.Wait(t, e2eStartupTimeout, "both satellites ready", sats, func() bool {
 		return satelliteStatus(sats[0]).Ready && satelliteStatus(sats[1]).Ready
 	})
 	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
@@ -137,14 +138,14 @@ func TestDistributed(t *testing.T) {
 	t.Cleanup(func() { cancel(); senders.Wait() }) // before the processes stop
 	failuresOver := make(chan struct{})
 	for s, sat := range sats {
-		base := sat.base
+		base := sat.Base
 		senders.Go(func() { load.Send(ctx, s, func() string { return base }, failuresOver) })
 	}
-	all := append(append(append([]*e2eProc{}, masters...), engines...), sats...)
+	all := append(append(append([]*proctest.Proc{}, masters...), engines...), sats...)
 	sentMore := func(n int64) {
 		t.Helper()
 		target := load.Sent() + n
-		waitFor(t, time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
+		proctest.Wait(t, time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
 	}
 
 	// 1. Kill the master leader; the other two elect a new one.
@@ -153,10 +154,10 @@ func TestDistributed(t *testing.T) {
 	if leaderID == "" {
 		t.Fatal("no agreed master leader")
 	}
-	var leader *e2eProc
-	var survivors []*e2eProc
+	var leader *proctest.Proc
+	var survivors []*proctest.Proc
 	for _, m := range masters {
-		if m.name == leaderID {
+		if m.Name == leaderID {
 			leader = m
 		} else {
 			survivors = append(survivors, m)
@@ -165,25 +166,25 @@ func TestDistributed(t *testing.T) {
 	if leader == nil {
 		t.Fatalf("leader %q is none of the masters", leaderID)
 	}
-	leader.kill()
+	leader.Kill()
 	killedAt := time.Now()
-	waitFor(t, 30*time.Second, "a new master leader", all, func() bool {
+	proctest.Wait(t, 30*time.Second, "a new master leader", all, func() bool {
 		return agreedLeader(survivors, admin, leaderID) != ""
 	})
 	t.Logf("master leader %s killed; %s leads after %s", leaderID, agreedLeader(survivors, admin, leaderID), time.Since(killedAt).Round(time.Millisecond))
-	if code, body := apitest.Call(t.Context(), http.MethodGet, survivors[0].base+"/api/v2_beta/config/active/tree/info/all", admin, nil, ""); code != http.StatusOK ||
+	if code, body := apitest.Call(t.Context(), http.MethodGet, survivors[0].Base+"/api/v2_beta/config/active/tree/info/all", admin, nil, ""); code != http.StatusOK ||
 		!bytes.Contains(body, []byte(`"rules_count":1`)) {
 		t.Fatalf("active tree after the failover: %d %s", code, body)
 	}
 	// The new leader deploys a changed tree; the engines, whose first
 	// master may be the dead one, follow it.
 	treeIndex := engineStatus(engines[0]).TreeIndex
-	apitest.DeployTree(t, survivors[0].base, admin, bytes.ReplaceAll(tree, []byte(`"name": "notify"`), []byte(`"name": "notify_v2"`)))
-	waitFor(t, 30*time.Second, "both engines on the tree deployed after the failover", all, func() bool {
+	apitest.DeployTree(t, survivors[0].Base, admin, bytes.ReplaceAll(tree, []byte(`"name": "notify"`), []byte(`"name": "notify_v2"`)))
+	proctest.Wait(t, 30*time.Second, "both engines on the tree deployed after the failover", all, func() bool {
 		a, b := engineStatus(engines[0]), engineStatus(engines[1])
 		return a.TreeIndex > treeIndex && a.TreeIndex == b.TreeIndex
 	})
-	t.Logf("tree redeployed through %s: the engines moved from index %d to %d", survivors[0].name, treeIndex, engineStatus(engines[0]).TreeIndex)
+	t.Logf("tree redeployed through %s: the engines moved from index %d to %d", survivors[0].Name, treeIndex, engineStatus(engines[0]).TreeIndex)
 	// The killed master comes back from its data dir on its addresses
 	// and catches up with the tree deployed without it.
 	view, _ := clusterView(survivors[0], admin)
@@ -191,12 +192,12 @@ func TestDistributed(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("%s is no longer a member: %+v", leaderID, view)
 	}
-	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, e2eMasterArgs(dir, leaderID, leader.addr, view.Members[i].RaftAddr, auth, e2eJoinSecret(dir))...)
+	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, e2eMasterArgs(dir, leaderID, leader.Addr, view.Members[i].RaftAddr, auth, e2eJoinSecret(dir))...)
 	all = append(all, back)
-	waitFor(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
+	proctest.Wait(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
 		a, okA := clusterView(back, admin)
 		b, okB := clusterView(survivors[0], admin)
-		return okA && okB && agreedLeader([]*e2eProc{back, survivors[0], survivors[1]}, admin, "") != "" &&
+		return okA && okB && agreedLeader([]*proctest.Proc{back, survivors[0], survivors[1]}, admin, "") != "" &&
 			a.ActiveIndex > 0 && a.ActiveIndex == b.ActiveIndex
 	})
 	t.Logf("master %s restarted from its data and caught up", leaderID)
@@ -207,7 +208,7 @@ func TestDistributed(t *testing.T) {
 	broker.stop()
 	stoppedAt := time.Now()
 	ackedAtStop := load.Acked()
-	waitFor(t, 30*time.Second, "both satellites spooling events", all, func() bool {
+	proctest.Wait(t, 30*time.Second, "both satellites spooling events", all, func() bool {
 		for _, s := range sats {
 			if st := satelliteStatus(s); st.Mode != "spooling" || st.Spool.Records == 0 {
 				return false
@@ -220,22 +221,22 @@ func TestDistributed(t *testing.T) {
 	// sends them once it is back: kill one and start it again on its
 	// address with its spool. Calls meanwhile fail, unacknowledged.
 	crashed := sats[1]
-	crashed.kill()
-	sats[1] = startE2E(t, crashed.name+"-restarted", "satellite started", "http", bin, satArgs(crashed.name, crashed.addr)...)
+	crashed.Kill()
+	sats[1] = startE2E(t, crashed.Name+"-restarted", "satellite started", "http", bin, satArgs(crashed.Name, crashed.Addr)...)
 	all = append(all, sats[1])
-	waitFor(t, e2eStartupTimeout, "the restarted satellite ready with the spool of its first run", all, func() bool {
+	proctest.Wait(t, e2eStartupTimeout, "the restarted satellite ready with the spool of its first run", all, func() bool {
 		st := satelliteStatus(sats[1])
 		return st.Ready && st.Mode == "spooling" && st.Spool.Records > 0
 	})
 	broker.start()
 	restartedAt := time.Now()
 	t.Logf("broker down for %s; %d webhooks acknowledged meanwhile, %d events in the spools when %s was killed and restarted",
-		time.Since(stoppedAt).Round(time.Millisecond), load.Acked()-ackedAtStop, spooled, crashed.name)
+		time.Since(stoppedAt).Round(time.Millisecond), load.Acked()-ackedAtStop, spooled, crashed.Name)
 
 	// Usually 4-5 s with a 6 s session timeout; once in about 45 runs
 	// it took 41 s, as if the group waited for kafka-go's 30 s rebalance
 	// timeout.
-	waitFor(t, 60*time.Second, "both engines back in the group with a share of the partitions", all, func() bool {
+	proctest.Wait(t, 60*time.Second, "both engines back in the group with a share of the partitions", all, func() bool {
 		return engineShares(engines)
 	})
 	t.Logf("engines back in the group %s after the broker restart", time.Since(restartedAt).Round(time.Millisecond))
@@ -243,8 +244,8 @@ func TestDistributed(t *testing.T) {
 	// 3. Kill one engine; the other takes its partitions over.
 	sentMore(e2eStepCalls)
 	victim := engines[1]
-	t.Logf("killing engine %s (partitions %v)", victim.name, engineStatus(victim).Partitions)
-	victim.kill()
+	t.Logf("killing engine %s (partitions %v)", victim.Name, engineStatus(victim).Partitions)
+	victim.Kill()
 	engineKilledAt := time.Now()
 
 	sentMore(e2eTailCalls)
@@ -257,13 +258,13 @@ func TestDistributed(t *testing.T) {
 	if !polltest.Until(t.Context(), 75*time.Second, func() bool { return len(rx.missing(ids)) == 0 }) {
 		missing := rx.missing(ids)
 		t.Fatalf("%d of %d acknowledged webhooks produced no action within 75s, e.g. %v\n%s",
-			len(missing), len(ids), missing[:min(len(missing), 20)], procLogs(all))
+			len(missing), len(ids), missing[:min(len(missing), 20)], proctest.Tails(all))
 	}
-	waitFor(t, 30*time.Second, "the surviving engine owning every partition", all, func() bool {
+	proctest.Wait(t, 30*time.Second, "the surviving engine owning every partition", all, func() bool {
 		return len(engineStatus(engines[0]).Partitions) == e2ePartitions
 	})
-	t.Logf("engine %s owns every partition %s after %s was killed", engines[0].name, time.Since(engineKilledAt).Round(time.Millisecond), victim.name)
-	waitFor(t, 30*time.Second, "both satellites drained their spools", all, func() bool {
+	t.Logf("engine %s owns every partition %s after %s was killed", engines[0].Name, time.Since(engineKilledAt).Round(time.Millisecond), victim.Name)
+	proctest.Wait(t, 30*time.Second, "both satellites drained their spools", all, func() bool {
 		for _, s := range sats {
 			if st := satelliteStatus(s); st.Mode != "direct" || st.Spool.Records != 0 {
 				return false
@@ -293,83 +294,13 @@ func writeFile(t testing.TB, name, content string) {
 	}
 }
 
-// e2eProc is a squall process of TestDistributed.
-type e2eProc struct {
-	name string
-	base string // http://host:port
-	cmd  *exec.Cmd
-	*started
-}
-
-// startE2E starts bin with args, waits for its start line (msg, with the
-// address in field key) and stops it with SIGTERM when the test ends.
-func startE2E(t testing.TB, name, msg, key, bin string, args ...string) *e2eProc {
+// startE2E starts bin with args as proctest.Start does, and stops it with
+// SIGTERM when the test ends, checking that it exits cleanly.
+func startE2E(t testing.TB, name, msg, key, bin string, args ...string) *proctest.Proc {
 	t.Helper()
-	p := &e2eProc{name: name, cmd: exec.Command(bin, args...)}
-	// Runs after the process stopped: the whole log of a failed test is
-	// kept (go test -artifacts).
-	t.Cleanup(func() {
-		if t.Failed() && p.started != nil {
-			_ = os.WriteFile(filepath.Join(t.ArtifactDir(), name+".log"), []byte(p.logs.String()), 0o600)
-		}
-	})
-	p.started = startLogged(t, p.cmd, msg, key)
-	p.base = "http://" + p.addr
-	t.Cleanup(func() { p.stop(t) })
+	p := proctest.Start(t, name, exec.Command(bin, args...), msg, key)
+	t.Cleanup(func() { p.Stop(t) })
 	return p
-}
-
-// kill ends the process with SIGKILL and reaps it.
-func (p *e2eProc) kill() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	_ = p.cmd.Wait()
-}
-
-// stop ends the process with SIGTERM and checks that it exits cleanly.
-func (p *e2eProc) stop(t testing.TB) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(40 * time.Second):
-		t.Errorf("%s did not exit within 40s of SIGTERM", p.name)
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, err, logTail(p.logs.String(), 30))
-	}
-}
-
-// logTail returns the last n lines of s.
-func logTail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// waitFor polls cond every 20 ms until it holds, or fails the test after d
-// with the tail of the logs of procs. The processes give no signal to wait
-// on: polling, bounded, is the way.
-func waitFor(t testing.TB, d time.Duration, what string, procs []*e2eProc, cond func() bool) {
-	t.Helper()
-	if !polltest.Until(t.Context(), d, cond) {
-		t.Fatalf("%s: not within %s\n%s", what, d, procLogs(procs))
-	}
-}
-
-// procLogs returns the tail of the logs of procs.
-func procLogs(procs []*e2eProc) string {
-	var b strings.Builder
-	for _, p := range procs {
-		fmt.Fprintf(&b, "--- %s:\n%s\n", p.name, logTail(p.logs.String(), 25))
-	}
-	return b.String()
 }
 
 // e2eCluster is a master's GET /squall/v1/cluster.
@@ -386,9 +317,9 @@ type e2eMember struct {
 }
 
 // clusterView returns m's view of the cluster; false if m did not answer.
-func clusterView(m *e2eProc, token string) (e2eCluster, bool) {
+func clusterView(m *proctest.Proc, token string) (e2eCluster, bool) {
 	var info e2eCluster
-	code, body := apitest.Call(context.Background(), http.MethodGet, m.base+"/squall/v1/cluster", token, nil, "")
+	code, body := apitest.Call(context.Background(), http.MethodGet, m.Base+"/squall/v1/cluster", token, nil, "")
 	return info, code == http.StatusOK && json.Unmarshal(body, &info) == nil
 }
 
@@ -424,23 +355,23 @@ func clusterTokens(t testing.TB, dir, user string) (keyFile, admin, engineToken 
 // they check tokens): m1 bootstraps, m2 and m3 join through it with the
 // join secret m1 wrote. It returns them once all three agree on a leader
 // (asked with admin's token).
-func startMasterCluster(t *testing.T, bin, dir, admin string, auth ...string) []*e2eProc {
+func startMasterCluster(t *testing.T, bin, dir, admin string, auth ...string) []*proctest.Proc {
 	t.Helper()
-	start := func(id string, more ...string) *e2eProc {
+	start := func(id string, more ...string) *proctest.Proc {
 		return startE2E(t, id, "master started", "http_addr", bin, e2eMasterArgs(dir, id, "127.0.0.1:0", "127.0.0.1:0", auth, more...)...)
 	}
 	m1 := start("m1", "--bootstrap")
-	m2 := start("m2", "--join", m1.base, e2eJoinSecret(dir))
-	m3 := start("m3", "--join", m1.base, e2eJoinSecret(dir))
-	masters := []*e2eProc{m1, m2, m3}
-	waitFor(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool { return agreedLeader(masters, admin, "") != "" })
+	m2 := start("m2", "--join", m1.Base, e2eJoinSecret(dir))
+	m3 := start("m3", "--join", m1.Base, e2eJoinSecret(dir))
+	masters := []*proctest.Proc{m1, m2, m3}
+	proctest.Wait(t, e2eStartupTimeout, "a 3-node master cluster", masters, func() bool { return agreedLeader(masters, admin, "") != "" })
 	return masters
 }
 
 // agreedLeader returns the leader every master of ms reports, if they all
 // report the same one, see three members, and the leader is not notID;
 // else "".
-func agreedLeader(ms []*e2eProc, token, notID string) string {
+func agreedLeader(ms []*proctest.Proc, token, notID string) string {
 	leader := ""
 	for _, m := range ms {
 		info, ok := clusterView(m, token)
@@ -454,21 +385,21 @@ func agreedLeader(ms []*e2eProc, token, notID string) string {
 
 // engineShares reports whether both engines are ready and share the
 // partitions.
-func engineShares(engines []*e2eProc) bool {
+func engineShares(engines []*proctest.Proc) bool {
 	a, b := engineStatus(engines[0]), engineStatus(engines[1])
 	return a.Ready && b.Ready && len(a.Partitions) > 0 && len(b.Partitions) > 0 &&
 		len(a.Partitions)+len(b.Partitions) == e2ePartitions
 }
 
-func engineStatus(p *e2eProc) apitest.EngineStatus {
+func engineStatus(p *proctest.Proc) apitest.EngineStatus {
 	var st apitest.EngineStatus
-	apitest.Ready(p.base, &st)
+	apitest.Ready(p.Base, &st)
 	return st
 }
 
-func satelliteStatus(p *e2eProc) apitest.SatelliteStatus {
+func satelliteStatus(p *proctest.Proc) apitest.SatelliteStatus {
 	var st apitest.SatelliteStatus
-	apitest.Ready(p.base, &st)
+	apitest.Ready(p.Base, &st)
 	return st
 }
 

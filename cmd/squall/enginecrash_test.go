@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
@@ -27,7 +28,7 @@ func TestEngineTakeover(t *testing.T) {
 	w := newEngineWorld(t, 4)
 	addr, archive := w.addr, w.archive
 	pa, pb := w.startEngine(t, "takeover-test", "--name", "engine-a"), w.startEngine(t, "takeover-test", "--name", "engine-b")
-	ea, eb := &e2eProc{base: "http://" + pa.addr}, &e2eProc{base: "http://" + pb.addr}
+	ea, eb := &proctest.Proc{Base: "http://" + pa.addr}, &proctest.Proc{Base: "http://" + pb.addr}
 
 	// A separate process gives no signal to wait on: poll, bounded.
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/calltest"
 )
 
@@ -155,7 +156,7 @@ func (c *failoverCluster) info(i int) (clusterInfo, bool) {
 // and three voters.
 func (c *failoverCluster) waitHealthy() {
 	c.t.Helper()
-	waitFor(c.t, 60*time.Second, "a healthy cluster of three voters", nil, func() bool {
+	proctest.Wait(c.t, 60*time.Second, "a healthy cluster of three voters", nil, func() bool {
 		leader := ""
 		for i, n := range c.nodes {
 			resp, err := calltest.Client().Get("http://" + n.http + "/readyz")
@@ -285,7 +286,7 @@ func (l *failoverLoad) counts() (ops, writes int) {
 func (l *failoverLoad) waitWrites(t *testing.T, n int, what string) {
 	t.Helper()
 	_, start := l.counts()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d acknowledged writes %s", n, what), nil, func() bool {
+	proctest.Wait(t, 60*time.Second, fmt.Sprintf("%d acknowledged writes %s", n, what), nil, func() bool {
 		_, w := l.counts()
 		return w >= start+n
 	})

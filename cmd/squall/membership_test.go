@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 )
@@ -71,7 +72,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	var info struct {
 		Members []struct{ ID, Suffrage string }
 	}
-	waitFor(t, 30*time.Second, "m2 to be a voter", nil, func() bool {
+	proctest.Wait(t, 30*time.Second, "m2 to be a voter", nil, func() bool {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/squall/v1/cluster", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 		resp, err := calltest.Client().Do(req)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/joinmute"
 )
 
@@ -50,18 +51,18 @@ func TestNestedConditions(t *testing.T) {
 
 	// A first tree, then the engines.
 	first := bytes.ReplaceAll(mustRead(t, "testdata/e2e/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	apitest.DeployTree(t, m2.base, admin, first)
+	apitest.DeployTree(t, m2.Base, admin, first)
 	actionsConfig := filepath.Join(dir, "actions.json")
 	writeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`)
-	var engines []*e2eProc
+	var engines []*proctest.Proc
 	for i := 1; i <= 2; i++ {
 		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
-			"engine", "--master", strings.Join([]string{m1.base, m2.base, m3.base}, ","), "--token-file", engineToken,
+			"engine", "--master", strings.Join([]string{m1.Base, m2.Base, m3.Base}, ","), "--token-file", engineToken,
 			"--kafka-brokers", brokerAddr, "--group", "nested", "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
 			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s", "--kafka-rebalance-timeout", "6s"))
 	}
 	all := append(slices.Clone(masters), engines...)
-	waitFor(t, e2eStartupTimeout, "both engines ready", all, func() bool {
+	proctest.Wait(t, e2eStartupTimeout, "both engines ready", all, func() bool {
 		a, b := engineStatus(engines[0]), engineStatus(engines[1])
 		return a.Ready && b.Ready && len(a.Partitions)+len(b.Partitions) == 2
 	})
@@ -69,8 +70,8 @@ func TestNestedConditions(t *testing.T) {
 
 	// The nested tree: accepted by import and deploy, through a follower.
 	nested := bytes.ReplaceAll(mustRead(t, "testdata/nested/tree.json"), []byte("RECEIVER_URL"), []byte(rx.url))
-	apitest.DeployTree(t, m3.base, admin, nested)
-	waitFor(t, 30*time.Second, "both engines on the nested tree", all, func() bool {
+	apitest.DeployTree(t, m3.Base, admin, nested)
+	proctest.Wait(t, 30*time.Second, "both engines on the nested tree", all, func() bool {
 		a, b := engineStatus(engines[0]), engineStatus(engines[1])
 		return a.Ready && b.Ready && a.TreeIndex > before && a.TreeIndex == b.TreeIndex
 	})
@@ -100,7 +101,7 @@ func TestNestedConditions(t *testing.T) {
 		Value:   []byte(`{"type": "a", "created_ms": 1, "metadata": {"tenant_id": "tenant-n"}, "payload": {"id": "n-last", "host": "h"}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-999999999999")}}})
 	produce(t, brokerAddr, recs...)
-	waitFor(t, 30*time.Second, "the last event's action", all, func() bool { return len(rx.missing([]string{"n-last"})) == 0 })
+	proctest.Wait(t, 30*time.Second, "the last event's action", all, func() bool { return len(rx.missing([]string{"n-last"})) == 0 })
 	if missing := rx.missing(want); len(missing) != 0 {
 		t.Errorf("no action for %v", missing)
 	}
@@ -108,23 +109,23 @@ func TestNestedConditions(t *testing.T) {
 		t.Errorf("%d distinct actions, want %d (%v and n-last)", distinct, len(want)+1, want)
 	}
 	for _, e := range engines {
-		if e.cmd.ProcessState != nil {
-			t.Errorf("engine %s exited", e.name)
+		if e.Cmd.ProcessState != nil {
+			t.Errorf("engine %s exited", e.Name)
 		}
 		if st := engineStatus(e); !st.Ready {
-			t.Errorf("engine %s not ready: %+v", e.name, st)
+			t.Errorf("engine %s not ready: %+v", e.Name, st)
 		}
 	}
 
 	// A test event against a draft holding the tree is answered.
-	code, body := apitest.Call(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/config/drafts/all", admin, nil, "")
+	code, body := apitest.Call(t.Context(), http.MethodPost, m1.Base+"/api/v2_beta/config/drafts/all", admin, nil, "")
 	var draft struct {
 		ID string `json:"id"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &draft) != nil {
 		t.Fatalf("create draft: %d %s", code, body)
 	}
-	code, body = apitest.Call(t.Context(), http.MethodPost, m1.base+"/api/v2_beta/event/draft/all/"+draft.ID, admin,
+	code, body = apitest.Call(t.Context(), http.MethodPost, m1.Base+"/api/v2_beta/event/draft/all/"+draft.ID, admin,
 		strings.NewReader(`{"event": {"type": "a", "created_ms": 1, "payload": {"host": "h", "id": "t1"}}, "process_type": "SkipActions"}`), "application/json")
 	if code != http.StatusOK || !bytes.Contains(body, []byte(`"status":"Matched"`)) {
 		t.Errorf("test event on the draft: %d %s", code, body)

@@ -79,13 +79,13 @@ func TestTracing(t *testing.T) {
 	select {
 	case got = <-traceparents:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the http action did not reach its target within 60s:\n%s", logTail(eng.logs.String(), 30))
+		t.Fatalf("the http action did not reach its target within 60s:\n%s", eng.logs.Tail(30))
 	}
 
 	// Stop both: the spans leave on the way out.
 	for _, p := range []*started{sat, eng} {
 		if err := p.stop(t, os.Interrupt); err != nil {
-			t.Errorf("%s: %v\n%s", p.cmd.Args[1], err, logTail(p.logs.String(), 30))
+			t.Errorf("%s: %v\n%s", p.cmd.Args[1], err, p.logs.Tail(30))
 		}
 	}
 	// The receivers answered every export before the processes exited.

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/cmd/squall/internal/webhookload"
 	"github.com/squallhq/squall/internal/joinmute"
 	"github.com/squallhq/squall/internal/nettest"
@@ -98,7 +99,7 @@ type pipeBroker struct {
 	addr string
 	data string
 	n    int
-	proc *pipeProc
+	proc *proctest.Proc
 }
 
 func (b *pipeBroker) start() {
@@ -115,7 +116,7 @@ func (b *pipeBroker) start() {
 
 func (b *pipeBroker) stop() {
 	b.t.Helper()
-	b.proc.stop(b.t)
+	b.proc.Stop(b.t)
 }
 
 // TestPipeline runs the pipeline in separate processes on loopback: a
@@ -165,24 +166,24 @@ func TestPipeline(t *testing.T) {
 
 	master := startPipeProc(t, "master", exec.Command(bin, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "m1"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile, "--bootstrap"), "master started", "http_addr")
-	pipeMust(t, pipeStartup, "the master ready", []*pipeProc{master}, func() bool {
-		code, _ := apitest.Call(t.Context(), http.MethodGet, master.base+"/readyz", "", nil, "")
+	proctest.Wait(t, pipeStartup, "the master ready", []*proctest.Proc{master}, func() bool {
+		code, _ := apitest.Call(t.Context(), http.MethodGet, master.Base+"/readyz", "", nil, "")
 		return code == http.StatusOK
 	})
-	apitest.DeployTree(t, master.base, admin, []byte(strings.ReplaceAll(pipeTree, "RECEIVER_URL", counter.URL+"/action")))
+	apitest.DeployTree(t, master.Base, admin, []byte(strings.ReplaceAll(pipeTree, "RECEIVER_URL", counter.URL+"/action")))
 
 	// Engines.
 	actionsConfig := filepath.Join(dir, "actions.json")
 	writePipeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]},
 		"retry": {"max_attempts": 10, "base_delay": "100ms", "max_delay": "1s", "jitter": 0.5}}`)
 	engineNo := 0
-	startEngine := func() *pipeProc {
+	startEngine := func() *proctest.Proc {
 		engineNo++
-		return startPipeProc(t, fmt.Sprintf("engine-%d", engineNo), exec.Command(bin, "engine", "--master", master.base,
+		return startPipeProc(t, fmt.Sprintf("engine-%d", engineNo), exec.Command(bin, "engine", "--master", master.Base,
 			"--token-file", engineToken, "--kafka-brokers", broker.addr, "--group", pipeGroup, "--http", "127.0.0.1:0",
 			"--actions-config", actionsConfig), "ops endpoints listening", "addr")
 	}
-	engines := make([]*pipeProc, pipeEngines)
+	engines := make([]*proctest.Proc, pipeEngines)
 	for i := range engines {
 		engines[i] = startEngine()
 	}
@@ -201,7 +202,7 @@ func TestPipeline(t *testing.T) {
 	// Satellites, each with its webhooks and spool; a restarted one
 	// keeps its address.
 	satNo := 0
-	startSatellite := func(s int, addr string) *pipeProc {
+	startSatellite := func(s int, addr string) *proctest.Proc {
 		satNo++
 		name := fmt.Sprintf("sat%d", s)
 		return startPipeProc(t, fmt.Sprintf("%s-%d", name, satNo), exec.Command(bin, "satellite", "--http", addr, "--name", name,
@@ -209,7 +210,7 @@ func TestPipeline(t *testing.T) {
 			"--spool-dir", filepath.Join(dir, name, "spool")), "satellite started", "http")
 	}
 	var satMu sync.Mutex
-	sats := make([]*pipeProc, pipeSatellites)
+	sats := make([]*proctest.Proc, pipeSatellites)
 	for s := range sats {
 		for h := range pipeHooksPerSat {
 			id := webhookload.HookID(s, h)
@@ -225,15 +226,15 @@ func TestPipeline(t *testing.T) {
 		return func() string {
 			satMu.Lock()
 			defer satMu.Unlock()
-			return sats[s].base
+			return sats[s].Base
 		}
 	}
-	all := func() []*pipeProc {
+	all := func() []*proctest.Proc {
 		satMu.Lock()
 		defer satMu.Unlock()
-		return append(append([]*pipeProc{master, broker.proc}, engines...), sats...)
+		return append(append([]*proctest.Proc{master, broker.proc}, engines...), sats...)
 	}
-	pipeMust(t, pipeStartup, "satellites ready and engines sharing the partitions", all(), func() bool {
+	proctest.Wait(t, pipeStartup, "satellites ready and engines sharing the partitions", all(), func() bool {
 		for _, s := range sats {
 			if !pipeStatus[apitest.SatelliteStatus](s).Ready {
 				return false
@@ -256,7 +257,7 @@ func TestPipeline(t *testing.T) {
 	sentMore := func(n int64) {
 		t.Helper()
 		target := load.Sent() + n
-		pipeMust(t, 2*time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
+		proctest.Wait(t, 2*time.Minute, fmt.Sprintf("%d more webhooks sent", n), nil, func() bool { return load.Sent() >= target })
 	}
 
 	loadBegan := time.Now()
@@ -282,7 +283,7 @@ func TestPipeline(t *testing.T) {
 		broker.stop()
 		stoppedAt := time.Now()
 		ackedAtStop := load.Acked()
-		pipeMust(t, time.Minute, "both satellites spooling events", all(), func() bool {
+		proctest.Wait(t, time.Minute, "both satellites spooling events", all(), func() bool {
 			for _, s := range sats {
 				if st := pipeStatus[apitest.SatelliteStatus](s); st.Mode != "spooling" || st.Spool.Records == 0 {
 					return false
@@ -297,19 +298,19 @@ func TestPipeline(t *testing.T) {
 		satMu.Lock()
 		crashed := sats[victim]
 		satMu.Unlock()
-		crashed.kill()
-		back := startSatellite(victim, crashed.addr)
+		crashed.Kill()
+		back := startSatellite(victim, crashed.Addr)
 		satMu.Lock()
 		sats[victim] = back
 		satMu.Unlock()
-		pipeMust(t, pipeStartup, "the restarted satellite ready with the spool of its first run", all(), func() bool {
+		proctest.Wait(t, pipeStartup, "the restarted satellite ready with the spool of its first run", all(), func() bool {
 			st := pipeStatus[apitest.SatelliteStatus](back)
 			return st.Ready && st.Mode == "spooling" && st.Spool.Records > 0
 		})
 		broker.start()
 		rs.outage = time.Since(stoppedAt)
 		restartedAt := time.Now()
-		pipeMust(t, 90*time.Second, "the engines back in the group after the broker restart", all(), shares)
+		proctest.Wait(t, 90*time.Second, "the engines back in the group after the broker restart", all(), shares)
 		rs.rejoin = time.Since(restartedAt)
 
 		// 2. An engine SIGKILLed mid-stream, started again: in even
@@ -322,11 +323,11 @@ func TestPipeline(t *testing.T) {
 		e := round % pipeEngines
 		atKill := repeats()
 		rs.outageRepeats, rs.killRepeats = atKill-atStop, atKill
-		engines[e].kill()
+		engines[e].Kill()
 		sentMore(pipeStepCalls / 2)
 		engines[e] = startEngine()
 		killedAt := time.Now()
-		pipeMust(t, 90*time.Second, "the restarted engine sharing the partitions", all(), shares)
+		proctest.Wait(t, 90*time.Second, "the restarted engine sharing the partitions", all(), shares)
 		rs.engineBack = time.Since(killedAt)
 		rounds = append(rounds, rs)
 		t.Logf("round %d: broker down %s (%d events in the spools, satellite %d killed and restarted), engines back in %s; engine %d killed, back in the group in %s; %d webhooks sent, %d acknowledged",
@@ -362,7 +363,7 @@ func TestPipeline(t *testing.T) {
 		missing := tally.MissingActions()
 		t.Errorf("%d acknowledged webhooks produced no action within 2m, e.g. %v", len(missing), missing[:min(len(missing), 20)])
 	}
-	pipeMust(t, time.Minute, "both satellites drained their spools", all(), func() bool {
+	proctest.Wait(t, time.Minute, "both satellites drained their spools", all(), func() bool {
 		for _, s := range sats {
 			if st := pipeStatus[apitest.SatelliteStatus](s); st.Mode != "direct" || st.Spool.Records != 0 {
 				return false
@@ -480,10 +481,10 @@ func pipeReadEvents(t *testing.T, addr string, tally *PipelineTally) {
 
 // pipeStatus reads the /readyz answer of p: an apitest.EngineStatus or
 // SatelliteStatus; the zero S when p is not running or does not answer.
-func pipeStatus[S any](p *pipeProc) S {
+func pipeStatus[S any](p *proctest.Proc) S {
 	var st S
-	if p.running() {
-		apitest.Ready(p.base, &st)
+	if p.Running() {
+		apitest.Ready(p.Base, &st)
 	}
 	return st
 }
