@@ -225,9 +225,9 @@ func recordAudit(tx *bolt.Tx, st *state, idx uint64, d decoded, r Result, before
 	}
 	rec.Seq = max(next, 1)
 	if k, v := ab.Cursor().Last(); k != nil {
-		var last audit.Record
-		if err := json.Unmarshal(v, &last); err != nil {
-			return fmt.Errorf("audit record %x: %w", k, err)
+		last, err := decodeAuditRecord(k, v)
+		if err != nil {
+			return err
 		}
 		rec.Prev = last.Hash
 	}
@@ -380,9 +380,9 @@ func (s *Store) Audit(q AuditQuery) ([]audit.Record, uint64, error) {
 			k, v = c.Last()
 		}
 		for ; k != nil; k, v = c.Prev() {
-			var r audit.Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("audit record %x: %w", k, err)
+			r, err := decodeAuditRecord(k, v)
+			if err != nil {
+				return err
 			}
 			// Times follow the leaders' clocks, which a change of leader
 			// may set back: every record is looked at.
@@ -424,14 +424,23 @@ func readAudit(tx *bolt.Tx) ([]audit.Record, error) {
 	}
 	var out []audit.Record
 	err := ab.ForEach(func(k, v []byte) error {
-		var r audit.Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("audit record %x: %w", k, err)
+		r, err := decodeAuditRecord(k, v)
+		if err != nil {
+			return err
 		}
 		out = append(out, r)
 		return nil
 	})
 	return out, err
+}
+
+// decodeAuditRecord decodes the record v stored under key k.
+func decodeAuditRecord(k, v []byte) (audit.Record, error) {
+	var r audit.Record
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, fmt.Errorf("audit record %x: %w", k, err)
+	}
+	return r, nil
 }
 
 // ReadAuditFile returns the audit records of a state file (a master's
@@ -490,9 +499,9 @@ func (s *Store) AuditAfter(after uint64, limit int) ([]audit.Record, error) {
 		}
 		c := ab.Cursor()
 		for k, v := c.Seek(auditKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			var r audit.Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("audit record %x: %w", k, err)
+			r, err := decodeAuditRecord(k, v)
+			if err != nil {
+				return err
 			}
 			out = append(out, r)
 		}

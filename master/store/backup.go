@@ -651,16 +651,9 @@ func (rs *restorer) header(b *Backup) error {
 			cmds = append(cmds, ClearFindings{})
 		}
 		cmds = append(cmds, ids...)
-		res, err := rs.s.Batch(rs.ctx, cmds...)
-		if err != nil {
-			return fmt.Errorf("restore: %w", err)
+		if err := rs.batch(cmds); err != nil {
+			return err
 		}
-		for _, r := range res {
-			if r.Err != nil {
-				return fmt.Errorf("restore: %w", r.Err)
-			}
-		}
-		rs.out.Index = res[0].Index
 		rs.out.Versions += len(chunks[0])
 		for _, c := range chunks[1:] {
 			if _, err := rs.s.do(rs.ctx, nil, RestoreVersions{Next: b.NextVersion, Versions: c}); err != nil {
@@ -679,7 +672,13 @@ func (rs *restorer) header(b *Backup) error {
 		return nil
 	}
 	// One entry: the trees are replaced and the findings deleted together.
-	res, err := rs.s.Batch(rs.ctx, append([]Command{cmd, ClearFindings{}}, ids...)...)
+	return rs.batch(append([]Command{cmd, ClearFindings{}}, ids...))
+}
+
+// batch applies cmds as one entry, fails if any of them is refused, and
+// records the entry's index as the restore's.
+func (rs *restorer) batch(cmds []Command) error {
+	res, err := rs.s.Batch(rs.ctx, cmds...)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}

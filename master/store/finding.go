@@ -786,6 +786,15 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			}
 			return &r, decodeRecord(v, &r)
 		}
+		// add reads the record k names into the page.
+		add := func(k []byte) error {
+			r, err := get(k)
+			if err != nil {
+				return err
+			}
+			page.Findings = append(page.Findings, Finding(*r))
+			return nil
+		}
 		if !q.filtered() && q.FromMS <= 0 && q.ToMS <= 0 {
 			n, err := getUint64(tb.t, keyCount)
 			if err != nil {
@@ -797,11 +806,9 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 				k, _ = c.Next()
 			}
 			for ; k != nil && len(page.Findings) < q.Limit; k, _ = c.Next() {
-				r, err := get(k)
-				if err != nil {
+				if err := add(k); err != nil {
 					return err
 				}
-				page.Findings = append(page.Findings, Finding(*r))
 			}
 			return nil
 		}
@@ -809,11 +816,9 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 			if !q.filtered() {
 				// Time range only: count keys, read the page's records.
 				if page.Total >= q.Offset && len(page.Findings) < q.Limit {
-					r, err := get(k)
-					if err != nil {
+					if err := add(k); err != nil {
 						return err
 					}
-					page.Findings = append(page.Findings, Finding(*r))
 				}
 				page.Total++
 				continue
@@ -825,11 +830,9 @@ func (f *fsm) findings(tenant string, q FindingQuery) (FindingPage, error) {
 					continue
 				}
 				if inPage {
-					r, err := get(k)
-					if err != nil {
+					if err := add(k); err != nil {
 						return err
 					}
-					page.Findings = append(page.Findings, Finding(*r))
 				}
 				page.Total++
 				continue

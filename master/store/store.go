@@ -594,6 +594,12 @@ func (s *Store) await(ctx context.Context, f raft.Future) error {
 		s.futures.Add(1)
 	}
 	s.futuresMu.Unlock()
+	return s.waitAnswer(ctx, f, counted)
+}
+
+// waitAnswer waits for f's answer or for ctx. If counted, f is one of
+// s.futures, marked done once raft answers it, even after ctx ended.
+func (s *Store) waitAnswer(ctx context.Context, f raft.Future, counted bool) error {
 	done := make(chan error, 1)
 	go func() {
 		if counted {
@@ -624,17 +630,7 @@ func (s *Store) verifyLeader(ctx context.Context, r *raft.Raft) error {
 	s.futures.Add(1)
 	f := r.VerifyLeader()
 	s.futuresMu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		defer s.futures.Done()
-		done <- f.Error()
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.waitAnswer(ctx, f, true)
 }
 
 // stopFutures refuses new VerifyLeader requests, stops counting the

@@ -407,44 +407,38 @@ func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raf
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
-// AppendEntries implements raft.Transport (heartbeats too).
-func (t unpipelined) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+// observe makes one RPC to the peer id at target: the stream layer
+// expects id there, and the peer watch records the outcome.
+func (t unpipelined) observe(id raft.ServerID, target raft.ServerAddress, rpc func() error) error {
 	t.layer.expect(target, id)
-	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := rpc()
 	t.peers.result(id, target, err)
 	return err
+}
+
+// AppendEntries implements raft.Transport (heartbeats too).
+func (t unpipelined) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return t.observe(id, target, func() error { return t.NetworkTransport.AppendEntries(id, target, args, resp) })
 }
 
 // RequestVote implements raft.Transport.
 func (t unpipelined) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	t.layer.expect(target, id)
-	err := t.NetworkTransport.RequestVote(id, target, args, resp)
-	t.peers.result(id, target, err)
-	return err
+	return t.observe(id, target, func() error { return t.NetworkTransport.RequestVote(id, target, args, resp) })
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (t unpipelined) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	t.layer.expect(target, id)
-	err := t.NetworkTransport.RequestPreVote(id, target, args, resp)
-	t.peers.result(id, target, err)
-	return err
+	return t.observe(id, target, func() error { return t.NetworkTransport.RequestPreVote(id, target, args, resp) })
 }
 
 // InstallSnapshot implements raft.Transport.
 func (t unpipelined) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	t.layer.expect(target, id)
-	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
-	t.peers.result(id, target, err)
-	return err
+	return t.observe(id, target, func() error { return t.NetworkTransport.InstallSnapshot(id, target, args, resp, data) })
 }
 
 // TimeoutNow implements raft.Transport.
 func (t unpipelined) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	t.layer.expect(target, id)
-	err := t.NetworkTransport.TimeoutNow(id, target, args, resp)
-	t.peers.result(id, target, err)
-	return err
+	return t.observe(id, target, func() error { return t.NetworkTransport.TimeoutNow(id, target, args, resp) })
 }
 
 var (
