@@ -6,13 +6,11 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/internal/benchtest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
@@ -85,49 +83,21 @@ func BenchmarkScaleWebhooks(b *testing.B) {
 }
 
 // scaleLoad posts b.N small JSON bodies over conns connections, to urls
-// round robin, and reports req/s and the 99th percentile latency.
+// round robin, and reports req/s and the latencies.
 func scaleLoad(b *testing.B, urls []string, conns int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	body := []byte(`{"id":12345,"source":"github","kind":"push","repo":"acme/widgets","ref":"refs/heads/main","ts":1700000000}`)
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	lat := make([]time.Duration, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) || failed.Load() != nil {
-					return
-				}
-				t0 := time.Now()
-				resp, err := client.Post(urls[int(i)%len(urls)], "application/json", bytes.NewReader(body))
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					failed.Store(&err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)])/float64(time.Millisecond), "p99-ms")
+	benchtest.Run(b, conns, func(_ int, i int64) error {
+		resp, err := client.Post(urls[int(i)%len(urls)], "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}).Report(b, "req/s")
 }

@@ -11,9 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/squallhq/squall/internal/cputime"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -130,6 +128,3 @@ func checkCreated(resp *http.Response) error {
 	}
 	return nil
 }
-
-// cpuTime returns the CPU time the process has used so far.
-func cpuTime(*testing.B) time.Duration { d, _ := cputime.Process(); return d }

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/squallhq/squall/internal/benchtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -124,40 +121,7 @@ func benchOps(b *testing.B, clients int, rate, cpuName string, newClient func() 
 		b.Cleanup(closeFn)
 		ops[k] = op
 	}
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	b.ReportAllocs()
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime(b)
-	var wg sync.WaitGroup
-	for _, op := range ops {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := op(i); err != nil {
-					err = fmt.Errorf("operation %d: %w", i, err)
-					failed.Store(&err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), rate)
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), cpuName)
+	r := benchtest.Run(b, clients, func(w int, i int64) error { return ops[w](i) })
+	r.Report(b, rate)
+	r.ReportCPU(b, cpuName)
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,14 +121,7 @@ func TestStore_AuditLog(t *testing.T) {
 	}
 
 	// The backup holds the log.
-	var buf bytes.Buffer
-	if err := s.WriteBackup(&buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	b, err := DecodeBackup(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := backupOf(t, s)
 	if !slices.Equal(b.Audit, recs) {
 		t.Fatalf("backup's records differ:\n%+v\n%+v", b.Audit, recs)
 	}
@@ -164,10 +156,7 @@ func TestStore_AuditLog(t *testing.T) {
 // TestStore_AuditAltered: a record changed in a copy of the state file is
 // named by Verify.
 func TestStore_AuditAltered(t *testing.T) {
-	cfg := testConfig(t, "node0")
-	cfg.Bootstrap = true
-	s := openStore(t, cfg)
-	waitReady(t, s)
+	s := openReady(t, "node0")
 	ctx := ContextWithOrigin(ctxTimeout(t, 20*time.Second), Origin{User: "alice"})
 	id, err := s.CreateDraft(ctx, "alice")
 	if err != nil {
@@ -181,11 +170,11 @@ func TestStore_AuditAltered(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(cfg.DataDir, "fsm.db"))
+	data, err := os.ReadFile(filepath.Join(s.cfg.DataDir, "fsm.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := ReadAuditFile(filepath.Join(cfg.DataDir, "fsm.db"))
+	recs, err := ReadAuditFile(filepath.Join(s.cfg.DataDir, "fsm.db"))
 	if err != nil || len(recs) < 3 {
 		t.Fatalf("%d records: %v", len(recs), err)
 	}

@@ -3,14 +3,13 @@ package store
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/benchtest"
 	"github.com/squallhq/squall/internal/cputime"
 )
 
@@ -51,12 +50,9 @@ func benchCluster(b *testing.B) *Store {
 // cpuTime returns the CPU time the process has used so far.
 func cpuTime(*testing.B) time.Duration { d, _ := cputime.Process(); return d }
 
+// reportLatency reports sequential writes' throughput and latencies.
 func reportLatency(b *testing.B, lat []time.Duration, elapsed time.Duration) {
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "writes/s")
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
+	benchtest.Result{Latencies: lat, Elapsed: elapsed}.Report(b, "writes/s")
 }
 
 // benchCommands are the 1 KiB commands of the apply benchmarks:
@@ -122,41 +118,13 @@ func BenchmarkApplyConcurrent64(b *testing.B) {
 			leader := benchCluster(b)
 			cmd := benchCommands(b)[name]
 			ctx := b.Context()
-			lat := make([]time.Duration, b.N)
-			var next atomic.Int64
-			var failed atomic.Pointer[error]
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range writers {
-				wg.Go(func() {
-					for {
-						i := next.Add(1) - 1
-						if i >= int64(b.N) {
-							return
-						}
-						t0 := time.Now()
-						res, err := leader.Apply(ctx, nil, cmd())
-						if err == nil {
-							err = res.Err
-						}
-						if err != nil {
-							err = fmt.Errorf("write %d: %w", i, err)
-							failed.Store(&err)
-							return
-						}
-						lat[i] = time.Since(t0)
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if err := failed.Load(); err != nil {
-				b.Fatal(*err)
-			}
-			reportLatency(b, lat, elapsed)
+			benchtest.Run(b, writers, func(_ int, i int64) error {
+				res, err := leader.Apply(ctx, nil, cmd())
+				if err == nil {
+					err = res.Err
+				}
+				return err
+			}).Report(b, "writes/s")
 		})
 	}
 }

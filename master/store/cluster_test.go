@@ -332,13 +332,7 @@ func joinFromSnapshot(t *testing.T, mutualTLS bool) {
 	waitConverged(t, nodes)
 	wantTree, wantIdx := leader.Active()
 	for _, s := range nodes[1:] {
-		f := s.fsm.Load()
-		f.mu.RLock()
-		restores := f.restores
-		f.mu.RUnlock()
-		if restores == 0 {
-			t.Fatalf("%s caught up without installing a snapshot", s.ID())
-		}
+		mustHaveInstalledSnapshot(t, s)
 		tree, idx := s.Active()
 		if idx != wantIdx || !reflect.DeepEqual(childNames(tree), childNames(wantTree)) {
 			t.Fatalf("%s: %v at %d, want %v at %d", s.ID(), childNames(tree), idx, childNames(wantTree), wantIdx)

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,13 +41,7 @@ func draftEditCount(t *testing.T, f *fsm) int {
 // against the draft, stored as itself (not the whole tree), replayed when
 // the state file is opened again, and stored whole on deploy.
 func TestFSM_DraftEdit(t *testing.T) {
-	dir := t.TempDir()
-	m, _ := newMetrics(nil)
-	path := filepath.Join(dir, fsmDBName)
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	now := time.UnixMilli(1000)
 	fsmApply(t, f, 1, ReplaceActive{Tree: rulesetTree("a", "b")})
 	fsmApply(t, f, 2, CreateDraft{ID: "d", Owner: "alice", Now: now})
@@ -137,14 +130,7 @@ func TestFSM_DraftEdit(t *testing.T) {
 	}
 
 	// Opening the state file again replays the edits.
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
+	g := reopenFSM(t, f)
 	d, _ := g.draft()
 	equalTrees(t, d.Tree, want)
 	if d.UpdatedMS != now.Add(time.Duration(idx-1)*time.Millisecond).UnixMilli() || g.st.draftEdits != len(edits) {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // testFiles returns test files named names, each with one case.
@@ -76,10 +74,7 @@ func TestCheckTestFiles(t *testing.T) {
 // rollback brings a version's tests back; the audit log records the
 // edits; everything survives a reopen.
 func TestStore_DraftTests(t *testing.T) {
-	cfg := testConfig(t, "node0")
-	cfg.Bootstrap = true
-	s := openStore(t, cfg)
-	waitReady(t, s)
+	s := openReady(t, "node0")
 	ctx := ctxTimeout(t, 20*time.Second)
 
 	id, err := s.CreateDraft(ctx, "alice")
@@ -205,11 +200,7 @@ func TestStore_DraftTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.BindAddr, cfg.Registerer = s.Addr(), prometheus.NewRegistry()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, cfg)
+	s = reopen(t, s)
 	waitReady(t, s)
 	if d, err = s.Draft(); err != nil || d.ID != id {
 		t.Fatalf("draft after reopen: %+v %v", d, err)
@@ -305,24 +296,17 @@ func TestBackup_DraftTests(t *testing.T) {
 	if err := src.SetDraftTests(ctx, nil, id, "alice", draftTests); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := src.WriteBackup(&buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	b, err := DecodeBackup(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := backupOf(t, src)
 	if !b.WithTests || len(b.Versions) != 1 || !reflect.DeepEqual(testNames(b.Versions[0].Tests), "[v1.json]") {
 		t.Fatalf("backup: with tests %t, versions %+v", b.WithTests, b.Versions)
 	}
-	sum, err := CheckBackup(bytes.NewReader(buf.Bytes()))
+	sum, err := CheckBackup(bytes.NewReader(file))
 	if err != nil || sum.Format != BackupFormat || sum.TestFiles != 3 {
 		t.Fatalf("summary %+v %v", sum, err)
 	}
 
 	dst := openReady(t, "dst")
-	r, err := dst.RestoreFrom(ctx, bytes.NewReader(buf.Bytes()))
+	r, err := dst.RestoreFrom(ctx, bytes.NewReader(file))
 	if err != nil || r.TestsSkipped {
 		t.Fatalf("restore: %+v %v", r, err)
 	}
@@ -338,7 +322,7 @@ func TestBackup_DraftTests(t *testing.T) {
 	}
 
 	// Tests in a file of format 4 are refused.
-	old := bytes.Replace(dropKey(t, buf.Bytes(), "ids"), []byte(backupFormatKey), []byte(`"format":4`), 1)
+	old := bytes.Replace(dropKey(t, file, "ids"), []byte(backupFormatKey), []byte(`"format":4`), 1)
 	if _, err := DecodeBackup(bytes.NewReader(old)); !errors.Is(err, ErrInvalidBackup) || !strings.Contains(err.Error(), "format 5") {
 		t.Fatalf("format 4 with tests: %v", err)
 	}

@@ -3,14 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/squallhq/squall/config"
 )
@@ -38,15 +36,7 @@ func TestMemberExt(t *testing.T) {
 // without (a master without levels registered it) reads as 0; the levels
 // survive a reopen and go with DeleteMember.
 func TestFSM_MemberLevels(t *testing.T) {
-	path := filepath.Join(t.TempDir(), fsmDBName)
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	apply := func(idx uint64, cmd SetMember) {
 		t.Helper()
 		data, err := encodeCommand(cmd)
@@ -63,13 +53,7 @@ func TestFSM_MemberLevels(t *testing.T) {
 	if a, b := f.levels().get("n1"), f.levels().get("n2"); a != 1 || b != 0 {
 		t.Fatalf("levels n1 %d n2 %d, want 1 and 0", a, b)
 	}
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-	if f, err = openFSM(path, testLogger(t), m); err != nil {
-		t.Fatal(err)
-	}
-	defer f.close()
+	f = reopenFSM(t, f)
 	if got := f.levels().get("n1"); got != 1 {
 		t.Fatalf("after reopen: n1 at level %d, want 1", got)
 	}
@@ -364,15 +348,7 @@ func TestStore_treeEntriesRecordLevel(t *testing.T) {
 // that still has a master before it), a takeover records nobody, as that
 // master applies it.
 func TestFSM_TakeOverDisplaced(t *testing.T) {
-	path := filepath.Join(t.TempDir(), fsmDBName)
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	now := time.UnixMilli(1)
 	at := func(level int, cmd Command) {
 		t.Helper()
@@ -399,13 +375,7 @@ func TestFSM_TakeOverDisplaced(t *testing.T) {
 	displaced("carol", "alice")
 	at(LevelDisplaced, EditDraft{ID: "d1", User: "bob", Tree: treeWith("x"), Now: now})
 	displaced("carol", "alice")
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-	if f, err = openFSM(path, testLogger(t), m); err != nil {
-		t.Fatal(err)
-	}
-	defer f.close()
+	f = reopenFSM(t, f)
 	displaced("carol", "alice")
 	at(LevelDisplaced, CreateDraft{ID: "d2", Owner: "alice", Now: now})
 	displaced()

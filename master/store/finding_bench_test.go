@@ -5,12 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/squallhq/squall/internal/benchtest"
 )
 
 // BenchmarkInsertFinding64 measures 64 concurrent InsertFinding callers on
@@ -29,48 +28,21 @@ func BenchmarkInsertFindingFew(b *testing.B) {
 func benchInsertFinding(b *testing.B, writers int) {
 	leader := defaultTimeoutCluster(b)
 	ctx := b.Context()
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	b.ReportAllocs()
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime(b)
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				f := testFinding("bench", int(i), time.Now().UnixMilli())
-				f.UID = fmt.Sprintf("0192d0b4-7cde-7000-8000-%012d", i)
-				t0 := time.Now()
-				out, err := leader.InsertFinding(ctx, f)
-				if err == nil {
-					err = out.Err
-				}
-				if err == nil && !out.Created {
-					err = fmt.Errorf("not created")
-				}
-				if err != nil {
-					err = fmt.Errorf("insert %d: %w", i, err)
-					failed.Store(&err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
-	reportLatency(b, lat, elapsed)
+	r := benchtest.Run(b, writers, func(_ int, i int64) error {
+		f := testFinding("bench", int(i), time.Now().UnixMilli())
+		f.UID = fmt.Sprintf("0192d0b4-7cde-7000-8000-%012d", i)
+		out, err := leader.InsertFinding(ctx, f)
+		if err == nil {
+			err = out.Err
+		}
+		if err == nil && !out.Created {
+			err = fmt.Errorf("not created")
+		}
+		return err
+	})
+	r.Report(b, "writes/s")
 	// All three nodes' CPU, per insert.
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/insert")
+	r.ReportCPU(b, "cpu-us/insert")
 }
 
 // BenchmarkFindingsPage measures reading a page of 100 of one tenant's N

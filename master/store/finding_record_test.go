@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -119,15 +118,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // and backs them up as before; new and patched findings are stored in the
 // binary form, beside the JSON ones, and the file becomes format 5.
 func TestFSM_FindingsFormat4(t *testing.T) {
-	path := filepath.Join(t.TempDir(), fsmDBName)
-	m, err := newMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	a0, a1, b0 := testFinding("a", 0, 1000), testFinding("a", 1, 2000), testFinding("b", 0, 1000)
 	a1.Password, a1.Hash = "secret", ""
 	fsmInsert(t, f, 1, a0, a1, b0)
@@ -187,19 +178,7 @@ func TestFSM_FindingsFormat4(t *testing.T) {
 		return strings.Join(out, "\n")
 	}
 	before := backup(f)
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-
-	g, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.close(); err != nil {
-			t.Error(err)
-		}
-	})
+	g := reopenFSM(t, f)
 	if format := stateFormatOf(t, g); format != "4" {
 		t.Fatalf("format %q after opening", format)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,18 +19,41 @@ import (
 	"github.com/squallhq/squall/config"
 )
 
-// newTestFSM opens an fsm in a temporary dir, closed when the test ends.
+// newTestFSM opens an fsm in a temporary dir, closed when the test ends
+// unless the test closed it.
 func newTestFSM(t testing.TB) *fsm {
 	t.Helper()
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := openFSM(filepath.Join(t.TempDir(), fsmDBName), testLogger(t), m)
+	return openTestFSM(t, filepath.Join(t.TempDir(), fsmDBName), testLogger(t), m)
+}
+
+// reopenFSM closes f and opens its state file again, as a master
+// restarted on it does, closed when the test ends unless the test closed
+// it.
+func reopenFSM(t testing.TB, f *fsm) *fsm {
+	t.Helper()
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	return openTestFSM(t, f.path, f.logger, f.metrics)
+}
+
+func openTestFSM(t testing.TB, path string, logger *slog.Logger, m *metrics) *fsm {
+	t.Helper()
+	f, err := openFSM(path, logger, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		f.mu.RLock()
+		closed := f.closed
+		f.mu.RUnlock()
+		if closed {
+			return
+		}
 		if err := f.close(); err != nil {
 			t.Errorf("close fsm: %v", err)
 		}
@@ -533,11 +557,7 @@ func TestFSM_WaitActive(t *testing.T) {
 	})
 
 	t.Run("returns ErrClosed when closed", func(t *testing.T) {
-		m, _ := newMetrics(nil)
-		f, err := openFSM(filepath.Join(t.TempDir(), fsmDBName), testLogger(t), m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := newTestFSM(t)
 		done := make(chan error, 1)
 		go func() {
 			_, _, err := f.waitActive(t.Context(), 0)
@@ -553,24 +573,11 @@ func TestFSM_WaitActive(t *testing.T) {
 }
 
 func TestFSM_ReopenKeepsState(t *testing.T) {
-	dir := t.TempDir()
-	m, _ := newMetrics(nil)
-	path := filepath.Join(dir, fsmDBName)
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	fsmApply(t, f, 5, ReplaceActive{Tree: mustTree(t, richTree)})
 	fsmApply(t, f, 6, CreateDraft{ID: "d", Owner: "u", Now: time.UnixMilli(42)})
 	want := f.st
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
+	g := reopenFSM(t, f)
 	if g.st.applied != 6 || g.st.index != 6 || g.st.activeIndex != 5 || g.st.draft.CreatedMS != 42 {
 		t.Fatalf("reopened state %+v", g.st)
 	}

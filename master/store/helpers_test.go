@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -278,6 +279,37 @@ func onLeader(t testing.TB, nodes []*Store, op func(ctx context.Context, leader 
 			return err
 		}
 		t.Logf("leadership moved (%v): again on the new leader", err)
+	}
+}
+
+// backupOf returns the backup file of s, decoded.
+func backupOf(t *testing.T, s *Store) (*Backup, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	var started *Backup
+	if err := s.WriteBackup(&buf, func(b *Backup) { started = b }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeBackup(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("%v in %s", err, buf.Bytes())
+	}
+	if started == nil || started.Index != b.Index || !b.WithFindings {
+		t.Fatalf("start %+v, backup %+v", started, b)
+	}
+	return b, buf.Bytes()
+}
+
+// mustHaveInstalledSnapshot fails the test unless s caught up by
+// installing a snapshot (Restore) at least once.
+func mustHaveInstalledSnapshot(t testing.TB, s *Store) {
+	t.Helper()
+	f := s.fsm.Load()
+	f.mu.RLock()
+	restores := f.restores
+	f.mu.RUnlock()
+	if restores == 0 {
+		t.Fatalf("%s caught up without installing a snapshot", s.ID())
 	}
 }
 

@@ -164,13 +164,7 @@ func TestIDs_EveryNode(t *testing.T) {
 	}
 	partition(lag, false)
 	sameIDsEverywhere(t, nodes, want)
-	f := lag.fsm.Load()
-	f.mu.RLock()
-	restores := f.restores
-	f.mu.RUnlock()
-	if restores == 0 {
-		t.Fatalf("%s caught up without installing a snapshot", lag.ID())
-	}
+	mustHaveInstalledSnapshot(t, lag)
 	p, err := lag.Findings("late1", FindingQuery{Limit: 100})
 	if err != nil || p.Total == 0 || p.Findings[0].OrgID != want.Tenants["late1"] || p.Findings[0].ToolID != want.Tools[p.Findings[0].ToolCode] {
 		t.Fatalf("the follower's page %+v %v, want ids %+v", p, err, want)

@@ -48,21 +48,9 @@ func TestFSM_Members(t *testing.T) {
 
 func TestFSM_MembersSurviveReopen(t *testing.T) {
 	t.Parallel()
-	m, _ := newMetrics(nil)
-	path := filepath.Join(t.TempDir(), fsmDBName)
-	f, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFSM(t)
 	fsmApply(t, f, 1, SetMember{ID: "n1", HTTPAddr: "h:1"})
-	if err := f.close(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := openFSM(path, testLogger(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
+	g := reopenFSM(t, f)
 	if g.httpAddr("n1") != "h:1" {
 		t.Fatalf("members after reopen %v", g.members())
 	}
@@ -178,24 +166,6 @@ func TestBackup_RoundTrip(t *testing.T) {
 			}
 		})
 	}
-}
-
-// backupOf returns the backup file of s, decoded.
-func backupOf(t *testing.T, s *Store) (*Backup, []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	var started *Backup
-	if err := s.WriteBackup(&buf, func(b *Backup) { started = b }); err != nil {
-		t.Fatal(err)
-	}
-	b, err := DecodeBackup(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("%v in %s", err, buf.Bytes())
-	}
-	if started == nil || started.Index != b.Index || !b.WithFindings {
-		t.Fatalf("start %+v, backup %+v", started, b)
-	}
-	return b, buf.Bytes()
 }
 
 // TestStore_MembersAndBackup runs SetMember, Remove, Backup and Restore

@@ -273,10 +273,7 @@ func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 
 func TestStore_WaitActive(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "n1")
-	cfg.Bootstrap = true
-	s := openStore(t, cfg)
-	waitReady(t, s)
+	s := openReady(t, "n1")
 	ctx := ctxTimeout(t, 10*time.Second)
 	id, err := s.CreateDraft(ctx, "u")
 	if err != nil {

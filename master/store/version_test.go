@@ -273,14 +273,7 @@ func TestBackup_Versions(t *testing.T) {
 	deployTree(t, src, "alice", treeWith("a"), "one")
 	deployTree(t, src, "bob", treeWith("b"), "two")
 
-	var buf bytes.Buffer
-	if err := src.WriteBackup(&buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	b, err := DecodeBackup(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, file := backupOf(t, src)
 	if !b.WithVersions || len(b.Versions) != 2 || b.NextVersion != 3 {
 		t.Fatalf("backup versions %d (with %t), next %d", len(b.Versions), b.WithVersions, b.NextVersion)
 	}
@@ -289,7 +282,7 @@ func TestBackup_Versions(t *testing.T) {
 	deployTree(t, dst, "zoe", treeWith("z"), "")
 	deployTree(t, dst, "zoe", treeWith("y"), "")
 	deployTree(t, dst, "zoe", treeWith("x"), "")
-	out, err := dst.RestoreFrom(ctxTimeout(t, 10*time.Second), bytes.NewReader(buf.Bytes()))
+	out, err := dst.RestoreFrom(ctxTimeout(t, 10*time.Second), bytes.NewReader(file))
 	if err != nil || out.Versions != 2 {
 		t.Fatalf("restore: %+v, %v", out, err)
 	}
@@ -309,7 +302,7 @@ func TestBackup_Versions(t *testing.T) {
 	}
 
 	// A format 2 backup (no versions) leaves them alone.
-	old := bytes.Replace(buf.Bytes(), []byte(backupFormatKey), []byte(`"format":2`), 1)
+	old := bytes.Replace(file, []byte(backupFormatKey), []byte(`"format":2`), 1)
 	old = dropKey(t, old, "versions")
 	old = dropKey(t, old, "next_version")
 	old = dropKey(t, old, "audit")
@@ -321,7 +314,7 @@ func TestBackup_Versions(t *testing.T) {
 		t.Fatalf("format 2 restore left %d versions, want 3", n)
 	}
 	// A format 2 file with versions is refused.
-	bad := bytes.Replace(buf.Bytes(), []byte(backupFormatKey), []byte(`"format":2`), 1)
+	bad := bytes.Replace(file, []byte(backupFormatKey), []byte(`"format":2`), 1)
 	if _, err := DecodeBackup(bytes.NewReader(bad)); !errors.Is(err, ErrInvalidBackup) {
 		t.Fatalf("format 2 with versions: %v", err)
 	}
