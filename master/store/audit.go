@@ -410,28 +410,29 @@ func (s *Store) AuditRecords() ([]audit.Record, error) {
 	}
 	var out []audit.Record
 	err := f.view(func(tx *bolt.Tx) (err error) {
-		out, err = readAudit(tx)
+		out, err = readAudit(tx, 0, 0)
 		return err
 	})
 	return out, err
 }
 
-// readAudit reads the records of a state file, oldest first.
-func readAudit(tx *bolt.Tx) ([]audit.Record, error) {
+// readAudit reads the records of a state file of sequence numbers from
+// first on, oldest first, up to limit of them (0: all).
+func readAudit(tx *bolt.Tx, first uint64, limit int) ([]audit.Record, error) {
 	ab := tx.Bucket(bucketAudit)
 	if ab == nil {
 		return nil, nil
 	}
 	var out []audit.Record
-	err := ab.ForEach(func(k, v []byte) error {
+	c := ab.Cursor()
+	for k, v := c.Seek(auditKey(first)); k != nil && (limit == 0 || len(out) < limit); k, v = c.Next() {
 		r, err := decodeAuditRecord(k, v)
 		if err != nil {
-			return err
+			return out, err
 		}
 		out = append(out, r)
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // decodeAuditRecord decodes the record v stored under key k.
@@ -459,7 +460,7 @@ func ReadAuditFile(path string) ([]audit.Record, error) {
 			return errors.New("not a state file (no state bucket)")
 		}
 		var err error
-		out, err = readAudit(tx)
+		out, err = readAudit(tx, 0, 0)
 		return err
 	})
 	if err != nil {
@@ -492,20 +493,9 @@ func (s *Store) AuditAfter(after uint64, limit int) ([]audit.Record, error) {
 	}
 	limit = max(limit, 1)
 	var out []audit.Record
-	err := f.view(func(tx *bolt.Tx) error {
-		ab := tx.Bucket(bucketAudit)
-		if ab == nil {
-			return nil
-		}
-		c := ab.Cursor()
-		for k, v := c.Seek(auditKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			r, err := decodeAuditRecord(k, v)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
+	err := f.view(func(tx *bolt.Tx) (err error) {
+		out, err = readAudit(tx, after+1, limit)
+		return err
 	})
 	return out, err
 }

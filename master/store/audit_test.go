@@ -39,7 +39,7 @@ func TestStore_AuditLog(t *testing.T) {
 	cfg.Bootstrap = true
 	cfg.AuditKeep = 6
 	at := time.UnixMilli(1_700_000_000_000)
-	s := openStore(t, cfg, func(s *Store) { s.now = func() time.Time { return at } })
+	s := openStore(t, cfg, clockAt(at))
 	waitReady(t, s)
 	ctx := ContextWithOrigin(ctxTimeout(t, 20*time.Second), Origin{User: "alice", Authorization: "admin", RequestID: "req-1"})
 
@@ -139,7 +139,7 @@ func TestStore_AuditLog(t *testing.T) {
 		t.Fatalf("records read from the state file differ:\n%+v\n%+v", fromFile, recs)
 	}
 	cfg.Bootstrap = false
-	s = openStore(t, cfg, func(s *Store) { s.now = func() time.Time { return at } })
+	s = openStore(t, cfg, clockAt(at))
 	waitReady(t, s)
 	if err := s.DeleteDraft(ctx, nil, id, "alice"); err != nil {
 		t.Fatal(err)

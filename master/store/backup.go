@@ -458,7 +458,7 @@ func (s *Store) WriteBackup(w io.Writer, start func(*Backup)) error {
 		if h.NextVersion, h.Versions, err = backupVersions(tx); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
-		if h.Audit, err = readAudit(tx); err != nil {
+		if h.Audit, err = readAudit(tx, 0, 0); err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
 		if h.Draft != nil {

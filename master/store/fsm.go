@@ -401,12 +401,38 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		st.index = idx
 		return Result{Index: idx}, putUint64(b, keyIndex, idx)
 	}
+	// refusedOrChanged is the outcome of a command applied by a function
+	// that returns a refusal (nothing written) and a failed write.
+	refusedOrChanged := func(refused, err error) (Result, error) {
+		if err != nil {
+			return Result{}, err
+		}
+		if refused != nil {
+			return refuse(refused)
+		}
+		return changed()
+	}
 	setActive := func(tree *config.Node, raw []byte) error {
 		st.active, st.activeJSON, st.activeIndex = tree, raw, idx
 		if err := b.Put(keyActive, raw); err != nil {
 			return err
 		}
 		return putUint64(b, keyActiveIndex, idx)
+	}
+	// setMembers stores the members m, in which member id changed, and
+	// id's feature level (0: none, or removed).
+	setMembers := func(m map[string]string, id string, level int) error {
+		if err := putMembers(b, m); err != nil {
+			return err
+		}
+		st.members = m
+		if l := st.levels.with(id, level); l != st.levels {
+			if err := putLevels(b, l); err != nil {
+				return err
+			}
+			st.levels = l
+		}
+		return nil
 	}
 	// ownDraft checks that the draft id exists and user owns it.
 	ownDraft := func(id, user string) error {
@@ -471,14 +497,7 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		if err := ownDraft(p.ID, p.User); err != nil {
 			return refuse(err)
 		}
-		refused, err := applyDraftEdit(b, st, p, rules)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applyDraftEdit(b, st, p, rules))
 
 	case *deployScopedPayload:
 		if err := ownDraft(p.ID, p.User); err != nil {
@@ -496,54 +515,19 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		return changed()
 
 	case *deployVersionPayload:
-		refused, err := applyDeployVersion(b, st, idx, p, nil, setActive)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applyDeployVersion(b, st, idx, p, nil, setActive))
 
 	case *deployTestedPayload:
-		refused, err := applyDeployVersion(b, st, idx, &p.deployVersionPayload, &p.Tested, setActive)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applyDeployVersion(b, st, idx, &p.deployVersionPayload, &p.Tested, setActive))
 
 	case *setDraftTestsPayload:
-		refused, err := applySetDraftTests(b, st, p)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applySetDraftTests(b, st, p))
 
 	case *rollbackPayload:
-		refused, err := applyRollback(b, st, idx, p, rules, setActive)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applyRollback(b, st, idx, p, rules, setActive))
 
 	case *restoreVersionsPayload:
-		refused, err := applyRestoreVersions(b.Tx(), st, p)
-		if err != nil {
-			return Result{}, err
-		}
-		if refused != nil {
-			return refuse(refused)
-		}
-		return changed()
+		return refusedOrChanged(applyRestoreVersions(b.Tx(), st, p))
 
 	case *setMemberPayload:
 		if p.ID == "" || p.HTTPAddr == "" {
@@ -554,15 +538,8 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 			m = map[string]string{}
 		}
 		m[p.ID] = p.HTTPAddr
-		if err := putMembers(b, m); err != nil {
+		if err := setMembers(m, p.ID, p.level); err != nil {
 			return Result{}, err
-		}
-		st.members = m
-		if l := st.levels.with(p.ID, p.level); l != st.levels {
-			if err := putLevels(b, l); err != nil {
-				return Result{}, err
-			}
-			st.levels = l
 		}
 		return changed()
 
@@ -572,15 +549,8 @@ func applyTo(b *bolt.Bucket, st *state, keys *findingKeys, idx uint64, d decoded
 		}
 		m := maps.Clone(st.members)
 		delete(m, p.ID)
-		if err := putMembers(b, m); err != nil {
+		if err := setMembers(m, p.ID, 0); err != nil {
 			return Result{}, err
-		}
-		st.members = m
-		if l := st.levels.with(p.ID, 0); l != st.levels {
-			if err := putLevels(b, l); err != nil {
-				return Result{}, err
-			}
-			st.levels = l
 		}
 		return changed()
 

@@ -518,16 +518,7 @@ func TestFSM_WaitActive(t *testing.T) {
 		f := newTestFSM(t)
 		fsmApply(t, f, 1, CreateDraft{ID: "d", Owner: "u"})
 		fsmApply(t, f, 2, EditDraft{ID: "d", User: "u", Tree: treeWith("new")})
-		type res struct {
-			tree *config.Node
-			idx  uint64
-			err  error
-		}
-		got := make(chan res, 1)
-		go func() {
-			tree, idx, err := f.waitActive(t.Context(), 0)
-			got <- res{tree, idx, err}
-		}()
+		got := goWaitActive(func() (*config.Node, uint64, error) { return f.waitActive(t.Context(), 0) })
 		fsmApply(t, f, 3, Deploy{ID: "d", User: "u"})
 		r := <-got
 		if r.err != nil || r.idx != 3 || !reflect.DeepEqual(childNames(r.tree), []string{"new"}) {

@@ -25,6 +25,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/nettest"
+	"github.com/squallhq/squall/internal/polltest"
 )
 
 // testLogger returns a logger whose output is printed if t fails. Records
@@ -90,6 +91,11 @@ func openStore(t testing.TB, cfg Config, opts ...func(*Store)) *Store {
 	return s
 }
 
+// clockAt is an option of openStore: the store's clock stands still at at.
+func clockAt(at time.Time) func(*Store) {
+	return func(s *Store) { s.now = func() time.Time { return at } }
+}
+
 // ctxTimeout is a context ending after d or with the test.
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
@@ -97,19 +103,12 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or d passes (rqlite's testPoll). Only
-// for multi-node tests on real sockets, where no single signal says "done".
+// waitFor polls cond until it holds or d passes (polltest.Wait), what
+// being formatted with args. Only for multi-node tests on real sockets,
+// where no single signal says "done".
 func waitFor(t testing.TB, d time.Duration, cond func() bool, what string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, fmt.Sprintf(what, args...))
-		}
-		<-tick.C
-	}
+	polltest.Wait(t, fmt.Sprintf(what, args...), d, cond)
 }
 
 // waitReady waits until s is the leader and ready for consistent reads.
@@ -311,6 +310,24 @@ func mustHaveInstalledSnapshot(t testing.TB, s *Store) {
 	if restores == 0 {
 		t.Fatalf("%s caught up without installing a snapshot", s.ID())
 	}
+}
+
+// activeResult is what a wait for a newer active tree returned.
+type activeResult struct {
+	tree *config.Node
+	idx  uint64
+	err  error
+}
+
+// goWaitActive runs wait (fsm.waitActive or Store.WaitActive) in a
+// goroutine and delivers what it returns.
+func goWaitActive(wait func() (*config.Node, uint64, error)) <-chan activeResult {
+	got := make(chan activeResult, 1)
+	go func() {
+		tree, idx, err := wait()
+		got <- activeResult{tree, idx, err}
+	}()
+	return got
 }
 
 // mustTree decodes an export file.

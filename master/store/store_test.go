@@ -285,16 +285,7 @@ func TestStore_WaitActive(t *testing.T) {
 	_, before := s.Active()
 
 	t.Run("returns on deploy", func(t *testing.T) {
-		type res struct {
-			tree *config.Node
-			idx  uint64
-			err  error
-		}
-		got := make(chan res, 1)
-		go func() {
-			tree, idx, err := s.WaitActive(ctx, before)
-			got <- res{tree, idx, err}
-		}()
+		got := goWaitActive(func() (*config.Node, uint64, error) { return s.WaitActive(ctx, before) })
 		// Changes that leave the active tree alone do not wake it.
 		if err := s.TakeOver(ctx, nil, id, "u"); err != nil {
 			t.Fatal(err)

@@ -58,7 +58,7 @@ func TestStore_Versions(t *testing.T) {
 	cfg.Bootstrap = true
 	cfg.KeepVersions = 3
 	at := time.UnixMilli(1_700_000_000_000)
-	s := openStore(t, cfg, func(s *Store) { s.now = func() time.Time { return at } })
+	s := openStore(t, cfg, clockAt(at))
 	waitReady(t, s)
 	ctx := ctxTimeout(t, 20*time.Second)
 
