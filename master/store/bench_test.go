@@ -38,7 +38,10 @@ func benchTree(b *testing.B) *config.Node {
 	return tree
 }
 
-// benchCluster starts 3 nodes with fsync on and returns the leader.
+// benchCluster starts 3 nodes with fsync on and the production raft
+// timeouts (testConfig's; with shorter ones a CPU-starved leader of a
+// loaded shared machine steps down in the middle of a run) and returns
+// the leader.
 func benchCluster(b *testing.B) *Store {
 	nodes := newCluster(b, 3, func(_ int, c *Config) {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -33,6 +33,27 @@ func largeTree(rules int) *config.Node {
 	return root
 }
 
+// largeDraftCluster starts 3 nodes with fsync and raft timeouts of 1 s
+// (lease 500 ms: a whole-tree entry of 5 MB takes long to replicate),
+// makes largeTree(rules) active and creates a draft of alice. opts adjust
+// each store before it opens. It returns the leader and the draft's id.
+func largeDraftCluster(b *testing.B, rules int, opts ...func(int, *Store)) (*Store, string) {
+	nodes := newCluster(b, 3, func(_ int, c *Config) {
+		c.Logger = slog.New(slog.DiscardHandler)
+		c.Registerer = nil
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+	}, opts...)
+	leader := leaderOf(b, nodes)
+	if _, err := leader.ReplaceActive(b.Context(), largeTree(rules)); err != nil {
+		b.Fatal(err)
+	}
+	id, err := leader.CreateDraft(b.Context(), "alice")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return leader, id
+}
+
 // BenchmarkDraftRuleEdit20k measures one rule edit of a 20,000-rule draft
 // on a 3-node cluster with fsync, as the API submits it (DraftEdit:
 // "part") and as it did before (EditDraft of the whole tree, validated
@@ -40,22 +61,8 @@ func largeTree(rules int) *config.Node {
 // raft log bytes each edit appends and the growth of the leader's raft.db.
 // Run with -benchtime=20x: the whole-tree edits take seconds each.
 func BenchmarkDraftRuleEdit20k(b *testing.B) {
-	// The production timeouts (1 s), not the tests' short ones: a
-	// whole-tree entry of 5 MB takes longer to replicate than 300 ms.
-	nodes := newCluster(b, 3, func(_ int, c *Config) {
-		c.Logger = slog.New(slog.DiscardHandler)
-		c.Registerer = nil
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-	})
-	leader := leaderOf(b, nodes)
+	leader, id := largeDraftCluster(b, 20_000)
 	ctx := b.Context()
-	if _, err := leader.ReplaceActive(ctx, largeTree(20_000)); err != nil {
-		b.Fatal(err)
-	}
-	id, err := leader.CreateDraft(ctx, "alice")
-	if err != nil {
-		b.Fatal(err)
-	}
 	path := []string{"root", "tenant7", "rules"}
 	rule := func(i int) *config.Rule {
 		return &config.Rule{Name: "rule_500", Description: fmt.Sprintf("edit %d", i), Active: i%2 == 0, Continue: true}

@@ -304,16 +304,9 @@ func versionTests(tx *bolt.Tx, hash string) ([]TestFile, error) {
 	if hash == "" {
 		return nil, nil
 	}
-	var packed []byte
-	if b := tx.Bucket(bucketVersionTests); b != nil {
-		packed = b.Get([]byte(hash))
-	}
-	if packed == nil {
-		return nil, fmt.Errorf("version tests %s are not stored", hash)
-	}
-	raw, err := unpackTree(packed)
+	raw, err := unpackStored(tx, bucketVersionTests, hash, "version tests")
 	if err != nil {
-		return nil, fmt.Errorf("version tests %s: %w", hash, err)
+		return nil, err
 	}
 	return decodeTests(raw)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"testing"
@@ -26,7 +25,7 @@ func BenchmarkInsertFindingFew(b *testing.B) {
 }
 
 func benchInsertFinding(b *testing.B, writers int) {
-	leader := defaultTimeoutCluster(b)
+	leader := benchCluster(b)
 	ctx := b.Context()
 	r := benchtest.Run(b, writers, func(_ int, i int64) error {
 		f := testFinding("bench", int(i), time.Now().UnixMilli())
@@ -124,7 +123,7 @@ func BenchmarkFindingsPage(b *testing.B) {
 // and clearing the findings, then entries of restoreChunk findings.
 func BenchmarkRestoreFindings(b *testing.B) {
 	const n = 100_000
-	leader := defaultTimeoutCluster(b)
+	leader := benchCluster(b)
 	bk := &Backup{Active: treeWith("a"), WithFindings: true, Findings: make([]Finding, n)}
 	for i := range bk.Findings {
 		bk.Findings[i] = testFinding(fmt.Sprintf("t%d", i%10), i, int64(i)*1000)
@@ -137,18 +136,6 @@ func BenchmarkRestoreFindings(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "findings/s")
 	}
-}
-
-// defaultTimeoutCluster is benchCluster with raft's default timeouts
-// (heartbeat 1 s, lease 500 ms), as deployed, instead of the tests' short
-// ones, with which a CPU-starved leader of a loaded shared machine steps
-// down in the middle of a run.
-func defaultTimeoutCluster(b *testing.B) *Store {
-	return leaderOf(b, newCluster(b, 3, func(_ int, c *Config) {
-		c.Logger = slog.New(slog.DiscardHandler)
-		c.Registerer = nil
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 0, 0, 0
-	}))
 }
 
 // benchLoadFinding is finding n of the load generator's shape (squall

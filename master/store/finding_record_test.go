@@ -16,6 +16,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// recordForms returns the stored forms of r: binary (appendRecord, for
+// valid UTF-8) and JSON.
+func recordForms(t *testing.T, r *findingRecord) (bin, js []byte) {
+	t.Helper()
+	bin, err := appendRecord(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, err = appendJSONRecord(nil, r); err != nil {
+		t.Fatal(err)
+	}
+	return bin, js
+}
+
 func TestFindingRecord_Forms(t *testing.T) {
 	t.Parallel()
 	a := findingRecord(testFinding("a", 1, 5))
@@ -24,14 +38,7 @@ func TestFindingRecord_Forms(t *testing.T) {
 	c.DiscoveredMS, c.UpdatedMS, c.MonitoredDomainID = 0, math.MinInt64, math.MaxInt64
 	c.Username = "ü\u2028\"\\<&>\x00"
 	for _, r := range []findingRecord{a, c} {
-		bin, err := appendRecord(nil, &r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, err := appendJSONRecord(nil, &r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bin, js := recordForms(t, &r)
 		if bin[0] != recordBinary || len(bin) >= len(js) {
 			t.Fatalf("binary record %q (%d bytes, JSON %d)", bin, len(bin), len(js))
 		}
@@ -84,14 +91,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			ToolCode: v(tool, "?"), ResourceURL: v(resource, "?"), Username: v(username, "?"), Password: v(password, "?"),
 			Hash: v(hash, "?"), State: v(state, "?"), Ticket: v(ticket, "?"),
 		}
-		bin, err := appendRecord(nil, &in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		js, err := appendJSONRecord(nil, &in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bin, js := recordForms(t, &in)
 		var fromBin, fromJSON findingRecord
 		if err := decodeRecord(bin, &fromBin); err != nil {
 			t.Fatalf("binary record does not decode: %v", err)

@@ -57,6 +57,23 @@ func sameIDsEverywhere(t *testing.T, nodes []*Store, want *IDs) {
 	}
 }
 
+// findingsCarryIDs fails the test unless every node reads n findings of
+// tenant, each with want's ids of the tenant and of its tool.
+func findingsCarryIDs(t *testing.T, nodes []*Store, tenant string, n int, want *IDs) {
+	t.Helper()
+	for _, s := range nodes {
+		p, err := s.Findings(tenant, FindingQuery{Limit: 10})
+		if err != nil || len(p.Findings) != n {
+			t.Fatalf("%s: %+v %v", s.ID(), p, err)
+		}
+		for _, f := range p.Findings {
+			if f.OrgID != want.Tenants[tenant] || f.ToolID != want.Tools[f.ToolCode] {
+				t.Fatalf("%s: finding %+v, want org %d and tool %d", s.ID(), f, want.Tenants[tenant], want.Tools[f.ToolCode])
+			}
+		}
+	}
+}
+
 // ids is an IDs literal: tools then tenants, name and id pairs.
 func ids(tools, tenants map[string]int64) *IDs { return &IDs{Tools: tools, Tenants: tenants} }
 
@@ -235,17 +252,7 @@ func TestIDs_Upgrade(t *testing.T) {
 		}
 		return true
 	}, "every node to number the stored tools and tenants")
-	for _, s := range nodes {
-		p, err := s.Findings("acme", FindingQuery{Limit: 10})
-		if err != nil || len(p.Findings) != 2 {
-			t.Fatalf("%s: %+v %v", s.ID(), p, err)
-		}
-		for _, f := range p.Findings {
-			if f.OrgID != 1 || f.ToolID != want.Tools[f.ToolCode] {
-				t.Fatalf("%s: finding %+v, want org 1 and tool %d", s.ID(), f, want.Tools[f.ToolCode])
-			}
-		}
-	}
+	findingsCarryIDs(t, nodes, "acme", 2, want)
 	// New ones follow.
 	insertOn(t, nodes, idFinding("hooli", "paste", 5))
 	want.Tools["paste"], want.Tenants["hooli"] = 4, 4
@@ -289,17 +296,7 @@ func TestIDs_BackupRestore(t *testing.T) {
 	dst := newCluster(t, 3, nil)
 	restore(leaderOf(t, dst), file)
 	sameIDsEverywhere(t, dst, want)
-	for _, s := range dst {
-		p, err := s.Findings("acme", FindingQuery{Limit: 10})
-		if err != nil || len(p.Findings) != 2 {
-			t.Fatalf("%s: %+v %v", s.ID(), p, err)
-		}
-		for _, f := range p.Findings {
-			if f.OrgID != 2 || f.ToolID != want.Tools[f.ToolCode] {
-				t.Fatalf("%s: restored finding %+v", s.ID(), f)
-			}
-		}
-	}
+	findingsCarryIDs(t, dst, "acme", 2, want)
 	// The restored cluster numbers on from them.
 	insertOn(t, dst, idFinding("new", "fresh", 10))
 	got := idsOf(t, leaderOf(t, dst))

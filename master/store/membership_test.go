@@ -16,6 +16,19 @@ import (
 	"github.com/squallhq/squall/internal/nettest"
 )
 
+// unchangedByJoin fails the test unless a refused join of node id left
+// the members as they were (before) and id's HTTP address at httpAddr
+// ("" for a node that was no member).
+func unchangedByJoin(t *testing.T, leader *Store, id string, before []string, httpAddr string) {
+	t.Helper()
+	if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
+		t.Fatalf("members after the refused join of %s %v, want %v", id, got, before)
+	}
+	if got := leader.HTTPAddr(id); got != httpAddr {
+		t.Fatalf("HTTP address of %s after the refused join %q, want %q", id, got, httpAddr)
+	}
+}
+
 // TestStore_JoinSilentListener: an address that accepts TCP but does not
 // speak raft never enters the configuration, and the cluster keeps
 // committing writes. Before Join required a raft answer, it became a
@@ -32,12 +45,7 @@ func TestStore_JoinSilentListener(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("join of a silent listener: %v, want ErrUnreachable", err)
 	}
-	if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
-		t.Fatalf("members after the refused join %v, want %v", got, before)
-	}
-	if addr := leader.HTTPAddr("rogue"); addr != "" {
-		t.Fatalf("refused join recorded HTTP address %q", addr)
-	}
+	unchangedByJoin(t, leader, "rogue", before, "")
 	wctx := ctxTimeout(t, 3*time.Second)
 	if _, err := leader.ReplaceActive(wctx, treeWith("still_writing")); err != nil {
 		t.Fatalf("write after the refused join: %v", err)
@@ -113,12 +121,7 @@ func TestStore_JoinMovedMember(t *testing.T) {
 		if !errors.Is(err, ErrUnreachable) {
 			t.Fatalf("move %s to %s: %v, want ErrUnreachable", f.ID(), addr, err)
 		}
-		if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
-			t.Fatalf("members after the failed move to %s: %v, want %v", addr, got, before)
-		}
-		if got := leader.HTTPAddr(f.ID()); got != "127.0.0.1:5" {
-			t.Fatalf("HTTP address after the failed move to %s: %q", addr, got)
-		}
+		unchangedByJoin(t, leader, f.ID(), before, "127.0.0.1:5")
 	}
 	// The member itself, at its raft address, changes its HTTP address.
 	if err := leader.Join(ctx, f.ID(), f.Addr(), "127.0.0.1:6"); err != nil {
@@ -157,12 +160,7 @@ func TestCluster_MutualTLSIdentity(t *testing.T) {
 	if !errors.Is(err, ErrIdentity) {
 		t.Fatalf("join with another node's certificate: %v, want ErrIdentity", err)
 	}
-	if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
-		t.Fatalf("members after the refused join %v, want %v", got, before)
-	}
-	if addr := leader.HTTPAddr("node2"); addr != "" {
-		t.Fatalf("refused join recorded HTTP address %q", addr)
-	}
+	unchangedByJoin(t, leader, "node2", before, "")
 	// The certificate names node1: node1 joins with it.
 	cfg = testConfig(t, "node1")
 	cfg.TLS = tlsOf("node1")
@@ -286,12 +284,7 @@ func TestStore_JoinNotCaughtUp(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("join of a node that does not catch up: %v, want ErrUnreachable", err)
 	}
-	if got, _ := membersOf(t, leader); !slices.Equal(got, before) {
-		t.Fatalf("members after the failed join %v, want %v", got, before)
-	}
-	if a := leader.HTTPAddr("laggard"); a != "" {
-		t.Fatalf("failed join recorded HTTP address %q", a)
-	}
+	unchangedByJoin(t, leader, "laggard", before, "")
 	last, err := leader.logs.LastIndex()
 	if err != nil {
 		t.Fatal(err)

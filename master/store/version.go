@@ -278,18 +278,27 @@ func readVersions(tx *bolt.Tx, st *state) error {
 	})
 }
 
+// versionBuckets returns the buckets of the versions and of their trees,
+// created if missing, and raises the state file to the format that has
+// them.
+func versionBuckets(tx *bolt.Tx) (vb, tb *bolt.Bucket, err error) {
+	if vb, err = tx.CreateBucketIfNotExists(bucketVersions); err != nil {
+		return nil, nil, err
+	}
+	if tb, err = tx.CreateBucketIfNotExists(bucketVersionTrees); err != nil {
+		return nil, nil, err
+	}
+	if err = raiseFormat(tx, formatVersions); err != nil {
+		return nil, nil, err
+	}
+	return vb, tb, nil
+}
+
 // recordVersion stores v, with the next number, the tree's export file
 // raw and its tests, and prunes the oldest versions beyond keep.
 func recordVersion(tx *bolt.Tx, st *state, v Version, tree *config.Node, raw []byte, tests []TestFile, keep int) (Version, error) {
-	vb, err := tx.CreateBucketIfNotExists(bucketVersions)
+	vb, tb, err := versionBuckets(tx)
 	if err != nil {
-		return v, err
-	}
-	tb, err := tx.CreateBucketIfNotExists(bucketVersionTrees)
-	if err != nil {
-		return v, err
-	}
-	if err := raiseFormat(tx, formatVersions); err != nil {
 		return v, err
 	}
 	v.Number = max(st.nextVersion, 1)
@@ -359,17 +368,22 @@ func treeCounts(tree *config.Node) (nodes, rules int) {
 // versionTreeJSON returns the export file of the tree of hash, a new
 // slice (it does not alias the state file).
 func versionTreeJSON(tx *bolt.Tx, hash string) ([]byte, error) {
-	b := tx.Bucket(bucketVersionTrees)
+	return unpackStored(tx, bucketVersionTrees, hash, "version tree")
+}
+
+// unpackStored returns what bucket holds under hash, packed (packTree),
+// unpacked into a new slice; what names it in errors.
+func unpackStored(tx *bolt.Tx, bucket []byte, hash, what string) ([]byte, error) {
 	var packed []byte
-	if b != nil {
+	if b := tx.Bucket(bucket); b != nil {
 		packed = b.Get([]byte(hash))
 	}
 	if packed == nil {
-		return nil, fmt.Errorf("version tree %s is not stored", hash)
+		return nil, fmt.Errorf("%s %s: not stored", what, hash)
 	}
 	raw, err := unpackTree(packed)
 	if err != nil {
-		return nil, fmt.Errorf("version tree %s: %w", hash, err)
+		return nil, fmt.Errorf("%s %s: %w", what, hash, err)
 	}
 	return raw, nil
 }
@@ -577,15 +591,8 @@ func applyRestoreVersions(tx *bolt.Tx, st *state, p *restoreVersionsPayload) (er
 		}
 		st.versions = nil
 	}
-	vb, err := tx.CreateBucketIfNotExists(bucketVersions)
+	vb, tb, err := versionBuckets(tx)
 	if err != nil {
-		return nil, err
-	}
-	tb, err := tx.CreateBucketIfNotExists(bucketVersionTrees)
-	if err != nil {
-		return nil, err
-	}
-	if err := raiseFormat(tx, formatVersions); err != nil {
 		return nil, err
 	}
 	vers := slices.Clip(st.versions)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -351,20 +350,8 @@ func BenchmarkDeployVersion2k(b *testing.B) {
 		level int
 	}{{"none", LevelDisplaced}, {"versions", LevelVersions}, {"tested", LevelDraftTests}} {
 		b.Run(tc.name, func(b *testing.B) {
-			nodes := newCluster(b, 3, func(_ int, c *Config) {
-				c.Logger = slog.New(slog.DiscardHandler)
-				c.Registerer = nil
-				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-			}, func(_ int, s *Store) { s.level = tc.level })
-			leader := leaderOf(b, nodes)
+			leader, id := largeDraftCluster(b, 2_000, func(_ int, s *Store) { s.level = tc.level })
 			ctx := b.Context()
-			if _, err := leader.ReplaceActive(ctx, largeTree(2_000)); err != nil {
-				b.Fatal(err)
-			}
-			id, err := leader.CreateDraft(ctx, "alice")
-			if err != nil {
-				b.Fatal(err)
-			}
 			if tc.level >= LevelDraftTests {
 				if err := leader.SetDraftTests(ctx, nil, id, "alice", testFiles("a.json")); err != nil {
 					b.Fatal(err)
