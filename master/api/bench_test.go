@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/config/configtest"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -35,21 +35,8 @@ func BenchmarkDraftRuleEditHTTP20k(b *testing.B) {
 				b.Fatal(err)
 			}
 		}))
-	root := config.NewRoot()
-	for t := range 20 {
-		name := fmt.Sprintf("tenant%d", t)
-		rs := &config.Node{Kind: config.KindRuleset, Name: "rules"}
-		for i := range 1000 {
-			rs.Rules = append(rs.Rules, &config.Rule{Name: fmt.Sprintf("rule_%d", i), Active: true, Continue: true,
-				Where:   &config.Operator{Type: config.OpEquals, First: "${event.type}", Second: fmt.Sprintf("type_%d", i)},
-				Actions: []*config.Action{{ID: "logger", Payload: map[string]any{"msg": "rule ${event.type} matched"}}}})
-		}
-		root.Children = append(root.Children, &config.Node{Kind: config.KindFilter, Name: name, Active: true,
-			Filter:   &config.Operator{Type: config.OpEquals, First: "${event.metadata.tenant_id}", Second: name},
-			Children: []*config.Node{rs}})
-	}
 	leader := c.Leader()
-	if _, err := c.Server(leader).Store().ReplaceActive(b.Context(), root); err != nil {
+	if _, err := c.Server(leader).Store().ReplaceActive(b.Context(), configtest.LargeTree(20_000)); err != nil {
 		b.Fatal(err)
 	}
 	tok := token("bench", map[string]auth.Authorization{"all": {Path: []string{"root"}, Roles: []string{"edit"}}})

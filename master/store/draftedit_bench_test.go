@@ -11,31 +11,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/config/configtest"
 )
-
-// largeTree returns a tree of rules rules in 20 tenants' rulesets, each rule
-// with a condition and an action, about 240 bytes of export file per rule.
-func largeTree(rules int) *config.Node {
-	root := config.NewRoot()
-	const tenants = 20
-	for t := range tenants {
-		name := fmt.Sprintf("tenant%d", t)
-		rs := &config.Node{Kind: config.KindRuleset, Name: "rules"}
-		for i := range rules / tenants {
-			rs.Rules = append(rs.Rules, &config.Rule{Name: fmt.Sprintf("rule_%d", i), Active: true, Continue: true,
-				Where:   &config.Operator{Type: config.OpEquals, First: "${event.type}", Second: fmt.Sprintf("type_%d", i)},
-				Actions: []*config.Action{{ID: "logger", Payload: map[string]any{"msg": "rule ${event.type} matched"}}}})
-		}
-		root.Children = append(root.Children, &config.Node{Kind: config.KindFilter, Name: name, Active: true,
-			Filter:   &config.Operator{Type: config.OpEquals, First: "${event.metadata.tenant_id}", Second: name},
-			Children: []*config.Node{rs}})
-	}
-	return root
-}
 
 // largeDraftCluster starts 3 nodes with fsync and raft timeouts of 1 s
 // (lease 500 ms: a whole-tree entry of 5 MB takes long to replicate),
-// makes largeTree(rules) active and creates a draft of alice. opts adjust
+// makes configtest.LargeTree(rules) active and creates a draft of alice. opts adjust
 // each store before it opens. It returns the leader and the draft's id.
 func largeDraftCluster(b *testing.B, rules int, opts ...func(int, *Store)) (*Store, string) {
 	nodes := newCluster(b, 3, func(_ int, c *Config) {
@@ -44,7 +25,7 @@ func largeDraftCluster(b *testing.B, rules int, opts ...func(int, *Store)) (*Sto
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 	}, opts...)
 	leader := leaderOf(b, nodes)
-	if _, err := leader.ReplaceActive(b.Context(), largeTree(rules)); err != nil {
+	if _, err := leader.ReplaceActive(b.Context(), configtest.LargeTree(rules)); err != nil {
 		b.Fatal(err)
 	}
 	id, err := leader.CreateDraft(b.Context(), "alice")

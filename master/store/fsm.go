@@ -146,13 +146,7 @@ func markClean(path string) error {
 		return fmt.Errorf("write clean marker: %w", err)
 	}
 	_, err = m.WriteString("state file closed cleanly\n")
-	if err == nil {
-		err = m.Sync()
-	}
-	if cerr := m.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(m, err); err != nil {
 		return fmt.Errorf("write clean marker: %w", err)
 	}
 	return syncDir(filepath.Dir(path))
@@ -863,13 +857,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	tmpPath := tmp.Name()
 	defer os.Remove(tmpPath) // a no-op after the rename
 	_, err = io.Copy(tmp, rc)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(tmp, err); err != nil {
 		return fmt.Errorf("restore: write %s: %w", tmpPath, err)
 	}
 	// Check the new file before touching the current one.
@@ -944,14 +932,23 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(d, nil); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// syncClose syncs f, unless writing it failed with werr, and closes it:
+// the first error of the three.
+func syncClose(f *os.File, werr error) error {
+	err := werr
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // displace returns the displaced users of a draft after to takes it over
