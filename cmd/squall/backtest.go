@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/squallhq/squall/engine/backtest"
 	"github.com/squallhq/squall/engine/kafkasource"
 	"github.com/squallhq/squall/internal/kafkaclient"
+	"github.com/squallhq/squall/internal/textlist"
 )
 
 // backtestOptions are the flags of squall backtest.
@@ -351,14 +351,5 @@ func printBacktest(w io.Writer, res *backtest.Result) {
 
 // sampleRefs lists where the first samples are, partition/offset.
 func sampleRefs(samples []backtest.Sample) string {
-	const shown = 5
-	var refs []string
-	for i, s := range samples {
-		if i == shown {
-			refs = append(refs, fmt.Sprintf("and %d more", len(samples)-shown))
-			break
-		}
-		refs = append(refs, fmt.Sprintf("%d/%d", s.Partition, s.Offset))
-	}
-	return strings.Join(refs, ", ")
+	return textlist.Join(samples, 5, ", ", func(s backtest.Sample) string { return fmt.Sprintf("%d/%d", s.Partition, s.Offset) })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/tree"
+	"github.com/squallhq/squall/internal/textlist"
 )
 
 // Runner runs test cases against one compiled tree. It is safe for
@@ -318,16 +319,7 @@ func (ch *checker) got(p Path, occ []*outcome) string {
 	if len(occ) == 0 {
 		return "not reached (" + ch.unreached(p) + ")"
 	}
-	const maxShown = 5
-	var parts []string
-	for i, o := range occ {
-		if i == maxShown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(occ)-maxShown))
-			break
-		}
-		parts = append(parts, o.describe(ch.r))
-	}
-	return strings.Join(parts, "; ")
+	return textlist.Join(occ, 5, "; ", func(o *outcome) string { return o.describe(ch.r) })
 }
 
 // unreached says why the evaluation reached no ruleset at p: a filter that

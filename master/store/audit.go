@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/textlist"
 	"github.com/squallhq/squall/master/audit"
 )
 
@@ -532,18 +533,10 @@ func testsDetail(files []TestFile) string {
 	if len(files) == 0 {
 		return "no test files"
 	}
-	const shown = 5
-	var names []string
-	for i, f := range files {
-		if i == shown {
-			names = append(names, fmt.Sprintf("and %d more", len(files)-shown))
-			break
-		}
-		names = append(names, f.Name)
-	}
 	noun := "test files"
 	if len(files) == 1 {
 		noun = "test file"
 	}
-	return fmt.Sprintf("%d %s: %s", len(files), noun, strings.Join(names, ", "))
+	names := textlist.Join(files, 5, ", ", func(f TestFile) string { return f.Name })
+	return fmt.Sprintf("%d %s: %s", len(files), noun, names)
 }
