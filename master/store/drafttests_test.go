@@ -254,14 +254,7 @@ func TestFSM_DraftTestFormsBelowLevel(t *testing.T) {
 		RestoreState{Active: treeWith(), ActiveTests: testFiles("a.json")},
 		RestoreVersions{Versions: []VersionTree{{Version: Version{Number: 1}, Tree: mustEncode(t), Tests: testFiles("a.json")}}},
 	} {
-		func() {
-			defer func() {
-				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "feature level 5") {
-					t.Fatalf("%T at level 4: panic %v, want one naming feature level 5", cmd, p)
-				}
-			}()
-			fsmApply(t, f, uint64(2+i), cmd)
-		}()
+		mustPanicForLevel(t, LevelDraftTests, fmt.Sprintf("%T at level 4", cmd), func() { fsmApply(t, f, uint64(2+i), cmd) })
 	}
 }
 

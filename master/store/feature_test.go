@@ -87,12 +87,9 @@ func TestFSM_LevelBelowEntries(t *testing.T) {
 		t.Fatalf("n1 at level %d, want 0 (not read)", got)
 	}
 	fsmApply(t, f, 2, CreateDraft{ID: "d1", Owner: "alice", Now: time.UnixMilli(1)})
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "feature level 1") {
-			t.Fatalf("applying a session entry at level 0: panic %v, want one naming feature level 1", p)
-		}
-	}()
-	fsmApply(t, f, 3, wrapped(session("k", ""), time.UnixMilli(2), TakeOver{ID: "d1", User: "bob"}))
+	mustPanicForLevel(t, LevelSessions, "applying a session entry at level 0", func() {
+		fsmApply(t, f, 3, wrapped(session("k", ""), time.UnixMilli(2), TakeOver{ID: "d1", User: "bob"}))
+	})
 }
 
 // entryForms returns the type and version bytes of the command entries

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -74,6 +75,20 @@ func fsmApply(t testing.TB, f *fsm, idx uint64, cmd Command) Result {
 		t.Fatalf("response %T, want Result", resp)
 	}
 	return r
+}
+
+// mustPanicForLevel fails the test unless apply panics naming feature
+// level level, as a state machine below that level does on an entry of
+// its forms; what says what apply does.
+func mustPanicForLevel(t testing.TB, level int, what string, apply func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), fmt.Sprintf("feature level %d", level)) {
+			t.Fatalf("%s: panic %v, want one naming feature level %d", what, p, level)
+		}
+	}()
+	apply()
 }
 
 func equalTrees(t testing.TB, got, want *config.Node) {

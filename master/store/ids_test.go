@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -409,12 +408,9 @@ func TestFSM_AssignIDsBelowLevel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newTestFSM(t)
 			f.level = LevelTypedIDs - 1
-			defer func() {
-				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), fmt.Sprintf("feature level %d", LevelTypedIDs)) {
-					t.Fatalf("panic %v, want one naming feature level %d", p, LevelTypedIDs)
-				}
-			}()
-			f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}})
+			mustPanicForLevel(t, LevelTypedIDs, name, func() {
+				f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}})
+			})
 		})
 	}
 }

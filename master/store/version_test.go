@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -408,13 +407,6 @@ func TestFSM_VersionFormsBelowLevel(t *testing.T) {
 		wrapped(session("k", ""), time.UnixMilli(2), deployVersion{ID: "d1", User: "alice", Now: time.UnixMilli(2), Keep: 5}),
 		Rollback{Version: 1, User: "alice", Now: time.UnixMilli(2), Keep: 5},
 	} {
-		func() {
-			defer func() {
-				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "feature level 3") {
-					t.Fatalf("%T at level 2: panic %v, want one naming feature level 3", cmd, p)
-				}
-			}()
-			fsmApply(t, f, uint64(2+i), cmd)
-		}()
+		mustPanicForLevel(t, LevelVersions, fmt.Sprintf("%T at level 2", cmd), func() { fsmApply(t, f, uint64(2+i), cmd) })
 	}
 }
