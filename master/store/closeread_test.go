@@ -55,7 +55,7 @@ func TestStore_CloseDuringConsistentReads(t *testing.T) {
 		buf = buf[:runtime.Stack(buf, true)]
 		stuck = ""
 		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "store.(*Store).verifyLeader") || strings.Contains(g, "store.await") {
+			if strings.Contains(g, "store.(*Store).verifyLeader") || strings.Contains(g, "store.(*Store).waitAnswer") || strings.Contains(g, "store.await") {
 				stuck = g
 			}
 		}
