@@ -21,7 +21,7 @@ func scaleHooks(n int) map[string]string {
 	files := make(map[string]string, n)
 	for i := range n {
 		id := fmt.Sprintf("hook_%d", i)
-		files[id+".json"] = strings.Replace(strings.Replace(plainHook, `"plain"`, `"`+id+`"`, 1), `"tok-0123456789abc"`, fmt.Sprintf(`"tok-%d"`, i), 1)
+		files[id+".json"] = strings.Replace(strings.Replace(plainHook, `"plain"`, `"`+id+`"`, 1), `"tok-0123456789abc"`, fmt.Sprintf(`"tok-%016d"`, i), 1)
 	}
 	return files
 }
@@ -75,7 +75,7 @@ func BenchmarkScaleWebhooks(b *testing.B) {
 			s := start(b, cfg)
 			urls := make([]string, min(n, 1000))
 			for i := range urls {
-				urls[i] = fmt.Sprintf("%s/engine/webhook/event/hook_%d?token=tok-%d", s.url, i, i)
+				urls[i] = fmt.Sprintf("%s/engine/webhook/event/hook_%d?token=tok-%016d", s.url, i, i)
 			}
 			scaleLoad(b, urls, 64)
 		})
