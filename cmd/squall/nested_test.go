@@ -109,7 +109,7 @@ func TestNestedConditions(t *testing.T) {
 		t.Errorf("%d distinct actions, want %d (%v and n-last)", distinct, len(want)+1, want)
 	}
 	for _, e := range engines {
-		if e.Cmd.ProcessState != nil {
+		if !e.Running() {
 			t.Errorf("engine %s exited", e.Name)
 		}
 		if st := engineStatus(e); !st.Ready {
