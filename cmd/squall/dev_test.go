@@ -73,7 +73,7 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	cmd := squallCmd(t, nil, append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = out
-	p := proctest.Start(t, "dev", cmd, "squall dev started", "http_addr")
+	p := startRole(t, "dev", cmd)
 	p.WaitReady(t)
 	return &devProcess{p: p, addr: p.Addr, out: out.Name()}
 }

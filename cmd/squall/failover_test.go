@@ -103,7 +103,7 @@ func (c *failoverCluster) start(i int) {
 	if n.bin != "" {
 		bin = n.bin
 	}
-	n.proc = proctest.Start(c.t, n.id, exec.Command(bin, args...), "master started", "http_addr")
+	n.proc = startRole(c.t, n.id, exec.Command(bin, args...))
 }
 
 // stop signals node i and waits for it to exit.

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
-	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/filetest"
 )
 
@@ -88,11 +87,11 @@ func TestMasterBinary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
-	p := proctest.Start(t, "master", squallCmd(t, []string{
+	p := startRole(t, "master", squallCmd(t, []string{
 		"SQUALL_DATA_DIR=" + filepath.Join(dir, "data"),
 		"SQUALL_TOKEN_HMAC_KEY_FILE=" + keyFile,
 		"SQUALL_NODE_ID=ignored-the-flag-wins",
-	}, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"), "master started", "http_addr")
+	}, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"))
 
 	// The bound HTTP address is logged at start.
 	httpAddr := p.Addr
@@ -141,7 +140,7 @@ func TestMasterUnsignedWarning(t *testing.T) {
 		want bool
 	}{{"--allow-unsigned-tokens", true}, {"--token-hmac-key-file=" + key, false}} {
 		args := []string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", tc.flag}
-		p := proctest.Start(t, "master", squallCmd(t, nil, args...), "master started", "http_addr")
+		p := startRole(t, "master", squallCmd(t, nil, args...))
 		if got := strings.Contains(p.Logs.String(), "unsigned tokens are accepted"); got != tc.want {
 			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.flag, got, tc.want, p.Logs.String())
 		}

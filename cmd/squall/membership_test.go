@@ -28,7 +28,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
 			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, extra...)
 	}
-	m1 := proctest.Start(t, "m1", squallCmd(t, nil, master("m1", "--bootstrap")...), "master started", "http_addr")
+	m1 := startRole(t, "m1", squallCmd(t, nil, master("m1", "--bootstrap")...))
 	base := m1.Base
 	secretFile := filepath.Join(dir, "m1", "join.token")
 	secret, err := os.ReadFile(secretFile)

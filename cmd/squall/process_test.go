@@ -148,6 +148,28 @@ func mustRead(t testing.TB, name string) []byte {
 	return b
 }
 
+// startRole starts cmd, a long-running command of the binary (master,
+// engine, satellite or dev, as cmd.Args[1] says), with proctest.Start: it
+// waits for the log line the command writes once it serves, and takes
+// that line's address.
+func startRole(t testing.TB, name string, cmd *exec.Cmd) *proctest.Proc {
+	t.Helper()
+	var msg, key string
+	switch role := cmd.Args[1]; role {
+	case "master":
+		msg, key = "master started", "http_addr"
+	case "engine":
+		msg, key = "ops endpoints listening", "addr"
+	case "satellite":
+		msg, key = "satellite started", "http"
+	case "dev":
+		msg, key = "squall dev started", "http_addr"
+	default:
+		t.Fatalf("squall %s is not a long-running command", role)
+	}
+	return proctest.Start(t, name, cmd, msg, key)
+}
+
 // startMaster starts `squall master --bootstrap` with extra args, waits
 // until it is ready and returns its base URL. The process is killed when
 // the test ends.
@@ -155,7 +177,7 @@ func startMaster(t testing.TB, args ...string) string {
 	t.Helper()
 	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
-	p := proctest.Start(t, "master", squallCmd(t, nil, all...), "master started", "http_addr")
+	p := startRole(t, "master", squallCmd(t, nil, all...))
 	p.WaitReady(t)
 	return p.Base
 }
@@ -165,7 +187,7 @@ func startMaster(t testing.TB, args ...string) string {
 func startEngine(t testing.TB, env []string, args ...string) *proctest.Proc {
 	t.Helper()
 	cmd := squallCmd(t, append([]string{"SQUALL_HTTP=127.0.0.1:0"}, env...), append([]string{"engine"}, args...)...)
-	return proctest.Start(t, "engine", cmd, "ops endpoints listening", "addr")
+	return startRole(t, "engine", cmd)
 }
 
 // startSatellite starts `squall satellite` on a free port with args and
@@ -173,5 +195,5 @@ func startEngine(t testing.TB, env []string, args ...string) *proctest.Proc {
 func startSatellite(t testing.TB, env []string, args ...string) *proctest.Proc {
 	t.Helper()
 	cmd := squallCmd(t, env, append([]string{"satellite", "--http", "127.0.0.1:0"}, args...)...)
-	return proctest.Start(t, "satellite", cmd, "satellite started", "http")
+	return startRole(t, "satellite", cmd)
 }

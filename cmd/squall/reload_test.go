@@ -52,8 +52,8 @@ func TestMasterActionsReload(t *testing.T) {
 	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
-	p := proctest.Start(t, "master", squallCmd(t, nil, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
-		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions), "master started", "http_addr")
+	p := startRole(t, "master", squallCmd(t, nil, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions))
 	base := p.Base
 	p.WaitReady(t)
 	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
