@@ -133,7 +133,7 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 		Value:   []byte(`{"type": "probe", "created_ms": 1700000000000, "metadata": {"tenant_id": "master"}, "payload": {}}`),
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000001")}},
 	})
-	dead := firstDeadLetter(t, addr, 60*time.Second, p.logs)
+	dead := firstDeadLetter(t, addr, 60*time.Second, p.Logs)
 	headers := map[string]string{}
 	for _, h := range dead.Headers {
 		headers[h.Key] = string(h.Value)
@@ -145,7 +145,7 @@ func TestEngineActionsByConfiguration(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Errorf("an engine without --actions-config sent %d http requests", n)
 	}
-	if !strings.Contains(p.logs.String(), `"msg":"action","action":"logger"`) && !strings.Contains(p.logs.String(), `"action":"logger"`) {
-		t.Errorf("the logger action did not run:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), `"msg":"action","action":"logger"`) && !strings.Contains(p.Logs.String(), `"action":"logger"`) {
+		t.Errorf("the logger action did not run:\n%s", p.Logs.String())
 	}
 }

@@ -118,7 +118,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 
 	actions := filepath.Join(dir, "actions.json")
 	writeFile(t, actions, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}, "retry": {"max_attempts": 2, "base_delay": "50ms", "max_delay": "100ms", "jitter": 0}}`)
-	engine := startE2E(t, "engine", "ops endpoints listening", "addr", bin, "engine", "--name", "engine-1", "--master", base,
+	engine := startE2E(t, "engine", "engine", "--name", "engine-1", "--master", base,
 		"--token-file", engineToken, "--kafka-brokers", b.Addr, "--http", "127.0.0.1:0", "--actions-config", actions, "--fleet-interval", "1s")
 	hooks := filepath.Join(dir, "webhooks")
 	if err := os.MkdirAll(hooks, 0o755); err != nil {
@@ -126,7 +126,7 @@ func TestBacktestAndDeadLetters(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(hooks, "bt.json"), `{"id": "bt", "token": "token-0123456789-bt", "tenant_id": "tenant-1",
 	  "collector_config": {"event_type": "bt", "payload": {"id": "${id}", "kind": "${kind}"}}}`)
-	sat := startE2E(t, "sat", "satellite started", "http", bin, "satellite", "--http", "127.0.0.1:0", "--name", "sat",
+	sat := startE2E(t, "sat", "satellite", "--http", "127.0.0.1:0", "--name", "sat",
 		"--webhooks-dir", hooks, "--kafka-brokers", b.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	procs := []*proctest.Proc{engine, sat}
 	proctest.Wait(t, e2eStartupTimeout, "the engine and the satellite ready", procs, func() bool {

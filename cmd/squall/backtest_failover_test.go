@@ -43,10 +43,9 @@ func TestBacktestLeaderChange(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	_, admin := adminTokenFile(t, dir)
-	masters := startMasterCluster(t, bin, dir, admin, "--allow-unsigned-tokens")
+	masters := startMasterCluster(t, dir, admin, "--allow-unsigned-tokens")
 	m1, m2, m3 := masters[0], masters[1], masters[2]
 	apitest.DeployTree(t, m1.Base, admin, btTreeJSON(btActive, "http://127.0.0.1:1/unused"))
 	draftID, code, body := apitest.ImportTree(t, m1.Base, admin, "root", btTreeJSON(btDraft, "http://127.0.0.1:1/unused"))
@@ -56,7 +55,7 @@ func TestBacktestLeaderChange(t *testing.T) {
 	engineToken := filepath.Join(dir, "engine.token")
 	writeFile(t, engineToken, mustRun(t, "token", "--user", "engine", "--auth", "all=root:view,fleet_report", "--unsigned"))
 	urls := []string{m1.Base, m2.Base, m3.Base}
-	engine := startE2E(t, "engine", "ops endpoints listening", "addr", bin, "engine", "--name", "engine-1", "--master", strings.Join(urls, ","),
+	engine := startE2E(t, "engine", "engine", "--name", "engine-1", "--master", strings.Join(urls, ","),
 		"--token-file", engineToken, "--kafka-brokers", b.Addr, "--http", "127.0.0.1:0", "--backtest-rate", "200")
 	all := append([]*proctest.Proc{engine}, masters...)
 	c, err := backtests.NewClient(urls, admin, calltest.Client())

@@ -128,7 +128,6 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 	}
 	const topic = "squall.events"
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic, "squall.events.dlq"}, Partitions: lagPartitions})
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	base := startMaster(t, "--allow-unsigned-tokens")
 	_, admin := adminTokenFile(t, dir)
@@ -157,7 +156,7 @@ func BenchmarkBacktestLiveLag(bm *testing.B) {
 	}
 	startEngine := func(name string, args ...string) *proctest.Proc {
 		t.Helper()
-		e := startE2E(t, name, "ops endpoints listening", "addr", bin, append([]string{"engine", "--name", name, "--master", base,
+		e := startE2E(t, name, append([]string{"engine", "--name", name, "--master", base,
 			"--token-file", engineToken, "--kafka-brokers", b.Addr, "--group", lagGroup, "--http", "127.0.0.1:0",
 			"--kafka-start-offset", "latest", "--fleet-interval", "1s"}, args...)...)
 		proctest.Wait(t, e2eStartupTimeout, "the engine ready", []*proctest.Proc{e}, func() bool { return engineStatus(e).Ready })

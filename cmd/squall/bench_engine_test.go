@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/bench"
 	"github.com/squallhq/squall/internal/kafkatest"
 )
@@ -28,9 +29,9 @@ func TestBenchEngine(t *testing.T) {
 	t.Parallel()
 	w := newEngineWorld(t, 3)
 	addr := w.addr
-	start := func() (*started, string) {
+	start := func() (*proctest.Proc, string) {
 		p := w.startEngine(t, "bench-test")
-		return p, "http://" + p.addr + "/metrics"
+		return p, p.Base + "/metrics"
 	}
 	run := func(args ...string) bench.EngineResult {
 		t.Helper()
@@ -60,7 +61,7 @@ func TestBenchEngine(t *testing.T) {
 	if n := archived(); n != 300 {
 		t.Fatalf("%d events archived, want 300", n)
 	}
-	_ = p.stop(t, os.Interrupt)
+	_ = p.End(t, os.Interrupt)
 
 	// A backlog preloaded while no engine runs, then drained.
 	r = run("--events", "200", "--keys", "5")
@@ -75,7 +76,7 @@ func TestBenchEngine(t *testing.T) {
 	if n := archived(); n != 500 {
 		t.Fatalf("%d events archived, want 500", n)
 	}
-	_ = p.stop(t, os.Interrupt)
+	_ = p.End(t, os.Interrupt)
 
 	// Wrong flags and an engine that cannot be read fail before writing.
 	for _, args := range [][]string{
@@ -100,7 +101,7 @@ type engineWorld struct {
 
 // startEngine starts an engine of group on w: its master, token, broker
 // and actions file, with args besides.
-func (w engineWorld) startEngine(t *testing.T, group string, args ...string) *started {
+func (w engineWorld) startEngine(t *testing.T, group string, args ...string) *proctest.Proc {
 	t.Helper()
 	return startEngine(t, []string{"SQUALL_GROUP=" + group},
 		append([]string{"--master", w.base, "--token-file", w.tokenFile, "--kafka-brokers", w.addr, "--actions-config", w.actions}, args...)...)

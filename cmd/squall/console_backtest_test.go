@@ -39,7 +39,7 @@ func TestConsole_Backtest(t *testing.T) {
 	}
 	// The events, straight into squall dev's broker.
 	const n = 200
-	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{logField(t, d.p.logs.String(), "squall dev started", "kafka")}, Timeout: 5 * time.Second},
+	w, err := kafkasource.NewWriter(kafkasource.WriterConfig{Dial: kafkasource.Dial{Brokers: []string{logField(t, d.p.Logs.String(), "squall dev started", "kafka")}, Timeout: 5 * time.Second},
 		Topic: "squall.events"})
 	if err != nil {
 		t.Fatal(err)

@@ -594,7 +594,7 @@ func TestConsole_Browser(t *testing.T) {
 
 	// A separate satellite and engine attached to squall dev's broker
 	// report to its master over HTTP, as in a deployment.
-	kafkaAddr := logField(t, d.p.logs.String(), "squall dev started", "kafka")
+	kafkaAddr := logField(t, d.p.Logs.String(), "squall dev started", "kafka")
 	tokenFile := filetest.Write(t, dir, "fleet.token", token+"\n")
 	hooks := t.TempDir()
 	sat := startSatellite(t, nil, "--name", "sat-par", "--site", "par",
@@ -622,8 +622,8 @@ func TestConsole_Browser(t *testing.T) {
 			member("engine/eng-par")+`.querySelector('td[data-rate]').dataset.rate !== ''`),
 	)
 	// The satellite stops: the list marks it stale.
-	if err := sat.stop(t, syscall.SIGTERM); err != nil {
-		t.Errorf("squall satellite: %v\n%s", err, sat.logs.String())
+	if err := sat.End(t, syscall.SIGTERM); err != nil {
+		t.Errorf("squall satellite: %v\n%s", err, sat.Logs.String())
 	}
 	b.do("a stale member",
 		untilReloaded(member("satellite/sat-par")+`?.dataset.stale === 'true' && document.getElementById('fleet-stale') !== null`),
@@ -634,7 +634,7 @@ func TestConsole_Browser(t *testing.T) {
 	// engine, and the fleet says so.
 	b.do("no unowned partitions while the engine runs",
 		until(`document.querySelector('p[data-unowned-group]') === null`))
-	_ = eng.stop(t, os.Interrupt)
+	_ = eng.End(t, os.Interrupt)
 	b.do("partitions without a live engine",
 		untilReloaded(`document.querySelector('p[data-unowned-group="console-fleet"]')?.textContent.includes('no live engine') === true`),
 		until(`document.querySelector('p[data-unowned-group="squall-engine"]') === null`))

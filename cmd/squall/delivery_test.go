@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
 )
@@ -33,12 +34,12 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	  "rate_limit": {"rate": 0.01, "burst": 3},
 	  "collector_config": {"event_type": "push", "payload": {"all": "${@}"}}}`
 	filetest.Write(t, hooks, "guarded.json", hook)
-	start := func() *started {
+	start := func() *proctest.Proc {
 		return startSatellite(t, []string{"SQUALL_TRUSTED_PROXIES=127.0.0.1,::1"}, "--webhooks-dir", hooks,
 			"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"))
 	}
 	proc := start()
-	base := "http://" + proc.addr
+	base := proc.Base
 
 	type answer struct {
 		status     int
@@ -79,10 +80,10 @@ func TestSatelliteBinaryGuards(t *testing.T) {
 	}
 
 	// A clean restart keeps the window.
-	if err := proc.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("satellite exit: %v\n%s", err, proc.logs.String())
+	if err := proc.End(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("satellite exit: %v\n%s", err, proc.Logs.String())
 	}
-	base = "http://" + start().addr
+	base = start().Base
 	if a := post("192.0.2.7", "d1"); a.status != http.StatusOK || a.eventID != first.eventID || a.dedup != "true" {
 		t.Errorf("repeat after the restart: %+v, want the event %s again", a, first.eventID)
 	}

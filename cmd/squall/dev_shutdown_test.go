@@ -74,7 +74,7 @@ func TestDevStopUnderLoad(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for found := false; !found; {
 		if time.Now().After(deadline) {
-			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
+			t.Fatalf("no finding within 30s:\n%s", d.p.Logs.String())
 		}
 		if code, _ := post("probe"); code != http.StatusOK {
 			t.Fatalf("probe webhook: %d", code)
@@ -121,11 +121,11 @@ func TestDevStopUnderLoad(t *testing.T) {
 	select {
 	case <-enough:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("fewer than %d webhooks answered 200 within 60s:\n%s", devLoadAcked, d.p.logs.String())
+		t.Fatalf("fewer than %d webhooks answered 200 within 60s:\n%s", devLoadAcked, d.p.Logs.String())
 	}
 	d.stop(t, syscall.SIGTERM)
 	workers.Wait()
-	for _, line := range strings.Split(d.p.logs.String(), "\n") {
+	for _, line := range strings.Split(d.p.Logs.String(), "\n") {
 		if strings.Contains(line, `"level":"ERROR"`) {
 			t.Errorf("error logged while stopping under load: %s", line)
 		}
@@ -159,7 +159,7 @@ func TestDevStopUnderLoad(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d acknowledged events not archived within 60s of the restart (such as %v):\n%s",
-				len(missing), len(acked), firstKey(missing), d.p.logs.String())
+				len(missing), len(acked), firstKey(missing), d.p.Logs.String())
 		}
 		pause(t)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/dev"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/filetest"
@@ -54,8 +55,7 @@ func readmeTour(t *testing.T) []string {
 
 // devProcess is a running squall dev.
 type devProcess struct {
-	cmd  *exec.Cmd
-	p    *started
+	p    *proctest.Proc
 	addr string
 	out  string // file of its standard output
 }
@@ -73,9 +73,9 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	cmd := squallCmd(t, nil, append([]string{"dev", "--http", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = out
-	p := startLogged(t, cmd, "squall dev started", "http_addr")
-	waitReady(t, "http://"+p.addr, p)
-	return &devProcess{cmd: cmd, p: p, addr: p.addr, out: out.Name()}
+	p := startRole(t, "dev", cmd)
+	p.WaitReady(t)
+	return &devProcess{p: p, addr: p.Addr, out: out.Name()}
 }
 
 // pause waits a little between two polls of a separate process, which
@@ -93,20 +93,10 @@ func pause(t *testing.T) {
 // exits 0 after a clean shutdown of every component.
 func (d *devProcess) stop(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
+	if err := d.p.End(t, sig); err != nil {
+		t.Fatalf("squall dev: %v\n%s", err, d.p.Logs.String())
 	}
-	exited := make(chan error, 1)
-	go func() { <-d.p.done; exited <- d.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("squall dev: %v\n%s", err, d.p.logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("squall dev did not exit within 60s of SIGINT:\n%s", d.p.logs.String())
-	}
-	logs := d.p.logs.String()
+	logs := d.p.Logs.String()
 	checkLogLines(t, logs)
 	for _, msg := range []string{"master stopped", "satellite stopped", "consumer stopped", "squall dev stopped"} {
 		if !strings.Contains(logs, `"msg":"`+msg+`"`) {
@@ -151,7 +141,7 @@ func archiveLines(t *testing.T, d *devProcess, path string, n int) []string {
 			return lines
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("archive %s has not %d lines within 30s:\n%s\n%s", path, n, b, d.p.logs.String())
+			t.Fatalf("archive %s has not %d lines within 30s:\n%s\n%s", path, n, b, d.p.Logs.String())
 		}
 		pause(t)
 	}
@@ -316,7 +306,7 @@ func TestDevReadmeTour(t *testing.T) {
 	if _, code := curlStatus(t, work, `curl -sS "http://`+d.addr+`/api/v2_beta/config/active/tree/info/all" -H "Authorization: Bearer `+unsigned+`"`); code != http.StatusOK {
 		t.Errorf("an unsigned token: %d", code)
 	}
-	if !strings.Contains(d.p.logs.String(), `"level":"WARN","msg":"dev mode: unsigned tokens are accepted`) {
+	if !strings.Contains(d.p.Logs.String(), `"level":"WARN","msg":"dev mode: unsigned tokens are accepted`) {
 		t.Error("no warning about unsigned tokens in the log")
 	}
 	d.stop(t, os.Interrupt)
@@ -332,7 +322,7 @@ func TestDevReadmeTour(t *testing.T) {
 	}
 
 	d = startDev(t, work)
-	logs := d.p.logs.String()
+	logs := d.p.Logs.String()
 	if strings.Contains(logs, "deployed the example tree") || !strings.Contains(logs, `"first_start":false`) {
 		t.Errorf("the restart seeded again:\n%s", logs)
 	}
@@ -423,7 +413,7 @@ func TestDevFindingAction(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for got.Total == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no finding within 30s:\n%s", d.p.logs.String())
+			t.Fatalf("no finding within 30s:\n%s", d.p.Logs.String())
 		}
 		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+dev.WebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile)), "",
 			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
@@ -475,8 +465,8 @@ func TestDevAttach(t *testing.T) {
 	d := startDev(t, work, "--kafka-addr", kafkaAddr)
 	data := filepath.Join(work, "squall-data")
 	pid, err := os.ReadFile(filepath.Join(data, dev.PIDFile))
-	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(d.cmd.Process.Pid) {
-		t.Fatalf("pid file: %q %v, want %d", pid, err, d.cmd.Process.Pid)
+	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(d.p.Cmd.Process.Pid) {
+		t.Fatalf("pid file: %q %v, want %d", pid, err, d.p.Cmd.Process.Pid)
 	}
 	if banner, _ := os.ReadFile(d.out); !strings.Contains(string(banner), "Kafka broker  "+kafkaAddr) {
 		t.Errorf("the banner does not name the broker %s:\n%s", kafkaAddr, banner)
@@ -497,7 +487,7 @@ func TestDevAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	satURL := "http://" + startSatellite(t, nil, "--name", "attached",
-		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool")).addr +
+		"--kafka-brokers", kafkaAddr, "--webhooks-dir", hooks, "--spool-dir", filepath.Join(t.TempDir(), "spool")).Addr +
 		"/engine/webhook/event/" + dev.WebhookID + "?token=" + strings.TrimSpace(string(token))
 	post := func() {
 		t.Helper()

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -72,7 +71,6 @@ func TestDistributed(t *testing.T) {
 		t.Skip("end-to-end test of the distributed shape: skipped in -short mode")
 	}
 	began := time.Now()
-	bin := squallBinary(t)
 	dir := t.TempDir()
 
 	keyFile, admin, engineToken := clusterTokens(t, dir, "e2e")
@@ -84,7 +82,7 @@ func TestDistributed(t *testing.T) {
 
 	// Masters: m1 bootstraps, m2 and m3 join through it.
 	auth := []string{"--token-hmac-key-file", keyFile}
-	masters := startMasterCluster(t, bin, dir, admin, auth...)
+	masters := startMasterCluster(t, dir, admin, auth...)
 	m1, m2, m3 := masters[0], masters[1], masters[2]
 
 	// Deploy the tree through a follower (forwarded to the leader).
@@ -97,7 +95,7 @@ func TestDistributed(t *testing.T) {
 	masterURLs := strings.Join([]string{m1.Base, m2.Base, m3.Base}, ",")
 	var engines []*proctest.Proc
 	for i := 1; i <= 2; i++ {
-		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
+		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i),
 			"engine", "--master", masterURLs, "--token-file", engineToken, "--kafka-brokers", broker.addr,
 			"--group", e2eGroup, "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
 			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s", "--kafka-rebalance-timeout", "6s"))
@@ -123,7 +121,7 @@ func TestDistributed(t *testing.T) {
 			writeFile(t, filepath.Join(hooks, id+".json"), fmt.Sprintf(`{"id": %q, "token": %q, "tenant_id": "tenant-%s",
 			  "collector_config": {"event_type": "e2e", "payload": {"id": "${id}"}}}`, id, "token-0123456789-"+id, id))
 		}
-		sats = append(sats, startE2E(t, name, "satellite started", "http", bin, satArgs(name, "127.0.0.1:0")...))
+		sats = append(sats, startE2E(t, name, satArgs(name, "127.0.0.1:0")...))
 	}
 	proctest.Wait(t, e2eStartupTimeout, "both satellites ready", sats, func() bool {
 		return satelliteStatus(sats[0]).Ready && satelliteStatus(sats[1]).Ready
@@ -192,7 +190,7 @@ func TestDistributed(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("%s is no longer a member: %+v", leaderID, view)
 	}
-	back := startE2E(t, leaderID+"-restarted", "master started", "http_addr", bin, e2eMasterArgs(dir, leaderID, leader.Addr, view.Members[i].RaftAddr, auth, e2eJoinSecret(dir))...)
+	back := startE2E(t, leaderID+"-restarted", e2eMasterArgs(dir, leaderID, leader.Addr, view.Members[i].RaftAddr, auth, e2eJoinSecret(dir))...)
 	all = append(all, back)
 	proctest.Wait(t, 30*time.Second, "the restarted master in the cluster with the redeployed tree", all, func() bool {
 		a, okA := clusterView(back, admin)
@@ -222,7 +220,7 @@ func TestDistributed(t *testing.T) {
 	// address with its spool. Calls meanwhile fail, unacknowledged.
 	crashed := sats[1]
 	crashed.Kill()
-	sats[1] = startE2E(t, crashed.Name+"-restarted", "satellite started", "http", bin, satArgs(crashed.Name, crashed.Addr)...)
+	sats[1] = startE2E(t, crashed.Name+"-restarted", satArgs(crashed.Name, crashed.Addr)...)
 	all = append(all, sats[1])
 	proctest.Wait(t, e2eStartupTimeout, "the restarted satellite ready with the spool of its first run", all, func() bool {
 		st := satelliteStatus(sats[1])
@@ -294,11 +292,11 @@ func writeFile(t testing.TB, name, content string) {
 	}
 }
 
-// startE2E starts bin with args as proctest.Start does, and stops it with
-// SIGTERM when the test ends, checking that it exits cleanly.
-func startE2E(t testing.TB, name, msg, key, bin string, args ...string) *proctest.Proc {
+// startE2E starts the binary with args as startRole does, and stops it
+// with SIGTERM when the test ends, checking that it exits cleanly.
+func startE2E(t testing.TB, name string, args ...string) *proctest.Proc {
 	t.Helper()
-	p := proctest.Start(t, name, exec.Command(bin, args...), msg, key)
+	p := startRole(t, name, squallCmd(t, nil, args...))
 	t.Cleanup(func() { p.Stop(t) })
 	return p
 }
@@ -350,15 +348,15 @@ func clusterTokens(t testing.TB, dir, user string) (keyFile, admin, engineToken 
 	return keyFile, admin, engineToken
 }
 
-// startMasterCluster starts three master processes of bin, m1 to m3, on
+// startMasterCluster starts three master processes, m1 to m3, on
 // free addresses with their data under dir and auth (the flags by which
 // they check tokens): m1 bootstraps, m2 and m3 join through it with the
 // join secret m1 wrote. It returns them once all three agree on a leader
 // (asked with admin's token).
-func startMasterCluster(t *testing.T, bin, dir, admin string, auth ...string) []*proctest.Proc {
+func startMasterCluster(t *testing.T, dir, admin string, auth ...string) []*proctest.Proc {
 	t.Helper()
 	start := func(id string, more ...string) *proctest.Proc {
-		return startE2E(t, id, "master started", "http_addr", bin, e2eMasterArgs(dir, id, "127.0.0.1:0", "127.0.0.1:0", auth, more...)...)
+		return startE2E(t, id, e2eMasterArgs(dir, id, "127.0.0.1:0", "127.0.0.1:0", auth, more...)...)
 	}
 	m1 := start("m1", "--bootstrap")
 	m2 := start("m2", "--join", m1.Base, e2eJoinSecret(dir))

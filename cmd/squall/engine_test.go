@@ -72,7 +72,7 @@ func TestEngineBinary(t *testing.T) {
 
 	p := startEngine(t, []string{"SQUALL_GROUP=engines-test"}, "--master", base, "--token-file", tokenFile,
 		"--kafka-brokers", addr, "--actions-config", actions, "--name", "engine-test", "--site", "par", "--fleet-interval", "100ms")
-	ops, logText := p.addr, p.logs
+	ops, logText := p.Addr, p.Logs
 	var recs []*kgo.Record
 	for i := range 20 {
 		typ := "webhook"
@@ -155,7 +155,7 @@ func TestEngineBinary(t *testing.T) {
 		t.Errorf("dead letter headers %v", headers)
 	}
 
-	if err := p.stop(t, syscall.SIGTERM); err != nil {
+	if err := p.End(t, syscall.SIGTERM); err != nil {
 		t.Errorf("squall engine: %v\n%s", err, logText.String())
 	}
 	if !strings.Contains(logText.String(), `"msg":"consumer stopped"`) {

@@ -28,21 +28,20 @@ func TestEngineTakeover(t *testing.T) {
 	w := newEngineWorld(t, 4)
 	addr, archive := w.addr, w.archive
 	pa, pb := w.startEngine(t, "takeover-test", "--name", "engine-a"), w.startEngine(t, "takeover-test", "--name", "engine-b")
-	ea, eb := &proctest.Proc{Base: "http://" + pa.addr}, &proctest.Proc{Base: "http://" + pb.addr}
 
 	// A separate process gives no signal to wait on: poll, bounded.
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool {
-		sa, sb := engineStatus(ea), engineStatus(eb)
+		sa, sb := engineStatus(pa), engineStatus(pb)
 		return sa.Ready && sb.Ready && len(sa.Partitions) == 2 && len(sb.Partitions) == 2
 	}) {
 		t.Fatalf("the engines do not share the 4 partitions: %v and %v\n%s\n%s",
-			engineStatus(ea).Partitions, engineStatus(eb).Partitions, pa.logs, pb.logs)
+			engineStatus(pa).Partitions, engineStatus(pb).Partitions, pa.Logs, pb.Logs)
 	}
 
-	_ = pa.stop(t, os.Kill)
+	pa.Kill()
 	killed := time.Now()
-	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return len(engineStatus(eb).Partitions) == 4 }) {
-		t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.logs)
+	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return len(engineStatus(pb).Partitions) == 4 }) {
+		t.Fatalf("engine b did not take the 4 partitions over within 60s:\n%s", pb.Logs)
 	}
 	took := time.Since(killed)
 	t.Logf("engine b owns every partition %s after engine a was killed", took.Round(10*time.Millisecond))
@@ -65,7 +64,7 @@ func TestEngineTakeover(t *testing.T) {
 		return strings.Count(string(b), "\n")
 	}
 	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return lines() == 40 }) {
-		t.Fatalf("archive has %d lines, want 40:\n%s", lines(), pb.logs)
+		t.Fatalf("archive has %d lines, want 40:\n%s", lines(), pb.Logs)
 	}
 }
 
@@ -101,7 +100,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(archive, "one.log"))
 		return b
 	}
-	start := func() *started {
+	start := func() *proctest.Proc {
 		return w.startEngine(t, "crash-test", "--workers", fmt.Sprint(workers), "--queue-size", fmt.Sprint(queue))
 	}
 	// wholeLines returns the archive's whole lines and how many it holds
@@ -118,22 +117,22 @@ func TestEngineCrashRepeats(t *testing.T) {
 		return whole, torn
 	}
 	// waitLines polls the archive (a separate process gives no signal).
-	waitLines := func(n int, p *started) {
+	waitLines := func(n int, p *proctest.Proc) {
 		t.Helper()
 		// Counting newlines keeps each poll short, so that the engine is
 		// killed near n; a line a kill cut short counts, at most one per kill.
 		lines := func() int { return bytes.Count(archived(), []byte{'\n'}) }
 		if !polltest.Until(t.Context(), 90*time.Second, func() bool { return lines() >= n }) {
-			t.Fatalf("the archive has %d lines, want %d:\n%s", lines(), n, p.logs)
+			t.Fatalf("the archive has %d lines, want %d:\n%s", lines(), n, p.Logs)
 		}
 	}
-	repeatsOf := func(p *started) uint64 {
+	repeatsOf := func(p *proctest.Proc) uint64 {
 		t.Helper()
-		_, body := apitest.Call(t.Context(), http.MethodGet, "http://"+p.addr+"/metrics", "", nil, "")
+		_, body := apitest.Call(t.Context(), http.MethodGet, p.Base+"/metrics", "", nil, "")
 		return metricValue(t, string(body), "squall_action_archive_repeats_total")
 	}
 
-	var p *started
+	var p *proctest.Proc
 	for i, at := range []int{1, events / 4, events / 2} {
 		np := start()
 		waitLines(at, np)
@@ -146,7 +145,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 				t.Errorf("kill %d: %d events run again, want at most %d", i, r, bound)
 			}
 		}
-		_ = np.stop(t, os.Kill)
+		np.Kill()
 		whole, torn := wholeLines()
 		t.Logf("kill %d: engine SIGKILLed with %d events archived (%d lines cut short)", i+1, len(whole), torn)
 		p = np
@@ -155,7 +154,7 @@ func TestEngineCrashRepeats(t *testing.T) {
 	waitLines(events, last)
 	if !polltest.Until(t.Context(), 90*time.Second, func() bool { whole, _ := wholeLines(); return len(whole) >= events }) {
 		whole, torn := wholeLines()
-		t.Fatalf("the archive has %d whole lines (%d cut short), want %d:\n%s", len(whole), torn, events, last.logs)
+		t.Fatalf("the archive has %d whole lines (%d cut short), want %d:\n%s", len(whole), torn, events, last.Logs)
 	}
 	r := repeatsOf(last)
 	t.Logf("kill 3: %d events run again (bound %d)", r, bound)

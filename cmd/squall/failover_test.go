@@ -43,8 +43,7 @@ type failoverNode struct {
 	id, http, raft string
 	// bin is the binary the node runs, when not the cluster's.
 	bin  string
-	cmd  *exec.Cmd
-	proc *started
+	proc *proctest.Proc
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
@@ -104,25 +103,16 @@ func (c *failoverCluster) start(i int) {
 	if n.bin != "" {
 		bin = n.bin
 	}
-	n.cmd = exec.Command(bin, args...)
-	n.proc = startLogged(c.t, n.cmd, "master started", "http_addr")
+	n.proc = startRole(c.t, n.id, exec.Command(bin, args...))
 }
 
 // stop signals node i and waits for it to exit.
 func (c *failoverCluster) stop(i int, sig os.Signal) {
 	c.t.Helper()
 	n := c.nodes[i]
-	if err := n.cmd.Process.Signal(sig); err != nil {
-		c.t.Fatal(err)
-	}
-	select {
-	case <-n.proc.done:
-	case <-time.After(30 * time.Second):
-		c.t.Fatalf("%s did not exit within 30s:\n%s", n.id, n.proc.logs.String())
-	}
-	err := n.cmd.Wait()
+	err := n.proc.End(c.t, sig)
 	if sig == syscall.SIGTERM && err != nil {
-		c.t.Fatalf("%s after SIGTERM: %v\n%s", n.id, err, n.proc.logs.String())
+		c.t.Fatalf("%s after SIGTERM: %v\n%s", n.id, err, n.proc.Logs.String())
 	}
 }
 
@@ -503,8 +493,8 @@ func TestMasterBinary_RollingRestart(t *testing.T) {
 	}
 	for _, i := range order {
 		c.stop(i, syscall.SIGTERM)
-		if !strings.Contains(c.nodes[i].proc.logs.String(), "leadership handed over") && i == order[0] {
-			t.Errorf("the leader %s did not hand its leadership over:\n%s", c.nodes[i].id, c.nodes[i].proc.logs.String())
+		if !strings.Contains(c.nodes[i].proc.Logs.String(), "leadership handed over") && i == order[0] {
+			t.Errorf("the leader %s did not hand its leadership over:\n%s", c.nodes[i].id, c.nodes[i].proc.Logs.String())
 		}
 		l.waitWrites(t, 20, "while "+c.nodes[i].id+" is down")
 		l.restart(t, i)
@@ -556,20 +546,16 @@ func TestMasterBinary_LeaderFrozen(t *testing.T) {
 	l.avoid.Store(int32(i))
 	l.frozen.Store(int32(i))
 	frozen := time.Now()
-	if err := c.nodes[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	c.nodes[i].proc.Signal(t, syscall.SIGSTOP)
 	resumed := false
 	defer func() {
 		if !resumed {
-			_ = c.nodes[i].cmd.Process.Signal(syscall.SIGCONT)
+			_ = c.nodes[i].proc.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
 	l.waitWrites(t, 20, "after "+c.nodes[i].id+" froze")
 	t.Logf("froze leader %s; first write sent after the freeze acknowledged after %s", c.nodes[i].id, l.resumed(frozen).Round(time.Millisecond))
-	if err := c.nodes[i].cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	c.nodes[i].proc.Signal(t, syscall.SIGCONT)
 	resumed = true
 	c.waitHealthy()
 	l.avoid.Store(-1)
@@ -578,7 +564,7 @@ func TestMasterBinary_LeaderFrozen(t *testing.T) {
 	l.check(t)
 	if t.Failed() {
 		for _, n := range c.nodes {
-			for _, line := range strings.Split(n.proc.logs.String(), "\n") {
+			for _, line := range strings.Split(n.proc.Logs.String(), "\n") {
 				if strings.Contains(line, "leader") || strings.Contains(line, "election") || strings.Contains(line, "NO_LEADER") {
 					t.Logf("%s: %s", n.id, line)
 				}

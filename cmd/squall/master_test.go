@@ -13,7 +13,6 @@ import (
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
 	"github.com/squallhq/squall/internal/filetest"
-	"github.com/squallhq/squall/internal/polltest"
 )
 
 func TestBindEnv(t *testing.T) {
@@ -88,21 +87,18 @@ func TestMasterBinary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	keyFile := filetest.Write(t, dir, "hmac.key", "0123456789abcdef0123456789abcdef\n")
-	p := startLogged(t, squallCmd(t, []string{
+	p := startRole(t, "master", squallCmd(t, []string{
 		"SQUALL_DATA_DIR=" + filepath.Join(dir, "data"),
 		"SQUALL_TOKEN_HMAC_KEY_FILE=" + keyFile,
 		"SQUALL_NODE_ID=ignored-the-flag-wins",
-	}, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"), "master started", "http_addr")
+	}, "master", "--node-id", "m1", "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"))
 
 	// The bound HTTP address is logged at start.
-	httpAddr := p.addr
+	httpAddr := p.Addr
 	get := func(path, token string) (int, []byte) {
-		return apitest.Call(t.Context(), http.MethodGet, "http://"+httpAddr+path, token, nil, "")
+		return apitest.Call(t.Context(), http.MethodGet, p.Base+path, token, nil, "")
 	}
-	// A separate process gives no signal to wait on: poll, bounded.
-	if !polltest.Until(t.Context(), 30*time.Second, func() bool { code, _ := get("/readyz", ""); return code == http.StatusOK }) {
-		t.Fatalf("not ready within 30s:\n%s", p.logs.String())
-	}
+	p.WaitReady(t)
 
 	token := strings.TrimSpace(mustRun(t, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile))
 	code, body := get("/squall/v1/cluster", token)
@@ -125,11 +121,11 @@ func TestMasterBinary(t *testing.T) {
 		t.Fatalf("config API: %d %s", code, body)
 	}
 
-	if err := p.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs.String())
+	if err := p.End(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs.String())
 	}
-	if !strings.Contains(p.logs.String(), `"msg":"master stopped"`) {
-		t.Fatalf("no clean shutdown in the log:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), `"msg":"master stopped"`) {
+		t.Fatalf("no clean shutdown in the log:\n%s", p.Logs.String())
 	}
 }
 
@@ -144,9 +140,9 @@ func TestMasterUnsignedWarning(t *testing.T) {
 		want bool
 	}{{"--allow-unsigned-tokens", true}, {"--token-hmac-key-file=" + key, false}} {
 		args := []string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", tc.flag}
-		p := startLogged(t, squallCmd(t, nil, args...), "master started", "http_addr")
-		if got := strings.Contains(p.logs.String(), "unsigned tokens are accepted"); got != tc.want {
-			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.flag, got, tc.want, p.logs.String())
+		p := startRole(t, "master", squallCmd(t, nil, args...))
+		if got := strings.Contains(p.Logs.String(), "unsigned tokens are accepted"); got != tc.want {
+			t.Errorf("%s: warning logged %v, want %v:\n%s", tc.flag, got, tc.want, p.Logs.String())
 		}
 	}
 }

@@ -28,24 +28,24 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 		return append([]string{"master", "--node-id", id, "--data-dir", filepath.Join(dir, id),
 			"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile}, extra...)
 	}
-	m1 := startLogged(t, squallCmd(t, nil, master("m1", "--bootstrap")...), "master started", "http_addr")
-	base := "http://" + m1.addr
+	m1 := startRole(t, "m1", squallCmd(t, nil, master("m1", "--bootstrap")...))
+	base := m1.Base
 	secretFile := filepath.Join(dir, "m1", "join.token")
 	secret, err := os.ReadFile(secretFile)
 	if err != nil {
-		t.Fatalf("no join secret in the data dir: %v\n%s", err, m1.logs.String())
+		t.Fatalf("no join secret in the data dir: %v\n%s", err, m1.Logs.String())
 	}
 	if fi, err := os.Stat(secretFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("secret file: %v %v", fi.Mode(), err)
 	}
-	logs := m1.logs.String()
+	logs := m1.Logs.String()
 	if !strings.Contains(logs, "generated the cluster's join secret") || !strings.Contains(logs, secretFile) {
 		t.Fatalf("the log does not say where the secret is:\n%s", logs)
 	}
 	if strings.Contains(logs, strings.TrimSpace(string(secret))) {
 		t.Fatal("the join secret is in the log")
 	}
-	waitReady(t, base, m1)
+	m1.WaitReady(t)
 
 	// A join request without the secret.
 	resp, err := calltest.Client().Post(base+"/squall/v1/cluster/join", "application/json",
@@ -67,7 +67,7 @@ func TestMasterBinaryJoinSecret(t *testing.T) {
 	}
 
 	// With a copy of the secret it joins.
-	startLogged(t, squallCmd(t, []string{"SQUALL_JOIN_TOKEN_FILE=" + secretFile}, master("m2", "--join", base)...), "registered with the cluster", "url")
+	proctest.Start(t, "m2", squallCmd(t, []string{"SQUALL_JOIN_TOKEN_FILE=" + secretFile}, master("m2", "--join", base)...), "registered with the cluster", "url")
 	tok := mustRun(t, "token", "--user", "ops", "--auth", "all=root:view", "--hmac-key-file", keyFile)
 	var info struct {
 		Members []struct{ ID, Suffrage string }

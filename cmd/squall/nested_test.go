@@ -33,7 +33,6 @@ func TestNestedConditions(t *testing.T) {
 		t.Skip("three masters and two engines: skipped in -short mode")
 	}
 	t.Parallel()
-	bin := squallBinary(t)
 	dir := t.TempDir()
 	keyFile, admin, engineToken := clusterTokens(t, dir, "nested")
 	rx := newActionReceiver(t)
@@ -46,7 +45,7 @@ func TestNestedConditions(t *testing.T) {
 	t.Cleanup(broker.Close)
 	brokerAddr := broker.ListenAddrs()[0]
 
-	masters := startMasterCluster(t, bin, dir, admin, "--token-hmac-key-file", keyFile)
+	masters := startMasterCluster(t, dir, admin, "--token-hmac-key-file", keyFile)
 	m1, m2, m3 := masters[0], masters[1], masters[2]
 
 	// A first tree, then the engines.
@@ -56,7 +55,7 @@ func TestNestedConditions(t *testing.T) {
 	writeFile(t, actionsConfig, `{"http": {"timeout": "5s", "allowed_hosts": ["127.0.0.1"]}}`)
 	var engines []*proctest.Proc
 	for i := 1; i <= 2; i++ {
-		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i), "ops endpoints listening", "addr", bin,
+		engines = append(engines, startE2E(t, fmt.Sprintf("e%d", i),
 			"engine", "--master", strings.Join([]string{m1.Base, m2.Base, m3.Base}, ","), "--token-file", engineToken,
 			"--kafka-brokers", brokerAddr, "--group", "nested", "--http", "127.0.0.1:0", "--actions-config", actionsConfig,
 			"--kafka-session-timeout", "6s", "--kafka-heartbeat-interval", "1s", "--kafka-rebalance-timeout", "6s"))
@@ -109,7 +108,7 @@ func TestNestedConditions(t *testing.T) {
 		t.Errorf("%d distinct actions, want %d (%v and n-last)", distinct, len(want)+1, want)
 	}
 	for _, e := range engines {
-		if e.Cmd.ProcessState != nil {
+		if !e.Running() {
 			t.Errorf("engine %s exited", e.Name)
 		}
 		if st := engineStatus(e); !st.Ready {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,14 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/filetest"
-	"github.com/squallhq/squall/internal/logtest"
-	"github.com/squallhq/squall/internal/polltest"
 )
 
 // The tests of this package run the real binary: this file builds it,
-// runs its commands and starts its long-running roles.
+// runs its commands and starts its long-running roles with proctest.
 
 var (
 	buildOnce sync.Once
@@ -151,72 +148,26 @@ func mustRead(t testing.TB, name string) []byte {
 	return b
 }
 
-// started is a process started by startLogged.
-type started struct {
-	cmd *exec.Cmd
-	// addr is the value of the awaited log line's address field.
-	addr string
-	// logs holds everything the process wrote on standard error.
-	logs *logtest.Buffer
-	// done is closed when the process closed its standard error (it exited).
-	done <-chan struct{}
-}
-
-// startLogged starts cmd, whose standard error carries JSON log lines, and
-// waits up to 30 s for the line whose msg is msg; it returns that line's
-// field key (the address the process listens on). The process is killed
-// when the test ends, unless the test waited for it.
-func startLogged(t testing.TB, cmd *exec.Cmd, msg, key string) *started {
+// startRole starts cmd, a long-running command of the binary (master,
+// engine, satellite or dev, as cmd.Args[1] says), with proctest.Start: it
+// waits for the log line the command writes once it serves, and takes
+// that line's address.
+func startRole(t testing.TB, name string, cmd *exec.Cmd) *proctest.Proc {
 	t.Helper()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	var msg, key string
+	switch role := cmd.Args[1]; role {
+	case "master":
+		msg, key = "master started", "http_addr"
+	case "engine":
+		msg, key = "ops endpoints listening", "addr"
+	case "satellite":
+		msg, key = "satellite started", "http"
+	case "dev":
+		msg, key = "squall dev started", "http_addr"
+	default:
+		t.Fatalf("squall %s is not a long-running command", role)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &started{cmd: cmd, logs: &logtest.Buffer{}}
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	s.done = done
-	go func() {
-		defer close(done)
-		logtest.Follow(stderr, s.logs, msg, key, addr)
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-done
-			_ = cmd.Wait()
-		}
-	})
-	select {
-	case s.addr = <-addr:
-	case <-done:
-		t.Fatalf("%s exited:\n%s", cmd.Args[1], s.logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %q log line within 30s:\n%s", msg, s.logs.String())
-	}
-	return s
-}
-
-// stop sends sig to the process and waits up to 30s for it to exit,
-// after the end of its log (Wait closes the pipe, and the last lines, a
-// clean stop's, would be lost); it returns how it exited.
-func (s *started) stop(t testing.TB, sig os.Signal) error {
-	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { <-s.done; exited <- s.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s", s.cmd.Args[1])
-		return nil
-	}
+	return proctest.Start(t, name, cmd, msg, key)
 }
 
 // startMaster starts `squall master --bootstrap` with extra args, waits
@@ -226,41 +177,23 @@ func startMaster(t testing.TB, args ...string) string {
 	t.Helper()
 	all := append([]string{"master", "--node-id", "m1", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap"}, args...)
-	p := startLogged(t, squallCmd(t, nil, all...), "master started", "http_addr")
-	base := "http://" + p.addr
-	waitReady(t, base, p)
-	return base
+	p := startRole(t, "master", squallCmd(t, nil, all...))
+	p.WaitReady(t)
+	return p.Base
 }
 
 // startEngine starts `squall engine` with args and env, its ops endpoints
 // on a free port, and waits until they listen.
-func startEngine(t testing.TB, env []string, args ...string) *started {
+func startEngine(t testing.TB, env []string, args ...string) *proctest.Proc {
 	t.Helper()
 	cmd := squallCmd(t, append([]string{"SQUALL_HTTP=127.0.0.1:0"}, env...), append([]string{"engine"}, args...)...)
-	return startLogged(t, cmd, "ops endpoints listening", "addr")
+	return startRole(t, "engine", cmd)
 }
 
 // startSatellite starts `squall satellite` on a free port with args and
 // env, and waits until it serves.
-func startSatellite(t testing.TB, env []string, args ...string) *started {
+func startSatellite(t testing.TB, env []string, args ...string) *proctest.Proc {
 	t.Helper()
 	cmd := squallCmd(t, env, append([]string{"satellite", "--http", "127.0.0.1:0"}, args...)...)
-	return startLogged(t, cmd, "satellite started", "http")
-}
-
-// waitReady polls base's /readyz until it answers 200, for at most 30s
-// (a separate process gives no signal to wait on); p's log tells why not.
-func waitReady(t testing.TB, base string, p *started) {
-	t.Helper()
-	ready := polltest.Until(t.Context(), 30*time.Second, func() bool {
-		resp, err := calltest.Client().Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	if !ready {
-		t.Fatalf("%s not ready within 30s:\n%s", p.cmd.Args[1], p.logs.String())
-	}
+	return startRole(t, "satellite", cmd)
 }

@@ -15,30 +15,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/internal/polltest"
 )
 
 // waitLogs waits, at most 30 s, until the process has written n log
 // lines whose msg is msg.
-func waitLogs(t *testing.T, p *started, msg string, n int) {
+func waitLogs(t *testing.T, p *proctest.Proc, msg string, n int) {
 	t.Helper()
-	exited := func() bool {
-		select {
-		case <-p.done:
-			return true
-		default:
-			return false
-		}
-	}
-	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n || exited() }) || countLogs(p, msg) < n {
-		t.Fatalf("fewer than %d %q log lines within 30s (exited: %v):\n%s", n, msg, exited(), p.logs.String())
+	if !polltest.Until(t.Context(), 30*time.Second, func() bool { return countLogs(p, msg) >= n || !p.Running() }) || countLogs(p, msg) < n {
+		t.Fatalf("fewer than %d %q log lines within 30s (exited: %v):\n%s", n, msg, !p.Running(), p.Logs.String())
 	}
 }
 
-func countLogs(p *started, msg string) int {
+func countLogs(p *proctest.Proc, msg string) int {
 	n := 0
-	for line := range strings.Lines(p.logs.String()) {
+	for line := range strings.Lines(p.Logs.String()) {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
 			n++
@@ -59,10 +52,10 @@ func TestMasterActionsReload(t *testing.T) {
 	replace := func(content string) { t.Helper(); replaceFile(t, actions, content) }
 	replace(`{"retry": {"max_attempts": 1}}`)
 
-	p := startLogged(t, squallCmd(t, nil, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
-		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions), "master started", "http_addr")
-	base := "http://" + p.addr
-	waitReady(t, base, p)
+	p := startRole(t, "master", squallCmd(t, nil, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "data"),
+		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--bootstrap", "--allow-unsigned-tokens", "--actions-config", actions))
+	base := p.Base
+	p.WaitReady(t)
 	apitest.DeployTree(t, base, admin, ssrfTree(srv.URL))
 	event := `{"process_type": "Full", "event": {"type": "probe", "created_ms": 1, "metadata": {"tenant_id": "master"}, "payload": {}}}`
 	send := func() int {
@@ -102,19 +95,17 @@ func TestMasterActionsReload(t *testing.T) {
 	}
 
 	// SIGHUP reloads the file, unchanged here, and the master goes on.
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	p.Signal(t, syscall.SIGHUP)
 	waitLogs(t, p, "actions settings reloaded", 2)
 	if countLogs(p, "SIGHUP: reloading the actions settings file") != 1 {
-		t.Fatalf("no SIGHUP log line:\n%s", p.logs.String())
+		t.Fatalf("no SIGHUP log line:\n%s", p.Logs.String())
 	}
 
 	// A bad file is logged with the reason; the current settings stay.
 	replace(`{"http": {}}`)
 	waitLogs(t, p, "actions settings not reloaded; the current executors stay", 1)
-	if !strings.Contains(p.logs.String(), "http.allowed_hosts: is required") {
-		t.Errorf("the log does not say why the file was refused:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), "http.allowed_hosts: is required") {
+		t.Errorf("the log does not say why the file was refused:\n%s", p.Logs.String())
 	}
 	if n := send(); n != 0 || calls.Load() != 6 {
 		t.Fatalf("after the bad file: %d action errors, %d calls; want 0 and 6", n, calls.Load())
@@ -142,12 +133,10 @@ func TestEngineActionsReload(t *testing.T) {
 	p := startEngine(t, []string{"SQUALL_GROUP=engines-reload"}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", addr, "--actions-config", actions)
 
 	// SIGHUP reloads the file (unchanged) and the engine goes on.
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	p.Signal(t, syscall.SIGHUP)
 	waitLogs(t, p, "actions settings reloaded", 1)
 	if countLogs(p, "SIGHUP: reloading the actions settings file") != 1 {
-		t.Fatalf("no SIGHUP log line:\n%s", p.logs.String())
+		t.Fatalf("no SIGHUP log line:\n%s", p.Logs.String())
 	}
 
 	// The file changes: the next event's http actions run.
@@ -159,7 +148,7 @@ func TestEngineActionsReload(t *testing.T) {
 		Headers: []kgo.RecordHeader{{Key: "squall-event-id", Value: []byte("019a0000-0000-7000-8000-000000000002")}},
 	})
 	if !polltest.Until(t.Context(), 60*time.Second, func() bool { return calls.Load() == 3 }) {
-		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.logs.String())
+		t.Fatalf("%d http calls after the reload, want 3:\n%s", calls.Load(), p.Logs.String())
 	}
 }
 

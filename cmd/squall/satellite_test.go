@@ -26,8 +26,8 @@ func TestSatelliteBinary(t *testing.T) {
 	broker := startBroker(t)
 	dir := t.TempDir()
 	hooks := webhookDir(t, dir)
-	base := "http://" + startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
-		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).addr
+	base := startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).Base
 	resp, err := calltest.Client().Post(base+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -174,10 +174,10 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	ca.WriteLeaf(t, certFile, keyFile, 2)
 	p := startSatellite(t, []string{"SQUALL_TLS_KEY_FILE=" + keyFile}, "--tls-cert-file", certFile,
 		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", hooks)
-	if !strings.Contains(p.logs.String(), `"tls":true`) {
-		t.Errorf("the start line does not say TLS is on:\n%s", p.logs.String())
+	if !strings.Contains(p.Logs.String(), `"tls":true`) {
+		t.Errorf("the start line does not say TLS is on:\n%s", p.Logs.String())
 	}
-	resp, err := ca.Client(t).Post("https://"+p.addr+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/tls"}`))
+	resp, err := ca.Client(t).Post("https://"+p.Addr+"/engine/webhook/event/github?token=s3cret-0123456789ab", "application/json", strings.NewReader(`{"ref":"refs/heads/tls"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestSatelliteBinaryTLS(t *testing.T) {
 	if r := oneRecord(t, broker.Addr); !strings.Contains(string(r.Value), "refs/heads/tls") {
 		t.Fatalf("record %s", r.Value)
 	}
-	if logs := p.logs.String(); strings.Contains(logs, "PRIVATE KEY") || strings.Contains(logs, "BEGIN") {
+	if logs := p.Logs.String(); strings.Contains(logs, "PRIVATE KEY") || strings.Contains(logs, "BEGIN") {
 		t.Errorf("the logs show file contents:\n%s", logs)
 	}
 }

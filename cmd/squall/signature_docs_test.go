@@ -82,7 +82,7 @@ func TestSignatureDocs(t *testing.T) {
 
 	broker := startBroker(t)
 	addr := startSatellite(t, []string{"SQUALL_WEBHOOKS_DIR=" + hooks}, "--name", "sat1",
-		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).addr
+		"--kafka-brokers", broker.Addr, "--spool-dir", filepath.Join(dir, "spool")).Addr
 
 	accepted := map[string]string{} // event id → webhook id
 	for _, p := range pages {

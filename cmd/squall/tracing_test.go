@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/tracing/tracingtest"
 )
@@ -57,14 +58,14 @@ func TestTracing(t *testing.T) {
 
 	sat := startSatellite(t, []string{"OTEL_BSP_SCHEDULE_DELAY=3600000"}, "--name", "sat1", "--kafka-brokers", broker.addr,
 		"--spool-dir", filepath.Join(dir, "spool"), "--webhooks-dir", webhookDir(t, dir), "--otel-endpoint", satSpans.URL())
-	for _, p := range []*started{eng, sat} {
-		if !strings.Contains(p.logs.String(), `"msg":"tracing on"`) {
-			t.Fatalf("no tracing on line in the log:\n%s", p.logs.String())
+	for _, p := range []*proctest.Proc{eng, sat} {
+		if !strings.Contains(p.Logs.String(), `"msg":"tracing on"`) {
+			t.Fatalf("no tracing on line in the log:\n%s", p.Logs.String())
 		}
 	}
 
 	const callerTrace, callerSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+sat.addr+"/engine/webhook/event/github?token=s3cret-0123456789ab",
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, sat.Base+"/engine/webhook/event/github?token=s3cret-0123456789ab",
 		strings.NewReader(`{"ref": "refs/heads/main"}`))
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 	resp, err := calltest.Client().Do(req)
@@ -79,13 +80,13 @@ func TestTracing(t *testing.T) {
 	select {
 	case got = <-traceparents:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the http action did not reach its target within 60s:\n%s", eng.logs.Tail(30))
+		t.Fatalf("the http action did not reach its target within 60s:\n%s", eng.Logs.Tail(30))
 	}
 
 	// Stop both: the spans leave on the way out.
-	for _, p := range []*started{sat, eng} {
-		if err := p.stop(t, os.Interrupt); err != nil {
-			t.Errorf("%s: %v\n%s", p.cmd.Args[1], err, p.logs.Tail(30))
+	for _, p := range []*proctest.Proc{sat, eng} {
+		if err := p.End(t, os.Interrupt); err != nil {
+			t.Errorf("%s: %v\n%s", p.Name, err, p.Logs.Tail(30))
 		}
 	}
 	// The receivers answered every export before the processes exited.
@@ -132,7 +133,7 @@ func TestTracing(t *testing.T) {
 
 	// The engine's logs of the event and the archived event carry the trace.
 	found := false
-	sc := bufio.NewScanner(strings.NewReader(eng.logs.String()))
+	sc := bufio.NewScanner(strings.NewReader(eng.Logs.String()))
 	for sc.Scan() {
 		var line map[string]any
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "event processed" {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/master/treestats"
 )
@@ -101,7 +101,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 	broker := kafkatest.Start(t, kafkatest.Config{Topics: []string{"squall.events", "squall.events.dlq"}, Partitions: 4})
 	actions, _ := archiveActions(t, dir, `"retry": {"max_attempts": 1}, `)
 	const group = "stats-test"
-	start := func(name string) *started {
+	start := func(name string) *proctest.Proc {
 		return startEngine(t, []string{"SQUALL_GROUP=" + group}, "--master", base, "--token-file", tokenFile, "--kafka-brokers", broker.Addr,
 			"--actions-config", actions, "--name", name, "--fleet-interval", "100ms",
 			"--kafka-session-timeout", "2s", "--kafka-heartbeat-interval", "200ms")
@@ -116,12 +116,12 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		for {
 			owned := map[int]int{}
 			both := true
-			for _, p := range []*started{p1, p2} {
+			for _, p := range []*proctest.Proc{p1, p2} {
 				var st struct {
 					Joined     bool  `json:"joined"`
 					Partitions []int `json:"partitions"`
 				}
-				_, body := apitest.Call(t.Context(), http.MethodGet, "http://"+p.addr+"/readyz", "", nil, "")
+				_, body := apitest.Call(t.Context(), http.MethodGet, p.Base+"/readyz", "", nil, "")
 				if json.Unmarshal(body, &st) != nil || !st.Joined || len(st.Partitions) == 0 {
 					both = false
 				}
@@ -133,7 +133,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the engines do not share the 4 partitions: %v\ne1:\n%s\ne2:\n%s", owned, p1.logs.String(), p2.logs.String())
+				t.Fatalf("the engines do not share the 4 partitions: %v\ne1:\n%s\ne2:\n%s", owned, p1.Logs.String(), p2.Logs.String())
 			}
 			pause(t)
 		}
@@ -185,7 +185,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 				return a
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: the stats do not reach %v: %d %s\ne1:\n%s\ne2:\n%s", what, want, code, body, p1.logs.String(), p2.logs.String())
+				t.Fatalf("%s: the stats do not reach %v: %d %s\ne1:\n%s\ne2:\n%s", what, want, code, body, p1.Logs.String(), p2.Logs.String())
 			}
 			pause(t)
 		}
@@ -236,7 +236,7 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		}
 		pause(t)
 	}
-	_ = p1.stop(t, os.Kill)
+	p1.Kill()
 	p1 = start("e1")
 	waitGroup()
 	second := statsMix{orders: 10, big: 3, critical: 4, warnings: 2, others: 6}
@@ -260,13 +260,13 @@ func TestTreeStats_twoEngines(t *testing.T) {
 		t.Fatalf("tree index %d after the deploy, was %d", a.TreeIndex, index)
 	}
 	// The events must meet the new tree: wait until both engines run it.
-	for _, p := range []*started{p1, p2} {
+	for _, p := range []*proctest.Proc{p1, p2} {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			var st struct {
 				TreeIndex uint64 `json:"tree_index"`
 			}
-			_, body := apitest.Call(t.Context(), http.MethodGet, "http://"+p.addr+"/readyz", "", nil, "")
+			_, body := apitest.Call(t.Context(), http.MethodGet, p.Base+"/readyz", "", nil, "")
 			if json.Unmarshal(body, &st) == nil && st.TreeIndex == a.TreeIndex {
 				break
 			}

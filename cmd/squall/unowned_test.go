@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/cmd/squall/internal/apitest"
+	"github.com/squallhq/squall/cmd/squall/internal/proctest"
 	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master/fleet"
 )
@@ -31,7 +31,7 @@ func TestEnginePartitionsUnowned(t *testing.T) {
 	const group = "unowned-test"
 	w := newEngineWorld(t, 4, "--fleet-stale-after", "1s", "--fleet-drop-after", "2s")
 	token := readTrimmed(t, w.tokenFile)
-	start := func(name string) *started {
+	start := func(name string) *proctest.Proc {
 		return w.startEngine(t, group, "--name", name, "--fleet-interval", "200ms")
 	}
 	// view reads the group in the master's list and in its metrics.
@@ -96,14 +96,14 @@ func TestEnginePartitionsUnowned(t *testing.T) {
 	lost := v.parts["engine-a"]
 
 	killed := time.Now()
-	_ = a.stop(t, os.Kill)
+	a.Kill()
 	waitFor(fmt.Sprintf("engine a's partitions %v without an owner", lost), unowned(lost...))
 	t.Logf("engine a SIGKILLed: its partitions %v shown without an owner after %s", lost, time.Since(killed).Round(10*time.Millisecond))
 	waitFor("engine b owning every partition", func(v view) bool { return unowned()(v) && len(v.parts["engine-b"]) == 4 })
 	t.Logf("engine b owns every partition, none shown without an owner, %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 
 	killed = time.Now()
-	_ = b.stop(t, os.Kill)
+	b.Kill()
 	waitFor("every partition without an owner", unowned(0, 1, 2, 3))
 	t.Logf("both engines SIGKILLed: 4 partitions shown without an owner after %s", time.Since(killed).Round(10*time.Millisecond))
 	// Dropped from the list (2s), the engines leave their group behind.

@@ -166,10 +166,7 @@ func TestPipeline(t *testing.T) {
 
 	master := startPipeProc(t, "master", exec.Command(bin, "master", "--node-id", "m1", "--data-dir", filepath.Join(dir, "m1"),
 		"--http", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--token-hmac-key-file", keyFile, "--bootstrap"), "master started", "http_addr")
-	proctest.Wait(t, pipeStartup, "the master ready", []*proctest.Proc{master}, func() bool {
-		code, _ := apitest.Call(t.Context(), http.MethodGet, master.Base+"/readyz", "", nil, "")
-		return code == http.StatusOK
-	})
+	master.WaitReady(t)
 	apitest.DeployTree(t, master.Base, admin, []byte(strings.ReplaceAll(pipeTree, "RECEIVER_URL", counter.URL+"/action")))
 
 	// Engines.
