@@ -58,7 +58,9 @@ func TestSatellite_Flood(t *testing.T) {
 		select {
 		case <-release:
 		default:
-			c.SleepControl(func() { <-release })
+			if err := b.SleepControl(func() { <-release }); err != nil {
+				return nil, err, true
+			}
 		}
 		return nil, nil, false
 	})

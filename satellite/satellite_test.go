@@ -653,7 +653,9 @@ func TestSatellite_SlowBody(t *testing.T) {
 		t.Fatalf("first call: %d %s", status, body)
 	}
 	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.Cluster().SleepControl(func() { <-time.After(cfg.AckTimeout / 5) })
+		if err := b.SleepControl(func() { <-time.After(cfg.AckTimeout / 5) }); err != nil {
+			return nil, err, true
+		}
 		return nil, nil, false
 	})
 

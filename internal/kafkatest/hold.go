@@ -13,6 +13,7 @@ import (
 // broker holds it. The produce requests after it are handled as usual
 // (kafka-go sends them on other connections). release may be called more
 // than once; the request is released at the end of the test at the latest.
+// A broker stopped while it holds the request drops its connection.
 //
 // Holds taken one after the other hold the requests in that order: the
 // second hold takes the first request the first hold lets pass.
@@ -24,11 +25,12 @@ func (b *Broker) HoldProduce(t testing.TB) (held <-chan struct{}, release func()
 	// Not a sync.Once: a request after the held one must not wait for
 	// it, which sleeps inside the broker's loop.
 	var holding atomic.Bool
-	c := b.Cluster()
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		if holding.CompareAndSwap(false, true) {
 			close(heldCh)
-			c.SleepControl(func() { <-releaseCh })
+			if err := b.SleepControl(func() { <-releaseCh }); err != nil {
+				return nil, err, true
+			}
 		}
 		return nil, nil, false
 	})

@@ -35,6 +35,9 @@ type Broker struct {
 
 	// gate holds the broker's connections while it is frozen.
 	gate gate
+
+	// sleeps are the requests slept by SleepControl (sleeps.go).
+	sleeps sleeps
 }
 
 // Config describes a Broker.
@@ -92,16 +95,19 @@ func (b *Broker) start(port int) {
 		b.t.Fatalf("start kfake: %v", err)
 	}
 	b.c = c
+	b.sleeps.start()
 	b.Addr = c.ListenAddrs()[0]
 	_, p, _ := net.SplitHostPort(b.Addr)
 	b.port, _ = strconv.Atoi(p)
 }
 
 // Stop stops the broker: its port refuses connections until Restart.
-// A frozen broker is thawed first.
+// A frozen broker is thawed first, and the requests slept by SleepControl
+// are dropped first.
 func (b *Broker) Stop() {
 	b.gate.set(false)
 	if b.c != nil {
+		b.sleeps.stop(b.t)
 		b.c.Close()
 		b.c = nil
 	}
