@@ -32,7 +32,12 @@ func TestSatellite_Events(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.Start(t, kafkatest.Config{Topics: []string{topic}, Partitions: 3})
 	hooks := writeHooks(t, map[string]string{"plain.json": plainHook, "github.json": tenantHook})
-	s := start(t, testConfig(t, b.Addr, hooks, ""))
+	cfg := testConfig(t, b.Addr, hooks, "")
+	// Every event goes to Kafka directly, once: a write past the test's
+	// short ack timeout (a loaded machine under -race) would be spooled
+	// and may reach Kafka twice (at least once).
+	cfg.AckTimeout, cfg.Kafka.WriteTimeout = 10*time.Second, 10*time.Second
+	s := start(t, cfg)
 
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	type sent struct {
