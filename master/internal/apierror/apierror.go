@@ -154,6 +154,20 @@ func NoRoute(h http.Handler, w http.ResponseWriter, r *http.Request) *Error {
 	return Errorf(http.StatusNotFound, "NOT_FOUND", "no such endpoint: %s %s", r.Method, r.URL.Path)
 }
 
+// WithNoRoute returns a handler that serves mux's routes and answers a
+// request none of them matches with [NoRoute] (404, or 405 with Allow),
+// which write writes: an API's own error writer, which may also log it.
+func WithNoRoute(mux *http.ServeMux, write func(http.ResponseWriter, *http.Request, *Error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern == "" {
+			write(w, r, NoRoute(h, w, r))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
 // statusProbe records the status and headers a handler writes, and drops
 // the body.
 type statusProbe struct {
