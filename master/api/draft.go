@@ -279,12 +279,21 @@ func (a *API) nodeBody(w http.ResponseWriter, r *http.Request) (*config.Node, er
 	return decodeBody(a, w, r, config.DecodeNodeEdit)
 }
 
-func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.nodeBody(w, r)
+// editWithBody reads the request's body with read, then makes, as edit
+// does, the edit that fn builds from it.
+func editWithBody[T any](a *API, w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (T, error),
+	fn func(root *config.Node, s *auth.Scope, body T) (*config.Edit, error)) (any, error) {
+	body, err := read(w, r)
 	if err != nil {
 		return nil, err
 	}
 	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		return fn(root, s, body)
+	})
+}
+
+func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	return editWithBody(a, w, r, a.nodeBody, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
@@ -314,11 +323,7 @@ func nameTaken(name string) *Error {
 }
 
 func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
-	body, err := a.nodeBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.nodeBody, func(root *config.Node, s *auth.Scope, body *config.Node) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -428,21 +433,13 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 }
 
 func (a *API) importChild(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.importFile(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.importFile, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
 
 func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.importFile(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.importFile, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -498,11 +495,7 @@ func (a *API) ruleBody(w http.ResponseWriter, r *http.Request) (*config.Rule, er
 }
 
 func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	rule, err := a.ruleBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.ruleBody, func(root *config.Node, s *auth.Scope, rule *config.Rule) (*config.Edit, error) {
 		rs, path, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
 		if err != nil {
 			return nil, err
@@ -529,11 +522,7 @@ func ruleOf(root *config.Node, s *auth.Scope, r *http.Request, op config.EditOp)
 }
 
 func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	rule, err := a.ruleBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.ruleBody, func(root *config.Node, s *auth.Scope, rule *config.Rule) (*config.Edit, error) {
 		_, e, err := ruleOf(root, s, r, config.EditUpdateRule)
 		if err != nil {
 			return nil, err
@@ -551,15 +540,7 @@ func (a *API) deleteRule(w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	b, err := a.readJSON(w, r)
-	if err != nil {
-		return nil, err
-	}
-	pos, err := decodePosition(b)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.positionBody, func(root *config.Node, s *auth.Scope, pos int) (*config.Edit, error) {
 		rs, e, err := ruleOf(root, s, r, config.EditMoveRule)
 		if err != nil {
 			return nil, err
@@ -570,6 +551,15 @@ func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
 		e.Position = pos
 		return e, nil
 	})
+}
+
+// positionBody reads a {"position": N} body.
+func (a *API) positionBody(w http.ResponseWriter, r *http.Request) (int, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return 0, err
+	}
+	return decodePosition(b)
 }
 
 // decodePosition reads {"position": N}; N may be a number or a numeric
