@@ -2,7 +2,6 @@ package treestats
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,15 +44,7 @@ func TestAggregator_Handler(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		return resp.StatusCode, string(b)
 	}
 
