@@ -34,22 +34,7 @@ import (
 // write goroutine per connection), about three times the client CPU.
 func BenchmarkInsertHTTP64(b *testing.B) {
 	const clients = 64
-	c := mastertest.TestCluster(b, 3,
-		mastertest.WithStore(func(sc *store.Config) {
-			sc.NoSync = false
-			// raft's default timeouts (heartbeat 1 s, lease 500 ms), as
-			// deployed: the tests' short ones make a CPU-starved leader
-			// step down in the middle of the run.
-			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-		}),
-		mastertest.WithSetup(func(_ int, s *master.Server) {
-			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
-			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
-				b.Fatal(err)
-			}
-		}))
-	base := c.URL(c.Leader())
-	token := "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
+	base, token := benchCluster(b, master.IdempotentMethods(http.MethodPut), master.RequestIDs())
 	// Each sub-benchmark inserts findings of its own, so that none is a
 	// duplicate of an earlier run's.
 	var run atomic.Int64
@@ -107,6 +92,27 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 			}, func() {}, nil
 		})
 	})
+}
+
+// benchCluster starts a 3-node cluster with fsync and raft's default
+// timeouts (heartbeat 1 s, lease 500 ms), as deployed: the tests' short
+// ones make a CPU-starved leader step down in the middle of a run. The
+// findings API is mounted OnLeaderWrite with opts. It returns the
+// leader's URL and the Authorization header of a token that reads and
+// writes findings.
+func benchCluster(b *testing.B, opts ...master.MountOption) (base, token string) {
+	c := mastertest.TestCluster(b, 3,
+		mastertest.WithStore(func(sc *store.Config) {
+			sc.NoSync = false
+			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
+		}),
+		mastertest.WithSetup(func(_ int, s *master.Server) {
+			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
+			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, opts...); err != nil {
+				b.Fatal(err)
+			}
+		}))
+	return c.URL(c.Leader()), "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
 }
 
 // benchInserts runs b.N inserts from clients goroutines, each with its own

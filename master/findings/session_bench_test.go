@@ -10,10 +10,7 @@ import (
 
 	"github.com/squallhq/squall/internal/benchtest"
 	"github.com/squallhq/squall/master"
-	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
-	"github.com/squallhq/squall/master/mastertest"
-	"github.com/squallhq/squall/master/store"
 )
 
 // BenchmarkRequestIDs measures what request ids (master.RequestIDs: an id
@@ -25,23 +22,9 @@ import (
 // Each variant runs its own cluster; with -count the variants alternate.
 func BenchmarkRequestIDs(b *testing.B) {
 	for _, ids := range []bool{false, true} {
-		newCluster := func(b *testing.B) (*mastertest.Cluster, string, string) {
-			c := mastertest.TestCluster(b, 3,
-				mastertest.WithStore(func(sc *store.Config) {
-					sc.NoSync = false
-					sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-				}),
-				mastertest.WithSetup(func(_ int, s *master.Server) {
-					a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
-					opts := []master.MountOption{master.IdempotentMethods(http.MethodPut)}
-					if ids {
-						opts = append(opts, master.RequestIDs())
-					}
-					if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, opts...); err != nil {
-						b.Fatal(err)
-					}
-				}))
-			return c, c.URL(c.Leader()), "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
+		opts := []master.MountOption{master.IdempotentMethods(http.MethodPut)}
+		if ids {
+			opts = append(opts, master.RequestIDs())
 		}
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 		defer client.CloseIdleConnections()
@@ -64,7 +47,7 @@ func BenchmarkRequestIDs(b *testing.B) {
 			return out.UID, nil
 		}
 		b.Run(fmt.Sprintf("op=patch/ids=%v", ids), func(b *testing.B) {
-			_, base, token := newCluster(b)
+			base, token := benchCluster(b, opts...)
 			const clients, findingsN = 16, 64
 			uids := make([]string, findingsN)
 			for i := range uids {
@@ -97,7 +80,7 @@ func BenchmarkRequestIDs(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("op=insert/ids=%v", ids), func(b *testing.B) {
-			_, base, token := newCluster(b)
+			base, token := benchCluster(b, opts...)
 			benchOps(b, 64, "inserts/s", "cpu-us/insert", func() (func(i int64) error, func(), error) {
 				return func(i int64) error {
 					_, err := put(b, base, token, fmt.Sprintf(`{"monitored_domain_id": 1, "tool_code": "bench", "resource_url": "https://example.com/login",
