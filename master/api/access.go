@@ -93,6 +93,20 @@ func find(root *config.Node, path []string) (*config.Node, error) {
 	return n, nil
 }
 
+// resolveNode returns the node at the URL path value nodePath within s's
+// scope, and its absolute path (see resolve and find).
+func resolveNode(root *config.Node, s *auth.Scope, nodePath string) (*config.Node, []string, error) {
+	path, err := resolve(s, nodePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := find(root, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, path, nil
+}
+
 func nodeNotFound(path []string) *Error {
 	p := config.PathString(path)
 	return &Error{Status: http.StatusNotFound, Code: "NODE_NOT_FOUND", Params: map[string]string{"PATH": p}, Message: "no node at " + p}

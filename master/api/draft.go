@@ -301,11 +301,7 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
 // addChild returns the edit that appends n to the children of the node at
 // nodePath.
 func addChild(root *config.Node, s *auth.Scope, nodePath string, n *config.Node) (*config.Edit, error) {
-	path, err := resolve(s, nodePath)
-	if err != nil {
-		return nil, err
-	}
-	parent, err := find(root, path)
+	parent, path, err := resolveNode(root, s, nodePath)
 	if err != nil {
 		return nil, err
 	}
