@@ -115,15 +115,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 
 	// At rest on every node (raft log, state file, a fresh snapshot) the
 	// passwords are encrypted: sealed on the leader before raft.
+	c.WaitConverged()
 	leader := c.Server(c.Leader()).Store()
-	mastertest.WaitFor(t, 10*time.Second, func() bool {
-		for _, i := range c.Running() {
-			if c.Server(i).Store().Index() != leader.Index() {
-				return false
-			}
-		}
-		return true
-	}, "every node to apply the inserts")
 	for _, i := range c.Running() {
 		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
 			t.Fatal(err)
@@ -201,15 +194,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	}
 	// Every node answers through the leader (OnLeader); wait until each
 	// node's own state has the restore too, then compare.
+	c.WaitConverged()
 	leader = c.Server(c.Leader()).Store()
-	mastertest.WaitFor(t, 10*time.Second, func() bool {
-		for _, i := range c.Running() {
-			if c.Server(i).Store().Index() != leader.Index() {
-				return false
-			}
-		}
-		return true
-	}, "every node to apply the restore")
 	for _, i := range c.Running() {
 		if !same(c, i) {
 			t.Fatalf("node %d: findings after the restore differ from the backup's", i)
