@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,13 +65,7 @@ func do(t *testing.T, c *mastertest.Cluster, node int, method, path, token strin
 func TestServer_BackupRestoreFindings(t *testing.T) {
 	t.Parallel()
 	key := bytes.Repeat([]byte{7}, 32)
-	var dirsMu sync.Mutex
-	dirs := map[int]string{}
-	c := mastertest.TestCluster(t, 3, mountFindings(t, key), mastertest.WithConfig(func(i int, cfg *master.Config) {
-		dirsMu.Lock()
-		dirs[i] = cfg.DataDir
-		dirsMu.Unlock()
-	}))
+	c := mastertest.TestCluster(t, 3, mountFindings(t, key))
 	f := c.Followers()[0]
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
@@ -121,11 +114,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		dirsMu.Lock()
-		dir := dirs[i]
-		dirsMu.Unlock()
 		var sealed []string
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(c.DataDir(i), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}

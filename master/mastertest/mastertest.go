@@ -273,6 +273,7 @@ func (c *Cluster) start(nd *node) {
 	// A restart binds the same ports: raft and the other nodes know them.
 	nd.cfg.HTTPAddr = srv.HTTPAddr()
 	nd.cfg.RaftAddr = srv.RaftAddr()
+	nd.cfg.DataDir = cfg.DataDir
 	c.mu.Unlock()
 }
 
@@ -367,6 +368,9 @@ func (c *Cluster) Counter(t testing.TB, i int, name string) float64 {
 
 // URL returns the base URL of node i's HTTP API (it survives restarts).
 func (c *Cluster) URL(i int) string { return "http://" + c.node(i).cfg.HTTPAddr }
+
+// DataDir returns node i's data directory (it survives restarts).
+func (c *Cluster) DataDir(i int) string { return c.node(i).cfg.DataDir }
 
 // Log returns what node i logged (every level, text lines; the oldest
 // half dropped past 4 MiB).
