@@ -90,6 +90,32 @@ func (a *testAPI) replaceActive(w http.ResponseWriter, r *http.Request, tree *co
 	fmt.Fprintf(w, `{"index":%d}`, idx)
 }
 
+// asyncAnswer is an answer read whole (its body and headers), or in err
+// why there is none.
+type asyncAnswer struct {
+	status int
+	body   string
+	header http.Header
+	err    error
+}
+
+// sendAsync sends req from a goroutine, which may not fail the test, and
+// delivers its answer.
+func sendAsync(req *http.Request) <-chan asyncAnswer {
+	ch := make(chan asyncAnswer, 1)
+	go func() {
+		resp, err := calltest.Client().Do(req)
+		if err != nil {
+			ch <- asyncAnswer{header: http.Header{}, err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ch <- asyncAnswer{status: resp.StatusCode, body: string(b), header: resp.Header}
+	}()
+	return ch
+}
+
 // post sends a request without testing.T, for writer goroutines.
 func post(ctx context.Context, url string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
