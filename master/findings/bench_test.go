@@ -2,6 +2,7 @@ package findings_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -67,7 +68,8 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				return checkCreated(resp)
+				_, err = checkStatus(resp, http.StatusCreated)
+				return err
 			}, func() { conn.Close() }, nil
 		})
 	})
@@ -78,17 +80,8 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 		u := base + findings.Prefix + "findings/credentials"
 		benchInserts(b, clients, func() (func(i int64) error, func(), error) {
 			return func(i int64) error {
-				req, err := http.NewRequestWithContext(b.Context(), "PUT", u, strings.NewReader(body(r, i)))
-				if err != nil {
-					return err
-				}
-				req.Header.Set("Authorization", token)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					return err
-				}
-				return checkCreated(resp)
+				_, err := sendJSON(b.Context(), client, http.MethodPut, u, token, body(r, i), http.StatusCreated)
+				return err
 			}, func() {}, nil
 		})
 	})
@@ -122,15 +115,32 @@ func benchInserts(b *testing.B, clients int, newClient func() (insert func(i int
 	benchOps(b, clients, "inserts/s", "cpu-us/insert", newClient)
 }
 
-// checkCreated reads and closes resp, and checks it is a 201.
-func checkCreated(resp *http.Response) error {
+// sendJSON sends body, JSON, with the Authorization header token through
+// client, and returns the answer's body if its status is want.
+func sendJSON(ctx context.Context, client *http.Client, method, url, token, body string, want int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(resp, want)
+}
+
+// checkStatus reads and closes resp's body, and returns it if resp's
+// status is want.
+func checkStatus(resp *http.Response, want int) ([]byte, error) {
 	msg, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("%d %s", resp.StatusCode, msg)
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%d %s", resp.StatusCode, msg)
 	}
-	return nil
+	return msg, nil
 }

@@ -3,9 +3,7 @@ package findings_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/squallhq/squall/internal/benchtest"
@@ -29,20 +27,13 @@ func BenchmarkRequestIDs(b *testing.B) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 		defer client.CloseIdleConnections()
 		put := func(b *testing.B, base, token, body string) (string, error) {
-			req, err := http.NewRequestWithContext(b.Context(), http.MethodPut, base+findings.Prefix+"findings/credentials", strings.NewReader(body))
+			ans, err := sendJSON(b.Context(), client, http.MethodPut, base+findings.Prefix+"findings/credentials", token, body, http.StatusCreated)
 			if err != nil {
-				return "", err
+				return "", fmt.Errorf("insert: %w", err)
 			}
-			req.Header.Set("Authorization", token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
 			var out struct{ UID string }
-			if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&out) != nil {
-				return "", fmt.Errorf("insert: %d", resp.StatusCode)
+			if err := json.Unmarshal(ans, &out); err != nil {
+				return "", fmt.Errorf("insert: %w", err)
 			}
 			return out.UID, nil
 		}
@@ -59,23 +50,9 @@ func BenchmarkRequestIDs(b *testing.B) {
 			}
 			benchOps(b, clients, "patches/s", "cpu-us/patch", func() (func(i int64) error, func(), error) {
 				return func(i int64) error {
-					req, err := http.NewRequestWithContext(b.Context(), http.MethodPatch, base+findings.Prefix+"finding/"+uids[i%findingsN],
-						strings.NewReader(fmt.Sprintf(`{"ticket": "T-%d"}`, i)))
-					if err != nil {
-						return err
-					}
-					req.Header.Set("Authorization", token)
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := client.Do(req)
-					if err != nil {
-						return err
-					}
-					msg, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						return fmt.Errorf("%d %s", resp.StatusCode, msg)
-					}
-					return nil
+					_, err := sendJSON(b.Context(), client, http.MethodPatch, base+findings.Prefix+"finding/"+uids[i%findingsN],
+						token, fmt.Sprintf(`{"ticket": "T-%d"}`, i), http.StatusOK)
+					return err
 				}, func() {}, nil
 			})
 		})
