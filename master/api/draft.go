@@ -217,30 +217,19 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scop
 // returns the edit, which the store validates where it changes the tree
 // and replicates as one small command. An invalid edit changes nothing.
 func (a *API) edit(w http.ResponseWriter, r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Edit, error)) (any, error) {
-	s, err := a.scope(r, auth.Edit)
-	if err != nil {
-		return nil, err
-	}
-	a.edits.Lock()
-	defer a.edits.Unlock()
-	d, err := a.store.DraftView()
-	if err != nil {
-		return nil, err
-	}
-	if err := owned(s, d, r.PathValue("draft_id")); err != nil {
-		return nil, err
-	}
-	e, err := fn(d.Tree, s)
-	if err != nil {
-		return nil, err
-	}
-	sess := store.SessionFromContext(r.Context())
-	setAnswer(sess, nil)
-	if err := a.store.EditDraftPart(r.Context(), sess, d.ID, s.User, e); err != nil {
-		return nil, err
-	}
-	a.warn(w, r, s.User, unsupportedIn(e))
-	return nil, nil
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
+		e, err := fn(d.Tree, s)
+		if err != nil {
+			return nil, err
+		}
+		sess := store.SessionFromContext(ctx)
+		setAnswer(sess, nil)
+		if err := a.store.EditDraftPart(ctx, sess, d.ID, s.User, e); err != nil {
+			return nil, err
+		}
+		a.warn(w, r, s.User, unsupportedIn(e))
+		return nil, nil
+	})
 }
 
 // setAnswer records in sess (nil: none) the answer a write gives once its
