@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -114,28 +112,10 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		var sealed []string
-		err := filepath.WalkDir(c.DataDir(i), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if bytes.Contains(data, []byte(secret)) {
-				return fmt.Errorf("%s holds a password in clear", path)
-			}
-			if bytes.Contains(data, []byte("enc:v1:")) {
-				sealed = append(sealed, filepath.Base(path))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		if clear := filetest.Holding(t, c.DataDir(i), secret); len(clear) > 0 {
+			t.Fatalf("node %d: %v hold a password in clear", i, clear)
 		}
-		slices.Sort(sealed)
-		if !slices.Equal(sealed, []string{"fsm.db", "raft.db", "state.bin"}) {
+		if sealed := filetest.Holding(t, c.DataDir(i), "enc:v1:"); !slices.Equal(sealed, []string{"fsm.db", "raft.db", "state.bin"}) {
 			t.Fatalf("node %d: encrypted passwords found in %v, want the log, the state file and the snapshot", i, sealed)
 		}
 	}
