@@ -126,6 +126,19 @@ func (g *gatedAPI) option() mastertest.Option {
 	})
 }
 
+// awaitBlocked waits until n requests block on the node named by block.
+func (g *gatedAPI) awaitBlocked(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case k := <-g.entered:
+			t.Logf("blocked on the leader: %s", k)
+		case <-time.After(mastertest.Timeout):
+			t.Fatal("the requests did not reach the leader")
+		}
+	}
+}
+
 func (g *gatedAPI) count(node, method string) int32 {
 	n, ok := g.served.Load(node + " " + method)
 	if !ok {
@@ -159,14 +172,7 @@ func TestForward_LeaderFrozen(t *testing.T) {
 	for _, m := range []string{http.MethodGet, http.MethodPatch, http.MethodPost} {
 		answers[m] = send(m)
 	}
-	for range answers {
-		select {
-		case k := <-g.entered:
-			t.Logf("frozen leader has %s", k)
-		case <-time.After(mastertest.Timeout):
-			t.Fatal("the requests did not reach the leader")
-		}
-	}
+	g.awaitBlocked(t, len(answers))
 	// The leader goes silent: the followers elect another one.
 	c.Partition(old)
 	t.Cleanup(func() { c.Heal(old) })
@@ -337,14 +343,7 @@ func TestForward_LeadershipLostWhileServing(t *testing.T) {
 		return sendAsync(req)
 	}
 	get, post := send(http.MethodGet), send(http.MethodPost)
-	for range 2 {
-		select {
-		case k := <-g.entered:
-			t.Logf("leader serves %s", k)
-		case <-time.After(mastertest.Timeout):
-			t.Fatal("the requests did not reach the leader")
-		}
-	}
+	g.awaitBlocked(t, 2)
 	// The leader is cut off and steps down; the others elect a new one;
 	// healed, the old leader follows it.
 	c.Partition(old)
