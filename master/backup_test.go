@@ -107,7 +107,6 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	// At rest on every node (raft log, state file, a fresh snapshot) the
 	// passwords are encrypted: sealed on the leader before raft.
 	c.WaitConverged()
-	leader := c.Server(c.Leader()).Store()
 	for _, i := range c.Running() {
 		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
 			t.Fatal(err)
@@ -165,7 +164,7 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	// Every node answers through the leader (OnLeader); wait until each
 	// node's own state has the restore too, then compare.
 	c.WaitConverged()
-	leader = c.Server(c.Leader()).Store()
+	leader := c.Server(c.Leader()).Store()
 	for _, i := range c.Running() {
 		if !same(c, i) {
 			t.Fatalf("node %d: findings after the restore differ from the backup's", i)
