@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/internal/apierror"
@@ -137,8 +136,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w,
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+		if apierror.IsBodyCut(err) {
 			return err
 		}
 		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)

@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/squallhq/squall/config"
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -185,8 +185,7 @@ func (a *API) draft(id string) (*store.Draft, error) {
 func readAll(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+		if apierror.IsBodyCut(err) {
 			return nil, err
 		}
 		return nil, badRequest(err)

@@ -15,9 +15,9 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/tree"
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -386,8 +386,7 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 			return nil, errorf(http.StatusBadRequest, "MISSING_FILE", "the multipart body has no field named file")
 		}
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+			if apierror.IsBodyCut(err) {
 				return nil, err
 			}
 			return nil, badRequest(fmt.Errorf("multipart body: %w", err))
@@ -397,8 +396,7 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 		}
 		b, err := io.ReadAll(part)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+			if apierror.IsBodyCut(err) {
 				return nil, err
 			}
 			return nil, badRequest(err)

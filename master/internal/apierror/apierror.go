@@ -95,6 +95,14 @@ func Common(err error) *Error {
 	return nil
 }
 
+// IsBodyCut reports whether err is a read of a request's body that its
+// size limit (http.MaxBytesReader) or its deadline cut: Common answers it
+// (413 or 408), where any other error reading a body is the client's 400.
+func IsBodyCut(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe) || httpguard.IsTimeout(err)
+}
+
 // Public returns what a client may see of e, and the request id to log
 // e's details with ("" when there is nothing to hide). A 500's message may
 // hold internal details: its answer carries only a new request id.

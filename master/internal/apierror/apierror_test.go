@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -112,5 +113,24 @@ func TestWithNoRoute(t *testing.T) {
 	}
 	if want := []string{"DELETE METHOD_NOT_ALLOWED", "GET NOT_FOUND"}; strings.Join(written, ",") != strings.Join(want, ",") {
 		t.Errorf("written %v, want %v", written, want)
+	}
+}
+
+// TestIsBodyCut: a body cut by its size limit or its deadline, wrapped or
+// not, is told from the other errors of reading a body.
+func TestIsBodyCut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&http.MaxBytesError{Limit: 10}, true},
+		{fmt.Errorf("multipart body: %w", &http.MaxBytesError{Limit: 10}), true},
+		{fmt.Errorf("read: %w", os.ErrDeadlineExceeded), true},
+		{errors.New("unexpected EOF"), false},
+	} {
+		if got := IsBodyCut(tc.err); got != tc.want {
+			t.Errorf("IsBodyCut(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
