@@ -193,18 +193,21 @@ func readAll(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// parentOf returns the parent of the node at path (path has at least two names).
-func parentOf(root *config.Node, path []string) (*config.Node, *Error) {
+// childAt returns the parent of the node at path and the node's index
+// among the parent's children: a 400 for the root, which has no parent,
+// and a 404 when there is no such node.
+func childAt(root *config.Node, path []string) (*config.Node, int, error) {
 	if len(path) < 2 {
-		return nil, &Error{Status: http.StatusBadRequest, Code: "ROOT_NODE", Message: "the root node cannot be changed this way"}
+		return nil, 0, &Error{Status: http.StatusBadRequest, Code: "ROOT_NODE", Message: "the root node cannot be changed this way"}
 	}
-	p, err := find(root, path[:len(path)-1])
+	parent, err := find(root, path[:len(path)-1])
 	if err != nil {
-		return nil, nodeNotFound(path)
+		return nil, 0, nodeNotFound(path)
 	}
-	return p, nil
-}
-
-func childIndex(parent *config.Node, name string) int {
-	return slices.IndexFunc(parent.Children, func(c *config.Node) bool { return c.Name == name })
+	name := path[len(path)-1]
+	i := slices.IndexFunc(parent.Children, func(c *config.Node) bool { return c.Name == name })
+	if i < 0 {
+		return nil, 0, nodeNotFound(path)
+	}
+	return parent, i, nil
 }

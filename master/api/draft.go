@@ -313,14 +313,11 @@ func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
+		parent, i, err := childAt(root, path)
+		if err != nil {
+			return nil, err
 		}
-		n := parent.Child(path[len(path)-1])
-		if n == nil {
-			return nil, nodeNotFound(path)
-		}
+		n := parent.Children[i]
 		next := *n
 		next.Kind, next.Name = body.Kind, body.Name
 		if body.Kind != config.KindRuleset {
@@ -348,12 +345,8 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) (any, error) {
 		if err := writable(s, path, nil, nil); err != nil {
 			return nil, err
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
-		}
-		if childIndex(parent, path[len(path)-1]) < 0 {
-			return nil, nodeNotFound(path)
+		if _, _, err := childAt(root, path); err != nil {
+			return nil, err
 		}
 		return &config.Edit{Op: config.EditDeleteNode, Path: path}, nil
 	})
@@ -440,13 +433,9 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 			fresh.Children = []*config.Node{n}
 			return &config.Edit{Op: config.EditReplaceNode, Path: path, Node: fresh}, nil
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
-		}
-		i := childIndex(parent, path[len(path)-1])
-		if i < 0 {
-			return nil, nodeNotFound(path)
+		parent, i, err := childAt(root, path)
+		if err != nil {
+			return nil, err
 		}
 		if err := writable(s, path, parent.Children[i], n); err != nil {
 			return nil, err
