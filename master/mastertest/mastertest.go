@@ -23,6 +23,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -351,19 +352,11 @@ func (c *Cluster) Snapshot(t testing.TB) {
 	}
 }
 
-// Counter returns the value of node i's counter name (0 when it has none).
+// Counter returns the value of node i's counter name, summed over its
+// series (0 when it has none).
 func (c *Cluster) Counter(t testing.TB, i int, name string) float64 {
 	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Sum(t, c.Registry(i), name, nil)
 }
 
 // URL returns the base URL of node i's HTTP API (it survives restarts).
