@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,13 +61,7 @@ func nodeRecords(t *testing.T, c *mastertest.Cluster, i int) []audit.Record {
 // node's state file breaks the chain at that record.
 func TestAudit_Failover(t *testing.T) {
 	t.Parallel()
-	var dirsMu sync.Mutex
-	dirs := map[int]string{}
-	c := mastertest.TestCluster(t, 3, mountAuditAPI(), mastertest.WithConfig(func(i int, cfg *master.Config) {
-		dirsMu.Lock()
-		dirs[i] = cfg.DataDir
-		dirsMu.Unlock()
-	}))
+	c := mastertest.TestCluster(t, 3, mountAuditAPI())
 	f := c.Followers()[0]
 	start := time.Now().UnixMilli()
 	resp, out := do(t, c, f, http.MethodPost, api.Prefix+"config/drafts/root", c.AdminToken, nil)
@@ -174,10 +167,7 @@ func TestAudit_Failover(t *testing.T) {
 	// A copy of a stopped node's state file, one record altered: the
 	// chain breaks at that record.
 	c.Stop(old)
-	dirsMu.Lock()
-	dir := dirs[old]
-	dirsMu.Unlock()
-	data, err := os.ReadFile(filepath.Join(dir, "fsm.db"))
+	data, err := os.ReadFile(filepath.Join(c.DataDir(old), "fsm.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/filetest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
@@ -66,13 +63,7 @@ func do(t *testing.T, c *mastertest.Cluster, node int, method, path, token strin
 func TestServer_BackupRestoreFindings(t *testing.T) {
 	t.Parallel()
 	key := bytes.Repeat([]byte{7}, 32)
-	var dirsMu sync.Mutex
-	dirs := map[int]string{}
-	c := mastertest.TestCluster(t, 3, mountFindings(t, key), mastertest.WithConfig(func(i int, cfg *master.Config) {
-		dirsMu.Lock()
-		dirs[i] = cfg.DataDir
-		dirsMu.Unlock()
-	}))
+	c := mastertest.TestCluster(t, 3, mountFindings(t, key))
 	f := c.Followers()[0]
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
@@ -115,44 +106,15 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 
 	// At rest on every node (raft log, state file, a fresh snapshot) the
 	// passwords are encrypted: sealed on the leader before raft.
-	leader := c.Server(c.Leader()).Store()
-	mastertest.WaitFor(t, 10*time.Second, func() bool {
-		for _, i := range c.Running() {
-			if c.Server(i).Store().Index() != leader.Index() {
-				return false
-			}
-		}
-		return true
-	}, "every node to apply the inserts")
+	c.WaitConverged()
 	for _, i := range c.Running() {
 		if err := c.Server(i).Store().Snapshot(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		dirsMu.Lock()
-		dir := dirs[i]
-		dirsMu.Unlock()
-		var sealed []string
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if bytes.Contains(data, []byte(secret)) {
-				return fmt.Errorf("%s holds a password in clear", path)
-			}
-			if bytes.Contains(data, []byte("enc:v1:")) {
-				sealed = append(sealed, filepath.Base(path))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		if clear := filetest.Holding(t, c.DataDir(i), secret); len(clear) > 0 {
+			t.Fatalf("node %d: %v hold a password in clear", i, clear)
 		}
-		slices.Sort(sealed)
-		if !slices.Equal(sealed, []string{"fsm.db", "raft.db", "state.bin"}) {
+		if sealed := filetest.Holding(t, c.DataDir(i), "enc:v1:"); !slices.Equal(sealed, []string{"fsm.db", "raft.db", "state.bin"}) {
 			t.Fatalf("node %d: encrypted passwords found in %v, want the log, the state file and the snapshot", i, sealed)
 		}
 	}
@@ -201,15 +163,8 @@ func TestServer_BackupRestoreFindings(t *testing.T) {
 	}
 	// Every node answers through the leader (OnLeader); wait until each
 	// node's own state has the restore too, then compare.
-	leader = c.Server(c.Leader()).Store()
-	mastertest.WaitFor(t, 10*time.Second, func() bool {
-		for _, i := range c.Running() {
-			if c.Server(i).Store().Index() != leader.Index() {
-				return false
-			}
-		}
-		return true
-	}, "every node to apply the restore")
+	c.WaitConverged()
+	leader := c.Server(c.Leader()).Store()
 	for _, i := range c.Running() {
 		if !same(c, i) {
 			t.Fatalf("node %d: findings after the restore differ from the backup's", i)

@@ -98,14 +98,18 @@ func (s *Server) FleetMasters(ctx context.Context) ([]fleet.Master, error) {
 	return ms, nil
 }
 
-// authorize authenticates the request's bearer token and checks that one
-// of its authorizations is on the whole tree (path ["root"]) and grants p.
-func (s *Server) authorize(r *http.Request, p auth.Permission) error {
+// authorize authenticates the request's bearer token, checks that one of
+// its authorizations is on the whole tree (path ["root"]) and grants p,
+// and returns its claims.
+func (s *Server) authorize(r *http.Request, p auth.Permission) (*auth.Claims, error) {
 	c, err := s.tokens.Verify(r.Header.Get("Authorization"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.OnRoot(p)
+	if err := c.OnRoot(p); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) error {
@@ -145,7 +149,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 
 // handleCluster answers this node's view of the cluster. Token: view on root.
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, auth.View); err != nil {
+	if _, err := s.authorize(r, auth.View); err != nil {
 		return err
 	}
 	st, err := s.store.Stats(r.Context())
@@ -173,7 +177,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
 
 // handleRemove removes a member (on the leader). Token: admin on root.
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, auth.Admin); err != nil {
+	if _, err := s.authorize(r, auth.Admin); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
@@ -252,7 +256,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 // every acknowledged write), findings included, streamed from one read
 // transaction. Token: admin on root.
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, auth.Admin); err != nil {
+	if _, err := s.authorize(r, auth.Admin); err != nil {
 		return err
 	}
 	started := false
@@ -299,11 +303,8 @@ type RestoreResult struct {
 // a backup's (on the leader). The whole file is checked before anything
 // changes. Token: admin on root.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.tokens.Verify(r.Header.Get("Authorization"))
+	c, err := s.authorize(r, auth.Admin)
 	if err != nil {
-		return err
-	}
-	if err := c.OnRoot(auth.Admin); err != nil {
 		return err
 	}
 	// The audit log records the restore's user (decision 61).

@@ -65,14 +65,7 @@ func TestCluster_ForwardedLikeOnLeader(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 		req.Header.Set("X-Custom", "custom value")
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp, buf.Bytes()
+		return calltest.Do(t, calltest.Client().Do, req)
 	}
 	lr, lb := send(leader)
 	fr, fb := send(follower)
@@ -110,14 +103,7 @@ func TestCluster_LoopProtection(t *testing.T) {
 	do := func(i int) (*http.Response, []byte) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.URL(i)+"/api/v2_beta/test/echo/x", nil)
 		req.Header.Set(master.HeaderForwardedBy, "elsewhere")
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp, buf.Bytes()
+		return calltest.Do(t, calltest.Client().Do, req)
 	}
 	start := time.Now()
 	resp, body := do(follower)

@@ -200,15 +200,7 @@ func TestDraftTests_ChangedAfterRun(t *testing.T) {
 		return st.EditDraft(ctx, d.ID, d.Owner, alertTree(t, "page"))
 	}
 	c := mastertest.TestCluster(t, 3, mastertest.WithSetup(func(_ int, s *master.Server) {
-		a := api.New(api.Default(), racingStore{s.Store(), edit}, s.Verifier(), nil, nil)
-		if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
-			panic(err)
-		}
-		for _, p := range []string{api.DraftTestsPath, api.DraftTestsPath + "/"} {
-			if err := s.Mount(p, a.DraftTestsHandler(s.Store()), master.OnLeader, master.RequestIDs()); err != nil {
-				panic(err)
-			}
-		}
+		mountVersionsOver(s, racingStore{s.Store(), edit})
 	}))
 	id := draftOf(t, c, "admin", alertTree(t, "alert"))
 	if resp, out := putTests(t, c, c.Leader(), c.AdminToken, alertTests); resp.StatusCode != http.StatusOK {

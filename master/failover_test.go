@@ -126,6 +126,19 @@ func (g *gatedAPI) option() mastertest.Option {
 	})
 }
 
+// awaitBlocked waits until n requests block on the node named by block.
+func (g *gatedAPI) awaitBlocked(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case k := <-g.entered:
+			t.Logf("blocked on the leader: %s", k)
+		case <-time.After(mastertest.Timeout):
+			t.Fatal("the requests did not reach the leader")
+		}
+	}
+}
+
 func (g *gatedAPI) count(node, method string) int32 {
 	n, ok := g.served.Load(node + " " + method)
 	if !ok {
@@ -150,41 +163,16 @@ func TestForward_LeaderFrozen(t *testing.T) {
 	g.block.Store(&oldID)
 	f := c.Followers()[0]
 
-	type answer struct {
-		status     int
-		body       string
-		notApplied string
-		resent     string
-		err        error
+	send := func(method string) <-chan asyncAnswer {
+		req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(f)+gatedPrefix+"x", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+		return sendAsync(req)
 	}
-	send := func(method string) <-chan answer {
-		ch := make(chan answer, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(f)+gatedPrefix+"x", strings.NewReader(`{}`))
-			req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-			resp, err := calltest.Client().Do(req)
-			if err != nil {
-				ch <- answer{err: err}
-				return
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			ch <- answer{status: resp.StatusCode, body: string(b), notApplied: resp.Header.Get(master.HeaderNotApplied), resent: resp.Header.Get(master.HeaderResent)}
-		}()
-		return ch
-	}
-	answers := map[string]<-chan answer{}
+	answers := map[string]<-chan asyncAnswer{}
 	for _, m := range []string{http.MethodGet, http.MethodPatch, http.MethodPost} {
 		answers[m] = send(m)
 	}
-	for range answers {
-		select {
-		case k := <-g.entered:
-			t.Logf("frozen leader has %s", k)
-		case <-time.After(mastertest.Timeout):
-			t.Fatal("the requests did not reach the leader")
-		}
-	}
+	g.awaitBlocked(t, len(answers))
 	// The leader goes silent: the followers elect another one.
 	c.Partition(old)
 	t.Cleanup(func() { c.Heal(old) })
@@ -193,19 +181,19 @@ func TestForward_LeaderFrozen(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK || strings.Contains(a.body, oldID) {
 			t.Fatalf("%s: %d %s %v, want 200 from the new leader", m, a.status, a.body, a.err)
 		}
-		if a.resent != "true" {
-			t.Errorf("%s sent again without %s: true (got %q)", m, master.HeaderResent, a.resent)
+		if resent := a.header.Get(master.HeaderResent); resent != "true" {
+			t.Errorf("%s sent again without %s: true (got %q)", m, master.HeaderResent, resent)
 		}
 	}
 	a := <-answers[http.MethodPost]
 	if a.err != nil || a.status != http.StatusServiceUnavailable {
 		t.Fatalf("POST: %d %s %v, want 503 LEADER_LOST", a.status, a.body, a.err)
 	}
-	if a.notApplied != "" {
-		t.Errorf("LEADER_LOST with %s: %s", master.HeaderNotApplied, a.notApplied)
+	if notApplied := a.header.Get(master.HeaderNotApplied); notApplied != "" {
+		t.Errorf("LEADER_LOST with %s: %s", master.HeaderNotApplied, notApplied)
 	}
-	if a.resent != "" {
-		t.Errorf("LEADER_LOST, not sent again, with %s: %s", master.HeaderResent, a.resent)
+	if resent := a.header.Get(master.HeaderResent); resent != "" {
+		t.Errorf("LEADER_LOST, not sent again, with %s: %s", master.HeaderResent, resent)
 	}
 	var e apiErr
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil || e.Code != "LEADER_LOST" || !strings.Contains(e.Message, "may or may not have been applied") {
@@ -349,35 +337,13 @@ func TestForward_LeadershipLostWhileServing(t *testing.T) {
 	oldID := c.Server(old).ID()
 	g.block.Store(&oldID)
 
-	type answer struct {
-		status int
-		body   string
-	}
-	send := func(method string) <-chan answer {
-		ch := make(chan answer, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(old)+gatedPrefix+"x", strings.NewReader(`{}`))
-			req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-			resp, err := calltest.Client().Do(req)
-			if err != nil {
-				ch <- answer{body: err.Error()}
-				return
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			ch <- answer{status: resp.StatusCode, body: string(b)}
-		}()
-		return ch
+	send := func(method string) <-chan asyncAnswer {
+		req, _ := http.NewRequestWithContext(t.Context(), method, c.URL(old)+gatedPrefix+"x", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+		return sendAsync(req)
 	}
 	get, post := send(http.MethodGet), send(http.MethodPost)
-	for range 2 {
-		select {
-		case k := <-g.entered:
-			t.Logf("leader serves %s", k)
-		case <-time.After(mastertest.Timeout):
-			t.Fatal("the requests did not reach the leader")
-		}
-	}
+	g.awaitBlocked(t, 2)
 	// The leader is cut off and steps down; the others elect a new one;
 	// healed, the old leader follows it.
 	c.Partition(old)
@@ -399,10 +365,10 @@ func TestForward_LeadershipLostWhileServing(t *testing.T) {
 	close(g.gate)
 	gateOpen = true
 	if a := <-get; a.status != http.StatusOK || strings.Contains(a.body, oldID) {
-		t.Fatalf("GET: %d %s, want 200 from the new leader", a.status, a.body)
+		t.Fatalf("GET: %d %s %v, want 200 from the new leader", a.status, a.body, a.err)
 	}
 	if a := <-post; a.status != http.StatusServiceUnavailable {
-		t.Fatalf("POST: %d %s, want the handler's 503", a.status, a.body)
+		t.Fatalf("POST: %d %s %v, want the handler's 503", a.status, a.body, a.err)
 	}
 }
 
@@ -449,24 +415,9 @@ func TestForward_ReelectedServesTheBodyAgain(t *testing.T) {
 	old := c.Leader()
 	oldID := c.Server(old).ID()
 
-	type result struct {
-		status int
-		body   string
-		resent string
-	}
-	res := make(chan result, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(old)+prefix+"x", strings.NewReader("payload-42"))
-		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			res <- result{body: err.Error()}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		res <- result{status: resp.StatusCode, body: string(b), resent: resp.Header.Get(master.HeaderResent)}
-	}()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(old)+prefix+"x", strings.NewReader("payload-42"))
+	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	res := sendAsync(req)
 	select {
 	case <-entered:
 	case <-time.After(mastertest.Timeout):
@@ -499,9 +450,9 @@ func TestForward_ReelectedServesTheBodyAgain(t *testing.T) {
 	close(resume)
 	r := <-res
 	if want := oldID + " got payload-42"; r.status != http.StatusOK || r.body != want {
-		t.Fatalf("answer %d %q, want 200 %q", r.status, r.body, want)
+		t.Fatalf("answer %d %q %v, want 200 %q", r.status, r.body, r.err, want)
 	}
-	if r.resent != "true" {
+	if r.header.Get(master.HeaderResent) != "true" {
 		t.Errorf("answer without %s: true", master.HeaderResent)
 	}
 }

@@ -65,31 +65,55 @@ func (a *testAPI) handler() http.Handler {
 	mux.HandleFunc("POST /api/v2_beta/test/append/{name}", func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		st := a.srv.Store()
-		tree, _ := st.Active()
+		tree, _ := a.srv.Store().Active()
 		tree.Children = append(tree.Children, &config.Node{Kind: config.KindFilter, Name: r.PathValue("name"), Active: true})
-		idx, err := st.ReplaceActive(r.Context(), tree)
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"index":%d}`, idx)
+		a.replaceActive(w, r, tree)
 	})
 	mux.HandleFunc("POST /api/v2_beta/test/replace/{name}", func(w http.ResponseWriter, r *http.Request) {
 		tree := config.NewRoot()
 		tree.Children = []*config.Node{{Kind: config.KindFilter, Name: r.PathValue("name"), Active: true}}
-		idx, err := a.srv.Store().ReplaceActive(r.Context(), tree)
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"index":%d}`, idx)
+		a.replaceActive(w, r, tree)
 	})
 	return mux
+}
+
+// replaceActive makes tree the active tree and answers its index, or 503
+// with Retry-After when the store refused it.
+func (a *testAPI) replaceActive(w http.ResponseWriter, r *http.Request, tree *config.Node) {
+	idx, err := a.srv.Store().ReplaceActive(r.Context(), tree)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"index":%d}`, idx)
+}
+
+// asyncAnswer is an answer read whole (its body and headers), or in err
+// why there is none.
+type asyncAnswer struct {
+	status int
+	body   string
+	header http.Header
+	err    error
+}
+
+// sendAsync sends req from a goroutine, which may not fail the test, and
+// delivers its answer.
+func sendAsync(req *http.Request) <-chan asyncAnswer {
+	ch := make(chan asyncAnswer, 1)
+	go func() {
+		resp, err := calltest.Client().Do(req)
+		if err != nil {
+			ch <- asyncAnswer{header: http.Header{}, err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ch <- asyncAnswer{status: resp.StatusCode, body: string(b), header: resp.Header}
+	}()
+	return ch
 }
 
 // post sends a request without testing.T, for writer goroutines.

@@ -1,8 +1,6 @@
 package master
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/jsonlimit"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/internal/apierror"
@@ -133,32 +130,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) { apierror.WriteJSON(w, status, v) }
 
 // decodeBody decodes a JSON body of at most limit bytes strictly, after
-// checking its nesting depth.
+// checking its nesting depth (apierror.DecodeStrict).
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
-			return err
-		}
-		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
-	}
-	if err := jsonlimit.Check(b, jsonlimit.Limits{}); err != nil {
-		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return errorf(http.StatusBadRequest, codeBadRequest, "body: %s", err)
-	}
-	if dec.More() {
-		return errorf(http.StatusBadRequest, codeBadRequest, "body: trailing data after the JSON value")
-	}
-	return nil
+	_, err := apierror.DecodeStrict(w, r, limit, jsonlimit.Limits{}, v)
+	return err
 }
 
 // Log attribute keys.

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -83,20 +82,8 @@ func TestServer_FindingIDs(t *testing.T) {
 	// state and checks that all hold the same ids, and returns them.
 	sameState := func() *store.IDs {
 		t.Helper()
-		var leader *store.Store
-		mastertest.WaitFor(t, 10*time.Second, func() bool {
-			l := c.Leader()
-			if l < 0 {
-				return false
-			}
-			leader = c.Server(l).Store()
-			for _, i := range c.Running() {
-				if c.Server(i).Store().Index() != leader.Index() {
-					return false
-				}
-			}
-			return true
-		}, "every node to apply the leader's state")
+		c.WaitConverged()
+		leader := c.Server(c.Leader()).Store()
 		want, err := leader.IDs()
 		if err != nil || want == nil {
 			t.Fatalf("leader's ids: %+v %v", want, err)

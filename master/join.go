@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -89,12 +90,8 @@ func (s *Server) register(ctx context.Context) {
 			}
 			s.logger.Log(ctx, level, "join attempt failed; retrying", keyURL, u, keyError, err)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep.For(ctx, backoff) {
 			return
-		case <-t.C:
 		}
 		backoff = min(2*backoff, joinBackoffMax)
 	}
@@ -113,12 +110,8 @@ func (s *Server) keepLevel(ctx context.Context, req JoinRequest) {
 	leader, _ := s.store.Leader()
 	again := false
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep.For(ctx, wait) {
 			return
-		case <-t.C:
 		}
 		if l, _ := s.store.Leader(); l != leader {
 			leader, wait, again = l, levelCheckMin, l != ""

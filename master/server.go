@@ -19,6 +19,7 @@ import (
 
 	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/metricset"
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/internal/tracing"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
@@ -565,12 +566,7 @@ func (s *Server) awaitNewLeader(ctx context.Context) string {
 	for {
 		changed := s.store.LeaderChanged()
 		if id, _ := s.store.Leader(); id != "" && id != s.cfg.NodeID {
-			t := time.NewTimer(handoverGrace)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
+			sleep.For(ctx, handoverGrace)
 			return id
 		}
 		select {

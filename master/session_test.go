@@ -214,12 +214,7 @@ func TestIdempotencyKey(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPatch, c.URL(c.Leader())+takeOverPrefix+"x", strings.NewReader("mallory"))
 	req.Header.Set("Authorization", "Bearer "+other)
 	req.Header.Set(master.HeaderIdempotencyKey, "k1")
-	r2, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2, _ := io.ReadAll(r2.Body)
-	r2.Body.Close()
+	r2, b2 := calltest.Do(t, calltest.Client().Do, req)
 	var ans takeOverAnswer
 	if r2.StatusCode != http.StatusOK || json.Unmarshal(b2, &ans) != nil || ans.Replayed {
 		t.Fatalf("another caller's key: %d %s, want applied", r2.StatusCode, b2)

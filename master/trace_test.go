@@ -34,12 +34,7 @@ func TestServer_Tracing(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
 	req.Header.Set("Traceparent", caller)
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp, _ := calltest.Do(t, calltest.Client().Do, req); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 

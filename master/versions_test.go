@@ -30,10 +30,13 @@ func mountVersionsAPI() mastertest.Option {
 	return mastertest.WithSetup(func(_ int, s *master.Server) { mountVersions(s) })
 }
 
-// mountVersions mounts the configuration and versions APIs on s and
-// returns the API they serve.
-func mountVersions(s *master.Server) *api.API {
-	a := api.New(api.Default(), s.Store(), s.Verifier(), nil, nil)
+// mountVersions mounts the configuration, versions and draft tests APIs
+// on s and returns the API they serve.
+func mountVersions(s *master.Server) *api.API { return mountVersionsOver(s, s.Store()) }
+
+// mountVersionsOver is mountVersions with the configuration API over st.
+func mountVersionsOver(s *master.Server, st api.Store) *api.API {
+	a := api.New(api.Default(), st, s.Verifier(), nil, nil)
 	if err := s.Mount(api.Prefix, a.Handler(), master.OnLeader, master.RequestIDs(api.StateWrite)); err != nil {
 		panic(err)
 	}

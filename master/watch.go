@@ -38,7 +38,7 @@ type TreeAnswer struct {
 // when it moves to another master. A node that is not ready (no leader
 // known, log not applied) answers 503, and the engine tries another.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, auth.View); err != nil {
+	if _, err := s.authorize(r, auth.View); err != nil {
 		return err
 	}
 	q := r.URL.Query()

@@ -1,5 +1,6 @@
-// Package filetest writes the files a test's configuration points to:
-// keys, tokens, passwords, settings.
+// Package filetest writes the files a test's configuration points to
+// (keys, tokens, passwords, settings) and finds what the program under
+// test wrote in its files.
 package filetest
 
 import (

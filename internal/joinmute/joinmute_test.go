@@ -38,6 +38,17 @@ func connPair(t *testing.T) (client, broker net.Conn) {
 	return client, broker
 }
 
+// readByte reads one byte of conn in a goroutine and delivers the read's
+// error.
+func readByte(conn net.Conn) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(make([]byte, 1))
+		ch <- err
+	}()
+	return ch
+}
+
 // TestWrap: after a whole JoinGroup, the broker's side reads nothing, not
 // even the client's close, until it has answered it; the answer to an
 // earlier request, written after the JoinGroup was read, does not count.
@@ -58,11 +69,7 @@ func TestWrap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eof := make(chan error, 1)
-	go func() {
-		_, err := broker.Read(make([]byte, 1))
-		eof <- err
-	}()
+	eof := readByte(broker)
 	notYet := func(what string) {
 		t.Helper()
 		select {
@@ -98,11 +105,7 @@ func TestWrap_close(t *testing.T) {
 	if _, err := io.ReadFull(broker, make([]byte, 26)); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := broker.Read(make([]byte, 1))
-		done <- err
-	}()
+	done := readByte(broker)
 	broker.Close()
 	select {
 	case <-done:
@@ -124,11 +127,7 @@ func TestWrap_tls(t *testing.T) {
 	if _, err := io.ReadFull(broker, make([]byte, 27)); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := broker.Read(make([]byte, 1))
-		done <- err
-	}()
+	done := readByte(broker)
 	select {
 	case err := <-done:
 		if err == nil {

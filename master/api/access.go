@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/squallhq/squall/config"
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -93,6 +93,20 @@ func find(root *config.Node, path []string) (*config.Node, error) {
 	return n, nil
 }
 
+// resolveNode returns the node at the URL path value nodePath within s's
+// scope, and its absolute path (see resolve and find).
+func resolveNode(root *config.Node, s *auth.Scope, nodePath string) (*config.Node, []string, error) {
+	path, err := resolve(s, nodePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := find(root, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, path, nil
+}
+
 func nodeNotFound(path []string) *Error {
 	p := config.PathString(path)
 	return &Error{Status: http.StatusNotFound, Code: "NODE_NOT_FOUND", Params: map[string]string{"PATH": p}, Message: "no node at " + p}
@@ -171,8 +185,7 @@ func (a *API) draft(id string) (*store.Draft, error) {
 func readAll(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+		if apierror.IsBodyCut(err) {
 			return nil, err
 		}
 		return nil, badRequest(err)
@@ -180,18 +193,21 @@ func readAll(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// parentOf returns the parent of the node at path (path has at least two names).
-func parentOf(root *config.Node, path []string) (*config.Node, *Error) {
+// childAt returns the parent of the node at path and the node's index
+// among the parent's children: a 400 for the root, which has no parent,
+// and a 404 when there is no such node.
+func childAt(root *config.Node, path []string) (*config.Node, int, error) {
 	if len(path) < 2 {
-		return nil, &Error{Status: http.StatusBadRequest, Code: "ROOT_NODE", Message: "the root node cannot be changed this way"}
+		return nil, 0, &Error{Status: http.StatusBadRequest, Code: "ROOT_NODE", Message: "the root node cannot be changed this way"}
 	}
-	p, err := find(root, path[:len(path)-1])
+	parent, err := find(root, path[:len(path)-1])
 	if err != nil {
-		return nil, nodeNotFound(path)
+		return nil, 0, nodeNotFound(path)
 	}
-	return p, nil
-}
-
-func childIndex(parent *config.Node, name string) int {
-	return slices.IndexFunc(parent.Children, func(c *config.Node) bool { return c.Name == name })
+	name := path[len(path)-1]
+	i := slices.IndexFunc(parent.Children, func(c *config.Node) bool { return c.Name == name })
+	if i < 0 {
+		return nil, 0, nodeNotFound(path)
+	}
+	return parent, i, nil
 }

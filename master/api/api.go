@@ -176,16 +176,13 @@ func (a *API) Handler() http.Handler {
 	// Tornado's spelling (docs/decisions.md decision 4).
 	h("POST /api/v2_beta/event/drafts/{param_auth}/{draft_id}", auth.View, a.eventDraft)
 
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		// No route: the mux tells 404 from 405 (with its Allow header);
-		// answer either in JSON.
-		a.writeError(w, r, apierror.NoRoute(h, w, r))
-	})
+	return a.withNoRoute(mux)
+}
+
+// withNoRoute serves mux's routes and answers any other request in JSON:
+// 404, or 405 with the mux's Allow header (apierror.NoRoute).
+func (a *API) withNoRoute(mux *http.ServeMux) http.Handler {
+	return apierror.WithNoRoute(mux, func(w http.ResponseWriter, r *http.Request, e *Error) { a.writeError(w, r, e) })
 }
 
 // handlerFunc is a handler that returns its result, written as JSON by wrap.

@@ -185,7 +185,14 @@ const cfgPath = "/api/v2_beta/config"
 // newDraft creates a draft as alice and returns its id.
 func (e *env) newDraft() string {
 	e.t.Helper()
-	r := e.send("POST", cfgPath+"/drafts/m", alice, "")
+	return e.newDraftAs(alice, "m")
+}
+
+// newDraftAs creates a draft with token tok under its authorization
+// authName and returns its id.
+func (e *env) newDraftAs(tok, authName string) string {
+	e.t.Helper()
+	r := e.send("POST", cfgPath+"/drafts/"+authName, tok, "")
 	e.expect(r, 200, "")
 	id, _ := r.json(e.t)["id"].(string)
 	if id == "" {

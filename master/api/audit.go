@@ -7,7 +7,6 @@ import (
 
 	"github.com/squallhq/squall/master/audit"
 	"github.com/squallhq/squall/master/auth"
-	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -62,26 +61,16 @@ func (a *API) AuditHandler(log AuditLog) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		a.writeError(w, r, apierror.NoRoute(h, w, r))
-	})
+	return a.withNoRoute(mux)
 }
 
 func listAudit(log AuditLog, r *http.Request) (*AuditList, error) {
 	qv := r.URL.Query()
-	q := store.AuditQuery{User: qv.Get("user"), Action: qv.Get("action"), Limit: defaultAuditLimit}
-	if v := qv.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxAuditLimit {
-			return nil, errorf(http.StatusBadRequest, "BAD_REQUEST", "limit %q is not an integer between 1 and %d", v, maxAuditLimit)
-		}
-		q.Limit = n
+	limit, err := pageLimit(qv, defaultAuditLimit, maxAuditLimit)
+	if err != nil {
+		return nil, err
 	}
+	q := store.AuditQuery{User: qv.Get("user"), Action: qv.Get("action"), Limit: limit}
 	if v := qv.Get("before"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n == 0 {

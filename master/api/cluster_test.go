@@ -92,12 +92,7 @@ func TestAPI_cluster(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", c.URL(f[0])+node, strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+bob)
 	req.Header.Set("Content-Type", "text/plain")
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnsupportedMediaType {
+	if resp, _ := calltest.Do(t, calltest.Client().Do, req); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("wrong content type through a follower: %d", resp.StatusCode)
 	}
 }

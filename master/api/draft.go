@@ -15,9 +15,9 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/engine/tree"
-	"github.com/squallhq/squall/internal/httpguard"
 	"github.com/squallhq/squall/internal/panics"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -217,30 +217,19 @@ func (a *API) draftOp(r *http.Request, op func(ctx context.Context, s *auth.Scop
 // returns the edit, which the store validates where it changes the tree
 // and replicates as one small command. An invalid edit changes nothing.
 func (a *API) edit(w http.ResponseWriter, r *http.Request, fn func(root *config.Node, s *auth.Scope) (*config.Edit, error)) (any, error) {
-	s, err := a.scope(r, auth.Edit)
-	if err != nil {
-		return nil, err
-	}
-	a.edits.Lock()
-	defer a.edits.Unlock()
-	d, err := a.store.DraftView()
-	if err != nil {
-		return nil, err
-	}
-	if err := owned(s, d, r.PathValue("draft_id")); err != nil {
-		return nil, err
-	}
-	e, err := fn(d.Tree, s)
-	if err != nil {
-		return nil, err
-	}
-	sess := store.SessionFromContext(r.Context())
-	setAnswer(sess, nil)
-	if err := a.store.EditDraftPart(r.Context(), sess, d.ID, s.User, e); err != nil {
-		return nil, err
-	}
-	a.warn(w, r, s.User, unsupportedIn(e))
-	return nil, nil
+	return a.draftOp(r, func(ctx context.Context, s *auth.Scope, d *store.Draft) (any, error) {
+		e, err := fn(d.Tree, s)
+		if err != nil {
+			return nil, err
+		}
+		sess := store.SessionFromContext(ctx)
+		setAnswer(sess, nil)
+		if err := a.store.EditDraftPart(ctx, sess, d.ID, s.User, e); err != nil {
+			return nil, err
+		}
+		a.warn(w, r, s.User, unsupportedIn(e))
+		return nil, nil
+	})
 }
 
 // setAnswer records in sess (nil: none) the answer a write gives once its
@@ -279,12 +268,21 @@ func (a *API) nodeBody(w http.ResponseWriter, r *http.Request) (*config.Node, er
 	return decodeBody(a, w, r, config.DecodeNodeEdit)
 }
 
-func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.nodeBody(w, r)
+// editWithBody reads the request's body with read, then makes, as edit
+// does, the edit that fn builds from it.
+func editWithBody[T any](a *API, w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (T, error),
+	fn func(root *config.Node, s *auth.Scope, body T) (*config.Edit, error)) (any, error) {
+	body, err := read(w, r)
 	if err != nil {
 		return nil, err
 	}
 	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+		return fn(root, s, body)
+	})
+}
+
+func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
+	return editWithBody(a, w, r, a.nodeBody, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
@@ -292,11 +290,7 @@ func (a *API) createNode(w http.ResponseWriter, r *http.Request) (any, error) {
 // addChild returns the edit that appends n to the children of the node at
 // nodePath.
 func addChild(root *config.Node, s *auth.Scope, nodePath string, n *config.Node) (*config.Edit, error) {
-	path, err := resolve(s, nodePath)
-	if err != nil {
-		return nil, err
-	}
-	parent, err := find(root, path)
+	parent, path, err := resolveNode(root, s, nodePath)
 	if err != nil {
 		return nil, err
 	}
@@ -314,23 +308,16 @@ func nameTaken(name string) *Error {
 }
 
 func (a *API) editNode(w http.ResponseWriter, r *http.Request) (any, error) {
-	body, err := a.nodeBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.nodeBody, func(root *config.Node, s *auth.Scope, body *config.Node) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
+		parent, i, err := childAt(root, path)
+		if err != nil {
+			return nil, err
 		}
-		n := parent.Child(path[len(path)-1])
-		if n == nil {
-			return nil, nodeNotFound(path)
-		}
+		n := parent.Children[i]
 		next := *n
 		next.Kind, next.Name = body.Kind, body.Name
 		if body.Kind != config.KindRuleset {
@@ -358,12 +345,8 @@ func (a *API) deleteNode(w http.ResponseWriter, r *http.Request) (any, error) {
 		if err := writable(s, path, nil, nil); err != nil {
 			return nil, err
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
-		}
-		if childIndex(parent, path[len(path)-1]) < 0 {
-			return nil, nodeNotFound(path)
+		if _, _, err := childAt(root, path); err != nil {
+			return nil, err
 		}
 		return &config.Edit{Op: config.EditDeleteNode, Path: path}, nil
 	})
@@ -396,8 +379,7 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 			return nil, errorf(http.StatusBadRequest, "MISSING_FILE", "the multipart body has no field named file")
 		}
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+			if apierror.IsBodyCut(err) {
 				return nil, err
 			}
 			return nil, badRequest(fmt.Errorf("multipart body: %w", err))
@@ -407,8 +389,7 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 		}
 		b, err := io.ReadAll(part)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) || httpguard.IsTimeout(err) {
+			if apierror.IsBodyCut(err) {
 				return nil, err
 			}
 			return nil, badRequest(err)
@@ -428,21 +409,13 @@ func (a *API) readImport(w http.ResponseWriter, r *http.Request) (*config.Node, 
 }
 
 func (a *API) importChild(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.importFile(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.importFile, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		return addChild(root, s, r.PathValue("node_path"), n)
 	})
 }
 
 func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error) {
-	n, err := a.importFile(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.importFile, func(root *config.Node, s *auth.Scope, n *config.Node) (*config.Edit, error) {
 		path, err := resolve(s, r.PathValue("node_path"))
 		if err != nil {
 			return nil, err
@@ -460,13 +433,9 @@ func (a *API) importReplace(w http.ResponseWriter, r *http.Request) (any, error)
 			fresh.Children = []*config.Node{n}
 			return &config.Edit{Op: config.EditReplaceNode, Path: path, Node: fresh}, nil
 		}
-		parent, perr := parentOf(root, path)
-		if perr != nil {
-			return nil, perr
-		}
-		i := childIndex(parent, path[len(path)-1])
-		if i < 0 {
-			return nil, nodeNotFound(path)
+		parent, i, err := childAt(root, path)
+		if err != nil {
+			return nil, err
 		}
 		if err := writable(s, path, parent.Children[i], n); err != nil {
 			return nil, err
@@ -498,11 +467,7 @@ func (a *API) ruleBody(w http.ResponseWriter, r *http.Request) (*config.Rule, er
 }
 
 func (a *API) createRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	rule, err := a.ruleBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.ruleBody, func(root *config.Node, s *auth.Scope, rule *config.Rule) (*config.Edit, error) {
 		rs, path, err := ruleset(root, s, r.PathValue("ruleset_path"), http.StatusBadRequest)
 		if err != nil {
 			return nil, err
@@ -529,11 +494,7 @@ func ruleOf(root *config.Node, s *auth.Scope, r *http.Request, op config.EditOp)
 }
 
 func (a *API) editRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	rule, err := a.ruleBody(w, r)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.ruleBody, func(root *config.Node, s *auth.Scope, rule *config.Rule) (*config.Edit, error) {
 		_, e, err := ruleOf(root, s, r, config.EditUpdateRule)
 		if err != nil {
 			return nil, err
@@ -551,15 +512,7 @@ func (a *API) deleteRule(w http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
-	b, err := a.readJSON(w, r)
-	if err != nil {
-		return nil, err
-	}
-	pos, err := decodePosition(b)
-	if err != nil {
-		return nil, err
-	}
-	return a.edit(w, r, func(root *config.Node, s *auth.Scope) (*config.Edit, error) {
+	return editWithBody(a, w, r, a.positionBody, func(root *config.Node, s *auth.Scope, pos int) (*config.Edit, error) {
 		rs, e, err := ruleOf(root, s, r, config.EditMoveRule)
 		if err != nil {
 			return nil, err
@@ -570,6 +523,15 @@ func (a *API) moveRule(w http.ResponseWriter, r *http.Request) (any, error) {
 		e.Position = pos
 		return e, nil
 	})
+}
+
+// positionBody reads a {"position": N} body.
+func (a *API) positionBody(w http.ResponseWriter, r *http.Request) (int, error) {
+	b, err := a.readJSON(w, r)
+	if err != nil {
+		return 0, err
+	}
+	return decodePosition(b)
 }
 
 // decodePosition reads {"position": N}; N may be a number or a numeric

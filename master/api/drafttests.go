@@ -14,7 +14,6 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/ruletest"
 	"github.com/squallhq/squall/master/auth"
-	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -145,14 +144,7 @@ func (a *API) DraftTestsHandler(ts DraftTestsStore) http.Handler {
 		}
 		return a.runTests(d)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		a.writeError(w, r, apierror.NoRoute(h, w, r))
-	})
+	return a.withNoRoute(mux)
 }
 
 // testsDraft returns the draft a tests request is about, checking the

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/master/mastertest"
 )
 
@@ -13,25 +14,7 @@ import (
 // machine applied with outcome ok.
 func appliedCommands(t *testing.T, c *mastertest.Cluster, i int, cmd string) float64 {
 	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "squall_store_fsm_commands_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["command"] == cmd && labels["result"] == "ok" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return metrictest.Sum(t, c.Registry(i), "squall_store_fsm_commands_total", map[string]string{"command": cmd, "result": "ok"})
 }
 
 // TestDraftEditsReplicateAsEdits checks that node and rule edits of a

@@ -47,11 +47,7 @@ func (a *API) children(r *http.Request) (any, error) {
 		return nil, err
 	}
 	nodePath := r.PathValue("node_path")
-	path, err := resolve(s, nodePath)
-	if err != nil {
-		return nil, err
-	}
-	n, err := find(root, path)
+	n, path, err := resolveNode(root, s, nodePath)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +80,8 @@ func (a *API) readNode(r *http.Request) (*config.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err := resolve(s, r.PathValue("node_path"))
-	if err != nil {
-		return nil, err
-	}
-	return find(root, path)
+	n, _, err := resolveNode(root, s, r.PathValue("node_path"))
+	return n, err
 }
 
 func (a *API) details(r *http.Request) (any, error) {
@@ -134,11 +127,7 @@ func (a *API) draftRule(_ http.ResponseWriter, r *http.Request) (any, error) {
 // ruleset finds the ruleset at a URL path; notRuleset is the status when
 // the node is not a ruleset (404 on reads, 400 on writes).
 func ruleset(root *config.Node, s *auth.Scope, rulesetPath string, notRuleset int) (*config.Node, []string, error) {
-	path, err := resolve(s, rulesetPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	n, err := find(root, path)
+	n, path, err := resolveNode(root, s, rulesetPath)
 	if err != nil {
 		return nil, nil, err
 	}

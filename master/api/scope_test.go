@@ -30,9 +30,7 @@ var (
 func TestScopedEditing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
-	r := e.send("POST", cfgPath+"/drafts/m", carol, "")
-	e.expect(r, 200, "")
-	id := r.json(t)["id"].(string)
+	id := e.newDraftAs(carol, "m")
 	base := cfgPath + "/draft/tree/details/m/" + id + "/"
 	export := func() string {
 		t.Helper()
@@ -103,9 +101,7 @@ func TestScopedEditing(t *testing.T) {
 func TestScopedDeploy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{})
-	r := e.send("POST", cfgPath+"/drafts/all", erin, "")
-	e.expect(r, 200, "")
-	id := r.json(t)["id"].(string)
+	id := e.newDraftAs(erin, "all")
 	// The admin opens master's filter and adds a node to tenant_a, both
 	// outside what carol may change, and one rule below master.
 	details := cfgPath + "/draft/tree/details/all/" + id + "/"
@@ -117,7 +113,7 @@ func TestScopedDeploy(t *testing.T) {
 
 	// Carol takes the draft over and tries to deploy it.
 	e.expect(e.send("POST", cfgPath+"/drafts/m/"+id+"/takeover", carol, ""), 200, "")
-	r = e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", carol, "")
+	r := e.send("POST", cfgPath+"/drafts/m/"+id+"/deploy", carol, "")
 	e.expect(r, 403, "DEPLOY_OUT_OF_SCOPE")
 	p := r.json(t)["params"].(map[string]any)
 	paths, _ := p["PATHS"].(string)

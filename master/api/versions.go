@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
-	"github.com/squallhq/squall/master/internal/apierror"
 	"github.com/squallhq/squall/master/store"
 )
 
@@ -82,14 +82,7 @@ func (a *API) VersionsHandler(vs Versions) http.Handler {
 	h("GET "+VersionsPath+"/{a}/diff/{b}", auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.diffVersions(vs, r) })
 	h("GET "+VersionsPath+"/{n}/tests", auth.View, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.versionTests(vs, r) })
 	h("POST "+VersionsPath+"/{n}/rollback", auth.Edit, func(w http.ResponseWriter, r *http.Request) (any, error) { return a.rollback(vs, r) })
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		a.writeError(w, r, apierror.NoRoute(h, w, r))
-	})
+	return a.withNoRoute(mux)
 }
 
 // wrapQueryAuth is wrap for routes that name their authorization in the
@@ -116,13 +109,9 @@ func (a *API) wrapQueryAuth(perm auth.Permission, fn handlerFunc) http.Handler {
 
 func listVersions(vs Versions, r *http.Request) (any, error) {
 	q := r.URL.Query()
-	limit := defaultVersionsLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxVersionsLimit {
-			return nil, errorf(http.StatusBadRequest, "BAD_REQUEST", "limit %q is not an integer between 1 and %d", v, maxVersionsLimit)
-		}
-		limit = n
+	limit, err := pageLimit(q, defaultVersionsLimit, maxVersionsLimit)
+	if err != nil {
+		return nil, err
 	}
 	var before uint64
 	if v := q.Get("before"); v != "" {
@@ -145,6 +134,20 @@ func listVersions(vs Versions, r *http.Request) (any, error) {
 		out.Versions = append(out.Versions, all[i])
 	}
 	return out, nil
+}
+
+// pageLimit reads the limit query parameter of a paged list: def when
+// absent, else an integer from 1 to maxLimit.
+func pageLimit(q url.Values, def, maxLimit int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxLimit {
+		return 0, errorf(http.StatusBadRequest, "BAD_REQUEST", "limit %q is not an integer between 1 and %d", v, maxLimit)
+	}
+	return n, nil
 }
 
 // versionNumber reads a version number path value.

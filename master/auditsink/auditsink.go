@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/squallhq/squall/internal/sleep"
 	"github.com/squallhq/squall/master/audit"
 	"github.com/squallhq/squall/master/store"
 )
@@ -135,10 +136,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			if !errors.Is(err, store.ErrNotOpen) {
 				s.logger.Error("audit sink", "path", s.cfg.Path, "error", err)
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(retryWait):
-			}
+			sleep.For(ctx, retryWait)
 			continue
 		}
 		if len(recs) == batch {
@@ -148,10 +146,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			if errors.Is(err, store.ErrClosed) {
 				return nil
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(retryWait):
-			}
+			sleep.For(ctx, retryWait)
 		}
 	}
 	return nil

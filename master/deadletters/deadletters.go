@@ -163,15 +163,8 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix, a.wrap(auth.DeadLettersRead, a.serveList))
 	mux.HandleFunc("GET "+Prefix+"/{topic}/{partition}/{offset}", a.wrap(auth.DeadLettersRead, a.serveShow))
 	mux.HandleFunc("POST "+Prefix+"/replay", a.wrap(auth.DeadLettersReplay, a.serveReplay))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern == "" {
-			// In JSON, as every answer: 404, or 405 with Allow.
-			apierror.Write(w, apierror.NoRoute(h, w, r))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	// In JSON, as every answer: 404, or 405 with Allow.
+	return apierror.WithNoRoute(mux, func(w http.ResponseWriter, _ *http.Request, e *apierror.Error) { apierror.Write(w, e) })
 }
 
 // handler is a route: it returns its answer or an error.

@@ -123,12 +123,7 @@ func (w *world) do(method, path, authz string, body any, out any) int {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := calltest.Client().Do(req)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := calltest.Do(w.t, calltest.Client().Do, req)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		w.t.Fatalf("%s %s: content type %q: %s", method, path, ct, b)
 	}
@@ -315,12 +310,7 @@ func TestAPI_Access(t *testing.T) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, w.srv.URL+Prefix+"/replay", strings.NewReader(body))
 		req.Header.Set("Authorization", admin)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
+		if resp, _ := calltest.Do(t, calltest.Client().Do, req); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("body %s: %d, want 400", body, resp.StatusCode)
 		}
 	}

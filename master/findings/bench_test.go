@@ -2,6 +2,7 @@ package findings_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -34,22 +35,7 @@ import (
 // write goroutine per connection), about three times the client CPU.
 func BenchmarkInsertHTTP64(b *testing.B) {
 	const clients = 64
-	c := mastertest.TestCluster(b, 3,
-		mastertest.WithStore(func(sc *store.Config) {
-			sc.NoSync = false
-			// raft's default timeouts (heartbeat 1 s, lease 500 ms), as
-			// deployed: the tests' short ones make a CPU-starved leader
-			// step down in the middle of the run.
-			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-		}),
-		mastertest.WithSetup(func(_ int, s *master.Server) {
-			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
-			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, master.IdempotentMethods(http.MethodPut), master.RequestIDs()); err != nil {
-				b.Fatal(err)
-			}
-		}))
-	base := c.URL(c.Leader())
-	token := "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
+	base, token := benchCluster(b, master.IdempotentMethods(http.MethodPut), master.RequestIDs())
 	// Each sub-benchmark inserts findings of its own, so that none is a
 	// duplicate of an earlier run's.
 	var run atomic.Int64
@@ -82,7 +68,8 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				return checkCreated(resp)
+				_, err = checkStatus(resp, http.StatusCreated)
+				return err
 			}, func() { conn.Close() }, nil
 		})
 	})
@@ -93,20 +80,32 @@ func BenchmarkInsertHTTP64(b *testing.B) {
 		u := base + findings.Prefix + "findings/credentials"
 		benchInserts(b, clients, func() (func(i int64) error, func(), error) {
 			return func(i int64) error {
-				req, err := http.NewRequestWithContext(b.Context(), "PUT", u, strings.NewReader(body(r, i)))
-				if err != nil {
-					return err
-				}
-				req.Header.Set("Authorization", token)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					return err
-				}
-				return checkCreated(resp)
+				_, err := sendJSON(b.Context(), client, http.MethodPut, u, token, body(r, i), http.StatusCreated)
+				return err
 			}, func() {}, nil
 		})
 	})
+}
+
+// benchCluster starts a 3-node cluster with fsync and raft's default
+// timeouts (heartbeat 1 s, lease 500 ms), as deployed: the tests' short
+// ones make a CPU-starved leader step down in the middle of a run. The
+// findings API is mounted OnLeaderWrite with opts. It returns the
+// leader's URL and the Authorization header of a token that reads and
+// writes findings.
+func benchCluster(b *testing.B, opts ...master.MountOption) (base, token string) {
+	c := mastertest.TestCluster(b, 3,
+		mastertest.WithStore(func(sc *store.Config) {
+			sc.NoSync = false
+			sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
+		}),
+		mastertest.WithSetup(func(_ int, s *master.Server) {
+			a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
+			if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, opts...); err != nil {
+				b.Fatal(err)
+			}
+		}))
+	return c.URL(c.Leader()), "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
 }
 
 // benchInserts runs b.N inserts from clients goroutines, each with its own
@@ -116,15 +115,32 @@ func benchInserts(b *testing.B, clients int, newClient func() (insert func(i int
 	benchOps(b, clients, "inserts/s", "cpu-us/insert", newClient)
 }
 
-// checkCreated reads and closes resp, and checks it is a 201.
-func checkCreated(resp *http.Response) error {
+// sendJSON sends body, JSON, with the Authorization header token through
+// client, and returns the answer's body if its status is want.
+func sendJSON(ctx context.Context, client *http.Client, method, url, token, body string, want int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(resp, want)
+}
+
+// checkStatus reads and closes resp's body, and returns it if resp's
+// status is want.
+func checkStatus(resp *http.Response, want int) ([]byte, error) {
 	msg, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("%d %s", resp.StatusCode, msg)
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%d %s", resp.StatusCode, msg)
 	}
-	return nil
+	return msg, nil
 }

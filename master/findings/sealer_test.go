@@ -3,9 +3,7 @@ package findings_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -150,27 +148,10 @@ func TestSealer_AtRest(t *testing.T) {
 	if err := st.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var withControl []string
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(data, []byte(control)) {
-			withControl = append(withControl, filepath.Base(path))
-		}
-		if bytes.Contains(data, []byte(secret)) {
-			return errors.New(path + " holds the password in clear")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	if clear := filetest.Holding(t, dir, secret); len(clear) > 0 {
+		t.Fatalf("%v hold the password in clear", clear)
 	}
-	slices.Sort(withControl)
+	withControl := filetest.Holding(t, dir, control)
 	if want := []string{"fsm.db", "raft.db", "state.bin"}; !slices.Equal(withControl, want) {
 		t.Fatalf("the clear control password is in %v, want %v: the scan does not see what was stored", withControl, want)
 	}

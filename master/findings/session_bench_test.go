@@ -3,17 +3,12 @@ package findings_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/squallhq/squall/internal/benchtest"
 	"github.com/squallhq/squall/master"
-	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/findings"
-	"github.com/squallhq/squall/master/mastertest"
-	"github.com/squallhq/squall/master/store"
 )
 
 // BenchmarkRequestIDs measures what request ids (master.RequestIDs: an id
@@ -25,46 +20,25 @@ import (
 // Each variant runs its own cluster; with -count the variants alternate.
 func BenchmarkRequestIDs(b *testing.B) {
 	for _, ids := range []bool{false, true} {
-		newCluster := func(b *testing.B) (*mastertest.Cluster, string, string) {
-			c := mastertest.TestCluster(b, 3,
-				mastertest.WithStore(func(sc *store.Config) {
-					sc.NoSync = false
-					sc.HeartbeatTimeout, sc.ElectionTimeout, sc.LeaderLeaseTimeout = 0, 0, 0
-				}),
-				mastertest.WithSetup(func(_ int, s *master.Server) {
-					a := findings.New(findings.Default(), s.Store(), s.Verifier(), nil)
-					opts := []master.MountOption{master.IdempotentMethods(http.MethodPut)}
-					if ids {
-						opts = append(opts, master.RequestIDs())
-					}
-					if err := s.Mount(findings.Prefix, a.Handler(), master.OnLeaderWrite, opts...); err != nil {
-						b.Fatal(err)
-					}
-				}))
-			return c, c.URL(c.Leader()), "Bearer " + c.Token(auth.FindingsClaims("bench", "bench", auth.FindingsRead, auth.FindingsWrite))
+		opts := []master.MountOption{master.IdempotentMethods(http.MethodPut)}
+		if ids {
+			opts = append(opts, master.RequestIDs())
 		}
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 		defer client.CloseIdleConnections()
 		put := func(b *testing.B, base, token, body string) (string, error) {
-			req, err := http.NewRequestWithContext(b.Context(), http.MethodPut, base+findings.Prefix+"findings/credentials", strings.NewReader(body))
+			ans, err := sendJSON(b.Context(), client, http.MethodPut, base+findings.Prefix+"findings/credentials", token, body, http.StatusCreated)
 			if err != nil {
-				return "", err
+				return "", fmt.Errorf("insert: %w", err)
 			}
-			req.Header.Set("Authorization", token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
 			var out struct{ UID string }
-			if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&out) != nil {
-				return "", fmt.Errorf("insert: %d", resp.StatusCode)
+			if err := json.Unmarshal(ans, &out); err != nil {
+				return "", fmt.Errorf("insert: %w", err)
 			}
 			return out.UID, nil
 		}
 		b.Run(fmt.Sprintf("op=patch/ids=%v", ids), func(b *testing.B) {
-			_, base, token := newCluster(b)
+			base, token := benchCluster(b, opts...)
 			const clients, findingsN = 16, 64
 			uids := make([]string, findingsN)
 			for i := range uids {
@@ -76,28 +50,14 @@ func BenchmarkRequestIDs(b *testing.B) {
 			}
 			benchOps(b, clients, "patches/s", "cpu-us/patch", func() (func(i int64) error, func(), error) {
 				return func(i int64) error {
-					req, err := http.NewRequestWithContext(b.Context(), http.MethodPatch, base+findings.Prefix+"finding/"+uids[i%findingsN],
-						strings.NewReader(fmt.Sprintf(`{"ticket": "T-%d"}`, i)))
-					if err != nil {
-						return err
-					}
-					req.Header.Set("Authorization", token)
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := client.Do(req)
-					if err != nil {
-						return err
-					}
-					msg, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						return fmt.Errorf("%d %s", resp.StatusCode, msg)
-					}
-					return nil
+					_, err := sendJSON(b.Context(), client, http.MethodPatch, base+findings.Prefix+"finding/"+uids[i%findingsN],
+						token, fmt.Sprintf(`{"ticket": "T-%d"}`, i), http.StatusOK)
+					return err
 				}, func() {}, nil
 			})
 		})
 		b.Run(fmt.Sprintf("op=insert/ids=%v", ids), func(b *testing.B) {
-			_, base, token := newCluster(b)
+			base, token := benchCluster(b, opts...)
 			benchOps(b, 64, "inserts/s", "cpu-us/insert", func() (func(i int64) error, func(), error) {
 				return func(i int64) error {
 					_, err := put(b, base, token, fmt.Sprintf(`{"monitored_domain_id": 1, "tool_code": "bench", "resource_url": "https://example.com/login",

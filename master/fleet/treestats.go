@@ -37,7 +37,9 @@ type NodeStats struct {
 	Rules   []RuleStats `json:"rules,omitempty"`
 }
 
-// RuleStats are the counts of one rule (see engine/tree.RuleStats).
+// RuleStats are the counts of one rule (see engine/tree.RuleStats): an
+// engine's in its heartbeat, and the sums of the engines' in the tree
+// stats API's answer (master/treestats).
 type RuleStats struct {
 	Name        string `json:"name"`
 	Reached     uint64 `json:"reached"`

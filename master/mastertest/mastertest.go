@@ -23,6 +23,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/internal/logtest"
+	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/internal/nettest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -273,6 +274,7 @@ func (c *Cluster) start(nd *node) {
 	// A restart binds the same ports: raft and the other nodes know them.
 	nd.cfg.HTTPAddr = srv.HTTPAddr()
 	nd.cfg.RaftAddr = srv.RaftAddr()
+	nd.cfg.DataDir = cfg.DataDir
 	c.mu.Unlock()
 }
 
@@ -350,23 +352,18 @@ func (c *Cluster) Snapshot(t testing.TB) {
 	}
 }
 
-// Counter returns the value of node i's counter name (0 when it has none).
+// Counter returns the value of node i's counter name, summed over its
+// series (0 when it has none).
 func (c *Cluster) Counter(t testing.TB, i int, name string) float64 {
 	t.Helper()
-	mfs, err := c.Registry(i).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Sum(t, c.Registry(i), name, nil)
 }
 
 // URL returns the base URL of node i's HTTP API (it survives restarts).
 func (c *Cluster) URL(i int) string { return "http://" + c.node(i).cfg.HTTPAddr }
+
+// DataDir returns node i's data directory (it survives restarts).
+func (c *Cluster) DataDir(i int) string { return c.node(i).cfg.DataDir }
 
 // Log returns what node i logged (every level, text lines; the oldest
 // half dropped past 4 MiB).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/fleet"
 	"github.com/squallhq/squall/master/internal/apierror"
 )
 
@@ -72,21 +73,11 @@ type Node struct {
 	Matched uint64   `json:"matched"`
 	// LastMatchMS is the latest last match of its rules since the deploy
 	// (rulesets only; 0: none).
-	LastMatchMS int64  `json:"last_match_ms,omitempty"`
-	Rules       []Rule `json:"rules,omitempty"`
-}
-
-// Rule is the counts of one rule.
-type Rule struct {
-	Name      string `json:"name"`
-	Reached   uint64 `json:"reached"`
-	Matched   uint64 `json:"matched"`
-	Actions   uint64 `json:"actions"`
-	Succeeded uint64 `json:"succeeded"`
-	Failed    uint64 `json:"failed"`
-	// LastMatchMS is the time of the last match since the deploy, over
-	// every window (epoch ms; 0: none).
-	LastMatchMS int64 `json:"last_match_ms"`
+	LastMatchMS int64 `json:"last_match_ms,omitempty"`
+	// Rules are the counts of its rules, in the heartbeats' form, summed
+	// over the engines and the window; a rule's LastMatchMS is that of
+	// its last match since the deploy, over every window (0: none).
+	Rules []fleet.RuleStats `json:"rules,omitempty"`
 }
 
 // Handler serves GET /squall/v1/tree/stats?auth=NAME&window=W: the counts
@@ -247,7 +238,7 @@ func (v *view) walk(parent []string, n *config.Node, out *[]Node) {
 		k := ruleKey(path, cr.Name)
 		rc := v.cur.by[k]
 		last := v.last[k]
-		node.Rules = append(node.Rules, Rule{Name: cr.Name, Reached: rc[cReached], Matched: rc[cMatched], Actions: rc[cActions],
+		node.Rules = append(node.Rules, fleet.RuleStats{Name: cr.Name, Reached: rc[cReached], Matched: rc[cMatched], Actions: rc[cActions],
 			Succeeded: rc[cSucceeded], Failed: rc[cFailed], LastMatchMS: last})
 		node.LastMatchMS = max(node.LastMatchMS, last)
 	}

@@ -2,7 +2,6 @@ package treestats
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/internal/calltest"
 	"github.com/squallhq/squall/master/auth"
+	"github.com/squallhq/squall/master/fleet"
 )
 
 // activeTree is a fixed active tree.
@@ -45,15 +45,7 @@ func TestAggregator_Handler(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := calltest.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, b := calltest.Do(t, calltest.Client().Do, req)
 		return resp.StatusCode, string(b)
 	}
 
@@ -89,5 +81,24 @@ func TestAggregator_Handler(t *testing.T) {
 	gone := auth.Authorization{Path: []string{"root", "gone"}, Roles: []string{"view"}}
 	if code, body := get(tok(map[string]auth.Authorization{"g": gone}), ""); code != 200 || !strings.Contains(body, `"nodes":[]`) {
 		t.Errorf("a subtree not in the tree: %d %s", code, body)
+	}
+}
+
+// TestNode_JSON: the answer's form of a node and its rules.
+func TestNode_JSON(t *testing.T) {
+	t.Parallel()
+	n := Node{Path: []string{"root", "rs"}, Type: "Ruleset", Reached: 1, Matched: 2, LastMatchMS: 9, Rules: []fleet.RuleStats{
+		{Name: "r", Reached: 1, Matched: 2, Actions: 3, Succeeded: 4, Failed: 5, LastMatchMS: 9},
+		{Name: "idle"},
+	}}
+	b, err := json.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"path":["root","rs"],"type":"Ruleset","reached":1,"matched":2,"last_match_ms":9,"rules":[` +
+		`{"name":"r","reached":1,"matched":2,"actions":3,"succeeded":4,"failed":5,"last_match_ms":9},` +
+		`{"name":"idle","reached":0,"matched":0,"actions":0,"succeeded":0,"failed":0,"last_match_ms":0}]}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
 	}
 }

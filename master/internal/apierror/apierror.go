@@ -95,6 +95,14 @@ func Common(err error) *Error {
 	return nil
 }
 
+// IsBodyCut reports whether err is a read of a request's body that its
+// size limit (http.MaxBytesReader) or its deadline cut: Common answers it
+// (413 or 408), where any other error reading a body is the client's 400.
+func IsBodyCut(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe) || httpguard.IsTimeout(err)
+}
+
 // Public returns what a client may see of e, and the request id to log
 // e's details with ("" when there is nothing to hide). A 500's message may
 // hold internal details: its answer carries only a new request id.
@@ -152,6 +160,20 @@ func NoRoute(h http.Handler, w http.ResponseWriter, r *http.Request) *Error {
 		return Errorf(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "%s is not allowed on %s", r.Method, r.URL.Path)
 	}
 	return Errorf(http.StatusNotFound, "NOT_FOUND", "no such endpoint: %s %s", r.Method, r.URL.Path)
+}
+
+// WithNoRoute returns a handler that serves mux's routes and answers a
+// request none of them matches with [NoRoute] (404, or 405 with Allow),
+// which write writes: an API's own error writer, which may also log it.
+func WithNoRoute(mux *http.ServeMux, write func(http.ResponseWriter, *http.Request, *Error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern == "" {
+			write(w, r, NoRoute(h, w, r))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // statusProbe records the status and headers a handler writes, and drops

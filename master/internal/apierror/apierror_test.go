@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -76,5 +77,59 @@ func TestError_Public(t *testing.T) {
 	nf := Errorf(http.StatusNotFound, "NOT_FOUND", "no such draft")
 	if pub, id := nf.Public(); pub != nf || id != "" {
 		t.Errorf("Public() of a 404 = %+v, %q, want it unchanged", pub, id)
+	}
+}
+
+// TestWithNoRoute: a request a route matches is served by it; any other
+// gets NoRoute's answer through the writer given: 405 with the mux's
+// Allow header when the path has routes for other methods, else 404.
+func TestWithNoRoute(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /things/{id}", func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"id": r.PathValue("id")})
+	})
+	var written []string
+	h := WithNoRoute(mux, func(w http.ResponseWriter, r *http.Request, e *Error) {
+		written = append(written, r.Method+" "+e.Code)
+		Write(w, e)
+	})
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+		allow, body        string
+	}{
+		{"route", "GET", "/things/7", http.StatusOK, "", `{"id":"7"}`},
+		{"other method", "DELETE", "/things/7", http.StatusMethodNotAllowed, "GET, HEAD",
+			`{"code":"METHOD_NOT_ALLOWED","params":{},"message":"DELETE is not allowed on /things/7"}`},
+		{"no route", "GET", "/nothing", http.StatusNotFound, "",
+			`{"code":"NOT_FOUND","params":{},"message":"no such endpoint: GET /nothing"}`},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), tc.method, tc.path, nil))
+		if rec.Code != tc.status || rec.Header().Get("Allow") != tc.allow || strings.TrimSpace(rec.Body.String()) != tc.body {
+			t.Errorf("%s: %d Allow %q %s, want %d Allow %q %s", tc.name, rec.Code, rec.Header().Get("Allow"), rec.Body, tc.status, tc.allow, tc.body)
+		}
+	}
+	if want := []string{"DELETE METHOD_NOT_ALLOWED", "GET NOT_FOUND"}; strings.Join(written, ",") != strings.Join(want, ",") {
+		t.Errorf("written %v, want %v", written, want)
+	}
+}
+
+// TestIsBodyCut: a body cut by its size limit or its deadline, wrapped or
+// not, is told from the other errors of reading a body.
+func TestIsBodyCut(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&http.MaxBytesError{Limit: 10},
+		fmt.Errorf("multipart body: %w", &http.MaxBytesError{Limit: 10}),
+		fmt.Errorf("read: %w", os.ErrDeadlineExceeded),
+	} {
+		if !IsBodyCut(err) {
+			t.Errorf("IsBodyCut(%v) = false, want true", err)
+		}
+	}
+	if err := errors.New("unexpected EOF"); IsBodyCut(err) {
+		t.Errorf("IsBodyCut(%v) = true, want false", err)
 	}
 }
