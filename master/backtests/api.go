@@ -170,14 +170,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST "+ClaimPath, a.wrap(auth.FleetReport, a.serveClaim, auth.View))
 	mux.HandleFunc("PUT "+Prefix+"/{id}/progress", a.wrap(auth.FleetReport, a.serveProgress, auth.View))
 	mux.HandleFunc("PUT "+Prefix+"/{id}/result", a.wrap(auth.FleetReport, a.serveResult, auth.View))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern == "" {
-			apierror.Write(w, apierror.NoRoute(h, w, r))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return apierror.WithNoRoute(mux, func(w http.ResponseWriter, _ *http.Request, e *apierror.Error) { apierror.Write(w, e) })
 }
 
 // answer is a handler's answer: its status (0: 200) and body (nil: none).
