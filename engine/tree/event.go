@@ -150,18 +150,23 @@ func (e *Event) field(name string) (any, bool) {
 	return nil, false
 }
 
+// docRoot returns the document node of a top-level field the document
+// holds (the payload; the metadata when it is an object), or -1.
+func (e *Event) docRoot(field string) int32 {
+	switch field {
+	case "payload":
+		return e.doc.payload
+	case "metadata":
+		return e.doc.metadata
+	}
+	return -1
+}
+
 // lookup resolves ${event.<field><path>}. In the payload and the metadata
 // it walks the document and converts only the value it reaches.
 func (e *Event) lookup(field string, path []config.Segment) (any, bool) {
 	if len(path) > 0 {
-		root := int32(-1)
-		switch field {
-		case "payload":
-			root = e.doc.payload
-		case "metadata":
-			root = e.doc.metadata
-		}
-		if root >= 0 {
+		if root := e.docRoot(field); root >= 0 {
 			i, ok := e.doc.walk(root, path)
 			if !ok {
 				return nil, false
@@ -181,14 +186,7 @@ func (e *Event) lookup(field string, path []config.Segment) (any, bool) {
 // not a string.
 func (e *Event) lookupString(field string, path []config.Segment) (str string, isStr, ok bool) {
 	if len(path) > 0 {
-		root := int32(-1)
-		switch field {
-		case "payload":
-			root = e.doc.payload
-		case "metadata":
-			root = e.doc.metadata
-		}
-		if root >= 0 {
+		if root := e.docRoot(field); root >= 0 {
 			i, ok := e.doc.walk(root, path)
 			if !ok {
 				return "", false, false

@@ -197,6 +197,46 @@ func hex4(b []byte) (uint16, bool) {
 	return x, true
 }
 
+// key reads an object member's key and the ':' after it, with the
+// whitespace around them, and returns the key's bounds in the arena.
+func (p *parser) key() (start, end int, err error) {
+	p.skipWS()
+	if p.pos >= len(p.buf) || p.buf[p.pos] != '"' {
+		return 0, 0, p.syntax("missing object key")
+	}
+	p.pos++
+	start, end, err = p.string()
+	if err != nil {
+		return 0, 0, err
+	}
+	p.skipWS()
+	if p.pos >= len(p.buf) || p.buf[p.pos] != ':' {
+		return 0, 0, p.syntax("missing ':' after object key")
+	}
+	p.pos++
+	p.skipWS()
+	return start, end, nil
+}
+
+// next reads what follows a member of an object or an element of an
+// array (what: "object" or "array"): a ',' before another (more), or the
+// closing byte.
+func (p *parser) next(closing byte, what string) (more bool, err error) {
+	p.skipWS()
+	if p.pos >= len(p.buf) {
+		return false, p.syntax("unexpected end of " + what)
+	}
+	switch p.buf[p.pos] {
+	case ',':
+		p.pos++
+		return true, nil
+	case closing:
+		p.pos++
+		return false, nil
+	}
+	return false, p.syntax("missing ',' after " + what + " value")
+}
+
 func isNumberByte(c byte) bool {
 	return '0' <= c && c <= '9' || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'
 }
@@ -244,39 +284,18 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 			p.pos++
 			break
 		}
-		for {
-			p.skipWS()
-			if p.pos >= len(b) || b[p.pos] != '"' {
-				return p.syntax("missing object key")
-			}
-			p.pos++
-			ks, ke, err := p.string()
+		for more := true; more; {
+			ks, ke, err := p.key()
 			if err != nil {
 				return err
 			}
-			p.skipWS()
-			if p.pos >= len(b) || b[p.pos] != ':' {
-				return p.syntax("missing ':' after object key")
-			}
-			p.pos++
-			p.skipWS()
 			if err := p.value(ks, ke, depth); err != nil {
 				return err
 			}
 			n.count++
-			p.skipWS()
-			if p.pos >= len(b) {
-				return p.syntax("unexpected end of object")
+			if more, err = p.next('}', "object"); err != nil {
+				return err
 			}
-			if b[p.pos] == ',' {
-				p.pos++
-				continue
-			}
-			if b[p.pos] == '}' {
-				p.pos++
-				break
-			}
-			return p.syntax("missing ',' after object value")
 		}
 	case '[':
 		p.pos++
@@ -286,25 +305,16 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 			p.pos++
 			break
 		}
-		for {
+		for more := true; more; {
 			p.skipWS()
 			if err := p.value(0, 0, depth); err != nil {
 				return err
 			}
 			n.count++
-			p.skipWS()
-			if p.pos >= len(b) {
-				return p.syntax("unexpected end of array")
+			var err error
+			if more, err = p.next(']', "array"); err != nil {
+				return err
 			}
-			if b[p.pos] == ',' {
-				p.pos++
-				continue
-			}
-			if b[p.pos] == ']' {
-				p.pos++
-				break
-			}
-			return p.syntax("missing ',' after array value")
 		}
 	case '"':
 		p.pos++
@@ -374,23 +384,12 @@ func (p *parser) event(ev *Event) error {
 	if p.pos < len(b) && b[p.pos] == '}' {
 		p.pos++
 	} else {
-		for {
-			p.skipWS()
-			if p.pos >= len(b) || b[p.pos] != '"' {
-				return fmt.Errorf("%w: %w", ErrInvalidEvent, p.syntax("missing object key"))
-			}
-			p.pos++
-			ks, ke, err := p.string()
+		for more := true; more; {
+			ks, ke, err := p.key()
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 			}
 			key := p.str(ks, ke)
-			p.skipWS()
-			if p.pos >= len(b) || b[p.pos] != ':' {
-				return fmt.Errorf("%w: %w", ErrInvalidEvent, p.syntax("missing ':' after object key"))
-			}
-			p.pos++
-			p.skipWS()
 			mark := len(p.nodes)
 			p.strict = key == "payload" || key == "metadata"
 			if err := p.value(0, 0, 1); err != nil {
@@ -407,19 +406,9 @@ func (p *parser) event(ev *Event) error {
 			if key != "payload" && key != "metadata" {
 				p.nodes = p.nodes[:mark]
 			}
-			p.skipWS()
-			if p.pos >= len(b) {
-				return fmt.Errorf("%w: %w", ErrInvalidEvent, p.syntax("unexpected end of object"))
+			if more, err = p.next('}', "object"); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 			}
-			if b[p.pos] == ',' {
-				p.pos++
-				continue
-			}
-			if b[p.pos] == '}' {
-				p.pos++
-				break
-			}
-			return fmt.Errorf("%w: %w", ErrInvalidEvent, p.syntax("missing ',' after object value"))
 		}
 	}
 	p.skipWS()
