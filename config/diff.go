@@ -52,13 +52,7 @@ func (d *differ) node(parent []string, a, b *Node) {
 	if a == b || len(d.paths) >= maxDiffPaths {
 		return
 	}
-	var name string
-	if a != nil {
-		name = a.Name
-	} else {
-		name = b.Name
-	}
-	path := append(parent[:len(parent):len(parent)], name)
+	path := pairPath(parent, a, b)
 	if a == nil || b == nil {
 		d.add(path)
 		return
@@ -82,12 +76,30 @@ func (d *differ) node(parent []string, a, b *Node) {
 	if !slices.EqualFunc(a.Rules, b.Rules, ruleEqual) {
 		d.add(path)
 	}
+	childPairs(a, b, func(ca, cb *Node) { d.node(path, ca, cb) })
+}
+
+// pairPath is the path of the node found at the same place below parent
+// in two trees, a or b nil in the tree that lacks it.
+func pairPath(parent []string, a, b *Node) []string {
+	var name string
+	if a != nil {
+		name = a.Name
+	} else {
+		name = b.Name
+	}
+	return append(parent[:len(parent):len(parent)], name)
+}
+
+// childPairs calls f with each child of a and b's child of the same name
+// (nil when b has none), then with each child only b has (a's side nil).
+func childPairs(a, b *Node, f func(ca, cb *Node)) {
 	for _, ca := range a.Children {
-		d.node(path, ca, b.Child(ca.Name))
+		f(ca, b.Child(ca.Name))
 	}
 	for _, cb := range b.Children {
 		if a.Child(cb.Name) == nil {
-			d.node(path, nil, cb)
+			f(nil, cb)
 		}
 	}
 }
@@ -164,13 +176,7 @@ func Diff(a, b *Node) []Change {
 		if a == b {
 			return
 		}
-		var name string
-		if a != nil {
-			name = a.Name
-		} else {
-			name = b.Name
-		}
-		path := append(parent[:len(parent):len(parent)], name)
+		path := pairPath(parent, a, b)
 		switch {
 		case b == nil:
 			out = append(out, Change{Path: PathString(path), Op: ChangeRemoved})
@@ -185,14 +191,7 @@ func Diff(a, b *Node) []Change {
 		if len(c.Fields) > 0 || len(c.RulesAdded)+len(c.RulesRemoved)+len(c.RulesChanged) > 0 || c.RulesReordered || c.ChildrenReordered {
 			out = append(out, c)
 		}
-		for _, ca := range a.Children {
-			walk(path, ca, b.Child(ca.Name))
-		}
-		for _, cb := range b.Children {
-			if a.Child(cb.Name) == nil {
-				walk(path, nil, cb)
-			}
-		}
+		childPairs(a, b, func(ca, cb *Node) { walk(path, ca, cb) })
 	}
 	walk(nil, a, b)
 	return out

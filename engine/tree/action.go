@@ -3,7 +3,6 @@ package tree
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -65,16 +64,10 @@ func (a Action) AppendIdempotencyKey(b []byte) []byte {
 	return base64.RawURLEncoding.AppendEncode(b, sum[:])
 }
 
-// MarshalJSON writes {id, payload}, the API form of an action.
+// MarshalJSON writes {id, payload}, the API form of an action, as
+// config.Action writes it.
 func (a Action) MarshalJSON() ([]byte, error) {
-	p := a.Payload
-	if p == nil {
-		p = map[string]any{}
-	}
-	return json.Marshal(struct {
-		ID      string         `json:"id"`
-		Payload map[string]any `json:"payload"`
-	}{a.ID, p})
+	return (&config.Action{ID: a.ID, Payload: a.Payload}).MarshalJSON()
 }
 
 // template is a compiled action payload value.
