@@ -10,27 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/squallhq/squall/internal/goldentest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// checkGolden compares got with the golden file, or rewrites it with -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./config -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run go test ./config -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
 
 // assertJSONEqual compares two JSON texts as values (numbers by their text).
 func assertJSONEqual(t *testing.T, got []byte, want string) {
@@ -125,7 +109,7 @@ func TestExport_Golden(t *testing.T) {
 				t.Fatalf("Validate: %v", err)
 			}
 			out := assertRoundTrip(t, ex.Node)
-			checkGolden(t, filepath.Join("testdata", "export", name+".golden.json"), out)
+			goldentest.Check(t, filepath.Join("testdata", "export", name+".golden.json"), out, *update)
 		})
 	}
 }
@@ -297,7 +281,7 @@ func TestDecodeRule_TornadoV1(t *testing.T) {
 	if err := Validate(rs); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	checkGolden(t, "testdata/export/tornado_v1_rules.golden.json", assertRoundTrip(t, rs))
+	goldentest.Check(t, "testdata/export/tornado_v1_rules.golden.json", assertRoundTrip(t, rs), *update)
 }
 
 func TestDecodeRule_TornadoBenches(t *testing.T) {

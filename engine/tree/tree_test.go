@@ -1,17 +1,16 @@
 package tree
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/goldentest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -149,22 +148,11 @@ func TestTree_workedExampleGolden(t *testing.T) {
 	golden(t, "worked_example.golden.json", got)
 }
 
+// golden compares got with the golden file testdata/name, rewritten
+// with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	got = append(bytes.TrimSpace(got), '\n')
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test -update to accept):\n%s", name, got)
-	}
+	goldentest.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 // continue and NotProcessed: docs/decisions.md decisions 1 and 3.

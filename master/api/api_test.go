@@ -21,6 +21,7 @@ import (
 	"github.com/squallhq/squall/config"
 	"github.com/squallhq/squall/engine/action"
 	"github.com/squallhq/squall/internal/calltest"
+	"github.com/squallhq/squall/internal/goldentest"
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
@@ -743,21 +744,7 @@ func TestTestEvents(t *testing.T) {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	got = append(bytes.TrimSpace(got), '\n')
-	if *update {
-		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update to accept):\n%s", name, got)
-	}
+	goldentest.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 // TestUnsupportedActionWarnings: edits, imports and deploys that write an
