@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/squallhq/squall/internal/benchtest"
+	"github.com/squallhq/squall/internal/heaptest"
 	"github.com/squallhq/squall/internal/kafkatest"
 	"github.com/squallhq/squall/webhooks"
 )
@@ -24,15 +25,6 @@ func scaleHooks(n int) map[string]string {
 		files[id+".json"] = strings.Replace(strings.Replace(plainHook, `"plain"`, `"`+id+`"`, 1), `"tok-0123456789abc"`, fmt.Sprintf(`"tok-%016d"`, i), 1)
 	}
 	return files
-}
-
-// scaleHeap returns the live heap after a full collection.
-func scaleHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // BenchmarkScaleWebhooks is the webhook-files curve of docs/BENCHMARKS.md,
@@ -53,12 +45,12 @@ func BenchmarkScaleWebhooks(b *testing.B) {
 		files := scaleHooks(n)
 		b.Run(fmt.Sprintf("files=%d/reload", n), func(b *testing.B) {
 			dir := writeHooks(b, files)
-			before := scaleHeap()
+			before := heaptest.Live()
 			set, problems, err := webhooks.LoadDir(dir)
 			if err != nil || len(problems) != 0 || len(set) != n {
 				b.Fatalf("loaded %d of %d: %v %v", len(set), n, problems, err)
 			}
-			kept := scaleHeap() - min(before, scaleHeap())
+			kept := heaptest.Live() - min(before, heaptest.Live())
 			runtime.KeepAlive(set)
 			b.ReportAllocs()
 			for b.Loop() {

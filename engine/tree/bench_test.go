@@ -37,22 +37,34 @@ func reportRate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-func benchTree(b *testing.B, ruleFile string) *Tree {
-	b.Helper()
-	r, err := config.DecodeRule(readFile(b, ruleFile))
-	if err != nil {
-		b.Fatal(err)
+// benchActions evaluates ev with tr (through c when set) until the
+// benchmark ends, checks that the last evaluation gave want actions and
+// reports events/s.
+func benchActions(b *testing.B, tr *Tree, c *Counters, ev *Event, want int) {
+	var actions []Action
+	b.ReportAllocs()
+	for b.Loop() {
+		actions = liveActions(tr, c, ev, actions[:0])
 	}
-	return mustCompile(b, rulesetTree(r))
+	if len(actions) != want {
+		b.Fatalf("%d actions, want %d", len(actions), want)
+	}
+	reportRate(b)
 }
 
-func benchEvent(b *testing.B, file string) *Event {
-	b.Helper()
-	ev, err := DecodeEvent(readFile(b, file))
-	if err != nil {
-		b.Fatal(err)
+// benchActionsCycling is benchActions over events in turn.
+func benchActionsCycling(b *testing.B, tr *Tree, c *Counters, events []*Event, want int) {
+	var actions []Action
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		actions = liveActions(tr, c, events[i%len(events)], actions[:0])
+		i++
 	}
-	return ev
+	if len(actions) != want {
+		b.Fatalf("%d actions, want %d", len(actions), want)
+	}
+	reportRate(b)
 }
 
 const (
@@ -65,23 +77,13 @@ const (
 // BenchmarkFullMatch is Tornado's worst-case bench: every condition,
 // extraction and action of the rule is evaluated. The event is decoded.
 func BenchmarkFullMatch(b *testing.B) {
-	tr := benchTree(b, fullMatchRule)
-	c := benchCounters(tr)
-	ev := benchEvent(b, fullMatchEvent)
-	var actions []Action
-	b.ReportAllocs()
-	for b.Loop() {
-		actions = liveActions(tr, c, ev, actions[:0])
-	}
-	if len(actions) != 1 {
-		b.Fatalf("%d actions", len(actions))
-	}
-	reportRate(b)
+	tr := ruleFileTree(b, fullMatchRule, "")
+	benchActions(b, tr, benchCounters(tr), eventFile(b, fullMatchEvent), 1)
 }
 
 // BenchmarkFullMatchRaw is BenchmarkFullMatch from the raw event bytes.
 func BenchmarkFullMatchRaw(b *testing.B) {
-	tr := benchTree(b, fullMatchRule)
+	tr := ruleFileTree(b, fullMatchRule, "")
 	c := benchCounters(tr)
 	raw := readFile(b, fullMatchEvent)
 	var actions []Action
@@ -116,83 +118,29 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkNoMatch is Tornado's best case: one rule whose condition on the
 // event type fails.
 func BenchmarkNoMatch(b *testing.B) {
-	tr := benchTree(b, noMatchRule)
-	c := benchCounters(tr)
-	ev := benchEvent(b, noMatchEvent)
-	var actions []Action
-	b.ReportAllocs()
-	for b.Loop() {
-		actions = liveActions(tr, c, ev, actions[:0])
-	}
-	if len(actions) != 0 {
-		b.Fatalf("%d actions", len(actions))
-	}
-	reportRate(b)
+	tr := ruleFileTree(b, noMatchRule, "")
+	benchActions(b, tr, benchCounters(tr), eventFile(b, noMatchEvent), 0)
 }
 
 // BenchmarkIterator runs the Alertmanager event (5 alerts) through Tornado's
 // iterator fixture: 15 actions per event.
 func BenchmarkIterator(b *testing.B) {
 	tr := mustCompile(b, tornadoDir(b, "v2/test_config_iterator"))
-	c := benchCounters(tr)
-	ev := benchEvent(b, "tornado/openshift_webhook_event.json")
-	var actions []Action
-	b.ReportAllocs()
-	for b.Loop() {
-		actions = liveActions(tr, c, ev, actions[:0])
-	}
-	if len(actions) != 15 {
-		b.Fatalf("%d actions", len(actions))
-	}
-	reportRate(b)
+	benchActions(b, tr, benchCounters(tr), eventFile(b, "tornado/openshift_webhook_event.json"), 15)
 }
 
-// largeTree has 1,000 rulesets of 10 rules under the root. Every rule of
-// ruleset i requires ${event.type} equals "type_i" and extracts one
-// variable with a regex, used by its action.
-func largeTree(tb testing.TB) *config.Node {
-	root := config.NewRoot()
-	idx := 1
-	for i := range 1000 {
-		rs := &config.Node{Kind: config.KindRuleset, Name: fmt.Sprintf("ruleset_%d", i)}
-		for j := range 10 {
-			rs.Rules = append(rs.Rules, mustRule(tb, fmt.Sprintf(`{"name":"rule_%d","description":"","continue":true,"active":true,
-				"constraint":{"WHERE":{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"type_%d"},{"type":"contains","first":"${event.payload.host}","second":"srv"}]},
-				"WITH":{"num":{"from":"${event.payload.host}","regex":{"match":"srv-([0-9]+)","group_match_idx":%d}}}},
-				"actions":[{"id":"logger","payload":{"host":"${event.payload.host}","num":"${_variables.num}"}}]}`, j, i, idx)))
-		}
-		root.Children = append(root.Children, rs)
-	}
-	return root
-}
-
-// BenchmarkLargeTree evaluates events against largeTree; each event's type
-// selects exactly one ruleset.
+// BenchmarkLargeTree evaluates events against 1,000 rulesets of 10
+// rules (scaleTree); each event's type selects exactly one ruleset.
 func BenchmarkLargeTree(b *testing.B) {
-	tr := mustCompile(b, largeTree(b))
-	c := benchCounters(tr)
-	events := make([]*Event, 1000)
-	for i := range events {
-		events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, i, i))
-	}
-	var actions []Action
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		actions = liveActions(tr, c, events[i%len(events)], actions[:0])
-		i++
-	}
-	if len(actions) != 10 {
-		b.Fatalf("%d actions", len(actions))
-	}
-	reportRate(b)
+	tr := mustCompile(b, scaleTree(b, 10_000))
+	benchActionsCycling(b, tr, benchCounters(tr), spreadEvents(b, 1000), 10)
 }
 
 // BenchmarkProcess is the test-event path: the full result tree of the
 // full-match event.
 func BenchmarkProcess(b *testing.B) {
-	tr := benchTree(b, fullMatchRule)
-	ev := benchEvent(b, fullMatchEvent)
+	tr := ruleFileTree(b, fullMatchRule, "")
+	ev := eventFile(b, fullMatchEvent)
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.Process(ev)
@@ -200,17 +148,40 @@ func BenchmarkProcess(b *testing.B) {
 	reportRate(b)
 }
 
-// sizedTree is n rulesets of one rule each under the root; the rule of
-// ruleset i requires ${event.type} equals "type_i", extracts with a regex
-// and has one action.
+// benchRule is the rule name of ruleset i of the benchmark trees: it
+// requires ${event.type} equals "type_i", checks the host, extracts one
+// variable from it with a regex and has one action, which uses it.
+func benchRule(tb testing.TB, name string, ruleset int) *config.Rule {
+	return mustRule(tb, fmt.Sprintf(`{"name":%q,"description":"","continue":true,"active":true,
+		"constraint":{"WHERE":{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"type_%d"},{"type":"contains","first":"${event.payload.host}","second":"srv"}]},
+		"WITH":{"num":{"from":"${event.payload.host}","regex":{"match":"srv-([0-9]+)","group_match_idx":1}}}},
+		"actions":[{"id":"logger","payload":{"host":"${event.payload.host}","num":"${_variables.num}"}}]}`, name, ruleset))
+}
+
+// typedEvent is an event of type "type_<typ>" (it selects ruleset typ of
+// the benchmark trees) from the host srv-<host>.example.com.
+func typedEvent(tb testing.TB, typ, host int) *Event {
+	return mustEvent(tb, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, typ, host))
+}
+
+// spreadEvents returns up to 1,000 events whose types are spread evenly
+// over n rulesets of the benchmark trees: event i selects ruleset
+// i*(n/len), from host i.
+func spreadEvents(tb testing.TB, n int) []*Event {
+	events := make([]*Event, min(n, 1000))
+	for i := range events {
+		events[i] = typedEvent(tb, i*(n/len(events)), i)
+	}
+	return events
+}
+
+// sizedTree is n rulesets of one rule each under the root, the rule of
+// ruleset i benchRule "rule".
 func sizedTree(tb testing.TB, n int) *config.Node {
 	root := config.NewRoot()
 	for i := range n {
 		rs := &config.Node{Kind: config.KindRuleset, Name: fmt.Sprintf("ruleset_%d", i)}
-		rs.Rules = append(rs.Rules, mustRule(tb, fmt.Sprintf(`{"name":"rule","description":"","continue":true,"active":true,
-			"constraint":{"WHERE":{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"type_%d"},{"type":"contains","first":"${event.payload.host}","second":"srv"}]},
-			"WITH":{"num":{"from":"${event.payload.host}","regex":{"match":"srv-([0-9]+)","group_match_idx":1}}}},
-			"actions":[{"id":"logger","payload":{"host":"${event.payload.host}","num":"${_variables.num}"}}]}`, i)))
+		rs.Rules = append(rs.Rules, benchRule(tb, "rule", i))
 		root.Children = append(root.Children, rs)
 	}
 	return root
@@ -237,23 +208,7 @@ func BenchmarkTreeSize(b *testing.B) {
 			compile := time.Since(start)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			events := make([]*Event, min(n, 1000))
-			for i := range events {
-				typ := i * (n / len(events))
-				events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, typ, i))
-			}
-			var actions []Action
-			i := 0
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				actions = liveActions(tr, c, events[i%len(events)], actions[:0])
-				i++
-			}
-			if len(actions) != 1 {
-				b.Fatalf("%d actions", len(actions))
-			}
-			reportRate(b)
+			benchActionsCycling(b, tr, c, spreadEvents(b, n), 1)
 			b.ReportMetric(float64(compile.Milliseconds()), "compile-ms")
 			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "tree-MiB")
 			runtime.KeepAlive(tr)

@@ -59,7 +59,7 @@ func conformanceTrees(tb testing.TB) []*Tree {
 	}
 	return []*Tree{
 		mustCompile(tb, probeTree(tb)),
-		benchTreeTB(tb, fullMatchRule),
+		ruleFileTree(tb, fullMatchRule, ""),
 		mustCompile(tb, tornadoDir(tb, "v2/test_config_iterator")),
 		mustCompile(tb, tornadoDir(tb, "v2/test_config")),
 		mustCompile(tb, tornadoDir(tb, "rules.d")),

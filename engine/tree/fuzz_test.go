@@ -15,7 +15,7 @@ func FuzzEvaluate(f *testing.F) {
 	f.Add([]byte(`{"type":"trap","created_ms":1,"payload":{"host_ip":"10.65.5.31","line_11":" 1","line_9":"Sensor 4","line_5":"x","line_6":[1]}}`))
 	f.Add([]byte(`{"type":"t","created_ms":18446744073709551615,"payload":{"data":{"alerts":{"b":1,"a":[]}}},"metadata":{"tenant_id":"master"}}`))
 	trees := []*Tree{
-		benchTreeTB(f, fullMatchRule),
+		ruleFileTree(f, fullMatchRule, ""),
 		mustCompile(f, tornadoDir(f, "v2/test_config_iterator")),
 		mustCompile(f, tornadoDir(f, "v2/test_config")),
 		mustCompile(f, tornadoDir(f, "rules.d")),
@@ -33,9 +33,4 @@ func FuzzEvaluate(f *testing.F) {
 			checkLive(t, tr, ev, actions)
 		}
 	})
-}
-
-func benchTreeTB(tb testing.TB, file string) *Tree {
-	tb.Helper()
-	return mustCompile(tb, rulesetTree(ruleFile(tb, file, "")))
 }

@@ -35,6 +35,23 @@ func ruleFile(t testing.TB, file, name string) *config.Rule {
 	return r
 }
 
+// ruleFileTree compiles a rule fixture (ruleFile) alone in a ruleset
+// (rulesetTree).
+func ruleFileTree(t testing.TB, file, name string) *Tree {
+	t.Helper()
+	return mustCompile(t, rulesetTree(ruleFile(t, file, name)))
+}
+
+// eventFile decodes an event fixture.
+func eventFile(t testing.TB, file string) *Event {
+	t.Helper()
+	ev, err := DecodeEvent(readFile(t, file))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return ev
+}
+
 // mustRule decodes a rule given as JSON.
 func mustRule(t testing.TB, js string) *config.Rule {
 	t.Helper()

@@ -64,7 +64,7 @@ func interleave(b *testing.B, x, y *side) {
 //     go test ./engine/tree -run '^$' -bench Ratio -benchtime 200000x -count 5
 func BenchmarkRatio(b *testing.B) {
 	b.Run("raw/decode", func(b *testing.B) {
-		tr := benchTree(b, fullMatchRule)
+		tr := ruleFileTree(b, fullMatchRule, "")
 		raw := readFile(b, fullMatchEvent)
 		var actions []Action
 		x := &side{name: "raw", op: func(int) {
@@ -90,11 +90,7 @@ func BenchmarkRatio(b *testing.B) {
 		sides := make([]*side, 0, 2)
 		for _, n := range []int{100_000, 1} {
 			tr := mustCompile(b, sizedTree(b, n))
-			events := make([]*Event, min(n, 1000))
-			for i := range events {
-				typ := i * (n / len(events))
-				events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, typ, i))
-			}
+			events := spreadEvents(b, n)
 			var actions []Action
 			sides = append(sides, &side{name: fmt.Sprint(n), op: func(i int) {
 				actions = tr.Actions(events[i%len(events)], actions[:0])
@@ -142,21 +138,18 @@ func BenchmarkCounted(b *testing.B) {
 		interleave(b, &side{name: "counted", op: op(true)}, &side{name: "plain", op: op(false)})
 	}
 	b.Run("raw", func(b *testing.B) {
-		run(b, benchTree(b, fullMatchRule), func(int) *Event { return nil }, readFile(b, fullMatchEvent), 1)
+		run(b, ruleFileTree(b, fullMatchRule, ""), func(int) *Event { return nil }, readFile(b, fullMatchEvent), 1)
 	})
 	b.Run("nomatch", func(b *testing.B) {
-		ev := benchEvent(b, noMatchEvent)
-		run(b, benchTree(b, noMatchRule), func(int) *Event { return ev }, nil, 0)
+		ev := eventFile(b, noMatchEvent)
+		run(b, ruleFileTree(b, noMatchRule, ""), func(int) *Event { return ev }, nil, 0)
 	})
 	b.Run("iterator", func(b *testing.B) {
-		ev := benchEvent(b, "tornado/openshift_webhook_event.json")
+		ev := eventFile(b, "tornado/openshift_webhook_event.json")
 		run(b, mustCompile(b, tornadoDir(b, "v2/test_config_iterator")), func(int) *Event { return ev }, nil, 15)
 	})
 	b.Run("large", func(b *testing.B) {
-		events := make([]*Event, 1000)
-		for i := range events {
-			events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, i, i))
-		}
-		run(b, mustCompile(b, largeTree(b)), func(i int) *Event { return events[i%len(events)] }, nil, 10)
+		events := spreadEvents(b, 1000)
+		run(b, mustCompile(b, scaleTree(b, 10_000)), func(i int) *Event { return events[i%len(events)] }, nil, 10)
 	})
 }

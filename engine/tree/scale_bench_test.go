@@ -6,35 +6,23 @@ import (
 	"testing"
 
 	"github.com/squallhq/squall/config"
+	"github.com/squallhq/squall/internal/heaptest"
 )
 
 // scaleTree has n rules in rulesets of 10 under the root (one ruleset
-// below 10 rules). Every rule of ruleset i requires ${event.type} equals
-// "type_i", checks the host and extracts one variable with a regex, used
-// by its action: an event of type_i matches the 10 rules of ruleset i.
+// below 10 rules), the rules of ruleset i benchRule "rule_0" to "rule_9":
+// an event of type_i matches the 10 rules of ruleset i.
 func scaleTree(tb testing.TB, n int) *config.Node {
 	root := config.NewRoot()
 	per := min(n, 10)
 	for i := range n / per {
 		rs := &config.Node{Kind: config.KindRuleset, Name: fmt.Sprintf("ruleset_%d", i)}
 		for j := range per {
-			rs.Rules = append(rs.Rules, mustRule(tb, fmt.Sprintf(`{"name":"rule_%d","description":"","continue":true,"active":true,
-				"constraint":{"WHERE":{"type":"AND","operators":[{"type":"equals","first":"${event.type}","second":"type_%d"},{"type":"contains","first":"${event.payload.host}","second":"srv"}]},
-				"WITH":{"num":{"from":"${event.payload.host}","regex":{"match":"srv-([0-9]+)","group_match_idx":1}}}},
-				"actions":[{"id":"logger","payload":{"host":"${event.payload.host}","num":"${_variables.num}"}}]}`, j, i)))
+			rs.Rules = append(rs.Rules, benchRule(tb, fmt.Sprintf("rule_%d", j), i))
 		}
 		root.Children = append(root.Children, rs)
 	}
 	return root
-}
-
-// heapInUse returns the live heap after a full collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 var scaleRules = []int{10, 100, 1_000, 10_000, 100_000}
@@ -50,9 +38,9 @@ func BenchmarkScaleTree(b *testing.B) {
 	for _, n := range scaleRules {
 		model := scaleTree(b, n)
 		b.Run(fmt.Sprintf("rules=%d/compile", n), func(b *testing.B) {
-			before := heapInUse()
+			before := heaptest.Live()
 			tr := mustCompile(b, model)
-			kept := heapInUse() - min(before, heapInUse())
+			kept := heaptest.Live() - min(before, heaptest.Live())
 			runtime.KeepAlive(tr)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -66,19 +54,9 @@ func BenchmarkScaleTree(b *testing.B) {
 			events := make([]*Event, min(sets, 1000))
 			for i := range events {
 				k := i * sets / len(events)
-				events[i] = mustEvent(b, fmt.Sprintf(`{"type":"type_%d","created_ms":1,"payload":{"host":"srv-%d.example.com"}}`, k, k))
+				events[i] = typedEvent(b, k, k)
 			}
-			var actions []Action
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				actions = tr.Actions(events[i%len(events)], actions[:0])
-				i++
-			}
-			if len(actions) != min(n, 10) {
-				b.Fatalf("%d actions", len(actions))
-			}
-			reportRate(b)
+			benchActionsCycling(b, tr, nil, events, min(n, 10))
 		})
 	}
 }
