@@ -67,13 +67,6 @@ func benchActionsCycling(b *testing.B, tr *Tree, c *Counters, events []*Event, w
 	reportRate(b)
 }
 
-const (
-	fullMatchRule  = "tornado/benches_resources/full_match/rules/rule_01.json"
-	fullMatchEvent = "tornado/benches_resources/full_match/events/event_01.json"
-	noMatchRule    = "tornado/benches_resources/no_match/rules/rule_01.json"
-	noMatchEvent   = "tornado/benches_resources/no_match/events/event_01.json"
-)
-
 // BenchmarkFullMatch is Tornado's worst-case bench: every condition,
 // extraction and action of the rule is evaluated. The event is decoded.
 func BenchmarkFullMatch(b *testing.B) {

@@ -74,41 +74,35 @@ func checkExplain(t testing.TB, c oracleCase, ev *Event, res *ProcessedNode, liv
 	}
 }
 
-// explainLine writes an entry as refTraceLine writes the reference's.
+// explainLine writes an entry as refTraceLine writes the reference's
+// trace: it is written through the trace form.
 func explainLine(e ExplainEntry) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s %s", e.Kind, e.Path, e.Rule, e.Status)
+	tr := refTrace{Kind: e.Kind, Path: e.Path, Rule: e.Rule, Status: e.Status}
 	if e.Condition != nil {
-		b.WriteString(" where ")
-		writeExplainCond(&b, e.Condition)
+		tr.Cond = explainCond(e.Condition)
 	}
 	for _, v := range e.Variables {
-		value := "failed"
-		if v.Error == "" {
-			value = "=" + string(v.Value)
-		}
-		fmt.Fprintf(&b, " with %s from %s matched %v: %s", v.Variable, operandText(v.From), v.Matched, value)
+		tr.Vars = append(tr.Vars, refVar{Name: v.Variable, From: operandText(v.From), Matched: v.Matched, Value: "=" + string(v.Value), Failed: v.Error != ""})
 	}
-	return b.String()
+	return refTraceLine(tr)
 }
 
-func writeExplainCond(b *strings.Builder, c *ExplainCond) {
-	var args []string
+// explainCond is an explained condition in the trace form: its operands
+// as "expr=value" or "expr missing", and its regex.
+func explainCond(c *ExplainCond) *refCond {
+	out := &refCond{Op: c.Op, Outcome: c.Outcome}
 	for _, o := range []*ExplainOperand{c.First, c.Second, c.Target} {
 		if o != nil {
-			args = append(args, operandText(o))
+			out.Args = append(out.Args, operandText(o))
 		}
 	}
 	if c.Regex != nil {
-		args = append(args, "regex "+*c.Regex)
+		out.Args = append(out.Args, "regex "+*c.Regex)
 	}
-	// equals is shown accessor first, whichever way it was written.
-	slices.Sort(args)
-	fmt.Fprintf(b, "%s=%v%q(", c.Op, c.Outcome, args)
 	for _, o := range c.Operands {
-		writeExplainCond(b, o)
+		out.Operands = append(out.Operands, explainCond(o))
 	}
-	b.WriteString(")")
+	return out
 }
 
 func operandText(o *ExplainOperand) string {

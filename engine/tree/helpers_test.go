@@ -35,6 +35,16 @@ func ruleFile(t testing.TB, file, name string) *config.Rule {
 	return r
 }
 
+// Tornado's benchmark fixtures: a rule and an event it matches fully
+// (every condition, extraction and action evaluated), a rule and an event
+// whose type it refuses.
+const (
+	fullMatchRule  = "tornado/benches_resources/full_match/rules/rule_01.json"
+	fullMatchEvent = "tornado/benches_resources/full_match/events/event_01.json"
+	noMatchRule    = "tornado/benches_resources/no_match/rules/rule_01.json"
+	noMatchEvent   = "tornado/benches_resources/no_match/events/event_01.json"
+)
+
 // ruleFileTree compiles a rule fixture (ruleFile) alone in a ruleset
 // (rulesetTree).
 func ruleFileTree(t testing.TB, file, name string) *Tree {

@@ -20,6 +20,25 @@ func matches(t *testing.T, where, payload string) bool {
 	return st == RuleMatched
 }
 
+// payloadStatus is an event's payload and the status the rule under test
+// must have on it.
+type payloadStatus struct {
+	payload string
+	want    RuleStatus
+}
+
+// checkRuleStatuses evaluates each payload with tr, a tree of one rule
+// (rulesetTree), and checks the rule's status.
+func checkRuleStatuses(t *testing.T, tr *Tree, tests []payloadStatus) {
+	t.Helper()
+	for _, tc := range tests {
+		res, _ := tr.Process(payloadEvent(t, tc.payload))
+		if got := onlyRuleset(t, res).Rules[0].Status; got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.payload, got, tc.want)
+		}
+	}
+}
+
 func bin(op string, first, second any) string {
 	return fmt.Sprintf(`{"type":%q,"first":%s,"second":%s}`, op, lit(first), lit(second))
 }
@@ -131,12 +150,7 @@ func TestOperators(t *testing.T) {
 // Tornado's fixture 004_cmp_operators.
 func TestOperators_cmpFixture(t *testing.T) {
 	t.Parallel()
-	r := ruleFile(t, "tornado/v1/004_cmp_operators.json", "cmp")
-	tr := mustCompile(t, rulesetTree(r))
-	tests := []struct {
-		payload string
-		want    RuleStatus
-	}{
+	checkRuleStatuses(t, ruleFileTree(t, "tornado/v1/004_cmp_operators.json", "cmp"), []payloadStatus{
 		{`{"value":1000}`, RuleMatched},
 		{`{"value":2000}`, RuleNotMatched},
 		{`{"value":-1000}`, RuleMatched},
@@ -149,24 +163,13 @@ func TestOperators_cmpFixture(t *testing.T) {
 		{`{"value":160}`, RuleNotMatched},
 		{`{"message":"WaRnInG"}`, RuleMatched},
 		{`{"message":"WaRnInGs"}`, RuleNotMatched},
-	}
-	for _, tc := range tests {
-		res, _ := tr.Process(payloadEvent(t, tc.payload))
-		if got := onlyRuleset(t, res).Rules[0].Status; got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.payload, got, tc.want)
-		}
-	}
+	})
 }
 
 // Tornado's fixture 005_contains_operators.
 func TestOperators_containsFixture(t *testing.T) {
 	t.Parallel()
-	r := ruleFile(t, "tornado/v1/005_contains_operators.json", "contains")
-	tr := mustCompile(t, rulesetTree(r))
-	tests := []struct {
-		payload string
-		want    RuleStatus
-	}{
+	checkRuleStatuses(t, ruleFileTree(t, "tornado/v1/005_contains_operators.json", "contains"), []payloadStatus{
 		{`{"value":"Some SOMETHING else"}`, RuleMatched},
 		{`{"value":"has a 6 inside"}`, RuleNotMatched}, // second 6 is a number: containsIgnoreCase needs a string
 		{`{"value":"Contains test here"}`, RuleMatched},
@@ -176,11 +179,5 @@ func TestOperators_containsFixture(t *testing.T) {
 		{`{"value":["a","SOMETHING else"]}`, RuleNotMatched},
 		{`{"value":{"something":1}}`, RuleMatched},
 		{`{"value":42}`, RuleNotMatched},
-	}
-	for _, tc := range tests {
-		res, _ := tr.Process(payloadEvent(t, tc.payload))
-		if got := onlyRuleset(t, res).Rules[0].Status; got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.payload, got, tc.want)
-		}
-	}
+	})
 }

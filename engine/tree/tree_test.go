@@ -59,11 +59,8 @@ const never = `{"type":"equals","first":"${event.type}","second":"nope"}`
 
 func TestTree_fullMatchFixture(t *testing.T) {
 	t.Parallel()
-	tr := mustCompile(t, rulesetTree(ruleFile(t, "tornado/benches_resources/full_match/rules/rule_01.json", "")))
-	ev, err := DecodeEvent(readFile(t, "tornado/benches_resources/full_match/events/event_01.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := ruleFileTree(t, fullMatchRule, "")
+	ev := eventFile(t, fullMatchEvent)
 	res, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
 	if st := onlyRuleset(t, res).Rules[0].Status; st != RuleMatched {
@@ -80,11 +77,8 @@ func TestTree_fullMatchFixture(t *testing.T) {
 
 func TestTree_noMatchFixture(t *testing.T) {
 	t.Parallel()
-	tr := mustCompile(t, rulesetTree(ruleFile(t, "tornado/benches_resources/no_match/rules/rule_01.json", "")))
-	ev, err := DecodeEvent(readFile(t, "tornado/benches_resources/no_match/events/event_01.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := ruleFileTree(t, noMatchRule, "")
+	ev := eventFile(t, noMatchEvent)
 	res, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
 	if st := onlyRuleset(t, res).Rules[0].Status; st != RuleNotMatched || len(actions) != 0 {
@@ -96,10 +90,7 @@ func TestTree_noMatchFixture(t *testing.T) {
 func TestTree_iteratorFixture(t *testing.T) {
 	t.Parallel()
 	tr := mustCompile(t, tornadoDir(t, "v2/test_config_iterator"))
-	ev, err := DecodeEvent(readFile(t, "tornado/openshift_webhook_event.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := eventFile(t, "tornado/openshift_webhook_event.json")
 	res, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
 	if len(actions) != 15 {
@@ -135,10 +126,7 @@ func TestTree_workedExampleGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := mustCompile(t, ex.Node)
-	ev, err := DecodeEvent(readFile(t, "worked_example.event.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := eventFile(t, "worked_example.event.json")
 	res, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
 	got, err := json.MarshalIndent(map[string]any{"event": ev, "result": res}, "", "  ")
@@ -577,10 +565,7 @@ func TestTree_testConfigFixture(t *testing.T) {
 		t.Errorf("counts %+v", got)
 	}
 	tr := mustCompile(t, root)
-	ev, err := DecodeEvent(readFile(t, "tornado/openshift_webhook_event.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := eventFile(t, "tornado/openshift_webhook_event.json")
 	_, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
 }
