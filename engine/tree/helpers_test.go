@@ -121,6 +121,16 @@ func onlyRuleset(t testing.TB, res *ProcessedNode) *ProcessedRules {
 	return res.Nodes[0].Rules
 }
 
+// ruleStatus processes ev with tr, a tree of one rule (rulesetTree),
+// checks that the live evaluation agrees (checkLive), and returns the
+// rule's status and the actions.
+func ruleStatus(t testing.TB, tr *Tree, ev *Event) (RuleStatus, []Action) {
+	t.Helper()
+	res, actions := tr.Process(ev)
+	checkLive(t, tr, ev, actions)
+	return onlyRuleset(t, res).Rules[0].Status, actions
+}
+
 func toJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

@@ -9,11 +9,7 @@ import (
 func matches(t *testing.T, where, payload string) bool {
 	t.Helper()
 	r := mustRule(t, `{"name":"r","description":"","continue":true,"active":true,"constraint":{"WHERE":`+where+`,"WITH":{}},"actions":[{"id":"a","payload":{}}]}`)
-	tr := mustCompile(t, rulesetTree(r))
-	ev := payloadEvent(t, payload)
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
-	st := onlyRuleset(t, res).Rules[0].Status
+	st, _ := ruleStatus(t, mustCompile(t, rulesetTree(r)), payloadEvent(t, payload))
 	if st != RuleMatched && st != RuleNotMatched {
 		t.Fatalf("status %s", st)
 	}
@@ -32,8 +28,7 @@ type payloadStatus struct {
 func checkRuleStatuses(t *testing.T, tr *Tree, tests []payloadStatus) {
 	t.Helper()
 	for _, tc := range tests {
-		res, _ := tr.Process(payloadEvent(t, tc.payload))
-		if got := onlyRuleset(t, res).Rules[0].Status; got != tc.want {
+		if got, _ := ruleStatus(t, tr, payloadEvent(t, tc.payload)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.payload, got, tc.want)
 		}
 	}

@@ -108,6 +108,10 @@ func (p *parser) string() (start, end int, err error) {
 	return start, end, nil
 }
 
+// oneByteEscapes maps the byte after a backslash to the byte the escape
+// stands for, for the escapes of one byte (0: not one of them).
+var oneByteEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // unescape decodes the escapes of b in place, best effort (see parser),
 // and returns the decoded length.
 func unescape(b []byte) int {
@@ -125,25 +129,13 @@ func unescape(b []byte) int {
 			break
 		}
 		r += 2
-		switch e := b[r-1]; e {
-		case '"', '\\', '/':
-			b[w] = e
+		e := b[r-1]
+		if d := oneByteEscapes[e]; d != 0 {
+			b[w] = d
 			w++
-		case 'b':
-			b[w] = '\b'
-			w++
-		case 'f':
-			b[w] = '\f'
-			w++
-		case 'n':
-			b[w] = '\n'
-			w++
-		case 'r':
-			b[w] = '\r'
-			w++
-		case 't':
-			b[w] = '\t'
-			w++
+			continue
+		}
+		switch e {
 		case 'u':
 			x, ok := hex4(b[r:])
 			if !ok {
@@ -218,23 +210,27 @@ func (p *parser) key() (start, end int, err error) {
 	return start, end, nil
 }
 
-// next reads what follows a member of an object or an element of an
-// array (what: "object" or "array"): a ',' before another (more), or the
-// closing byte.
-func (p *parser) next(closing byte, what string) (more bool, err error) {
+// more reads what follows a member of an object or an element of an
+// array: a ',' before another (more), or the closing byte. ok is false
+// when it is neither (separatorError says why).
+func (p *parser) more(closing byte) (more, ok bool) {
 	p.skipWS()
+	if p.pos < len(p.buf) {
+		if c := p.buf[p.pos]; c == ',' || c == closing {
+			p.pos++
+			return c == ',', true
+		}
+	}
+	return false, false
+}
+
+// separatorError is the syntax error where more found neither a ',' nor
+// the closing byte after a value of an object or an array (what).
+func (p *parser) separatorError(what string) error {
 	if p.pos >= len(p.buf) {
-		return false, p.syntax("unexpected end of " + what)
+		return p.syntax("unexpected end of " + what)
 	}
-	switch p.buf[p.pos] {
-	case ',':
-		p.pos++
-		return true, nil
-	case closing:
-		p.pos++
-		return false, nil
-	}
-	return false, p.syntax("missing ',' after " + what + " value")
+	return p.syntax("missing ',' after " + what + " value")
 }
 
 func isNumberByte(c byte) bool {
@@ -293,8 +289,9 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 				return err
 			}
 			n.count++
-			if more, err = p.next('}', "object"); err != nil {
-				return err
+			var ok bool
+			if more, ok = p.more('}'); !ok {
+				return p.separatorError("object")
 			}
 		}
 	case '[':
@@ -311,9 +308,9 @@ func (p *parser) value(keyOff, keyEnd, depth int) error {
 				return err
 			}
 			n.count++
-			var err error
-			if more, err = p.next(']', "array"); err != nil {
-				return err
+			var ok bool
+			if more, ok = p.more(']'); !ok {
+				return p.separatorError("array")
 			}
 		}
 	case '"':
@@ -406,8 +403,9 @@ func (p *parser) event(ev *Event) error {
 			if key != "payload" && key != "metadata" {
 				p.nodes = p.nodes[:mark]
 			}
-			if more, err = p.next('}', "object"); err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+			var ok bool
+			if more, ok = p.more('}'); !ok {
+				return fmt.Errorf("%w: %w", ErrInvalidEvent, p.separatorError("object"))
 			}
 		}
 	}

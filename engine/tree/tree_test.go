@@ -59,11 +59,8 @@ const never = `{"type":"equals","first":"${event.type}","second":"nope"}`
 
 func TestTree_fullMatchFixture(t *testing.T) {
 	t.Parallel()
-	tr := ruleFileTree(t, fullMatchRule, "")
-	ev := eventFile(t, fullMatchEvent)
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
-	if st := onlyRuleset(t, res).Rules[0].Status; st != RuleMatched {
+	st, actions := ruleStatus(t, ruleFileTree(t, fullMatchRule, ""), eventFile(t, fullMatchEvent))
+	if st != RuleMatched {
 		t.Fatalf("status %s", st)
 	}
 	want := `[{"id":"nagios","payload":{"host":"bz-outsideserverroom-sensors","host_ip":"10.65.5.31","message":"SNMPv2-SMI::enterprises.14848.2.1.1.7.0 38:10:38:30.98","room":"SNMPv2-SMI::enterprises.14848.2.1.1.2.0 \"Outside Server Room\"","service":"motion_sensor_port_4","status":"Critical"}}]`
@@ -77,11 +74,8 @@ func TestTree_fullMatchFixture(t *testing.T) {
 
 func TestTree_noMatchFixture(t *testing.T) {
 	t.Parallel()
-	tr := ruleFileTree(t, noMatchRule, "")
-	ev := eventFile(t, noMatchEvent)
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
-	if st := onlyRuleset(t, res).Rules[0].Status; st != RuleNotMatched || len(actions) != 0 {
+	st, actions := ruleStatus(t, ruleFileTree(t, noMatchRule, ""), eventFile(t, noMatchEvent))
+	if st != RuleNotMatched || len(actions) != 0 {
 		t.Fatalf("status %s, actions %v", st, actions)
 	}
 }
