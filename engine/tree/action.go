@@ -245,14 +245,9 @@ func (cc *compiler) action(a *config.Action) (actionTemplate, error) {
 	if p == nil {
 		p = map[string]any{}
 	}
-	key := string(appendValueKey(nil, p))
-	t, ok := cc.templates[key]
-	if !ok {
-		var err error
-		if t, err = cc.template(p); err != nil {
-			return actionTemplate{}, fmt.Errorf("action %s payload.%w", a.ID, err)
-		}
-		cc.templates[key] = t
+	t, err := shared(cc.templates, string(appendValueKey(nil, p)), func() (*template, error) { return cc.template(p) })
+	if err != nil {
+		return actionTemplate{}, fmt.Errorf("action %s payload.%w", a.ID, err)
 	}
 	return actionTemplate{id: a.ID, payload: t}, nil
 }

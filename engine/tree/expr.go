@@ -130,15 +130,7 @@ func (cc *compiler) value(v any) (*expr, error) {
 
 // expr compiles an expression string, sharing it with every other use of the same text.
 func (cc *compiler) expr(s string) (*expr, error) {
-	if e, ok := cc.exprs[s]; ok {
-		return e, nil
-	}
-	e, err := compileString(s)
-	if err != nil {
-		return nil, err
-	}
-	cc.exprs[s] = e
-	return e, nil
+	return shared(cc.exprs, s, func() (*expr, error) { return compileString(s) })
 }
 
 // compileString compiles an expression string.

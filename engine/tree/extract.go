@@ -32,16 +32,7 @@ type extractor struct {
 // extractor compiles a WITH entry, sharing it with every identical one of
 // the tree.
 func (cc *compiler) extractor(name string, ex *config.Extractor) (*extractor, error) {
-	key := extractorKey(name, ex)
-	if x, ok := cc.extractors[key]; ok {
-		return x, nil
-	}
-	x, err := cc.compileExtractor(name, ex)
-	if err != nil {
-		return nil, err
-	}
-	cc.extractors[key] = x
-	return x, nil
+	return shared(cc.extractors, extractorKey(name, ex), func() (*extractor, error) { return cc.compileExtractor(name, ex) })
 }
 
 func (cc *compiler) compileExtractor(name string, ex *config.Extractor) (*extractor, error) {
@@ -165,7 +156,8 @@ func (x *extractor) extract(s *scope) (any, error) {
 	return v, nil
 }
 
-// groups returns the groups of one match: group i is str[loc[2i]:loc[2i+1]].
+// indexedMatch returns the group of one match the extractor asks for, or
+// all its groups: group i is str[loc[2i]:loc[2i+1]].
 func (x *extractor) indexedMatch(str string, loc []int) (any, error) {
 	if x.idx != nil {
 		i := *x.idx
@@ -197,12 +189,19 @@ func (x *extractor) indexed(str string) (any, error) {
 		}
 		return str[loc[0]:loc[1]], nil
 	}
+	return x.eachMatch(str, x.indexedMatch)
+}
+
+// eachMatch applies the regex to str and returns its first match
+// converted by convert, or with all_matches every match converted, in a
+// list; errNoMatch when it does not match.
+func (x *extractor) eachMatch(str string, convert func(str string, loc []int) (any, error)) (any, error) {
 	if !x.all {
 		loc := x.re.FindStringSubmatchIndex(str)
 		if loc == nil {
 			return nil, errNoMatch
 		}
-		return x.indexedMatch(str, loc)
+		return convert(str, loc)
 	}
 	locs := x.re.FindAllStringSubmatchIndex(str, -1)
 	if len(locs) == 0 {
@@ -210,7 +209,7 @@ func (x *extractor) indexed(str string) (any, error) {
 	}
 	out := make([]any, 0, len(locs))
 	for _, loc := range locs {
-		v, err := x.indexedMatch(str, loc)
+		v, err := convert(str, loc)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +218,8 @@ func (x *extractor) indexed(str string) (any, error) {
 	return out, nil
 }
 
-func (x *extractor) namedMatch(str string, loc []int) (map[string]any, error) {
+// namedMatch returns the named groups of one match as an object.
+func (x *extractor) namedMatch(str string, loc []int) (any, error) {
 	names := x.re.SubexpNames()
 	m := make(map[string]any, len(x.named))
 	for _, i := range x.named {
@@ -232,26 +232,7 @@ func (x *extractor) namedMatch(str string, loc []int) (map[string]any, error) {
 }
 
 func (x *extractor) namedGroups(str string) (any, error) {
-	if !x.all {
-		loc := x.re.FindStringSubmatchIndex(str)
-		if loc == nil {
-			return nil, errNoMatch
-		}
-		return x.namedMatch(str, loc)
-	}
-	locs := x.re.FindAllStringSubmatchIndex(str, -1)
-	if len(locs) == 0 {
-		return nil, errNoMatch
-	}
-	out := make([]any, 0, len(locs))
-	for _, loc := range locs {
-		m, err := x.namedMatch(str, loc)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
+	return x.eachMatch(str, x.namedMatch)
 }
 
 func (x *extractor) singleKey(in any) (any, error) {

@@ -16,6 +16,21 @@ import (
 // tell apart everything that compiles differently, the Go type of a
 // constant included (13 and 13.0 are different payloads).
 
+// shared returns the compiled form of key kept in cache, or compiles it
+// and keeps it there, so that what rules repeat compiles once.
+func shared[V any](cache map[string]V, key string, compile func() (V, error)) (V, error) {
+	if v, ok := cache[key]; ok {
+		return v, nil
+	}
+	v, err := compile()
+	if err != nil {
+		var zero V
+		return zero, err
+	}
+	cache[key] = v
+	return v, nil
+}
+
 // appendString appends a string with its length, so that no two
 // sequences of strings give the same key.
 func appendString(b []byte, s string) []byte {

@@ -205,16 +205,7 @@ var binaryOps = map[config.OpType]func(a, b any, aok, bok bool) bool{
 // operator compiles a validated operator, sharing it with every
 // identical one of the tree.
 func (cc *compiler) operator(op *config.Operator) (cond, error) {
-	key := string(appendOperatorKey(nil, op))
-	if c, ok := cc.conds[key]; ok {
-		return c, nil
-	}
-	c, err := cc.compileOperator(op)
-	if err != nil {
-		return nil, err
-	}
-	cc.conds[key] = c
-	return c, nil
+	return shared(cc.conds, string(appendOperatorKey(nil, op)), func() (cond, error) { return cc.compileOperator(op) })
 }
 
 // compileOperator compiles a validated operator.

@@ -72,15 +72,7 @@ func newCompiler() *compiler {
 }
 
 func (cc *compiler) regexp(pattern string) (*regexp.Regexp, error) {
-	if re, ok := cc.regexps[pattern]; ok {
-		return re, nil
-	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, err
-	}
-	cc.regexps[pattern] = re
-	return re, nil
+	return shared(cc.regexps, pattern, func() (*regexp.Regexp, error) { return regexp.Compile(pattern) })
 }
 
 type rule struct {
