@@ -66,17 +66,12 @@ func splitObject(data []byte) ([]member, error) {
 			return nil, err
 		}
 		out = append(out, member{key, data[i:vend]})
-		i = skipSpace(data, vend)
-		if i >= len(data) {
-			break
+		var more bool
+		if i, more, err = afterValue(data, vend, '}'); err != nil {
+			return nil, err
 		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
+		if !more {
 			return out, nil
-		default:
-			return nil, errBadJSON
 		}
 	}
 	return nil, errBadJSON
@@ -95,20 +90,31 @@ func splitArray(data []byte) ([]json.RawMessage, error) {
 			return nil, err
 		}
 		out = append(out, data[i:end])
-		i = skipSpace(data, end)
-		if i >= len(data) {
-			break
+		var more bool
+		if i, more, err = afterValue(data, end, ']'); err != nil {
+			return nil, err
 		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case ']':
+		if !more {
 			return out, nil
-		default:
-			return nil, errBadJSON
 		}
 	}
 	return nil, errBadJSON
+}
+
+// afterValue reads what follows a member or an element ending at i: a ','
+// (more, and the start of the next one) or the closing byte of the
+// object or the array.
+func afterValue(data []byte, i int, closing byte) (int, bool, error) {
+	i = skipSpace(data, i)
+	if i < len(data) {
+		switch data[i] {
+		case ',':
+			return skipSpace(data, i+1), true, nil
+		case closing:
+			return i, false, nil
+		}
+	}
+	return 0, false, errBadJSON
 }
 
 func skipSpace(data []byte, i int) int {
