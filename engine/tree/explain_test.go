@@ -264,11 +264,8 @@ func iterationLabel(it ProcessedIteration) string {
 // rule; the explanation is compared with its golden file.
 func TestTree_Explain(t *testing.T) {
 	t.Parallel()
-	ex, err := config.DecodeExport(readFile(t, "explain/tree.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := mustCompile(t, ex.Node)
+	root := exportFile(t, "explain/tree.json")
+	tr := mustCompile(t, root)
 	ev := mustEvent(t, string(readFile(t, "explain/event.json")))
 	exp := tr.Explain(ev, DefaultExplainLimits())
 	got, err := json.MarshalIndent(exp, "", "  ")
@@ -276,7 +273,7 @@ func TestTree_Explain(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "explain/explain.golden.json", got)
-	checkOracle(t, newReference(), oracleCase{name: "explain", root: ex.Node, tr: tr}, readFile(t, "explain/event.json"))
+	checkOracle(t, newReference(), oracleCase{name: "explain", root: root, tr: tr}, readFile(t, "explain/event.json"))
 }
 
 // TestTree_ExplainLimits: an explanation of a tree of many rules stops at

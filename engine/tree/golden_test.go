@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/squallhq/squall/config"
 )
 
 // minGoldenCases is how many cases testdata/golden must hold at least.
@@ -35,15 +33,8 @@ func TestTree_golden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join("golden", name)
-			ex, err := config.DecodeExport(readFile(t, filepath.Join(dir, "tree.json")))
-			if err != nil {
-				t.Fatalf("tree.json: %v", err)
-			}
-			tr := mustCompile(t, ex.Node)
-			ev, err := DecodeEvent(readFile(t, filepath.Join(dir, "event.json")))
-			if err != nil {
-				t.Fatalf("event.json: %v", err)
-			}
+			tr := mustCompile(t, exportFile(t, filepath.Join(dir, "tree.json")))
+			ev := eventFile(t, filepath.Join(dir, "event.json"))
 			res, actions := tr.Process(ev)
 			checkLive(t, tr, ev, actions)
 			got, err := json.MarshalIndent(struct {

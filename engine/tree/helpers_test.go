@@ -62,6 +62,16 @@ func eventFile(t testing.TB, file string) *Event {
 	return ev
 }
 
+// exportFile decodes the tree of an export file.
+func exportFile(t testing.TB, file string) *config.Node {
+	t.Helper()
+	ex, err := config.DecodeExport(readFile(t, file))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return ex.Node
+}
+
 // mustRule decodes a rule given as JSON.
 func mustRule(t testing.TB, js string) *config.Rule {
 	t.Helper()

@@ -237,11 +237,7 @@ func fixtureCases(t testing.TB) []oracleCase {
 		rel, _ := filepath.Rel("testdata", file)
 		add(rel, rulesetTree(ruleFile(t, rel, strings.TrimSuffix(filepath.Base(file), ".json"))))
 	}
-	ex, err := config.DecodeExport(readFile(t, "worked_example.tree.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	add("worked_example", ex.Node)
+	add("worked_example", exportFile(t, "worked_example.tree.json"))
 	return out
 }
 

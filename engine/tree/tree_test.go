@@ -115,11 +115,7 @@ func TestTree_iteratorFixture(t *testing.T) {
 // Tornado's worked example of a test-event result, as a golden file.
 func TestTree_workedExampleGolden(t *testing.T) {
 	t.Parallel()
-	ex, err := config.DecodeExport(readFile(t, "worked_example.tree.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := mustCompile(t, ex.Node)
+	tr := mustCompile(t, exportFile(t, "worked_example.tree.json"))
 	ev := eventFile(t, "worked_example.event.json")
 	res, actions := tr.Process(ev)
 	checkLive(t, tr, ev, actions)
