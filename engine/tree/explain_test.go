@@ -3,7 +3,6 @@ package tree
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -153,7 +152,7 @@ func resultLines(n *ProcessedNode, parent string) []string {
 		out := []string{"iterator " + path + "  " + string(n.Status)}
 		for _, it := range n.Events {
 			for _, c := range it.Nodes {
-				out = append(out, resultLines(c, path+"["+iterationLabel(it)+"]")...)
+				out = append(out, resultLines(c, path+"["+it.Event.IterationLabel()+"]")...)
 			}
 		}
 		return out
@@ -224,7 +223,7 @@ func checkExplainVars(t testing.TB, exp *Explanation, res *ProcessedNode, fail f
 		}
 		for _, it := range n.Events {
 			for _, c := range it.Nodes {
-				walk(c, path+"["+iterationLabel(it)+"]")
+				walk(c, path+"["+it.Event.IterationLabel()+"]")
 			}
 		}
 	}
@@ -244,17 +243,6 @@ func checkExplainVars(t testing.TB, exp *Explanation, res *ProcessedNode, fail f
 			fail("the variables of rule "+e.Rule, fmt.Sprint(len(e.Variables)), fmt.Sprint(len(vars)))
 		}
 	}
-}
-
-// iterationLabel is an iteration as paths write it.
-func iterationLabel(it ProcessedIteration) string {
-	switch i := it.Event.Iterator["iteration"].(type) {
-	case json.Number:
-		return string(i)
-	case string:
-		return url.QueryEscape(i)
-	}
-	return "?"
 }
 
 // TestTree_Explain explains an event that meets every kind of entry
