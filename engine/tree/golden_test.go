@@ -35,8 +35,7 @@ func TestTree_golden(t *testing.T) {
 			dir := filepath.Join("golden", name)
 			tr := mustCompile(t, exportFile(t, filepath.Join(dir, "tree.json")))
 			ev := eventFile(t, filepath.Join(dir, "event.json"))
-			res, actions := tr.Process(ev)
-			checkLive(t, tr, ev, actions)
+			res, actions := processLive(t, tr, ev)
 			got, err := json.MarshalIndent(struct {
 				Result  *ProcessedNode `json:"result"`
 				Actions []Action       `json:"actions"`

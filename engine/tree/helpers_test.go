@@ -132,12 +132,11 @@ func onlyRuleset(t testing.TB, res *ProcessedNode) *ProcessedRules {
 }
 
 // ruleStatus processes ev with tr, a tree of one rule (rulesetTree),
-// checks that the live evaluation agrees (checkLive), and returns the
+// checks that the live evaluation agrees (processLive), and returns the
 // rule's status and the actions.
 func ruleStatus(t testing.TB, tr *Tree, ev *Event) (RuleStatus, []Action) {
 	t.Helper()
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
+	res, actions := processLive(t, tr, ev)
 	return onlyRuleset(t, res).Rules[0].Status, actions
 }
 
@@ -148,6 +147,15 @@ func toJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// processLive processes ev with tr as a test event and checks that the
+// live evaluation agrees (checkLive).
+func processLive(t testing.TB, tr *Tree, ev *Event) (*ProcessedNode, []Action) {
+	t.Helper()
+	res, actions := tr.Process(ev)
+	checkLive(t, tr, ev, actions)
+	return res, actions
 }
 
 // checkLive checks that live evaluation yields the same actions as test

@@ -25,8 +25,7 @@ func run(t *testing.T, payload string, rules ...string) (*ProcessedRules, []Acti
 	}
 	tr := mustCompile(t, rulesetTree(rs...))
 	ev := payloadEvent(t, payload)
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
+	res, actions := processLive(t, tr, ev)
 	return onlyRuleset(t, res), actions
 }
 
@@ -85,8 +84,7 @@ func TestTree_iteratorFixture(t *testing.T) {
 	t.Parallel()
 	tr := mustCompile(t, tornadoDir(t, "v2/test_config_iterator"))
 	ev := eventFile(t, "tornado/openshift_webhook_event.json")
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
+	res, actions := processLive(t, tr, ev)
 	if len(actions) != 15 {
 		t.Fatalf("%d actions, want 15", len(actions))
 	}
@@ -117,8 +115,7 @@ func TestTree_workedExampleGolden(t *testing.T) {
 	t.Parallel()
 	tr := mustCompile(t, exportFile(t, "worked_example.tree.json"))
 	ev := eventFile(t, "worked_example.event.json")
-	res, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
+	res, _ := processLive(t, tr, ev)
 	got, err := json.MarshalIndent(map[string]any{"event": ev, "result": res}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -240,8 +237,7 @@ func TestTree_extractedVariables(t *testing.T) {
 		}
 		tr := mustCompile(t, root)
 		ev := payloadEvent(t, `{"s":"aaa999"}`)
-		_, actions := tr.Process(ev)
-		checkLive(t, tr, ev, actions)
+		_, actions := processLive(t, tr, ev)
 		if got := toJSON(t, actions); got != `[{"id":"a","payload":{"v":"aaa"}},{"id":"a","payload":{"v":"999"}}]` {
 			t.Error(got)
 		}
@@ -320,8 +316,7 @@ func TestTree_iterator(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := mk(tc.active)
 			ev := payloadEvent(t, tc.payload)
-			res, actions := tr.Process(ev)
-			checkLive(t, tr, ev, actions)
+			res, actions := processLive(t, tr, ev)
 			it := res.Nodes[0]
 			if it.Status != tc.status || len(it.Events) != tc.events || toJSON(t, actions) != tc.actions {
 				t.Fatalf("%s actions %s", toJSON(t, it), toJSON(t, actions))
@@ -534,8 +529,7 @@ func TestTree_tenantRouting(t *testing.T) {
 	tr := mustCompile(t, tornadoDir(t, "rules.d"))
 	for _, tenant := range []string{"alpha", "beta"} {
 		ev := mustEvent(t, `{"type":"something","created_ms":1,"metadata":{"tenant_id":"`+tenant+`"},"payload":{}}`)
-		res, actions := tr.Process(ev)
-		checkLive(t, tr, ev, actions)
+		res, _ := processLive(t, tr, ev)
 		var matched []string
 		for _, n := range res.Nodes {
 			if n.Kind == config.KindFilter && n.Status == StatusMatched {
@@ -556,8 +550,7 @@ func TestTree_testConfigFixture(t *testing.T) {
 	}
 	tr := mustCompile(t, root)
 	ev := eventFile(t, "tornado/openshift_webhook_event.json")
-	_, actions := tr.Process(ev)
-	checkLive(t, tr, ev, actions)
+	processLive(t, tr, ev)
 }
 
 func TestDecodeEvent(t *testing.T) {
