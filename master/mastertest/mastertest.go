@@ -25,6 +25,7 @@ import (
 	"github.com/squallhq/squall/internal/logtest"
 	"github.com/squallhq/squall/internal/metrictest"
 	"github.com/squallhq/squall/internal/nettest"
+	"github.com/squallhq/squall/internal/polltest"
 	"github.com/squallhq/squall/master"
 	"github.com/squallhq/squall/master/auth"
 	"github.com/squallhq/squall/master/store"
@@ -634,22 +635,10 @@ func (c *Cluster) waitFor(d time.Duration, cond func() bool, what string) {
 	WaitFor(c.t, d, cond, what)
 }
 
-// WaitFor polls cond every few milliseconds until it holds, or fails the
-// test after d (rqlite's testPoll). For multi-node tests on real sockets,
-// where no single signal says "done".
+// WaitFor polls cond until it holds, or fails the test after d: for
+// multi-node tests on real sockets, where no single signal says "done"
+// (see [polltest.Wait]).
 func WaitFor(t testing.TB, d time.Duration, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		select {
-		case <-tick.C:
-		case <-t.Context().Done():
-			t.Fatalf("test ended while waiting for %s", what)
-		}
-	}
+	polltest.Wait(t, what, d, cond)
 }
