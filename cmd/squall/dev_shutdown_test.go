@@ -71,28 +71,11 @@ func TestDevStopUnderLoad(t *testing.T) {
 		_ = json.Unmarshal(body, &ack)
 		return code, ack.EventID
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for found := false; !found; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no finding within 30s:\n%s", d.p.Logs.String())
-		}
+	postUntilFinding(t, d, base, admin, func() {
 		if code, _ := post("probe"); code != http.StatusOK {
 			t.Fatalf("probe webhook: %d", code)
 		}
-		for range 10 {
-			code, body := apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", admin, nil, "")
-			var list struct {
-				Total int `json:"total"`
-			}
-			if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
-				t.Fatalf("list findings: %d %s", code, body)
-			}
-			if found = list.Total > 0; found {
-				break
-			}
-			pause(t)
-		}
-	}
+	})
 
 	// The load: each worker stops at its first call not answered 200
 	// (503 SHUTTING_DOWN, or no answer once dev stopped listening).
@@ -139,7 +122,7 @@ func TestDevStopUnderLoad(t *testing.T) {
 	// processed).
 	d = startDev(t, dir)
 	archive := filepath.Join(data, "archive", dev.ArchiveFile)
-	deadline = time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		missing := make(map[string]bool, len(acked))
 		for host := range acked {

@@ -409,32 +409,51 @@ func TestDevFindingAction(t *testing.T) {
 			} `json:"hostname"`
 		} `json:"findings"`
 	}
-	var got view
-	deadline := time.Now().Add(30 * time.Second)
-	for got.Total == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no finding within 30s:\n%s", d.p.Logs.String())
-		}
-		code, body := apitest.Call(t.Context(), http.MethodPost, base+"/engine/webhook/event/"+dev.WebhookID+"?token="+readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile)), "",
+	hook := base + "/engine/webhook/event/" + dev.WebhookID + "?token=" + readTrimmed(t, filepath.Join(dir, "squall-data", dev.WebhookTokenFile))
+	body := postUntilFinding(t, d, base, token, func() {
+		code, body := apitest.Call(t.Context(), http.MethodPost, hook, "",
 			strings.NewReader(`{"host": "web-1", "message": "s3cret"}`), "application/json")
 		if code != http.StatusOK {
 			t.Fatalf("webhook: %d %s", code, body)
 		}
-		for range 10 {
-			code, body = apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", token, nil, "")
-			if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
-				t.Fatalf("list findings: %d %s", code, body)
-			}
-			if got.Total > 0 {
-				break
-			}
-			pause(t)
-		}
+	})
+	var got view
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
 	}
 	if f := got.Findings[0]; got.Total != 1 || f.Organization.Name != dev.Tenant || f.PlainText != "s3cret" || f.Hostname.Data != "web-1" {
 		t.Fatalf("findings %+v", got)
 	}
 	d.stop(t, syscall.SIGTERM)
+}
+
+// postUntilFinding calls post (which sends a webhook) and lists dev's
+// credential findings with token until one is there, sending the webhook
+// again after every ten empty lists (the engine takes a new tree within a
+// moment, and the same finding is stored once), and returns the list's
+// body; it fails the test with dev's logs after 30 s.
+func postUntilFinding(t *testing.T, d *devProcess, base, token string, post func()) []byte {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("no finding within 30s:\n%s", d.p.Logs.String())
+		}
+		post()
+		for range 10 {
+			code, body := apitest.Call(t.Context(), http.MethodGet, base+"/intel/api/sdk/v0/findings/credential", token, nil, "")
+			var list struct {
+				Total int `json:"total"`
+			}
+			if code != http.StatusOK || json.Unmarshal(body, &list) != nil {
+				t.Fatalf("list findings: %d %s", code, body)
+			}
+			if list.Total > 0 {
+				return body
+			}
+			pause(t)
+		}
+	}
 }
 
 // port returns the port of a host:port address.
